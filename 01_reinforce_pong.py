@@ -1,0 +1,779 @@
+"""01 — REINFORCE from pixels: who gets the score in Pong?
+
+Karpathy's "Pong from Pixels" (2016), rebuilt to learn in minutes on a laptop. A Pong written in
+torch runs hundreds of games side by side; a one-hidden-layer MLP reads the pixels (current frame
+and frame difference) and outputs P(up). The only learning signal is +1/-1 when a point ends.
+The question of the whole project, in its oldest form: which of the ~100 paddle moves of a rally
+deserve the credit for the point?
+
+Three answers, run side by side with the same seeds and frame budget:
+  flat          every move of a point gets the point's outcome R            Ψ_t = R
+  rtg           discounted reward-to-go, reset at each point (Karpathy)     Ψ_t = γ^(T-t) R
+  rtg_baseline  rtg, standardised over the batch (a baseline + scale)       Ψ_t = (G_t - mean) / std
+
+Then the gradient variance is measured, not asserted: per-point policy-gradient vectors for each
+Ψ, their total variance with and without a baseline, and how it grows with rally length (the
+claim in credit-assignment-over-long-generations.txt that it "grows roughly linearly with
+episode length").
+
+Read beside: credit-assignment-is-the-whole-game.txt §0, §3, §4 and Appendix A;
+credit-assignment-over-long-generations.txt (the gradient-variance paragraph).
+Paper: Williams (1992), REINFORCE; blog: Karpathy (2016), Pong from Pixels.
+
+What to look at (in runs/01_reinforce_pong/):
+  learning_curves.png   points won vs frames per variant (mean and min-max over seeds)
+  gradient_variance.png total variance of the per-point gradient vs rally length, log-log
+  who_gets_the_score.png one recorded rally: frames, and the credit each variant gives each frame
+  results.json          curves, final win rates, variance numbers, claims
+
+`--env ale` runs the same agent on gymnasium's ALE/Pong-v5 (pip install gymnasium ale-py), with
+Karpathy's preprocessing; that is the paper-scale setting and wants a GPU and hours.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+import torch.nn as nn
+from torch.func import functional_call, grad, vmap
+from tqdm import tqdm
+
+from common import (
+    apply_smoke,
+    arg,
+    claim,
+    discounted_returns,
+    format_claims,
+    format_table,
+    make_out_dir,
+    moving_average,
+    parse_args,
+    plot_curves,
+    policy_gradient_loss,
+    require,
+    resolve_device,
+    save_figure,
+    seed_everything,
+    standardize,
+    write_results,
+)
+
+VARIANTS = ("flat", "rtg", "rtg_baseline")
+
+
+# ============================================================================================
+# Config
+# ============================================================================================
+@dataclass
+class Args:
+    seed: int = arg(0, "first seed; variant runs use seed, seed+1, ...")
+    device: str = arg("auto", "torch device: auto (cuda if present), cpu, cuda, cuda:1 ...")
+    out: str = arg("runs/01_reinforce_pong", "output folder for figures and results.json")
+    smoke: bool = arg(False, "a seconds-long run that exercises every code path (for tests)")
+    env: str = arg("torch", "torch: our vectorised Pong; ale: gymnasium ALE/Pong-v5",
+                   choices=("torch", "ale"))
+    variants: str = arg(",".join(VARIANTS), "comma-separated credit variants to compare")
+    seeds: int = arg(2, "seeds per variant")
+    frames: int = arg(2_500_000, "training frames per run (summed over parallel games)")
+    num_envs: int = arg(128, "parallel games")
+    rollout_len: int = arg(64, "frames per game between two updates")
+    size: int = arg(32, "torch Pong: frame side in pixels (geometry scales with it)")
+    opponent_speed: float = arg(0.2, "torch Pong: scripted opponent's top speed, px/frame at size 32")
+    hidden: int = arg(200, "hidden units of the policy MLP (Karpathy: 200)")
+    lr: float = arg(1e-3, "Adam learning rate")
+    gamma: float = arg(0.9, "discount of the reward-to-go variants (per frame)")
+    eval_frames: int = arg(200, "frames per game when measuring a final win rate")
+    variance_frames: int = arg(400, "frames per game recorded for the gradient-variance study")
+    log_every: int = arg(20, "updates between two log lines")
+
+    SMOKE = dict(seeds=1, frames=4 * 32 * 16, num_envs=16, rollout_len=32, eval_frames=64,
+                 variance_frames=96, log_every=2)
+
+    def __post_init__(self):
+        require(self.lr > 0, f"--lr must be positive, got {self.lr}")
+        require(0 < self.gamma <= 1, f"--gamma must be in (0, 1], got {self.gamma}")
+        require(self.seeds >= 1, f"--seeds must be at least 1, got {self.seeds}")
+        for name in ("frames", "num_envs", "rollout_len", "hidden", "eval_frames",
+                     "variance_frames", "log_every"):
+            require(getattr(self, name) > 0, f"--{name.replace('_', '-')} must be positive")
+        require(self.size >= 16, f"--size must be at least 16 pixels, got {self.size}")
+        require(self.opponent_speed >= 0, "--opponent-speed must be non-negative")
+        unknown = set(self.variant_list) - set(VARIANTS)
+        require(not unknown, f"--variants: unknown {sorted(unknown)}; choose from {VARIANTS}")
+
+    @property
+    def variant_list(self) -> list[str]:
+        return [v.strip() for v in self.variants.split(",") if v.strip()]
+
+
+# ============================================================================================
+# Environment: Pong in torch, N games at once
+# ============================================================================================
+class Pong:
+    """N games of Pong as tensors. The agent plays the right paddle, a scripted opponent the left.
+
+    Gymnasium conventions over a batch: reset() -> (obs, info); step(action) -> (obs, reward,
+    terminated, truncated, info). obs is (N, size, size) float32 in {0, 1}; action 1 = up,
+    0 = down (Karpathy's two actions). reward is +1 when the opponent misses, -1 when the agent
+    does. A game ends (terminated) at `points_per_game` points for either side, and only the
+    finished games are reset, in the same step (their returned obs is the new game's first).
+
+    Geometry is written for a 32-pixel court and scaled with `size`. Every point is served from
+    the centre line toward the agent, so it must return the ball to score (a coin-flip policy
+    cannot win points on serves). The ball bounces off the walls; off a paddle its vertical speed
+    is set by where it hits (centre: flat, edge: steep), and it speeds up a little on each
+    return, so rallies end. The opponent reacts only once the ball comes into its half and moves
+    at a limited speed: a slow opponent makes the game winnable by returning alone, which is
+    what REINFORCE can learn in minutes; a faster one asks for aimed shots.
+    """
+
+    def __init__(self, num_envs: int, size: int = 32, opponent_speed: float = 0.2,
+                 points_per_game: int = 21, max_game_frames: int = 20_000,
+                 seed: int = 0, device: torch.device | str = "cpu"):
+        u = size / 32  # every length and speed below is in pixels of a 32-pixel court
+        self.num_envs, self.size, self.device = num_envs, size, torch.device(device)
+        self.paddle_half, self.ball_half = 3.0 * u, 1.0 * u
+        self.agent_speed, self.opponent_speed = 2.0 * u, opponent_speed * u
+        self.serve_speed, self.max_speed, self.speedup = 1.0 * u, 2.0 * u, 1.05
+        self.max_vy = 1.5 * u
+        self.agent_x, self.opponent_x = size - 2, 1  # paddle columns
+        self.points_per_game, self.max_game_frames = points_per_game, max_game_frames
+        self.generator = torch.Generator(self.device).manual_seed(seed)
+        self.pixel_centres = torch.arange(size, device=self.device) + 0.5
+        zeros = lambda: torch.zeros(num_envs, device=self.device)  # noqa: E731
+        self.ball_x, self.ball_y, self.vel_x, self.vel_y = zeros(), zeros(), zeros(), zeros()
+        self.agent_y, self.opponent_y = zeros(), zeros()
+        self.score_agent, self.score_opponent, self.game_frames = zeros(), zeros(), zeros()
+
+    # -- gymnasium API ------------------------------------------------------------------------
+    def reset(self, seed: int | None = None):
+        if seed is not None:
+            self.generator.manual_seed(seed)
+        self._reset_games(torch.ones(self.num_envs, dtype=torch.bool, device=self.device))
+        return self.render(), {}
+
+    def step(self, action: torch.Tensor):
+        self.agent_y = self._move_paddle(self.agent_y, torch.where(action == 1, -1.0, 1.0)
+                                         * self.agent_speed)
+        self.opponent_y = self._move_paddle(self.opponent_y, self._opponent_move())
+        self.ball_x, self.ball_y = self.ball_x + self.vel_x, self.ball_y + self.vel_y
+        self._bounce_off_walls()
+        agent_hit, agent_miss = self._paddle_contact(self.agent_y, toward_agent=True)
+        opponent_hit, opponent_miss = self._paddle_contact(self.opponent_y, toward_agent=False)
+
+        reward = opponent_miss.float() - agent_miss.float()
+        self.score_agent += opponent_miss
+        self.score_opponent += agent_miss
+        self.game_frames += 1
+        self._serve(opponent_miss | agent_miss)
+        terminated = torch.maximum(self.score_agent, self.score_opponent) >= self.points_per_game
+        truncated = ~terminated & (self.game_frames >= self.max_game_frames)
+        info = {"agent_hit": agent_hit, "point_over": reward != 0}
+        self._reset_games(terminated | truncated)
+        return self.render(), reward, terminated, truncated, info
+
+    def render(self) -> torch.Tensor:
+        """(N, size, size) frame: two paddles and a square ball, 1 on 0."""
+        c = self.pixel_centres
+        rows_of = lambda y, half: ((c[None] - y[:, None]).abs() < half).float()  # noqa: E731
+        frame = torch.zeros(self.num_envs, self.size, self.size, device=self.device)
+        frame[:, :, self.agent_x] = rows_of(self.agent_y, self.paddle_half)
+        frame[:, :, self.opponent_x] = rows_of(self.opponent_y, self.paddle_half)
+        ball = rows_of(self.ball_y, self.ball_half)[:, :, None] * rows_of(self.ball_x, self.ball_half)[:, None, :]
+        return torch.maximum(frame, ball)
+
+    # -- dynamics -----------------------------------------------------------------------------
+    def _move_paddle(self, y: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+        return (y + dy).clamp(self.paddle_half, self.size - self.paddle_half)
+
+    def _opponent_move(self) -> torch.Tensor:
+        """Chase the ball once it comes into the left half, else drift back to the centre."""
+        coming = (self.vel_x < 0) & (self.ball_x < self.size / 2)
+        target = torch.where(coming, self.ball_y, torch.full_like(self.ball_y, self.size / 2))
+        return (target - self.opponent_y).clamp(-self.opponent_speed, self.opponent_speed)
+
+    def _bounce_off_walls(self) -> None:
+        low, high = self.ball_half, self.size - self.ball_half
+        top, bottom = self.ball_y < low, self.ball_y > high
+        self.ball_y = torch.where(top, 2 * low - self.ball_y, self.ball_y)
+        self.ball_y = torch.where(bottom, 2 * high - self.ball_y, self.ball_y)
+        self.vel_y = torch.where(top | bottom, -self.vel_y, self.vel_y)
+
+    def _paddle_contact(self, paddle_y: torch.Tensor, toward_agent: bool):
+        """When the ball reaches a paddle's face: a hit reflects it, a miss ends the point."""
+        if toward_agent:
+            face = self.agent_x - self.ball_half  # ball centre touches the paddle's left edge
+            reached = (self.vel_x > 0) & (self.ball_x >= face)
+        else:
+            face = self.opponent_x + 1 + self.ball_half
+            reached = (self.vel_x < 0) & (self.ball_x <= face)
+        offset = (self.ball_y - paddle_y) / (self.paddle_half + self.ball_half)  # -1 top .. +1 bottom
+        hit = reached & (offset.abs() <= 1)
+        speed = (self.vel_x.abs() * self.speedup).clamp(max=self.max_speed)
+        self.vel_x = torch.where(hit, -torch.sign(self.vel_x) * speed, self.vel_x)
+        self.vel_y = torch.where(hit, offset * self.max_vy, self.vel_y)  # angle from the contact point
+        self.ball_x = torch.where(hit, 2 * face - self.ball_x, self.ball_x)
+        return hit, reached & ~hit
+
+    def _serve(self, mask: torch.Tensor) -> None:
+        """New point: ball at the centre line, random height, random side, shallow random angle."""
+        n = int(mask.sum())
+        if n == 0:
+            return
+        u = torch.rand(n, 2, generator=self.generator, device=self.device)
+        self.ball_x[mask] = self.size / 2
+        self.ball_y[mask] = self.size * (0.25 + 0.5 * u[:, 0])
+        self.vel_x[mask] = self.serve_speed  # always toward the agent: it must return to score
+        self.vel_y[mask] = (2 * u[:, 1] - 1) * 0.5 * self.max_vy
+
+    def _reset_games(self, mask: torch.Tensor) -> None:
+        for state in (self.agent_y, self.opponent_y):
+            state[mask] = self.size / 2
+        for state in (self.score_agent, self.score_opponent, self.game_frames):
+            state[mask] = 0
+        self._serve(mask)
+
+
+# ============================================================================================
+# Environment option: the real Atari Pong with Karpathy's preprocessing
+# ============================================================================================
+ATARI_BACKGROUND = (144, 109)  # the two background colours of Pong's red channel
+ATARI_UP, ATARI_DOWN = 2, 3  # ALE action ids for Pong (RIGHT moves up, LEFT moves down)
+
+
+def preprocess_atari(frames: np.ndarray) -> torch.Tensor:
+    """Karpathy's prepro: (N, 210, 160, 3) uint8 -> (N, 80, 80) float in {0, 1}.
+
+    Crop the score and borders (rows 35..194), keep every second pixel of the red channel,
+    erase the two background colours, and set everything else (paddles, ball) to 1.
+    """
+    red = frames[:, 35:195:2, ::2, 0]
+    foreground = ~np.isin(red, ATARI_BACKGROUND) & (red != 0)
+    return torch.from_numpy(foreground.astype(np.float32))
+
+
+class AtariPong:
+    """gymnasium's vectorised ALE/Pong-v5 behind the same interface as `Pong`."""
+
+    def __init__(self, num_envs: int, seed: int = 0, device: torch.device | str = "cpu"):
+        try:
+            import ale_py
+            import gymnasium as gym
+        except ImportError:
+            raise SystemExit("--env ale needs gymnasium and the Atari emulator: "
+                             "pip install gymnasium ale-py") from None
+        gym.register_envs(ale_py)
+        self.num_envs, self.size, self.seed, self.device = num_envs, 80, seed, torch.device(device)
+        self.envs = gym.make_vec("ALE/Pong-v5", num_envs=num_envs, vectorization_mode="sync",
+                                 vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP})
+
+    def reset(self, seed: int | None = None):
+        obs, info = self.envs.reset(seed=self.seed if seed is None else seed)
+        return preprocess_atari(obs).to(self.device), info
+
+    def step(self, action: torch.Tensor):
+        ale_action = np.where(action.cpu().numpy() == 1, ATARI_UP, ATARI_DOWN)
+        obs, reward, terminated, truncated, info = self.envs.step(ale_action)
+        as_tensor = lambda x: torch.as_tensor(x, device=self.device)  # noqa: E731
+        reward = as_tensor(reward).float()
+        info = {"point_over": reward != 0}
+        return (preprocess_atari(obs).to(self.device), reward, as_tensor(terminated),
+                as_tensor(truncated), info)
+
+
+def make_env(args: Args, num_envs: int, seed: int, device: torch.device):
+    if args.env == "ale":
+        return AtariPong(num_envs, seed=seed, device=device)
+    return Pong(num_envs, size=args.size, opponent_speed=args.opponent_speed, seed=seed,
+                device=device)
+
+
+# ============================================================================================
+# Policy: Karpathy's MLP from pixels to P(up)
+# ============================================================================================
+class PixelPolicy(nn.Module):
+    """x = [frame, frame - previous frame] -> 200 ReLU units -> logit of P(up)."""
+
+    def __init__(self, size: int, hidden: int):
+        super().__init__()
+        self.net = nn.Sequential(nn.Flatten(), nn.Linear(2 * size * size, hidden), nn.ReLU(),
+                                 nn.Linear(hidden, 1))
+        nn.init.zeros_(self.net[-1].weight)  # start at P(up) = 0.5 exactly
+        nn.init.zeros_(self.net[-1].bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x).squeeze(-1)
+
+
+def log_prob(logits: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    """log π(a|s) of a Bernoulli policy: log σ(z) for up (a=1), log σ(-z) for down (a=0)."""
+    return -nn.functional.binary_cross_entropy_with_logits(logits, actions.float(), reduction="none")
+
+
+class FrameDifference:
+    """Keeps each game's previous frame; the input is [frame, frame - previous] as int8.
+
+    At a game's first frame the difference is zero (Karpathy's `prev_x = None`).
+    """
+
+    def __init__(self, first_frame: torch.Tensor):
+        self.previous = first_frame
+
+    def __call__(self, frame: torch.Tensor, new_game: torch.Tensor | None = None) -> torch.Tensor:
+        previous = self.previous if new_game is None else torch.where(
+            new_game[:, None, None], frame, self.previous)
+        self.previous = frame
+        return torch.stack([frame, frame - previous], dim=1).to(torch.int8)
+
+
+# ============================================================================================
+# Credit: the three answers to "which moves earned this point?"
+# ============================================================================================
+def credit(variant: str, rewards: torch.Tensor, segment_ends: torch.Tensor, gamma: float,
+           mask: torch.Tensor) -> torch.Tensor:
+    """Ψ_t for every step, time-major (T, N). A point is a credit segment: nothing crosses it."""
+    if variant == "flat":  # Ψ_t = R: the point's outcome on every move of the point
+        return discounted_returns(rewards, segment_ends, gamma=1.0)
+    returns = discounted_returns(rewards, segment_ends, gamma)  # G_t = Σ_k γ^k r_{t+k}
+    if variant == "rtg":
+        return returns
+    if variant == "rtg_baseline":  # (G_t - mean) / std: a constant baseline and a scale
+        return standardize(returns, mask)
+    raise ValueError(f"unknown credit variant {variant!r}")
+
+
+def finished_segment_mask(segment_ends: torch.Tensor) -> torch.Tensor:
+    """True at steps whose point has ended by the end of the window (reverse cumulative OR)."""
+    return segment_ends.flip(0).int().cummax(0).values.flip(0).bool()
+
+
+# ============================================================================================
+# Rollouts and training
+# ============================================================================================
+@dataclass
+class Rollout:
+    """Frames from N games, time-major. `used` marks steps already trained on."""
+    inputs: torch.Tensor  # (T, N, 2, H, W) int8
+    actions: torch.Tensor  # (T, N)
+    rewards: torch.Tensor  # (T, N)
+    segment_ends: torch.Tensor  # (T, N) point over, or game over
+    used: torch.Tensor  # (T, N)
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+    def rows(self, start: int) -> Rollout:
+        return Rollout(*(x[start:] for x in vars(self).values()))
+
+    @staticmethod
+    def cat(a: Rollout, b: Rollout) -> Rollout:
+        return Rollout(*(torch.cat([x, y]) for x, y in zip(vars(a).values(), vars(b).values())))
+
+
+class PointBuffer:
+    """Holds frames until their point is over, so that every frame is trained on once, with
+    its point's outcome known. A point can straddle updates; its early frames wait here.
+    At most `max_frames` frames per game wait (a safety net; what it drops is counted).
+    """
+
+    def __init__(self, max_frames: int):
+        self.max_frames, self.waiting, self.dropped = max_frames, None, 0
+
+    def add(self, window: Rollout) -> tuple[Rollout, torch.Tensor]:
+        """Append a window; return everything held and the mask of frames ready to train on."""
+        batch = window if self.waiting is None else Rollout.cat(self.waiting, window)
+        ready = finished_segment_mask(batch.segment_ends) & ~batch.used
+        batch.used |= ready
+        still_waiting = (~batch.used).any(1)
+        first = int(torch.nonzero(still_waiting)[0]) if still_waiting.any() else len(batch)
+        first = max(first, len(batch) - self.max_frames)
+        self.dropped += int((~batch.used[:first]).sum())
+        self.waiting = batch.rows(first)
+        return batch, ready
+
+
+class Player:
+    """Runs a policy in a batch of games and records windows of frames."""
+
+    def __init__(self, env, policy: PixelPolicy):
+        self.env, self.policy = env, policy
+        frame, _ = env.reset()
+        self.frames = FrameDifference(frame)
+        self.x = self.frames(frame)
+
+    @torch.no_grad()
+    def play(self, steps: int) -> tuple[Rollout, torch.Tensor]:
+        """`steps` frames of every game: the window, and where the agent returned the ball."""
+        keep = {k: [] for k in ("inputs", "actions", "rewards", "segment_ends", "agent_hit")}
+        for _ in range(steps):
+            p_up = torch.sigmoid(self.policy(self.x.float()))
+            action = (torch.rand_like(p_up) < p_up).long()  # a ~ π(·|s), as in training
+            frame, reward, terminated, truncated, info = self.env.step(action)
+            game_over = terminated | truncated
+            hit = info.get("agent_hit", torch.zeros_like(game_over))  # ALE does not say
+            for key, value in zip(keep, (self.x, action, reward, info["point_over"] | game_over, hit)):
+                keep[key].append(value)
+            self.x = self.frames(frame, new_game=game_over)
+        window = {k: torch.stack(v) for k, v in keep.items()}
+        agent_hit = window.pop("agent_hit")
+        return Rollout(**window, used=torch.zeros_like(agent_hit)), agent_hit
+
+
+def points_won(rollout: Rollout) -> tuple[int, int]:
+    return int((rollout.rewards > 0).sum()), int((rollout.rewards < 0).sum())
+
+
+def train(args: Args, variant: str, seed: int, device: torch.device, snapshot_at: float = 0.5):
+    """REINFORCE with one credit variant. Returns the learning curve, the final policy and a
+    snapshot of the policy part-way through training (for the variance study).
+
+    Each update trains on the frames whose point is over (see PointBuffer).
+    """
+    seed_everything(seed)
+    env = make_env(args, args.num_envs, seed, device)
+    policy = PixelPolicy(env.size, args.hidden).to(device)
+    frames_per_update = args.num_envs * args.rollout_len
+    updates = max(1, args.frames // frames_per_update)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=args.lr)
+    player = Player(env, policy)
+    buffer = PointBuffer(max_frames=8 * args.rollout_len)
+    snapshot, trained = None, 0
+    curve = {"frames": [], "win_rate": [], "points": []}
+    bar = tqdm(range(updates), desc=f"{variant} seed {seed}", leave=False)
+    for update in bar:
+        window, _ = player.play(args.rollout_len)
+        batch, ready = buffer.add(window)
+        trained += int(ready.sum())
+
+        psi = credit(variant, batch.rewards, batch.segment_ends, args.gamma, ready)
+        logp = log_prob(policy(batch.inputs[ready].float()), batch.actions[ready])
+        loss = policy_gradient_loss(logp, psi[ready])  # -mean Ψ_t log π(a_t|s_t)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+        won, lost = points_won(window)
+        curve["frames"].append((update + 1) * frames_per_update)
+        curve["win_rate"].append(won / max(1, won + lost))
+        curve["points"].append(won + lost)
+        if snapshot is None and update + 1 >= snapshot_at * updates:
+            snapshot = copy.deepcopy(policy)
+        if (update + 1) % args.log_every == 0:
+            recent = np.mean(curve["win_rate"][-args.log_every:])
+            bar.write(f"{variant} seed {seed} | update {update + 1}/{updates} | "
+                      f"frames {curve['frames'][-1]:,} | points won {recent:.2f}")
+    curve["dropped_frame_fraction"] = buffer.dropped / max(1, buffer.dropped + trained)
+    return curve, policy, snapshot
+
+
+@torch.no_grad()
+def win_rate(args: Args, policy: nn.Module | None, seed: int, device: torch.device) -> float:
+    """Fraction of points won by a policy (None: a coin-flip policy) on fresh games."""
+    env = make_env(args, args.num_envs, seed, device)
+    if policy is None:
+        policy = PixelPolicy(env.size, 1).to(device)  # zero output layer: P(up) = 0.5
+    won, lost = points_won(Player(env, policy).play(args.eval_frames)[0])
+    return won / max(1, won + lost)
+
+
+def frames_to_reach(curve: dict, level: float, smooth: int = 5) -> float:
+    """First frame count at which the moving average of points won reaches `level` (nan: never)."""
+    hits = np.nonzero(moving_average(curve["win_rate"], smooth) >= level)[0]
+    return float(curve["frames"][hits[0]]) if len(hits) else math.nan
+
+
+# ============================================================================================
+# Gradient variance: measured per point, vs rally length
+# ============================================================================================
+VARIANCE_ESTIMATORS = {
+    "flat, no baseline": "Ψ_t = R",
+    "flat - mean": "Ψ_t = R - mean(R)",
+    "rtg, no baseline": "Ψ_t = γ^(T-t) R",
+    "rtg - mean": "Ψ_t = G_t - mean(G)",
+}
+
+
+def point_spans(rollout: Rollout) -> list[tuple[int, int, int]]:
+    """(game, first frame, last frame) of every complete point in a window that has an outcome."""
+    done = finished_segment_mask(rollout.segment_ends)
+    spans = []
+    for n in range(rollout.rewards.shape[1]):
+        ends = torch.nonzero(rollout.segment_ends[:, n] & done[:, n]).flatten().tolist()
+        starts = [0] + [e + 1 for e in ends[:-1]]
+        spans += [(n, start, end) for start, end in zip(starts, ends) if rollout.rewards[end, n] != 0]
+    return spans
+
+
+def per_point_gradients(policy: PixelPolicy, points: list[dict], psi_key: str, baseline: float):
+    """g_i = Σ_t (Ψ_t - b) ∇ log π(a_t|s_t) for each point i, flattened: (M, #params).
+
+    torch.func: grad of one point's surrogate, vmapped over points padded to equal length
+    (padding steps get Ψ = 0, so they add nothing).
+    """
+    params = {k: v.detach() for k, v in policy.named_parameters()}
+
+    def point_surrogate(p, x, a, psi):
+        logits = functional_call(policy, p, (x.float(),))
+        return (log_prob(logits, a) * psi).sum()
+
+    length = max(len(pt["actions"]) for pt in points)
+    pad = lambda t: nn.functional.pad(t, [0, 0] * (t.dim() - 1) + [0, length - len(t)])  # noqa: E731
+    x = torch.stack([pad(pt["inputs"]) for pt in points])
+    a = torch.stack([pad(pt["actions"]) for pt in points])
+    psi = torch.stack([pad(pt[psi_key] - baseline) for pt in points])
+    grads = vmap(grad(point_surrogate), in_dims=(None, 0, 0, 0))(params, x, a, psi)
+    return torch.cat([g.flatten(1) for g in grads.values()], dim=1)
+
+
+class GroupedVariance:
+    """tr Cov of vectors, per group and overall, from running sums (the vectors are not kept).
+
+    tr Cov = (Σ||g||² - ||Σg||²/n) / (n - 1), in float64.
+    """
+
+    def __init__(self, groups: int, dim: int):
+        self.count = torch.zeros(groups, dtype=torch.float64)
+        self.total = torch.zeros(groups, dim, dtype=torch.float64)
+        self.total_sq = torch.zeros(groups, dtype=torch.float64)
+
+    def add(self, vectors: torch.Tensor, group: torch.Tensor) -> None:
+        v = vectors.double()
+        self.count.index_add_(0, group, torch.ones(len(v), dtype=torch.float64))
+        self.total.index_add_(0, group, v)
+        self.total_sq.index_add_(0, group, v.pow(2).sum(1))
+
+    @staticmethod
+    def _trace(count, total, total_sq) -> float:
+        return float((total_sq - total.pow(2).sum(-1) / count) / (count - 1)) if count > 1 else math.nan
+
+    def per_group(self) -> list[float]:
+        return [self._trace(*stats) for stats in zip(self.count, self.total, self.total_sq)]
+
+    def overall(self) -> float:
+        return self._trace(self.count.sum(), self.total.sum(0), self.total_sq.sum())
+
+
+def gradient_variance_study(args: Args, policy: PixelPolicy, seed: int, device: torch.device,
+                            bins: int = 8, chunk: int = 64) -> dict:
+    """Record points with a fixed policy; measure tr Cov of per-point gradients per length bin.
+
+    Rally lengths cluster (a missed serve, one exchange, two ...), so the quantile bins often
+    merge into fewer than `bins`.
+    """
+    env = make_env(args, args.num_envs, seed, device)
+    rollout, _ = Player(env, policy).play(args.variance_frames)
+    flat = discounted_returns(rollout.rewards, rollout.segment_ends, 1.0)
+    rtg = discounted_returns(rollout.rewards, rollout.segment_ends, args.gamma)
+    points = [{"inputs": rollout.inputs[s:e + 1, n], "actions": rollout.actions[s:e + 1, n],
+               "flat": flat[s:e + 1, n], "rtg": rtg[s:e + 1, n]}
+              for n, s, e in sorted(point_spans(rollout), key=lambda span: span[2] - span[1])]
+    if len(points) < 2:  # e.g. a smoke run on Atari, where a point outlasts the window
+        nothing = {"total": math.nan, "by_length": [], "slope": math.nan}
+        return {"points": len(points), "mean_length": math.nan, "bin_mean_length": [],
+                **{name: nothing for name in VARIANCE_ESTIMATORS}}
+    lengths = np.array([len(pt["actions"]) for pt in points])
+    edges = np.unique(np.quantile(lengths, np.linspace(0, 1, bins + 1)).astype(int))
+    _, bin_of = np.unique(np.searchsorted(edges[1:-1], lengths, side="right"), return_inverse=True)
+    n_bins, bin_of = bin_of.max() + 1, torch.from_numpy(bin_of)  # numbered 0.. with none empty
+    mean_of = {key: float(torch.cat([pt[key] for pt in points]).mean()) for key in ("flat", "rtg")}
+    setups = {"flat, no baseline": ("flat", 0.0), "flat - mean": ("flat", mean_of["flat"]),
+              "rtg, no baseline": ("rtg", 0.0), "rtg - mean": ("rtg", mean_of["rtg"])}
+    n_params = sum(p.numel() for p in policy.parameters())
+    variances = {name: GroupedVariance(n_bins, n_params) for name in setups}
+    for i in range(0, len(points), chunk):
+        for name, (key, baseline) in setups.items():
+            grads = per_point_gradients(policy, points[i:i + chunk], key, baseline)
+            variances[name].add(grads, bin_of[i:i + chunk])
+    result = {"points": len(points), "mean_length": float(lengths.mean()),
+              "bin_mean_length": [float(lengths[bin_of.numpy() == b].mean()) for b in range(n_bins)]}
+    for name, variance in variances.items():
+        by_length = variance.per_group()
+        result[name] = {"total": variance.overall(), "by_length": by_length,
+                        "slope": loglog_slope(result["bin_mean_length"], by_length)}
+    return result
+
+
+def loglog_slope(x: list[float], y: list[float]) -> float:
+    """Exponent k of y ∝ x^k, fitted by least squares in log-log (nan with < 2 points)."""
+    x, y = np.asarray(x), np.asarray(y)
+    ok = (x > 0) & (y > 0)
+    if ok.sum() < 2:
+        return math.nan
+    return float(np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)[0])
+
+
+# ============================================================================================
+# Who gets the score: one recorded rally and the credit each variant gives its frames
+# ============================================================================================
+@torch.no_grad()
+def record_rally(args: Args, policy: PixelPolicy, seed: int, device: torch.device) -> dict:
+    """Play with the trained policy and keep the longest won point in which the agent returns."""
+    env = make_env(args, args.num_envs, seed, device)
+    rollout, agent_hit = Player(env, policy).play(args.variance_frames)
+    spans = point_spans(rollout) or [(0, 0, len(rollout) - 1)]  # no point over: the whole window
+    won = [(n, s, e) for n, s, e in spans if rollout.rewards[e, n] > 0 and agent_hit[s:e + 1, n].any()]
+    n, start, end = max(won or spans, key=lambda span: span[2] - span[1])
+    mask = finished_segment_mask(rollout.segment_ends)
+    steps = slice(start, end + 1)
+    return {"frames": rollout.inputs[steps, n, 0].float().cpu(),
+            "agent_hit": agent_hit[steps, n].cpu(),
+            "outcome": float(rollout.rewards[end, n]),
+            "credit": {v: credit(v, rollout.rewards, rollout.segment_ends, args.gamma, mask)[steps, n].cpu()
+                       for v in VARIANTS}}
+
+
+def plot_rally(rally: dict, path, shown_frames: int = 8):
+    length = len(rally["frames"])
+    fig = plt.figure(figsize=(12, 5.5))
+    picks = np.linspace(0, length - 1, shown_frames).astype(int)
+    for i, t in enumerate(picks):
+        ax = fig.add_subplot(2, shown_frames, i + 1)
+        ax.imshow(rally["frames"][t], cmap="gray", vmin=0, vmax=1)
+        ax.set_title(f"t={t}", fontsize=8)
+        ax.axis("off")
+    ax = fig.add_subplot(2, 1, 2)
+    for variant, psi in rally["credit"].items():
+        ax.plot(np.arange(length), psi.numpy(), label=variant)
+    for t in torch.nonzero(rally["agent_hit"]).flatten().tolist():
+        ax.axvline(t, color="gray", linestyle=":", linewidth=1)
+    ax.axhline(0, color="black", linewidth=0.5)
+    ax.set(xlabel="frame of the rally (dotted: the agent returns the ball)",
+           ylabel="credit Ψ_t", title=f"Who gets the score? One rally, outcome {rally['outcome']:+.0f}")
+    ax.legend(fontsize="small")
+    save_figure(fig, path)
+
+
+# ============================================================================================
+# Experiment and report
+# ============================================================================================
+def plot_learning(curves: dict, path):
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for variant, runs in curves.items():
+        rates = np.array([moving_average(r["win_rate"], 5) for r in runs])
+        plot_curves(ax, np.array(runs[0]["frames"]), {variant: rates})
+    ax.axhline(0.8, color="gray", linestyle="--", linewidth=1)
+    ax.set(xlabel="training frames (all games)", ylabel="fraction of points won",
+           title="REINFORCE on Pong from pixels: credit variants", ylim=(0, 1))
+    save_figure(fig, path)
+
+
+def plot_variance(study: dict, path):
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    x = study["bin_mean_length"]
+    for name in VARIANCE_ESTIMATORS:
+        ax.loglog(x, study[name]["by_length"], "o-",
+                  label=f"{name}: slope {study[name]['slope']:.2f}")
+    ax.set(xlabel="rally length (frames, bin mean)", ylabel="tr Cov of per-point gradient",
+           title="Policy-gradient variance vs rally length")
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3, which="both")
+    save_figure(fig, path)
+
+
+def frames_text(frames: float) -> str:
+    return f"{frames:,.0f}" if math.isfinite(frames) else "never (in budget)"
+
+
+def check_claims(study: dict, per_seed: dict) -> list[dict]:
+    flat, flat_b = study["flat, no baseline"], study["flat - mean"]
+    rtg, rtg_b = study["rtg, no baseline"], study["rtg - mean"]
+    slope = flat["slope"]
+    claims = [
+        claim("over-long-generations, gradient variance",
+              "variance of the terminal-reward estimator grows roughly linearly with episode length",
+              f"tr Cov of the flat-credit gradient vs rally length: log-log slope {slope:.2f} "
+              f"(1 = linear); with discounted reward-to-go: {rtg['slope']:.2f}",
+              bool(0.7 <= slope <= 1.3) if math.isfinite(slope) else None),
+        claim("whole-game §3", "a baseline reduces the variance of the policy gradient",
+              f"tr Cov, flat: {flat['total']:.3g} -> {flat_b['total']:.3g} with the mean subtracted; "
+              f"reward-to-go: {rtg['total']:.3g} -> {rtg_b['total']:.3g}",
+              flat_b["total"] < flat["total"] and rtg_b["total"] < rtg["total"]),
+    ]
+    if {"flat", "rtg_baseline"} <= per_seed.keys():
+        flat_seeds, base_seeds = np.array(per_seed["flat"]), np.array(per_seed["rtg_baseline"])
+        claims.append(claim(
+            "whole-game §3 and Karpathy", "flat broadcast of the outcome (entangled credit) learns "
+            "slower than discounted reward-to-go with a baseline",
+            "frames to win 70% of points, per seed: flat "
+            f"{', '.join(map(frames_text, flat_seeds))}; rtg_baseline {', '.join(map(frames_text, base_seeds))}",
+            # holds only if every flat seed is slower than every rtg_baseline seed (nan: never)
+            bool(np.all(np.nan_to_num(flat_seeds, nan=np.inf) > np.nanmax(base_seeds)))
+            if np.isfinite(base_seeds).all() else None))
+    return claims
+
+
+def run_variants(args: Args, device: torch.device) -> dict:
+    """Train every variant on the same seeds and frame budget; measure final win rates."""
+    reference = "rtg_baseline" if "rtg_baseline" in args.variant_list else args.variant_list[0]
+    runs = {"curves": {}, "final": {}, "frames_to_70pct_per_seed": {}, "frames": 0, "seconds": 0.0}
+    for variant in args.variant_list:
+        curves, rates = [], []
+        for seed in range(args.seed, args.seed + args.seeds):
+            t0 = time.time()
+            curve, policy, mid_policy = train(args, variant, seed, device)
+            runs["seconds"] += time.time() - t0
+            runs["frames"] += curve["frames"][-1]
+            curves.append(curve)
+            rates.append(win_rate(args, policy, seed + 10_000, device))
+            if variant == reference and seed == args.seed:
+                runs["mid_policy"], runs["final_policy"] = mid_policy, policy
+        runs["curves"][variant] = curves
+        runs["final"][variant] = {"win_rate": float(np.mean(rates)), "worst_seed": float(np.min(rates))}
+        for level in (50, 70, 80):  # the median over seeds of the frames each needed
+            runs["final"][variant][f"frames_to_{level}pct"] = float(np.median(
+                [frames_to_reach(c, level / 100) for c in curves]))
+        runs["frames_to_70pct_per_seed"][variant] = [frames_to_reach(c, 0.7) for c in curves]
+        print(f"{variant}: points won at the end {np.mean(rates):.3f} (seeds {np.round(rates, 3).tolist()})")
+    return runs
+
+
+def main(args: Args) -> dict:
+    args = apply_smoke(args)
+    device = resolve_device(args.device)
+    out = make_out_dir(args.out)
+    start = time.time()
+    print(f"01 REINFORCE from pixels on {args.env} Pong, device {device}: "
+          f"{args.variants} x {args.seeds} seeds x {args.frames:,} frames")
+
+    runs = run_variants(args, device)
+    random_rate = win_rate(args, None, args.seed + 10_000, device)
+    study = gradient_variance_study(args, runs["mid_policy"], args.seed + 20_000, device)
+    rally = record_rally(args, runs["final_policy"], args.seed + 30_000, device)
+    plot_learning(runs["curves"], out / "learning_curves.png")
+    plot_variance(study, out / "gradient_variance.png")
+    plot_rally(rally, out / "who_gets_the_score.png")
+
+    claims = check_claims(study, runs["frames_to_70pct_per_seed"])
+    fps = runs["frames"] / runs["seconds"]
+    metrics = {"random_policy_win_rate": random_rate, "training_frames_per_second": fps}
+    for variant, final in runs["final"].items():
+        metrics.update({f"{variant}_{key}": value for key, value in final.items()})
+    for name in VARIANCE_ESTIMATORS:
+        metrics[f"grad_var[{name}]"] = study[name]["total"]
+        metrics[f"grad_var_length_slope[{name}]"] = study[name]["slope"]
+    wall = time.time() - start
+    write_results(out, args, wall, metrics, claims, curves=runs["curves"], variance_study=study,
+                  frames_to_70pct_per_seed=runs["frames_to_70pct_per_seed"])
+
+    rows = [[v, *f.values()] for v, f in runs["final"].items()]
+    rows.append(["random policy", random_rate, "-", "-", "-", "-"])
+    print("\n" + format_table(rows, ["variant", "points won", "worst seed", "frames to 50%",
+                                     "to 70%", "to 80% (median over seeds)"]))
+    rows = [[name, psi, study[name]["total"], study[name]["slope"]]
+            for name, psi in VARIANCE_ESTIMATORS.items()]
+    print(f"\nGradient variance at the mid-training policy ({study['points']} points, "
+          f"mean length {study['mean_length']:.0f} frames):")
+    print(format_table(rows, ["estimator", "Ψ", "tr Cov", "slope vs length"]))
+    print("\n" + format_claims(claims))
+    print(f"\n{fps:,.0f} training frames/s; wall clock {wall:.0f} s; results in {out}/")
+    return {"metrics": metrics, "claims": claims}
+
+
+if __name__ == "__main__":
+    main(parse_args(Args))

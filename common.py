@@ -1,0 +1,230 @@
+"""Shared plumbing for the numbered scripts: CLI, seeding, devices, results, figures, returns.
+
+Only what two or more scripts use lives here. Every function is small, typed and tested in
+tests/test_common.py. A script's own idea (its environment, its estimator) stays in the script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import random
+import sys
+from pathlib import Path
+from typing import Any, TypeVar
+
+import matplotlib
+
+matplotlib.use("Agg")  # scripts write PNGs; they never open windows
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+ArgsT = TypeVar("ArgsT")
+
+
+# --------------------------------------------------------------------------------------------
+# Command line: a @dataclass Args becomes an argparse CLI
+# --------------------------------------------------------------------------------------------
+def arg(default: Any, help: str, choices: tuple | None = None) -> Any:
+    """A dataclass field with its one-line help (and optional choices) for the CLI."""
+    return dataclasses.field(default=default, metadata={"help": help, "choices": choices})
+
+
+def require(condition: bool, message: str) -> None:
+    """Validation used in `Args.__post_init__`: a bad value raises ValueError(message)."""
+    if not condition:
+        raise ValueError(message)
+
+
+def parse_args(args_class: type[ArgsT], argv: list[str] | None = None) -> ArgsT:
+    """Build a CLI from a dataclass: one `--flag-with-dashes` per field, with its help.
+
+    Booleans become `--flag/--no-flag`. The dataclass validates itself in `__post_init__`
+    (see `require`); a ValueError there ends the program with a one-line message, no trace.
+    """
+    parser = argparse.ArgumentParser(
+        description=(sys.modules[args_class.__module__].__doc__ or "").split("\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    for f in dataclasses.fields(args_class):
+        flag = "--" + f.name.replace("_", "-")
+        help_text = f.metadata.get("help", "")
+        if isinstance(f.default, bool):
+            parser.add_argument(flag, default=f.default, help=help_text,
+                                action=argparse.BooleanOptionalAction)
+        else:
+            parser.add_argument(flag, default=f.default, help=help_text,
+                                type=type(f.default), choices=f.metadata.get("choices"))
+    values = vars(parser.parse_args(argv))
+    try:
+        return args_class(**values)
+    except ValueError as error:
+        parser.exit(2, f"{parser.prog}: error: {error}\n")
+
+
+def apply_smoke(args: ArgsT) -> ArgsT:
+    """With `--smoke`, replace the fields listed in the class's SMOKE dict (a seconds-long run)."""
+    if not getattr(args, "smoke", False):
+        return args
+    return dataclasses.replace(args, **type(args).SMOKE)
+
+
+# --------------------------------------------------------------------------------------------
+# Reproducibility and devices
+# --------------------------------------------------------------------------------------------
+def seed_everything(seed: int) -> None:
+    """Seed python, numpy and torch (CPU and every GPU) from one integer."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def resolve_device(name: str) -> torch.device:
+    """'auto' picks cuda when present, else cpu; any other name is passed to torch."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def make_out_dir(path: str | Path) -> Path:
+    """Create (if needed) and return the run's output folder."""
+    out = Path(path)
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Results: results.json, claims and the final table
+# --------------------------------------------------------------------------------------------
+def claim(source: str, statement: str, measured: str, holds: bool | None) -> dict:
+    """One checked claim: where it comes from, what it says, what we measured, and the verdict.
+
+    `holds=None` means the measurement neither confirms nor refutes it (say why in `measured`).
+    """
+    return {"source": source, "claim": statement, "measured": measured, "holds": holds}
+
+
+def _to_json(value: Any) -> Any:
+    """json.dump fallback for numpy and torch scalars/arrays."""
+    if isinstance(value, (np.generic, torch.Tensor)) and np.ndim(value) == 0:
+        return value.item()
+    if isinstance(value, (np.ndarray, torch.Tensor)):
+        return value.tolist()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"cannot write {type(value).__name__} to results.json")
+
+
+def write_results(out: Path, args: Any, wall_clock_s: float, metrics: dict,
+                  claims: list[dict], **extra: Any) -> Path:
+    """Write results.json: args, wall-clock, flat headline metrics, checked claims, extras."""
+    payload = {"args": dataclasses.asdict(args), "wall_clock_s": wall_clock_s,
+               "metrics": metrics, "claims": claims, **extra}
+    path = Path(out) / "results.json"
+    path.write_text(json.dumps(payload, indent=1, default=_to_json))
+    return path
+
+
+def format_table(rows: list[list[Any]], header: list[str]) -> str:
+    """A plain fixed-width text table (floats with 3 significant digits)."""
+    def cell(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:.3g}" if math.isfinite(v) else str(v)
+        return str(v)
+
+    table = [header] + [[cell(v) for v in row] for row in rows]
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in table]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def format_claims(claims: list[dict]) -> str:
+    """The claims as a table: claim | measured | holds?"""
+    verdict = {True: "yes", False: "NO", None: "n/a"}
+    rows = [[c["source"], c["claim"], c["measured"], verdict[c["holds"]]] for c in claims]
+    return format_table(rows, ["source", "claim", "measured", "holds?"])
+
+
+# --------------------------------------------------------------------------------------------
+# Figures
+# --------------------------------------------------------------------------------------------
+def plot_curves(ax: plt.Axes, x: np.ndarray, curves: dict[str, np.ndarray],
+                band: str = "minmax") -> None:
+    """One line per name: the mean over seeds, with a min-max or ±1 std band.
+
+    `curves[name]` has shape (seeds, len(x)).
+    """
+    for name, ys in curves.items():
+        ys = np.atleast_2d(np.asarray(ys, dtype=float))
+        mean = ys.mean(axis=0)
+        if band == "minmax":
+            low, high = ys.min(axis=0), ys.max(axis=0)
+        elif band == "std":
+            low, high = mean - ys.std(axis=0), mean + ys.std(axis=0)
+        else:
+            raise ValueError(f"band must be 'minmax' or 'std', not {band!r}")
+        (line,) = ax.plot(x, mean, label=f"{name} (n={len(ys)})")
+        ax.fill_between(x, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
+
+
+def moving_average(x: np.ndarray | list[float], window: int) -> np.ndarray:
+    """Trailing mean over the last `window` entries (fewer at the start); same length as x."""
+    x = np.asarray(x, dtype=float)
+    sums = np.concatenate([[0.0], np.cumsum(x)])
+    ends = np.arange(1, len(x) + 1)
+    counts = np.minimum(ends, window)
+    return (sums[ends] - sums[ends - counts]) / counts
+
+
+def save_figure(fig: plt.Figure, path: Path) -> Path:
+    """Save a figure as PNG and close it."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+# --------------------------------------------------------------------------------------------
+# Policy-gradient primitives
+# --------------------------------------------------------------------------------------------
+def discounted_returns(rewards: torch.Tensor, ends: torch.Tensor, gamma: float) -> torch.Tensor:
+    """Reward-to-go G_t = r_t + γ G_{t+1} (1 - end_t), time-major: shape (T, ...).
+
+    `ends[t]` is true when step t is the last of its episode (or credit segment), so nothing
+    after it flows back into it. The tail after the last end is summed as if it ended at T.
+    """
+    returns = torch.zeros_like(rewards, dtype=torch.float32)
+    running = torch.zeros_like(rewards[0], dtype=torch.float32)
+    for t in reversed(range(rewards.shape[0])):
+        running = rewards[t] + gamma * running * (~ends[t].bool())
+        returns[t] = running
+    return returns
+
+
+def standardize(x: torch.Tensor, mask: torch.Tensor | None = None, eps: float = 1e-8) -> torch.Tensor:
+    """(x - mean) / std over the entries where mask is true (all if None); 0 elsewhere."""
+    if mask is None:
+        mask = torch.ones_like(x, dtype=torch.bool)
+    mask = mask.bool()
+    values = x[mask]
+    centred = (x - values.mean()) / (values.std(unbiased=False) + eps)
+    return torch.where(mask, centred, torch.zeros_like(x))
+
+
+def policy_gradient_loss(logp: torch.Tensor, advantages: torch.Tensor,
+                         mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Surrogate loss whose gradient is the policy gradient: -mean_t[ Ψ_t ∇log π(a_t|s_t) ].
+
+    The advantages Ψ are constants (detached); the mean runs over the entries where mask is true.
+    """
+    weights = advantages.detach()
+    if mask is None:
+        return -(logp * weights).mean()
+    mask = mask.float()
+    return -(logp * weights * mask).sum() / mask.sum().clamp(min=1.0)

@@ -1,0 +1,207 @@
+"""common.py: each helper against a naive loop or a hand-computed case."""
+
+import dataclasses
+import json
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import torch
+
+import common
+
+
+@dataclasses.dataclass
+class ToyArgs:
+    seed: int = common.arg(0, "random seed")
+    learning_rate: float = common.arg(0.1, "step size")
+    name: str = common.arg("a", "which one", choices=("a", "b"))
+    smoke: bool = common.arg(False, "tiny run")
+
+    SMOKE = dict(learning_rate=0.5)
+
+    def __post_init__(self):
+        common.require(self.learning_rate > 0, f"--learning-rate must be positive, got {self.learning_rate}")
+
+
+def test_cli_uses_dashes_types_and_defaults():
+    args = common.parse_args(ToyArgs, ["--learning-rate", "0.25", "--name", "b", "--smoke"])
+    assert args == ToyArgs(seed=0, learning_rate=0.25, name="b", smoke=True)
+    assert common.parse_args(ToyArgs, []) == ToyArgs()
+    assert common.parse_args(ToyArgs, ["--no-smoke"]).smoke is False
+
+
+def test_cli_help_lists_each_field_with_its_help(capsys):
+    with pytest.raises(SystemExit) as stop:
+        common.parse_args(ToyArgs, ["--help"])
+    assert stop.value.code == 0
+    text = capsys.readouterr().out
+    for flag, help_text in [("--learning-rate", "step size"), ("--seed", "random seed"),
+                            ("--smoke", "tiny run")]:
+        assert flag in text and help_text in text
+
+
+def test_cli_rejects_bad_value_with_one_line(capsys):
+    with pytest.raises(SystemExit) as stop:
+        common.parse_args(ToyArgs, ["--learning-rate", "-1"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--learning-rate must be positive, got -1.0" in err
+    assert "Traceback" not in err
+
+
+def test_cli_rejects_unknown_choice():
+    with pytest.raises(SystemExit):
+        common.parse_args(ToyArgs, ["--name", "c"])
+
+
+def test_apply_smoke_only_when_asked():
+    assert common.apply_smoke(ToyArgs()) == ToyArgs()
+    assert common.apply_smoke(ToyArgs(smoke=True)).learning_rate == 0.5
+
+
+def test_seed_everything_repeats_all_three_generators():
+    def draw():
+        import random
+        return random.random(), np.random.rand(), torch.rand(1).item()
+
+    common.seed_everything(3)
+    first = draw()
+    common.seed_everything(3)
+    assert draw() == first
+    common.seed_everything(4)
+    assert draw() != first
+
+
+def test_resolve_device():
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert common.resolve_device("auto").type == expected
+    assert common.resolve_device("cpu") == torch.device("cpu")
+
+
+def test_make_out_dir_and_write_results(tmp_path):
+    out = common.make_out_dir(tmp_path / "a" / "b")
+    assert out.is_dir()
+    claims = [common.claim("essay §1", "x is small", "x = 0.1", True)]
+    metrics = {"np_float": np.float32(0.5), "tensor": torch.tensor(2.0), "array": np.arange(2)}
+    path = common.write_results(out, ToyArgs(), 1.5, metrics, claims, curve=[1, 2])
+    data = json.loads(path.read_text())
+    assert data["args"] == dataclasses.asdict(ToyArgs())
+    assert data["wall_clock_s"] == 1.5
+    assert data["metrics"] == {"np_float": 0.5, "tensor": 2.0, "array": [0, 1]}
+    assert data["claims"] == [{"source": "essay §1", "claim": "x is small", "measured": "x = 0.1",
+                               "holds": True}]
+    assert data["curve"] == [1, 2]
+
+
+def test_format_table_aligns_columns():
+    text = common.format_table([["a", 0.123456], ["long name", 12.0]], ["name", "value"])
+    lines = text.splitlines()
+    assert lines[0].startswith("name ") and set(lines[1]) <= {"-", " "}
+    assert "0.123" in lines[2] and "0.1234" not in lines[2]
+    assert lines[2].index("0.123") == lines[3].index("12")
+
+
+def test_format_claims_shows_verdicts():
+    text = common.format_claims([common.claim("s", "c", "m", False), common.claim("s", "c", "m", None)])
+    assert "NO" in text and "n/a" in text
+
+
+@pytest.mark.parametrize("band", ["minmax", "std"])
+def test_plot_curves_draws_mean_and_band(tmp_path, band):
+    fig, ax = plt.subplots()
+    ys = np.array([[0.0, 1.0, 2.0], [2.0, 3.0, 4.0]])
+    common.plot_curves(ax, np.arange(3), {"run": ys}, band=band)
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), [1.0, 2.0, 3.0])
+    low, high = (ys.min(0), ys.max(0)) if band == "minmax" else (ys.mean(0) - 1, ys.mean(0) + 1)
+    vertices = ax.collections[0].get_paths()[0].vertices
+    assert np.isclose(vertices[:, 1].min(), low.min()) and np.isclose(vertices[:, 1].max(), high.max())
+    assert common.save_figure(fig, tmp_path / "f.png").stat().st_size > 0
+
+
+def test_plot_curves_rejects_unknown_band():
+    fig, ax = plt.subplots()
+    with pytest.raises(ValueError, match="band"):
+        common.plot_curves(ax, np.arange(2), {"x": np.zeros((1, 2))}, band="iqr")
+    plt.close(fig)
+
+
+def test_moving_average_is_a_trailing_mean():
+    x = [1.0, 3.0, 5.0, 7.0]
+    np.testing.assert_allclose(common.moving_average(x, 2), [1.0, 2.0, 4.0, 6.0])
+    np.testing.assert_allclose(common.moving_average(x, 10), [1.0, 2.0, 3.0, 4.0])
+    np.testing.assert_allclose(common.moving_average(x, 1), x)
+
+
+def naive_returns(rewards, ends, gamma):
+    """G_t by the definition: sum forward until the episode's end, one step at a time."""
+    T, N = rewards.shape
+    out = np.zeros((T, N))
+    for n in range(N):
+        for t in range(T):
+            g, discount = 0.0, 1.0
+            for k in range(t, T):
+                g += discount * rewards[k, n]
+                discount *= gamma
+                if ends[k, n]:
+                    break
+            out[t, n] = g
+    return out
+
+
+def test_discounted_returns_karpathy_example():
+    # Karpathy's discount_rewards resets the sum at each nonzero reward (a point in Pong)
+    rewards = torch.tensor([0.0, 0.0, 1.0, 0.0, 0.0, -1.0])
+    ends = rewards != 0
+    got = common.discounted_returns(rewards, ends, gamma=0.99)
+    expected = [0.9801, 0.99, 1.0, -0.9801, -0.99, -1.0]
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-6)
+
+
+def test_discounted_returns_matches_naive_loop_with_episode_ends():
+    g = torch.Generator().manual_seed(0)
+    rewards = torch.randn(13, 4, generator=g)
+    ends = torch.rand(13, 4, generator=g) < 0.2
+    got = common.discounted_returns(rewards, ends, gamma=0.9)
+    np.testing.assert_allclose(got.numpy(), naive_returns(rewards.numpy(), ends.numpy(), 0.9),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_standardize_uses_only_masked_entries():
+    x = torch.tensor([1.0, 2.0, 3.0, 100.0])
+    mask = torch.tensor([True, True, True, False])
+    got = common.standardize(x, mask)
+    values = np.array([1.0, 2.0, 3.0])
+    expected = (values - values.mean()) / values.std()
+    np.testing.assert_allclose(got[:3].numpy(), expected, rtol=1e-5)
+    assert got[3] == 0
+    whole = common.standardize(torch.tensor([5.0, 7.0]))
+    np.testing.assert_allclose(whole.numpy(), [-1.0, 1.0], rtol=1e-5)
+
+
+def test_standardize_constant_input_gives_zeros_not_nan():
+    got = common.standardize(torch.ones(5))
+    assert torch.equal(got, torch.zeros(5))
+
+
+def test_policy_gradient_loss_matches_analytic_gradient():
+    # Bernoulli policy with logits z: d log π(a) / dz = a - σ(z), so the loss gradient is
+    # -Ψ (a - σ(z)) / n on the unmasked entries and 0 on the masked one.
+    z = torch.tensor([0.3, -1.2, 2.0, 0.5], requires_grad=True)
+    a = torch.tensor([1.0, 0.0, 0.0, 1.0])
+    psi = torch.tensor([2.0, -1.0, 0.5, 7.0])
+    mask = torch.tensor([True, True, True, False])
+    logp = -torch.nn.functional.binary_cross_entropy_with_logits(z, a, reduction="none")
+    common.policy_gradient_loss(logp, psi, mask).backward()
+    expected = -psi * (a - torch.sigmoid(z.detach())) * mask / mask.sum()
+    torch.testing.assert_close(z.grad, expected)
+
+
+def test_policy_gradient_loss_does_not_backprop_into_advantages():
+    logp = torch.tensor([-0.5, -0.1], requires_grad=True)
+    psi = torch.tensor([1.0, 2.0], requires_grad=True)
+    common.policy_gradient_loss(logp, psi).backward()
+    assert psi.grad is None
+    torch.testing.assert_close(logp.grad, torch.tensor([-0.5, -1.0]))
+    assert math.isclose(common.policy_gradient_loss(logp.detach(), psi.detach()).item(), (0.5 + 0.2) / 2, rel_tol=1e-6)
