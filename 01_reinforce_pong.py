@@ -222,7 +222,7 @@ class Pong:
         return hit, reached & ~hit
 
     def _serve(self, mask: torch.Tensor) -> None:
-        """New point: ball at the centre line, random height, random side, shallow random angle."""
+        """New point: ball on the centre line at a random height, toward the agent, shallow angle."""
         n = int(mask.sum())
         if n == 0:
             return
