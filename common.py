@@ -228,3 +228,99 @@ def policy_gradient_loss(logp: torch.Tensor, advantages: torch.Tensor,
         return -(logp * weights).mean()
     mask = mask.float()
     return -(logp * weights * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+# --------------------------------------------------------------------------------------------
+# The shared toy world: key-to-door (02, 03 and 04 use it)
+# --------------------------------------------------------------------------------------------
+class KeyToDoor:
+    """The survey's robot (credit-assignment-problem-survey.txt §2.1), as a tabular MDP batch.
+
+    Step 0, in the key room: action 1 picks up the key, action 0 leaves it. Then a corridor of
+    `corridor` cells that any action walks through (the actions there change nothing), where a
+    distractor reward `distractor` falls with probability `distractor_prob` at each step
+    (unrelated to the key, as in TVT). Last, the door: reward 1 if the key was taken, else 0,
+    and the episode ends. Gaussian noise of std `noise` is added to every reward.
+    Every episode lasts corridor + 2 steps.
+
+    State s = 2 * position + has_key, position 0 (key room) .. corridor + 1 (door); the
+    absorbing terminal state is `num_states`. Gymnasium conventions over a batch, with the
+    finished episodes reset in the same step. `model()` gives the exact P and R for DP.
+    """
+
+    num_actions = 2
+
+    def __init__(self, num_envs: int, corridor: int = 10, distractor_prob: float = 0.0,
+                 distractor: float = 0.1, noise: float = 0.0, seed: int = 0,
+                 device: torch.device | str = "cpu"):
+        self.num_envs, self.corridor, self.device = num_envs, corridor, torch.device(device)
+        self.distractor_prob, self.distractor, self.noise = distractor_prob, distractor, noise
+        self.door = corridor + 1
+        self.num_states = 2 * (corridor + 2)
+        self.generator = torch.Generator(self.device).manual_seed(seed)
+        self.position = torch.zeros(num_envs, dtype=torch.long, device=self.device)
+        self.has_key = torch.zeros(num_envs, dtype=torch.long, device=self.device)
+
+    @property
+    def state(self) -> torch.Tensor:
+        return 2 * self.position + self.has_key
+
+    def reset(self, seed: int | None = None) -> tuple[torch.Tensor, dict]:
+        if seed is not None:
+            self.generator.manual_seed(seed)
+        self.position.zero_()
+        self.has_key.zero_()
+        return self.state, {}
+
+    def step(self, action: torch.Tensor):
+        at_key, at_door = self.position == 0, self.position == self.door
+        in_corridor = ~at_key & ~at_door
+        rand = torch.rand(self.num_envs, generator=self.generator, device=self.device)
+        reward = torch.where(in_corridor & (rand < self.distractor_prob), self.distractor, 0.0)
+        reward = reward + torch.where(at_door, self.has_key.float(), 0.0)
+        if self.noise > 0:
+            reward = reward + self.noise * torch.randn(self.num_envs, generator=self.generator,
+                                                       device=self.device)
+        self.has_key = torch.where(at_key, action.long(), self.has_key)
+        self.position = self.position + 1
+        terminated = at_door
+        self.position[terminated] = 0  # same-step reset of finished episodes only
+        self.has_key[terminated] = 0
+        truncated = torch.zeros_like(terminated)
+        return self.state, reward, terminated, truncated, {}
+
+    def model(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Exact dynamics: P[s, a, s'] over num_states + 1 states (the last is terminal and
+        absorbing) and the expected reward R[s, a]."""
+        n = self.num_states
+        P = torch.zeros(n + 1, 2, n + 1, dtype=torch.float64)
+        R = torch.zeros(n + 1, 2, dtype=torch.float64)
+        P[n, :, n] = 1.0
+        for key in (0, 1):
+            for position in range(self.door + 1):
+                s = 2 * position + key
+                for a in (0, 1):
+                    if position == self.door:
+                        P[s, a, n], R[s, a] = 1.0, float(key)
+                    else:
+                        next_key = a if position == 0 else key
+                        P[s, a, 2 * (position + 1) + next_key] = 1.0
+                        R[s, a] = self.distractor_prob * self.distractor if position > 0 else 0.0
+        return P, R
+
+
+def evaluate_policy(P: torch.Tensor, R: torch.Tensor, policy: torch.Tensor,
+                    gamma: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Exact V^π and Q^π of a tabular policy π[s, a] by solving the Bellman equations.
+
+    V = r_π + γ P_π V, solved as (I - γ P_π) V = r_π with the absorbing last state pinned to 0;
+    then Q(s, a) = R(s, a) + γ Σ_s' P(s' | s, a) V(s').
+    """
+    policy = policy.to(P.dtype)
+    P_pi = torch.einsum("sa,sat->st", policy, P)
+    r_pi = (policy * R).sum(1)
+    P_pi[-1] = 0.0  # the terminal state earns nothing and goes nowhere
+    eye = torch.eye(len(P), dtype=P.dtype)
+    V = torch.linalg.solve(eye - gamma * P_pi, r_pi)
+    Q = R + gamma * torch.einsum("sat,t->sa", P, V)
+    return V, Q

@@ -205,3 +205,72 @@ def test_policy_gradient_loss_does_not_backprop_into_advantages():
     assert psi.grad is None
     torch.testing.assert_close(logp.grad, torch.tensor([-0.5, -1.0]))
     assert math.isclose(common.policy_gradient_loss(logp.detach(), psi.detach()).item(), (0.5 + 0.2) / 2, rel_tol=1e-6)
+
+
+# ------------------------------------------------------------------------------- key-to-door
+def run_episode(env, actions):
+    rewards, states = [], []
+    for a in actions:
+        state, reward, terminated, truncated, _ = env.step(torch.tensor([a]))
+        rewards.append(reward.item())
+        states.append(state.item())
+    return rewards, states, terminated.item()
+
+
+def test_key_to_door_rewards_the_key_at_the_door_only():
+    env = common.KeyToDoor(1, corridor=3)
+    assert env.reset()[0].tolist() == [0]
+    rewards, states, done = run_episode(env, [1, 0, 0, 0, 0])
+    assert rewards == [0, 0, 0, 0, 1.0] and done
+    assert states[:4] == [3, 5, 7, 9]  # 2 * position + has_key, carrying the key
+    assert states[4] == 0  # reset in the same step
+    rewards, _, done = run_episode(env, [0, 1, 1, 1, 1])  # corridor actions change nothing
+    assert rewards == [0, 0, 0, 0, 0] and done
+
+
+def test_key_to_door_episode_length_is_corridor_plus_two():
+    env = common.KeyToDoor(4, corridor=6)
+    env.reset()
+    for t in range(8):
+        *_, terminated, _, _ = env.step(torch.ones(4, dtype=torch.long))
+        assert terminated.all() == (t == 7)
+
+
+def test_key_to_door_distractors_fall_in_the_corridor_at_their_rate():
+    env = common.KeyToDoor(4000, corridor=5, distractor_prob=0.3, distractor=0.2, seed=1)
+    env.reset()
+    rewards = torch.stack([env.step(torch.zeros(4000, dtype=torch.long))[1] for _ in range(7)])
+    assert torch.all(rewards[0] == 0) and torch.all(rewards[6] == 0)  # key room, door without key
+    assert torch.all((rewards[1:6] == 0) | (rewards[1:6] == 0.2))
+    assert abs((rewards[1:6] > 0).float().mean().item() - 0.3) < 0.02
+
+
+def test_key_to_door_model_matches_the_simulator():
+    env = common.KeyToDoor(1, corridor=2, distractor_prob=0.5, distractor=0.1)
+    P, R = env.model()
+    assert torch.allclose(P.sum(-1), torch.ones(P.shape[:2], dtype=P.dtype))
+    env.reset()
+    for a in [1, 0, 1, 0]:
+        s = env.state.item()
+        s_next = env.step(torch.tensor([a]))[0].item()
+        expected_next = P[s, a].argmax().item()
+        terminal = expected_next == env.num_states
+        assert s_next == (0 if terminal else expected_next)  # the simulator resets at the end
+    assert R[0].tolist() == [0.0, 0.0] and R[2].tolist() == [0.05, 0.05] and R[2 * 3 + 1].tolist() == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("gamma", [1.0, 0.9])
+def test_evaluate_policy_satisfies_the_bellman_equation(gamma):
+    env = common.KeyToDoor(1, corridor=4, distractor_prob=0.3, distractor=0.5)
+    P, R = env.model()
+    policy = torch.softmax(torch.randn(P.shape[0], 2, generator=torch.Generator().manual_seed(0),
+                                       dtype=torch.float64), dim=1)
+    V, Q = common.evaluate_policy(P, R, policy, gamma)
+    # V(s) = Σ_a π(a|s) [R(s,a) + γ Σ_s' P(s'|s,a) V(s')], the terminal state worth 0
+    bellman = (policy * (R + gamma * torch.einsum("sat,t->sa", P, V))).sum(1)
+    torch.testing.assert_close(V[:-1], bellman[:-1])
+    assert V[-1] == 0
+    torch.testing.assert_close(V, (policy * Q).sum(1))
+    # by hand: from the key room, p(key) * γ^(L+1) + distractors γ^1 .. γ^L
+    expected = policy[0, 1] * gamma ** 5 + sum(0.15 * gamma ** k for k in range(1, 5))
+    assert math.isclose(V[0].item(), expected.item(), rel_tol=1e-9)
