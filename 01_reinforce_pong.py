@@ -45,22 +45,20 @@ from torch.func import functional_call, grad, vmap
 from tqdm import tqdm
 
 from common import (
-    apply_smoke,
     arg,
     claim,
     discounted_returns,
     format_claims,
     format_table,
-    make_out_dir,
     moving_average,
     parse_args,
     plot_curves,
     policy_gradient_loss,
     require,
-    resolve_device,
     save_figure,
     seed_everything,
     standardize,
+    start_run,
     write_results,
 )
 
@@ -734,10 +732,8 @@ def run_variants(args: Args, device: torch.device) -> dict:
 
 
 def main(args: Args) -> dict:
-    args = apply_smoke(args)
-    device = resolve_device(args.device)
-    out = make_out_dir(args.out)
     start = time.time()
+    args, device, out = start_run(args)
     print(f"01 REINFORCE from pixels on {args.env} Pong, device {device}: "
           f"{args.variants} x {args.seeds} seeds x {args.frames:,} frames")
 

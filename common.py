@@ -96,6 +96,13 @@ def make_out_dir(path: str | Path) -> Path:
     return out
 
 
+def start_run(args: ArgsT) -> tuple[ArgsT, torch.device, Path]:
+    """The first lines of every script's main: smoke overrides, seeding, device, out folder."""
+    args = apply_smoke(args)
+    seed_everything(args.seed)
+    return args, resolve_device(args.device), make_out_dir(args.out)
+
+
 # --------------------------------------------------------------------------------------------
 # Results: results.json, claims and the final table
 # --------------------------------------------------------------------------------------------

@@ -3,16 +3,12 @@
 import importlib
 import json
 import math
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 pong = importlib.import_module("01_reinforce_pong")
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def make_pong(n=2, **kw):
@@ -237,11 +233,8 @@ def test_loglog_slope_recovers_a_power_law():
     ("--gamma", "1.5", "--gamma must be in (0, 1]"),
     ("--variants", "flat,magic", "--variants: unknown ['magic']"),
 ])
-def test_cli_rejects_bad_values_with_one_line(flag, value, message):
-    run = subprocess.run([sys.executable, "01_reinforce_pong.py", flag, value], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)
-    assert run.returncode == 2
-    assert message in run.stderr and len(run.stderr.strip().splitlines()) == 1
+def test_cli_rejects_bad_values_with_one_line(cli_error, flag, value, message):
+    assert message in cli_error("01_reinforce_pong.py", flag, value)
 
 
 # ------------------------------------------------------------------------------ smoke runs

@@ -274,3 +274,20 @@ def test_evaluate_policy_satisfies_the_bellman_equation(gamma):
     # by hand: from the key room, p(key) * γ^(L+1) + distractors γ^1 .. γ^L
     expected = policy[0, 1] * gamma ** 5 + sum(0.15 * gamma ** k for k in range(1, 5))
     assert math.isclose(V[0].item(), expected.item(), rel_tol=1e-9)
+
+
+def test_start_run_applies_smoke_seeds_and_makes_the_out_folder(tmp_path):
+    @dataclasses.dataclass
+    class RunArgs:
+        seed: int = 5
+        device: str = "cpu"
+        out: str = str(tmp_path / "run")
+        smoke: bool = True
+        size: int = 100
+        SMOKE = dict(size=2)
+
+    args, device, out = common.start_run(RunArgs())
+    assert args.size == 2 and device == torch.device("cpu") and out.is_dir()
+    first = torch.rand(1).item()
+    common.seed_everything(5)
+    assert torch.rand(1).item() == first
