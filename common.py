@@ -39,13 +39,20 @@ def require(condition: bool, message: str) -> None:
         raise ValueError(message)
 
 
+class _OneLineErrors(argparse.ArgumentParser):
+    """argparse, but a bad flag or value ends with one line (no usage block)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def parse_args(args_class: type[ArgsT], argv: list[str] | None = None) -> ArgsT:
     """Build a CLI from a dataclass: one `--flag-with-dashes` per field, with its help.
 
     Booleans become `--flag/--no-flag`. The dataclass validates itself in `__post_init__`
     (see `require`); a ValueError there ends the program with a one-line message, no trace.
     """
-    parser = argparse.ArgumentParser(
+    parser = _OneLineErrors(
         description=(sys.modules[args_class.__module__].__doc__ or "").split("\n")[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
@@ -62,7 +69,7 @@ def parse_args(args_class: type[ArgsT], argv: list[str] | None = None) -> ArgsT:
     try:
         return args_class(**values)
     except ValueError as error:
-        parser.exit(2, f"{parser.prog}: error: {error}\n")
+        parser.error(str(error))
 
 
 def apply_smoke(args: ArgsT) -> ArgsT:

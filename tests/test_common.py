@@ -51,9 +51,17 @@ def test_cli_rejects_bad_value_with_one_line(capsys):
     assert "Traceback" not in err
 
 
-def test_cli_rejects_unknown_choice():
-    with pytest.raises(SystemExit):
-        common.parse_args(ToyArgs, ["--name", "c"])
+@pytest.mark.parametrize("argv,message", [
+    (["--name", "c"], "invalid choice: 'c'"),
+    (["--seed", "1.5"], "invalid int value: '1.5'"),
+    (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+])
+def test_cli_rejects_bad_flags_with_one_line(capsys, argv, message):
+    with pytest.raises(SystemExit) as stop:
+        common.parse_args(ToyArgs, argv)
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and message in err
 
 
 def test_apply_smoke_only_when_asked():
