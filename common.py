@@ -90,10 +90,19 @@ def seed_everything(seed: int) -> None:
 
 
 def resolve_device(name: str) -> torch.device:
-    """'auto' picks cuda when present, else cpu; any other name is passed to torch."""
+    """'auto' picks cuda when present, else cpu; any other name is passed to torch.
+
+    A device this machine lacks stops the program with one line instead of failing later.
+    """
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise SystemExit(f"error: --device {name!r} is not a torch device") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit(f"error: --device {name}: no CUDA GPU on this machine (try --device cpu)")
+    return device
 
 
 def make_out_dir(path: str | Path) -> Path:

@@ -86,6 +86,11 @@ def test_resolve_device():
     expected = "cuda" if torch.cuda.is_available() else "cpu"
     assert common.resolve_device("auto").type == expected
     assert common.resolve_device("cpu") == torch.device("cpu")
+    with pytest.raises(SystemExit, match="not a torch device"):
+        common.resolve_device("gpu-please")
+    if not torch.cuda.is_available():
+        with pytest.raises(SystemExit, match="no CUDA GPU"):
+            common.resolve_device("cuda")
 
 
 def test_make_out_dir_and_write_results(tmp_path):
