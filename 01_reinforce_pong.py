@@ -55,6 +55,7 @@ from common import (
     plot_curves,
     policy_gradient_loss,
     require,
+    require_positive,
     save_figure,
     seed_everything,
     standardize,
@@ -94,12 +95,9 @@ class Args:
                  variance_frames=96, log_every=2)
 
     def __post_init__(self):
-        require(self.lr > 0, f"--lr must be positive, got {self.lr}")
+        require_positive(self, "lr", "seeds", "frames", "num_envs", "rollout_len", "hidden",
+                         "eval_frames", "variance_frames", "log_every")
         require(0 < self.gamma <= 1, f"--gamma must be in (0, 1], got {self.gamma}")
-        require(self.seeds >= 1, f"--seeds must be at least 1, got {self.seeds}")
-        for name in ("frames", "num_envs", "rollout_len", "hidden", "eval_frames",
-                     "variance_frames", "log_every"):
-            require(getattr(self, name) > 0, f"--{name.replace('_', '-')} must be positive")
         require(self.size >= 16, f"--size must be at least 16 pixels, got {self.size}")
         require(self.opponent_speed >= 0, "--opponent-speed must be non-negative")
         unknown = set(self.variant_list) - set(VARIANTS)

@@ -53,6 +53,7 @@ from common import (
     parse_args,
     plot_curves,
     require,
+    require_positive,
     save_figure,
     seed_everything,
     start_run,
@@ -90,10 +91,8 @@ class Args:
                  max_episodes=64, batch=8)
 
     def __post_init__(self):
-        for name in ("episodes", "critics", "learn_seeds", "batch", "max_episodes"):
-            require(getattr(self, name) > 0, f"--{name.replace('_', '-')} must be positive")
-        for name in ("actor_lr", "critic_lr"):
-            require(getattr(self, name) > 0, f"--{name.replace('_', '-')} must be positive")
+        require_positive(self, "episodes", "critics", "learn_seeds", "batch", "max_episodes",
+                         "actor_lr", "critic_lr")
         require(0 <= self.distractor_prob <= 1, "--distractor-prob must be in [0, 1]")
         require(self.noise >= 0 and self.value_noise >= 0, "noise levels must be non-negative")
         require(0 <= self.gae_lambda <= 1, "--gae-lambda must be in [0, 1]")

@@ -39,6 +39,13 @@ def require(condition: bool, message: str) -> None:
         raise ValueError(message)
 
 
+def require_positive(args: Any, *names: str) -> None:
+    """`require` each named field of args to be > 0, naming its flag in the message."""
+    for name in names:
+        value = getattr(args, name)
+        require(value > 0, f"--{name.replace('_', '-')} must be positive, got {value}")
+
+
 class _OneLineErrors(argparse.ArgumentParser):
     """argparse, but a bad flag or value ends with one line (no usage block)."""
 

@@ -64,6 +64,14 @@ def test_cli_rejects_bad_flags_with_one_line(capsys, argv, message):
     assert err.count("\n") == 0 and message in err
 
 
+def test_require_positive_names_the_flag():
+    common.require_positive(ToyArgs(), "learning_rate")
+    bad = ToyArgs()
+    bad.learning_rate = 0.0
+    with pytest.raises(ValueError, match="--learning-rate must be positive, got 0.0"):
+        common.require_positive(bad, "learning_rate")
+
+
 def test_apply_smoke_only_when_asked():
     assert common.apply_smoke(ToyArgs()) == ToyArgs()
     assert common.apply_smoke(ToyArgs(smoke=True)).learning_rate == 0.5
