@@ -1,0 +1,59 @@
+"""03_rudder: return-equivalent redistribution, the predictor's loss, credit on a toy, smoke run."""
+
+import importlib
+import json
+import math
+
+import torch
+
+rudder = importlib.import_module("03_rudder")
+
+
+def test_redistributed_rewards_sum_to_the_return_on_random_episodes():
+    g = torch.Generator().manual_seed(0)
+    predictions = torch.randn(17, 9, generator=g)
+    returns = torch.randn(9, generator=g)
+    redistributed = rudder.redistribute(predictions, returns)
+    torch.testing.assert_close(redistributed.sum(0), returns)
+
+
+def test_redistribution_of_a_perfect_predictor_is_its_differences():
+    predictions = torch.tensor([[0.0], [0.0], [1.0], [1.0]])  # jumps at step 2 to the return 1
+    got = rudder.redistribute(predictions, torch.tensor([1.0]))[:, 0]
+    torch.testing.assert_close(got, torch.tensor([0.0, 0.0, 1.0, 0.0]))
+
+
+def test_credit_share_ignores_what_every_episode_gets():
+    redistributed = torch.tensor([[0.5, 0.5, 0.5], [1.0, -1.0, 0.0], [0.0, 0.0, 0.0]])
+    torch.testing.assert_close(rudder.credit_share(redistributed), torch.tensor([0.0, 1.0, 0.0]))
+
+
+def test_predictor_loss_on_a_hand_case():
+    predictions = torch.tensor([[0.0, 1.0], [2.0, 1.0]])  # T = 2, N = 2
+    returns = torch.tensor([1.0, 3.0])
+    # main: last step errors 1 and -2 -> mean 2.5; auxiliary: errors (-1, -2, 1, -2) -> mean 2.5
+    loss = rudder.predictor_loss(predictions, returns, aux_weight=0.5)
+    assert math.isclose(loss.item(), 2.5 + 0.5 * 2.5, rel_tol=1e-6)
+
+
+def test_predictor_puts_the_credit_on_the_deciding_step():
+    # 8 steps, states count time, actions are coin flips, and only the action at step 5 decides
+    torch.manual_seed(0)
+    T, N, k = 8, 512, 5
+    states = torch.arange(T)[:, None].expand(T, N)
+    actions = torch.randint(0, 2, (T, N))
+    returns = actions[k].float()
+    args = rudder.Args(steps=300, batch=64, hidden=16, lr=1e-2)
+    predictor, _ = rudder.train_predictor(args, states, actions, returns, num_states=T, device="cpu")
+    with torch.no_grad():
+        redistributed = rudder.redistribute(predictor(states, actions), returns)
+    assert rudder.credit_share(redistributed)[k] > 0.8
+
+
+def test_smoke_run_writes_results_and_figure(tmp_path):
+    result = rudder.main(rudder.Args(smoke=True, device="cpu", out=str(tmp_path)))
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert (tmp_path / "redistribution.png").stat().st_size > 1000
+    assert data["metrics"] == result["metrics"]
+    assert data["metrics"]["max_abs_sum_minus_return"] < 1e-4
+    assert all(math.isfinite(v) for v in data["metrics"].values())
