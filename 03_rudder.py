@@ -13,6 +13,7 @@ exactly), so the optimal policy is unchanged while the delay is gone.
 
 What to look at (in runs/03_rudder/):
   redistribution.png  one episode per outcome: the original delayed reward and the redistributed r̃
+  delay_sweep.png     episodes until the key is preferred vs corridor length: TD, MC, RUDDER
   results.json        predictor error, and the share of the redistributed credit on the key step
 """
 
@@ -34,6 +35,7 @@ from common import (
     format_claims,
     format_table,
     parse_args,
+    plot_curves,
     require,
     require_positive,
     save_figure,
@@ -59,13 +61,29 @@ class Args:
     batch: int = arg(128, "episodes per predictor step")
     lr: float = arg(3e-3, "Adam learning rate of the predictor")
     aux_weight: float = arg(0.5, "weight of the auxiliary loss (predict the return at every step)")
+    sweep: str = arg("5,10,20,40", "corridor lengths of the delay sweep")
+    sweep_seeds: int = arg(3, "seeds per (method, corridor) in the delay sweep")
+    learn_batch: int = arg(16, "episodes per learner update")
+    max_episodes: int = arg(10_000, "learner budget; unsolved runs count as this")
+    alpha: float = arg(0.5, "tabular step size of the learners")
+    epsilon: float = arg(0.2, "exploration rate of the learners (ε-greedy)")
+    margin: float = arg(0.2, "solved once Q(key room, take) exceeds Q(key room, leave) by this")
+    refit_steps: int = arg(10, "RUDDER: predictor steps per learner update")
+    buffer_batches: int = arg(32, "RUDDER: stored batches of episodes the predictor trains on")
 
-    SMOKE = dict(corridor=5, episodes=64, steps=5, batch=16)
+    SMOKE = dict(corridor=5, episodes=64, steps=5, batch=16, sweep="3", sweep_seeds=1,
+                 max_episodes=32, learn_batch=8, refit_steps=2)
 
     def __post_init__(self):
-        require_positive(self, "corridor", "episodes", "hidden", "steps", "batch", "lr")
+        require_positive(self, "corridor", "episodes", "hidden", "steps", "batch", "lr", "sweep_seeds",
+                         "learn_batch", "max_episodes", "alpha", "refit_steps", "buffer_batches")
+        require(0 <= self.epsilon <= 1, "--epsilon must be in [0, 1]")
         require(0 <= self.distractor_prob <= 1, "--distractor-prob must be in [0, 1]")
         require(self.aux_weight >= 0, "--aux-weight must be non-negative")
+
+    @property
+    def sweep_list(self) -> list[int]:
+        return [int(v) for v in self.sweep.split(",")]
 
 
 # ============================================================================================
@@ -128,6 +146,102 @@ def train_predictor(args: Args, states, actions, returns, num_states: int, devic
 
 
 # ============================================================================================
+# Task 2: a delay sweep. Tabular Q-learning on the delayed reward (TD), Monte Carlo control,
+# and Q-learning on RUDDER's redistributed reward, on key-to-door with growing corridors.
+# ============================================================================================
+@torch.no_grad()
+def epsilon_greedy_episodes(env: KeyToDoor, Q: torch.Tensor, epsilon: float) -> dict:
+    state, _ = env.reset()
+    keep = {"states": [], "actions": [], "rewards": [], "next_states": []}
+    for t in range(env.corridor + 2):
+        greedy = Q[state].argmax(1)
+        explore = torch.rand(env.num_envs, generator=env.generator, device=env.device) < epsilon
+        coin = torch.randint(0, 2, (env.num_envs,), generator=env.generator, device=env.device)
+        action = torch.where(explore, coin, greedy)
+        next_state, reward, *_ = env.step(action)
+        last = t == env.corridor + 1
+        after = torch.full_like(state, env.num_states) if last else next_state  # terminal: Q = 0
+        for key, value in zip(keep, (state, action, reward, after)):
+            keep[key].append(value)
+        state = next_state
+    return {k: torch.stack(v) for k, v in keep.items()}
+
+
+def q_learning_update(Q, episode: dict, rewards: torch.Tensor, alpha: float) -> None:
+    """Q(s, a) += α (r + max_a' Q(s', a') - Q(s, a)), γ = 1, averaged over a batch's visits."""
+    s, a = episode["states"].flatten(), episode["actions"].flatten()
+    target = rewards.flatten() + Q[episode["next_states"].flatten()].max(1).values
+    average_step(Q, s, a, target - Q[s, a], alpha)
+
+
+def mc_update(Q, episode: dict, alpha: float) -> None:
+    """Q(s, a) += α (G_t - Q(s, a)), the undiscounted return from step t on."""
+    returns = episode["rewards"].flip(0).cumsum(0).flip(0)
+    s, a = episode["states"].flatten(), episode["actions"].flatten()
+    average_step(Q, s, a, returns.flatten() - Q[s, a], alpha)
+
+
+def average_step(Q, s, a, errors, alpha: float) -> None:
+    """Move each visited Q(s, a) by α times the mean of its errors in the batch."""
+    index = s * Q.shape[1] + a
+    total = torch.zeros(Q.numel(), device=Q.device).index_add_(0, index, errors)
+    visits = torch.bincount(index, minlength=Q.numel()).clamp(min=1)
+    Q += alpha * (total / visits).view_as(Q)
+
+
+def solve(args: Args, method: str, corridor: int, seed: int, device) -> int:
+    """Episodes until the greedy policy takes the key with a margin (args.max_episodes if never)."""
+    torch.manual_seed(seed)
+    env = KeyToDoor(args.learn_batch, corridor=corridor, distractor_prob=args.distractor_prob,
+                    seed=seed, device=device)
+    Q = torch.zeros(env.num_states + 1, 2, device=device)
+    buffer, predictor = [], None
+    for episodes in range(args.learn_batch, args.max_episodes + 1, args.learn_batch):
+        episode = epsilon_greedy_episodes(env, Q, args.epsilon)
+        if method == "Q-learning (TD)":
+            q_learning_update(Q, episode, episode["rewards"], args.alpha)
+        elif method == "Monte Carlo":
+            mc_update(Q, episode, args.alpha)
+        else:  # RUDDER: refit the predictor on stored episodes, learn from r̃
+            buffer = (buffer + [episode])[-args.buffer_batches:]
+            stored = {k: torch.cat([e[k] for e in buffer], dim=1) for k in ("states", "actions", "rewards")}
+            predictor = refit_predictor(args, predictor, stored, env.num_states, device)
+            with torch.no_grad():
+                g = predictor(episode["states"], episode["actions"])
+            q_learning_update(Q, episode, redistribute(g, episode["rewards"].sum(0)), args.alpha)
+        if Q[0, 1] > Q[0, 0] + args.margin:
+            return episodes
+    return args.max_episodes
+
+
+def refit_predictor(args: Args, predictor, stored: dict, num_states: int, device):
+    """A few Adam steps on the stored episodes (a fresh predictor the first time)."""
+    if predictor is None:
+        predictor = ReturnPredictor(num_states, KeyToDoor.num_actions, args.hidden).to(device)
+        predictor.optimizer = torch.optim.Adam(predictor.parameters(), lr=args.lr)
+    returns = stored["rewards"].sum(0)
+    for _ in range(args.refit_steps):
+        pick = torch.randint(0, returns.shape[0], (min(args.batch, returns.shape[0]),), device=device)
+        loss = predictor_loss(predictor(stored["states"][:, pick], stored["actions"][:, pick]),
+                              returns[pick], args.aux_weight)
+        predictor.optimizer.zero_grad()
+        loss.backward()
+        predictor.optimizer.step()
+    return predictor
+
+
+METHODS = ("Q-learning (TD)", "Monte Carlo", "RUDDER")
+
+
+def delay_sweep(args: Args, device) -> dict:
+    results = {m: {} for m in METHODS}
+    runs = [(m, L) for m in METHODS for L in args.sweep_list]
+    for method, L in tqdm(runs, desc="delay sweep", leave=False):
+        results[method][L] = [solve(args, method, L, args.seed + i, device) for i in range(args.sweep_seeds)]
+    return results
+
+
+# ============================================================================================
 # Experiment: stored episodes of a random policy on key-to-door
 # ============================================================================================
 @torch.no_grad()
@@ -156,6 +270,26 @@ def plot_redistribution(episode: dict, redistributed: torch.Tensor, path) -> Non
     save_figure(fig, path)
 
 
+def growth_law(lengths: list[int], ratios: list[float]) -> dict:
+    """Fit log(ratio) against L (exponential growth) and against log L (power law); the
+    residual sums of squares say which describes the measurements better."""
+    y, L = np.log(ratios), np.asarray(lengths, dtype=float)
+    fits = {}
+    for name, x in (("exponential", L), ("power", np.log(L))):
+        coefficients, residual, *_ = np.polyfit(x, y, 1, full=True)
+        fits[name] = float(coefficients[0])
+        fits[f"{name}_residual"] = float(residual[0]) if len(residual) else 0.0
+    return fits
+
+
+def plot_sweep(sweep: dict, lengths: list[int], path) -> None:
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    plot_curves(ax, np.array(lengths), {m: np.array([by_L[L] for L in lengths]).T for m, by_L in sweep.items()})
+    ax.set(xlabel="corridor length L (delay)", ylabel="episodes to solve", yscale="log",
+           title="Key-to-door: episodes until the key is preferred")
+    save_figure(fig, path)
+
+
 def main(args: Args) -> dict:
     start = time.time()
     args, device, out = start_run(args)
@@ -170,12 +304,26 @@ def main(args: Args) -> dict:
     redistributed = redistribute(predictions, returns)
     plot_redistribution(episode, redistributed, out / "redistribution.png")
 
+    sweep = delay_sweep(args, device)
+    plot_sweep(sweep, args.sweep_list, out / "delay_sweep.png")
     share_at_key = float(credit_share(redistributed)[0])
     final_error = float(((predictions[-1] - returns) ** 2).mean())
     sum_gap = float((redistributed.sum(0) - returns).abs().max())
     metrics = {"predictor_final_mse": final_error, "credit_share_at_key": share_at_key,
                "max_abs_sum_minus_return": sum_gap, "delay_steps": args.corridor + 1}
-    claims = [claim("survey §5", "the return predictor's jump, and so the redistributed reward, sits "
+    medians = {m: [float(np.median(sweep[m][L])) for L in args.sweep_list] for m in METHODS}
+    for m in METHODS:
+        for L, value in zip(args.sweep_list, medians[m]):
+            metrics[f"L{L}_episodes_to_solve[{m}]"] = value
+    ratios = [td / rudder for td, rudder in zip(medians["Q-learning (TD)"], medians["RUDDER"])]
+    growth = growth_law(args.sweep_list, ratios)
+    claims = [claim("RUDDER paper, survey §5", "RUDDER is exponentially faster than TD as the delay grows",
+                    "TD / RUDDER episodes to solve at L = "
+                    + ", ".join(f"{L}: {r:.1f}x" for L, r in zip(args.sweep_list, ratios))
+                    + f"; the ratio fits a power law L^{growth['power']:.2f} with residual "
+                    f"{growth['power_residual']:.3f}, an exponential with {growth['exponential_residual']:.3f}",
+                    None if len(ratios) < 3 else growth["exponential_residual"] < growth["power_residual"]),
+              claim("survey §5", "the return predictor's jump, and so the redistributed reward, sits "
                     "at the decisive step and is near zero elsewhere",
                     f"{share_at_key:.1%} of the variance of r̃ across episodes sits on the key step, "
                     f"of {args.corridor + 2} steps",
@@ -183,8 +331,11 @@ def main(args: Args) -> dict:
               claim("survey §5", "the redistributed rewards sum to the original return",
                     f"largest |Σ r̃ - G| over {args.episodes} episodes: {sum_gap:.1e}", sum_gap < 1e-4)]
     wall = time.time() - start
-    write_results(out, args, wall, metrics, claims, predictor_losses=losses)
-    print(format_table([[k, v] for k, v in metrics.items()], ["metric", "value"]))
+    write_results(out, args, wall, metrics, claims, predictor_losses=losses, delay_sweep=sweep)
+    print(format_table([[k, v] for k, v in metrics.items() if not k.startswith("L")], ["metric", "value"]))
+    rows = [[L, *(medians[m][i] for m in METHODS)] for i, L in enumerate(args.sweep_list)]
+    print("\nDelay sweep, median episodes to solve:")
+    print(format_table(rows, ["corridor L", *METHODS]))
     print("\n" + format_claims(claims))
     print(f"\nwall clock {wall:.0f} s; results in {out}/")
     return {"metrics": metrics, "claims": claims}

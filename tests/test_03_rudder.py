@@ -57,3 +57,32 @@ def test_smoke_run_writes_results_and_figure(tmp_path):
     assert data["metrics"] == result["metrics"]
     assert data["metrics"]["max_abs_sum_minus_return"] < 1e-4
     assert all(math.isfinite(v) for v in data["metrics"].values())
+
+
+def test_growth_law_tells_exponential_from_power():
+    L = [5, 10, 20, 40]
+    power = rudder.growth_law(L, [0.5 * x**0.9 for x in L])
+    assert math.isclose(power["power"], 0.9, rel_tol=1e-6)
+    assert power["power_residual"] < power["exponential_residual"]
+    exponential = rudder.growth_law(L, [2 * 1.1**x for x in L])
+    assert exponential["exponential_residual"] < exponential["power_residual"]
+
+
+def test_q_learning_and_mc_updates_on_a_hand_episode():
+    # one episode of 3 steps: s = 0, 2, 4 with actions 1, 0, 0, reward 1 at the end
+    episode = {"states": torch.tensor([[0], [2], [4]]), "actions": torch.tensor([[1], [0], [0]]),
+               "rewards": torch.tensor([[0.0], [0.0], [1.0]]), "next_states": torch.tensor([[2], [4], [6]])}
+    Q = torch.zeros(7, 2)
+    Q[2, 1] = 0.4  # a better action elsewhere: the max in the TD target
+    rudder.q_learning_update(Q, episode, episode["rewards"], alpha=0.5)
+    assert Q[0, 1] == 0.5 * 0.4 and Q[2, 0] == 0.0 and Q[4, 0] == 0.5
+    Q = torch.zeros(7, 2)
+    rudder.mc_update(Q, episode, alpha=0.5)
+    assert Q[0, 1] == 0.5 and Q[2, 0] == 0.5 and Q[4, 0] == 0.5
+
+
+def test_average_step_averages_repeated_visits():
+    Q = torch.zeros(2, 2)
+    rudder.average_step(Q, torch.tensor([1, 1, 0]), torch.tensor([0, 0, 1]),
+                        torch.tensor([1.0, 3.0, -1.0]), alpha=0.5)
+    torch.testing.assert_close(Q, torch.tensor([[0.0, -0.5], [1.0, 0.0]]))
