@@ -1,8 +1,7 @@
 """03 — Return decomposition (RUDDER): move a delayed reward to the step that earned it.
 
-(Work in progress: this first part builds the return predictor and the redistribution and shows
-them on the key-to-door world. The learners, the pocket-watch task and TRT come next; see the
-README.)
+(Work in progress: the return predictor, the redistribution and a delay sweep on the
+key-to-door world are here; the pocket-watch task and TRT come next; see the README.)
 
 RUDDER's idea (Arjona-Medina et al., 2019; survey §4.1.2 and §5): train an LSTM g to predict an
 episode's return from its (state, action) sequence, at every step. The differences of its
@@ -130,19 +129,33 @@ def credit_share(redistributed: torch.Tensor) -> torch.Tensor:
     return variance / variance.sum()
 
 
+class PredictorTrainer:
+    """A return predictor with its Adam optimiser; `fit` takes steps on stored episodes."""
+
+    def __init__(self, args: Args, num_states: int, device):
+        self.args = args
+        self.predictor = ReturnPredictor(num_states, KeyToDoor.num_actions, args.hidden).to(device)
+        self.optimizer = torch.optim.Adam(self.predictor.parameters(), lr=args.lr)
+        self.generator = torch.Generator().manual_seed(args.seed)
+
+    def fit(self, states, actions, returns, steps: int, progress: bool = False) -> list[float]:
+        losses = []
+        for _ in tqdm(range(steps), desc="return predictor", leave=False, disable=not progress):
+            size = min(self.args.batch, len(returns))
+            pick = torch.randint(0, len(returns), (size,), generator=self.generator).to(returns.device)
+            predictions = self.predictor(states[:, pick], actions[:, pick])
+            loss = predictor_loss(predictions, returns[pick], self.args.aux_weight)
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+            losses.append(loss.item())
+        return losses
+
+
 def train_predictor(args: Args, states, actions, returns, num_states: int, device) -> tuple:
-    predictor = ReturnPredictor(num_states, KeyToDoor.num_actions, args.hidden).to(device)
-    optimizer = torch.optim.Adam(predictor.parameters(), lr=args.lr)
-    generator = torch.Generator().manual_seed(args.seed)
-    losses = []
-    for _ in tqdm(range(args.steps), desc="return predictor", leave=False):
-        pick = torch.randint(0, states.shape[1], (args.batch,), generator=generator).to(device)
-        loss = predictor_loss(predictor(states[:, pick], actions[:, pick]), returns[pick], args.aux_weight)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-    return predictor, losses
+    trainer = PredictorTrainer(args, num_states, device)
+    losses = trainer.fit(states, actions, returns, args.steps, progress=True)
+    return trainer.predictor, losses
 
 
 # ============================================================================================
@@ -195,39 +208,23 @@ def solve(args: Args, method: str, corridor: int, seed: int, device) -> int:
     env = KeyToDoor(args.learn_batch, corridor=corridor, distractor_prob=args.distractor_prob,
                     seed=seed, device=device)
     Q = torch.zeros(env.num_states + 1, 2, device=device)
-    buffer, predictor = [], None
+    buffer, trainer = [], PredictorTrainer(args, env.num_states, device)
     for episodes in range(args.learn_batch, args.max_episodes + 1, args.learn_batch):
         episode = epsilon_greedy_episodes(env, Q, args.epsilon)
         if method == "Q-learning (TD)":
             q_learning_update(Q, episode, episode["rewards"], args.alpha)
         elif method == "Monte Carlo":
             mc_update(Q, episode, args.alpha)
-        else:  # RUDDER: refit the predictor on stored episodes, learn from r̃
+        else:  # RUDDER: refit the predictor on the stored episodes, then learn from r̃
             buffer = (buffer + [episode])[-args.buffer_batches:]
             stored = {k: torch.cat([e[k] for e in buffer], dim=1) for k in ("states", "actions", "rewards")}
-            predictor = refit_predictor(args, predictor, stored, env.num_states, device)
+            trainer.fit(stored["states"], stored["actions"], stored["rewards"].sum(0), args.refit_steps)
             with torch.no_grad():
-                g = predictor(episode["states"], episode["actions"])
+                g = trainer.predictor(episode["states"], episode["actions"])
             q_learning_update(Q, episode, redistribute(g, episode["rewards"].sum(0)), args.alpha)
         if Q[0, 1] > Q[0, 0] + args.margin:
             return episodes
     return args.max_episodes
-
-
-def refit_predictor(args: Args, predictor, stored: dict, num_states: int, device):
-    """A few Adam steps on the stored episodes (a fresh predictor the first time)."""
-    if predictor is None:
-        predictor = ReturnPredictor(num_states, KeyToDoor.num_actions, args.hidden).to(device)
-        predictor.optimizer = torch.optim.Adam(predictor.parameters(), lr=args.lr)
-    returns = stored["rewards"].sum(0)
-    for _ in range(args.refit_steps):
-        pick = torch.randint(0, returns.shape[0], (min(args.batch, returns.shape[0]),), device=device)
-        loss = predictor_loss(predictor(stored["states"][:, pick], stored["actions"][:, pick]),
-                              returns[pick], args.aux_weight)
-        predictor.optimizer.zero_grad()
-        loss.backward()
-        predictor.optimizer.step()
-    return predictor
 
 
 METHODS = ("Q-learning (TD)", "Monte Carlo", "RUDDER")
