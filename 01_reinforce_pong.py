@@ -45,6 +45,7 @@ from torch.func import functional_call, grad, vmap
 from tqdm import tqdm
 
 from common import (
+    RunArgs,
     arg,
     claim,
     discounted_returns,
@@ -70,11 +71,9 @@ VARIANTS = ("flat", "rtg", "rtg_baseline")
 # Config
 # ============================================================================================
 @dataclass
-class Args:
+class Args(RunArgs):
     seed: int = arg(0, "first seed; variant runs use seed, seed+1, ...")
-    device: str = arg("auto", "torch device: auto (cuda if present), cpu, cuda, cuda:1 ...")
     out: str = arg("runs/01_reinforce_pong", "output folder for figures and results.json")
-    smoke: bool = arg(False, "a seconds-long run that exercises every code path (for tests)")
     env: str = arg("torch", "torch: our vectorised Pong; ale: gymnasium ALE/Pong-v5",
                    choices=("torch", "ale"))
     variants: str = arg(",".join(VARIANTS), "comma-separated credit variants to compare")

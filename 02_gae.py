@@ -44,6 +44,7 @@ from tqdm import tqdm
 
 from common import (
     KeyToDoor,
+    RunArgs,
     arg,
     claim,
     discounted_returns,
@@ -65,11 +66,8 @@ from common import (
 # Config
 # ============================================================================================
 @dataclass
-class Args:
-    seed: int = arg(0, "random seed")
-    device: str = arg("auto", "torch device: auto (cuda if present), cpu, cuda ...")
+class Args(RunArgs):
     out: str = arg("runs/02_gae", "output folder for figures and results.json")
-    smoke: bool = arg(False, "a seconds-long run that exercises every code path (for tests)")
     lengths: str = arg("5,10,20,40,80", "corridor lengths L (the delay), comma-separated")
     distractor_prob: float = arg(0.5, "probability of a distractor reward at each corridor step")
     distractor: float = arg(0.2, "size of a distractor reward (the key is worth 1)")

@@ -29,6 +29,7 @@ from tqdm import tqdm
 
 from common import (
     KeyToDoor,
+    RunArgs,
     arg,
     claim,
     format_claims,
@@ -47,11 +48,8 @@ from common import (
 # Config
 # ============================================================================================
 @dataclass
-class Args:
-    seed: int = arg(0, "random seed")
-    device: str = arg("auto", "torch device: auto (cuda if present), cpu, cuda ...")
+class Args(RunArgs):
     out: str = arg("runs/03_rudder", "output folder for figures and results.json")
-    smoke: bool = arg(False, "a seconds-long run that exercises every code path (for tests)")
     corridor: int = arg(30, "key-to-door corridor length (the delay)")
     distractor_prob: float = arg(0.0, "probability of a distractor reward per corridor step")
     episodes: int = arg(2048, "stored episodes (uniform random policy) to train the predictor on")

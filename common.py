@@ -33,6 +33,16 @@ def arg(default: Any, help: str, choices: tuple | None = None) -> Any:
     return dataclasses.field(default=default, metadata={"help": help, "choices": choices})
 
 
+@dataclasses.dataclass
+class RunArgs:
+    """The flags every script has; a script's `Args(RunArgs)` sets its own `out` and adds the rest."""
+
+    seed: int = arg(0, "random seed")
+    device: str = arg("auto", "torch device: auto (cuda if present), cpu, cuda, cuda:1 ...")
+    out: str = arg("runs", "output folder for figures and results.json")
+    smoke: bool = arg(False, "a seconds-long run that exercises every code path (for tests)")
+
+
 def require(condition: bool, message: str) -> None:
     """Validation used in `Args.__post_init__`: a bad value raises ValueError(message)."""
     if not condition:

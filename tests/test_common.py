@@ -312,3 +312,15 @@ def test_start_run_applies_smoke_seeds_and_makes_the_out_folder(tmp_path):
     first = torch.rand(1).item()
     common.seed_everything(5)
     assert torch.rand(1).item() == first
+
+
+def test_run_args_gives_every_script_the_four_flags_first():
+    @dataclasses.dataclass
+    class ScriptArgs(common.RunArgs):
+        out: str = common.arg("runs/99_demo", "output folder")
+        width: int = common.arg(3, "a script's own flag")
+
+    names = [f.name for f in dataclasses.fields(ScriptArgs)]
+    assert names == ["seed", "device", "out", "smoke", "width"]
+    args = common.parse_args(ScriptArgs, ["--seed", "4", "--smoke", "--width", "5"])
+    assert (args.seed, args.device, args.out, args.smoke, args.width) == (4, "auto", "runs/99_demo", True, 5)
