@@ -237,21 +237,8 @@ def delay_sweep(args: Args, device) -> dict:
 
 
 # ============================================================================================
-# Experiment: stored episodes of a random policy on key-to-door
+# Experiment: stored episodes of a random policy (ε = 1) on key-to-door
 # ============================================================================================
-@torch.no_grad()
-def random_episodes(env: KeyToDoor) -> dict:
-    state, _ = env.reset()
-    keep = {"states": [], "actions": [], "rewards": []}
-    for _ in range(env.corridor + 2):
-        action = torch.randint(0, 2, (env.num_envs,), generator=env.generator, device=env.device)
-        next_state, reward, *_ = env.step(action)
-        for key, value in zip(keep, (state, action, reward)):
-            keep[key].append(value)
-        state = next_state
-    return {k: torch.stack(v) for k, v in keep.items()}
-
-
 def plot_redistribution(episode: dict, redistributed: torch.Tensor, path) -> None:
     took = episode["actions"][0] == 1
     picks = {"took the key": int(torch.nonzero(took)[0]), "left the key": int(torch.nonzero(~took)[0])}
@@ -290,7 +277,7 @@ def main(args: Args) -> dict:
     args, device, out = start_run(args)
     env = KeyToDoor(args.episodes, corridor=args.corridor, distractor_prob=args.distractor_prob,
                     seed=args.seed, device=device)
-    episode = random_episodes(env)
+    episode = epsilon_greedy_episodes(env, torch.zeros(env.num_states + 1, 2, device=device), epsilon=1.0)
     returns = episode["rewards"].sum(0)
     predictor, losses = train_predictor(args, episode["states"], episode["actions"], returns,
                                         env.num_states, device)
