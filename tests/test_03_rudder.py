@@ -23,6 +23,17 @@ def test_redistribution_of_a_perfect_predictor_is_its_differences():
     torch.testing.assert_close(got, torch.tensor([0.0, 0.0, 1.0, 0.0]))
 
 
+def test_encode_shows_a_persisting_fact_only_where_it_changes():
+    # key taken at step 0: state 0 -> 3 (has_key), then 3 -> 5 -> terminal (6 = num_states)
+    episode = {"states": torch.tensor([[0], [3], [5]]), "actions": torch.tensor([[1], [0], [0]]),
+               "next_states": torch.tensor([[3], [5], [6]])}
+    state = rudder.encode(episode, num_states=6, inputs="state")[:, 0]
+    change = rudder.encode(episode, num_states=6, inputs="difference")[:, 0]
+    assert state.shape == change.shape == (3, 7 + 2)
+    assert state[1, 3] == 1 and state[0, 0] == 1 and state[0, 7 + 1] == 1  # state and action one-hots
+    assert change[0, 0] == -1 and change[0, 3] == 1 and change[1, 3] == -1 and change[1, 5] == 1
+
+
 def test_credit_share_ignores_what_every_episode_gets():
     redistributed = torch.tensor([[0.5, 0.5, 0.5], [1.0, -1.0, 0.0], [0.0, 0.0, 0.0]])
     torch.testing.assert_close(rudder.credit_share(redistributed), torch.tensor([0.0, 1.0, 0.0]))
@@ -44,9 +55,10 @@ def test_predictor_puts_the_credit_on_the_deciding_step():
     actions = torch.randint(0, 2, (T, N))
     returns = actions[k].float()
     args = rudder.Args(steps=300, batch=64, hidden=16, lr=1e-2)
-    predictor, _ = rudder.train_predictor(args, states, actions, returns, num_states=T, device="cpu")
+    x = torch.cat([torch.nn.functional.one_hot(states, T), torch.nn.functional.one_hot(actions, 2)], -1).float()
+    predictor, _ = rudder.train_predictor(args, x, returns, device="cpu")
     with torch.no_grad():
-        redistributed = rudder.redistribute(predictor(states, actions), returns)
+        redistributed = rudder.redistribute(predictor(x), returns)
     assert rudder.credit_share(redistributed)[k] > 0.8
 
 
@@ -66,6 +78,12 @@ def test_growth_law_tells_exponential_from_power():
     assert power["power_residual"] < power["exponential_residual"]
     exponential = rudder.growth_law(L, [2 * 1.1**x for x in L])
     assert exponential["exponential_residual"] < exponential["power_residual"]
+
+
+def test_growth_verdict_needs_a_clear_winner():
+    assert rudder.growth_verdict({"exponential_residual": 0.01, "power_residual": 0.05}) is True
+    assert rudder.growth_verdict({"exponential_residual": 0.05, "power_residual": 0.01}) is False
+    assert rudder.growth_verdict({"exponential_residual": 0.019, "power_residual": 0.026}) is None
 
 
 def test_q_learning_and_mc_updates_on_a_hand_episode():
