@@ -55,6 +55,7 @@ from common import (
     plot_curves,
     require,
     require_positive,
+    rollout,
     save_figure,
     seed_everything,
     start_run,
@@ -168,30 +169,11 @@ def flat_broadcast(rewards, values, ends) -> torch.Tensor:
 
 
 # ============================================================================================
-# Sampling episodes with a fixed tabular policy, and the exact truth by DP
+# The exact truth by DP (episodes are sampled with common.rollout)
 # ============================================================================================
 def make_env(args: Args, corridor: int, num_envs: int, seed: int, device) -> KeyToDoor:
     return KeyToDoor(num_envs, corridor=corridor, distractor_prob=args.distractor_prob,
                      distractor=args.distractor, noise=args.noise, seed=seed, device=device)
-
-
-@torch.no_grad()
-def sample_episodes(env: KeyToDoor, policy: torch.Tensor) -> dict:
-    """One episode per env (all start together and last L + 2 steps), time-major."""
-    state, _ = env.reset()
-    steps = {"states": [], "actions": [], "rewards": [], "ends": []}
-    for _ in range(env.corridor + 2):
-        probs = policy[state]
-        action = torch.multinomial(probs, 1, generator=env.generator).squeeze(1)
-        next_state, reward, terminated, _, _ = env.step(action)
-        for key, value in zip(steps, (state, action, reward, terminated)):
-            steps[key].append(value)
-        state = next_state
-    episode = {k: torch.stack(v) for k, v in steps.items()}
-    # s_{t+1}: the next step's state; after the last step, the terminal state
-    terminal = torch.full_like(episode["states"][:1], env.num_states)
-    episode["next_states"] = torch.cat([episode["states"][1:], terminal])
-    return episode
 
 
 def exact_truth(env: KeyToDoor, policy: torch.Tensor, gamma: float):
@@ -244,7 +226,7 @@ def exact_truth_study(args: Args, device) -> dict:
         policy = torch.full((env.num_states + 1, 2), 0.5, device=device)
         V, A = exact_truth(env, policy, gamma=1.0)
         V, A = V.to(device), A.to(device)
-        episode = sample_episodes(env, policy)
+        episode = rollout(env, policy)
         truth = A[episode["states"], episode["actions"]]
 
         generator = torch.Generator().manual_seed(args.seed)
@@ -281,7 +263,7 @@ def dilemmas(args: Args, device) -> dict:
     for L in args.length_list:
         env = make_env(args, L, args.episodes, args.seed, device)
         policy = torch.full((env.num_states + 1, 2), 0.5, device=device)
-        episode = sample_episodes(env, policy)
+        episode = rollout(env, policy)
         R = episode["rewards"].sum(0)
         took = episode["actions"][0] == 1
         signal = float(R[took].mean() - R[~took].mean())  # sampled contrast, truth 1
@@ -299,7 +281,7 @@ def gae_vs_mc_at_gamma_one(args: Args, device) -> dict:
     env = make_env(args, L, 256, args.seed, device)
     policy = torch.full((env.num_states + 1, 2), 0.5, device=device)
     V, _ = exact_truth(env, policy, gamma=1.0)
-    episode = sample_episodes(env, policy)
+    episode = rollout(env, policy)
     r, ends = episode["rewards"], episode["ends"]
     gaps = {}
     for name, table in (("exact V", V.to(device)), ("V = 0", torch.zeros_like(V, device=device))):
@@ -329,7 +311,7 @@ def actor_critic(args: Args, L: int, lam: float, seed: int, device) -> int:
     V = torch.zeros(env.num_states + 1, device=device)
     actor = torch.optim.SGD([logits], lr=args.actor_lr)
     for episodes in range(args.batch, args.max_episodes + 1, args.batch):
-        episode = sample_episodes(env, torch.softmax(logits.detach(), 1))
+        episode = rollout(env, torch.softmax(logits.detach(), 1))
         s, a = episode["states"], episode["actions"]
         advantages = gae(episode["rewards"], V[s], V[episode["next_states"]], episode["ends"], 1.0, lam)
         logp = torch.log_softmax(logits, 1)[s, a]
@@ -364,7 +346,7 @@ def diagram4(args: Args, device, path) -> dict:
     policy = torch.full((env.num_states + 1, 2), 0.5, device=device)
     V, _ = exact_truth(env, policy, gamma=1.0)
     V = V.to(device)
-    episode = sample_episodes(env, policy)
+    episode = rollout(env, policy)
     n = int(torch.nonzero(episode["actions"][0] == 1)[0])  # a trajectory that took the key
     r, ends = episode["rewards"][:, n:n + 1], episode["ends"][:, n:n + 1]
     v, v_next = V[episode["states"][:, n:n + 1]], V[episode["next_states"][:, n:n + 1]]

@@ -38,6 +38,7 @@ from common import (
     plot_curves,
     require,
     require_positive,
+    rollout,
     save_figure,
     start_run,
     write_results,
@@ -171,22 +172,10 @@ def train_predictor(args: Args, x: torch.Tensor, returns: torch.Tensor, device) 
 # Task 2: a delay sweep. Tabular Q-learning on the delayed reward (TD), Monte Carlo control,
 # and Q-learning on RUDDER's redistributed reward, on key-to-door with growing corridors.
 # ============================================================================================
-@torch.no_grad()
-def epsilon_greedy_episodes(env: KeyToDoor, Q: torch.Tensor, epsilon: float) -> dict:
-    state, _ = env.reset()
-    keep = {"states": [], "actions": [], "rewards": [], "next_states": []}
-    for t in range(env.corridor + 2):
-        greedy = Q[state].argmax(1)
-        explore = torch.rand(env.num_envs, generator=env.generator, device=env.device) < epsilon
-        coin = torch.randint(0, 2, (env.num_envs,), generator=env.generator, device=env.device)
-        action = torch.where(explore, coin, greedy)
-        next_state, reward, *_ = env.step(action)
-        last = t == env.corridor + 1
-        after = torch.full_like(state, env.num_states) if last else next_state  # terminal: Q = 0
-        for key, value in zip(keep, (state, action, reward, after)):
-            keep[key].append(value)
-        state = next_state
-    return {k: torch.stack(v) for k, v in keep.items()}
+def epsilon_greedy(Q: torch.Tensor, epsilon: float) -> torch.Tensor:
+    """The ε-greedy policy of a Q table as π[s, a]: 1 - ε + ε/2 on the greedy action, ε/2 else."""
+    greedy = nn.functional.one_hot(Q.argmax(1), Q.shape[1]).float()
+    return (1 - epsilon) * greedy + epsilon / Q.shape[1]
 
 
 def q_learning_update(Q, episode: dict, rewards: torch.Tensor, alpha: float) -> None:
@@ -219,7 +208,7 @@ def solve(args: Args, method: str, corridor: int, seed: int, device) -> int:
     Q = torch.zeros(env.num_states + 1, 2, device=device)
     buffer, trainer = [], PredictorTrainer(args, env.num_states + 1 + KeyToDoor.num_actions, device)
     for episodes in range(args.learn_batch, args.max_episodes + 1, args.learn_batch):
-        episode = epsilon_greedy_episodes(env, Q, args.epsilon)
+        episode = rollout(env, epsilon_greedy(Q, args.epsilon))
         if method == "Q-learning (TD)":
             q_learning_update(Q, episode, episode["rewards"], args.alpha)
         elif method == "Monte Carlo":
@@ -248,7 +237,7 @@ def delay_sweep(args: Args, device) -> dict:
 
 
 # ============================================================================================
-# Experiment: stored episodes of a random policy (ε = 1) on key-to-door
+# Experiment: stored episodes of a uniform random policy on key-to-door
 # ============================================================================================
 def plot_redistribution(episode: dict, redistributed: torch.Tensor, path) -> None:
     took = episode["actions"][0] == 1
@@ -263,10 +252,10 @@ def plot_redistribution(episode: dict, redistributed: torch.Tensor, path) -> Non
     save_figure(fig, path)
 
 
-def growth_law(lengths: list[int], ratios: list[float]) -> dict:
-    """Fit log(ratio) against L (exponential growth) and against log L (power law); the
+def growth_law(lengths: list[int], values: list[float]) -> dict:
+    """Fit log(value) against L (exponential growth) and against log L (power law); the
     residual sums of squares say which describes the measurements better."""
-    y, L = np.log(ratios), np.asarray(lengths, dtype=float)
+    y, L = np.log(values), np.asarray(lengths, dtype=float)
     fits = {}
     for name, x in (("exponential", L), ("power", np.log(L))):
         coefficients, residual, *_ = np.polyfit(x, y, 1, full=True)
@@ -297,7 +286,8 @@ def main(args: Args) -> dict:
     args, device, out = start_run(args)
     env = KeyToDoor(args.episodes, corridor=args.corridor, distractor_prob=args.distractor_prob,
                     seed=args.seed, device=device)
-    episode = epsilon_greedy_episodes(env, torch.zeros(env.num_states + 1, 2, device=device), epsilon=1.0)
+    uniform = torch.full((env.num_states + 1, KeyToDoor.num_actions), 0.5, device=device)
+    episode = rollout(env, uniform)
     returns = episode["rewards"].sum(0)
     x = encode(episode, env.num_states, args.inputs)
     predictor, losses = train_predictor(args, x, returns, device)

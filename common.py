@@ -349,6 +349,27 @@ class KeyToDoor:
         return P, R
 
 
+@torch.no_grad()
+def rollout(env: KeyToDoor, policy: torch.Tensor) -> dict:
+    """One episode per env under a tabular policy π[s, a], time-major (T = corridor + 2).
+
+    Returns states, actions, rewards, ends and next_states; after the last step the next state
+    is the terminal one (`env.num_states`), whose value is 0.
+    """
+    state, _ = env.reset()
+    steps = {"states": [], "actions": [], "rewards": [], "ends": []}
+    for _ in range(env.corridor + 2):
+        action = torch.multinomial(policy[state], 1, generator=env.generator).squeeze(1)
+        next_state, reward, terminated, _, _ = env.step(action)
+        for key, value in zip(steps, (state, action, reward, terminated)):
+            steps[key].append(value)
+        state = next_state
+    episode = {k: torch.stack(v) for k, v in steps.items()}
+    terminal = torch.full_like(episode["states"][:1], env.num_states)
+    episode["next_states"] = torch.cat([episode["states"][1:], terminal])
+    return episode
+
+
 def evaluate_policy(P: torch.Tensor, R: torch.Tensor, policy: torch.Tensor,
                     gamma: float) -> tuple[torch.Tensor, torch.Tensor]:
     """Exact V^π and Q^π of a tabular policy π[s, a] by solving the Bellman equations.

@@ -106,7 +106,7 @@ def test_sampled_mc_advantage_is_unbiased_against_the_exact_one():
     policy = torch.full((env.num_states + 1, 2), 0.5)
     policy[0] = torch.tensor([0.3, 0.7])
     V, A = gae_script.exact_truth(env, policy, gamma=1.0)
-    episode = gae_script.sample_episodes(env, policy)
+    episode = gae_script.rollout(env, policy)
     mc = gae_script.mc_advantage(episode["rewards"], V[episode["states"]], episode["ends"], 1.0)
     took = episode["actions"][0] == 1
     assert math.isclose(mc[0][took].mean().item(), A[0, 1].item(), abs_tol=0.01)

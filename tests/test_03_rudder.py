@@ -99,6 +99,12 @@ def test_q_learning_and_mc_updates_on_a_hand_episode():
     assert Q[0, 1] == 0.5 and Q[2, 0] == 0.5 and Q[4, 0] == 0.5
 
 
+def test_epsilon_greedy_policy_table():
+    Q = torch.tensor([[0.0, 1.0], [2.0, -1.0]])
+    torch.testing.assert_close(rudder.epsilon_greedy(Q, 0.2), torch.tensor([[0.1, 0.9], [0.9, 0.1]]))
+    torch.testing.assert_close(rudder.epsilon_greedy(Q, 1.0), torch.full((2, 2), 0.5))
+
+
 def test_average_step_averages_repeated_visits():
     Q = torch.zeros(2, 2)
     rudder.average_step(Q, torch.tensor([1, 1, 0]), torch.tensor([0, 0, 1]),

@@ -324,3 +324,17 @@ def test_run_args_gives_every_script_the_four_flags_first():
     assert names == ["seed", "device", "out", "smoke", "width"]
     args = common.parse_args(ScriptArgs, ["--seed", "4", "--smoke", "--width", "5"])
     assert (args.seed, args.device, args.out, args.smoke, args.width) == (4, "auto", "runs/99_demo", True, 5)
+
+
+def test_rollout_follows_the_policy_and_ends_in_the_terminal_state():
+    env = common.KeyToDoor(500, corridor=3, seed=2)
+    policy = torch.zeros(env.num_states + 1, 2)
+    policy[:, 0] = 1.0
+    policy[0] = torch.tensor([0.25, 0.75])  # take the key 3 times in 4, then always action 0
+    episode = common.rollout(env, policy)
+    assert episode["states"].shape == (5, 500) and episode["ends"][-1].all() and not episode["ends"][:-1].any()
+    assert torch.all(episode["actions"][1:] == 0)
+    assert abs(episode["actions"][0].float().mean().item() - 0.75) < 0.06
+    torch.testing.assert_close(episode["rewards"][-1], episode["actions"][0].float())  # the door pays the key
+    assert torch.equal(episode["next_states"][:-1], episode["states"][1:])
+    assert torch.all(episode["next_states"][-1] == env.num_states)
