@@ -1,19 +1,31 @@
-"""03 — Return decomposition (RUDDER): move a delayed reward to the step that earned it.
-
-(Work in progress: the return predictor, the redistribution and a delay sweep on the
-key-to-door world are here; the pocket-watch task and TRT come next; see the README.)
+"""03 — Return decomposition (RUDDER) and reward transport (TRT): move a delayed reward to the
+step that earned it.
 
 RUDDER's idea (Arjona-Medina et al., 2019; survey §4.1.2 and §5): train an LSTM g to predict an
 episode's return from its (state, action) sequence, at every step. The differences of its
 predictions, r̃_t = ĝ_t - ĝ_{t-1}, are a new reward. When the predictor is good, the jump in ĝ
-happens at the step that decided the return (the key), and r̃ is near zero everywhere else; and
-the r̃ sum to the return (we spread the predictor's final error over the steps so that they do,
-exactly), so the optimal policy is unchanged while the delay is gone.
+happens at the step that decided the return, and r̃ is near zero everywhere else; and the r̃ sum
+to the return (we spread the predictor's final error over the steps so that they do, exactly),
+so the optimal policy is unchanged while the delay is gone.
+
+TRT (survey §4.1.4 and §6) is lighter: a classifier with one self-attention layer learns whether
+an episode's return beats a threshold, and at the steps its attention picks out, the rewards
+that arrive beyond the discount's horizon τ_γ = 1/(1 - γ) are added to the immediate reward.
+Not return-equivalent: a heuristic that bets on the attention.
+
+Three experiments, each with tabular learners so that only the credit differs:
+  1. The RUDDER authors' pocket-watch shop: one decision (repair or not) at t = 0, the sale
+     50 steps later, noisy costs on the way. Q-learning, Monte Carlo and Q-learning on r̃, each
+     over a grid of step sizes, until 95% of the last 750 greedy decisions are optimal.
+  2. Key-to-door (common.KeyToDoor, γ = 1): episodes until the key is preferred, as the
+     corridor (the delay) grows: TD, MC, RUDDER.
+  3. Key-to-door with distractor rewards and γ = 0.9: TD, TRT and RUDDER, below and beyond τ_γ.
 
 What to look at (in runs/03_rudder/):
-  redistribution.png  one episode per outcome: the original delayed reward and the redistributed r̃
-  delay_sweep.png     episodes until the key is preferred vs corridor length: TD, MC, RUDDER
-  results.json        predictor error, and the share of the redistributed credit on the key step
+  redistribution.png  one episode per outcome: the original delayed reward and r̃
+  pocket_watch.png    optimal decisions over episodes (best step size each), and the step sizes
+  sweeps.png          episodes to solve vs delay for both key-to-door studies, and TRT's attention
+  results.json        all numbers, and the authors' and essay's claims beside ours
 """
 
 from __future__ import annotations
@@ -34,6 +46,7 @@ from common import (
     claim,
     format_claims,
     format_table,
+    moving_average,
     parse_args,
     plot_curves,
     require,
@@ -51,54 +64,104 @@ from common import (
 @dataclass
 class Args(RunArgs):
     out: str = arg("runs/03_rudder", "output folder for figures and results.json")
+    # the return predictor, shown on stored episodes of a uniform random policy on key-to-door
     corridor: int = arg(30, "key-to-door corridor length (the delay)")
     distractor_prob: float = arg(0.0, "probability of a distractor reward per corridor step")
     episodes: int = arg(2048, "stored episodes (uniform random policy) to train the predictor on")
     hidden: int = arg(32, "LSTM hidden units")
     steps: int = arg(1500, "predictor training steps")
-    batch: int = arg(128, "episodes per predictor step")
-    lr: float = arg(3e-3, "Adam learning rate of the predictor")
+    batch: int = arg(128, "episodes per predictor (or classifier) step")
+    lr: float = arg(3e-3, "Adam learning rate of the predictor and the classifier")
     aux_weight: float = arg(0.5, "weight of the auxiliary loss (predict the return at every step)")
     inputs: str = arg("difference", "predictor input besides the action: the change of state "
                       "(RUDDER's choice) or the state itself", choices=("difference", "state"))
+    # task 1: the pocket watch
+    watch_seeds: int = arg(5, "pocket watch: seeds per method (and per step size)")
+    watch_steps: int = arg(50, "pocket watch: steps per episode (the delay of the sale)")
+    unrepaired: float = arg(19.0, "pocket watch: price of an unrepaired watch (not in the issue; any "
+                            "value in (16.5, 21.5) makes [sell, repair, repair, sell] optimal)")
+    watch_alphas: str = arg("0.03,0.1,0.3,0.5", "pocket watch: step sizes tried for every method (its best is reported)")
+    watch_epsilon: float = arg(0.1, "pocket watch: exploration rate of the decision (ε-greedy)")
+    watch_window: int = arg(750, "pocket watch: solved when the greedy decision was optimal in ...")
+    watch_target: float = arg(0.95, "... this share of the last watch-window episodes")
+    watch_max_episodes: int = arg(50_000, "pocket watch: budget of Q-learning and MC")
+    watch_rudder_max_episodes: int = arg(6_000, "pocket watch: budget of RUDDER (its model makes an episode dearer)")
+    watch_buffer: int = arg(1000, "pocket watch, RUDDER: latest episodes the predictor trains on")
+    watch_refit_every: int = arg(25, "pocket watch, RUDDER: episodes between predictor refits")
+    watch_refit_steps: int = arg(5, "pocket watch, RUDDER: predictor steps per refit")
+    # task 2: key-to-door, delay sweep (γ = 1) and transport study (γ < 1, distractors)
     sweep: str = arg("5,10,20,40,80", "corridor lengths of the delay sweep")
-    sweep_seeds: int = arg(3, "seeds per (method, corridor) in the delay sweep")
+    sweep_seeds: int = arg(3, "seeds per (method, corridor) in the sweeps")
     learn_batch: int = arg(16, "episodes per learner update")
     max_episodes: int = arg(10_000, "learner budget; unsolved runs count as this")
     alpha: float = arg(0.5, "tabular step size of the learners")
     epsilon: float = arg(0.2, "exploration rate of the learners (ε-greedy)")
-    margin: float = arg(0.2, "solved once Q(key room, take) exceeds Q(key room, leave) by this")
-    refit_steps: int = arg(10, "RUDDER: predictor steps per learner update")
-    buffer_batches: int = arg(32, "RUDDER: stored batches of episodes the predictor trains on")
+    stable: int = arg(30, "solved once the greedy policy has taken the key for this many updates in a row")
+    refit_steps: int = arg(10, "RUDDER, TRT: model steps per learner update")
+    buffer_batches: int = arg(32, "RUDDER, TRT: stored batches of episodes the model trains on")
+    trt_sweep: str = arg("5,10,20,40", "corridor lengths of the transport study")
+    trt_gamma: float = arg(0.9, "discount of the transport study (τ_γ = 1 / (1 - γ) steps)")
+    trt_distractor_prob: float = arg(0.5, "distractor probability per corridor step in the transport study")
+    trt_epsilon: float = arg(1.0, "exploration in the transport study (1: uniform, both branches seen alike)")
+    trt_width: int = arg(16, "TRT classifier width")
+    trt_focus: float = arg(3.0, "TRT: a step is important when it receives this many times the uniform attention")
+    trt_scale: float = arg(1.0, "TRT: share of the distant rewards added at an important step")
 
-    SMOKE = dict(corridor=5, episodes=64, steps=5, batch=16, sweep="3", sweep_seeds=1,
-                 max_episodes=32, learn_batch=8, refit_steps=2)
+    SMOKE = dict(corridor=5, episodes=64, steps=5, batch=16, sweep="3", trt_sweep="4", sweep_seeds=1,
+                 max_episodes=32, learn_batch=8, refit_steps=2, watch_seeds=1, watch_steps=6,
+                 watch_alphas="0.3", watch_window=20, watch_max_episodes=60, watch_rudder_max_episodes=60,
+                 watch_refit_every=20, watch_refit_steps=2)
 
     def __post_init__(self):
         require_positive(self, "corridor", "episodes", "hidden", "steps", "batch", "lr", "sweep_seeds",
-                         "learn_batch", "max_episodes", "alpha", "refit_steps", "buffer_batches")
-        require(0 <= self.epsilon <= 1, "--epsilon must be in [0, 1]")
-        require(0 <= self.distractor_prob <= 1, "--distractor-prob must be in [0, 1]")
+                         "learn_batch", "max_episodes", "alpha", "refit_steps", "buffer_batches", "stable",
+                         "trt_width", "watch_seeds", "watch_steps", "watch_window",
+                         "watch_max_episodes", "watch_rudder_max_episodes", "watch_buffer",
+                         "watch_refit_every", "watch_refit_steps")
+        for name in ("epsilon", "distractor_prob", "trt_distractor_prob", "trt_epsilon", "watch_epsilon", "watch_target"):
+            require(0 <= getattr(self, name) <= 1, f"--{name.replace('_', '-')} must be in [0, 1]")
+        require(0 < self.trt_gamma < 1, "--trt-gamma must be in (0, 1)")
         require(self.aux_weight >= 0, "--aux-weight must be non-negative")
+        require(self.watch_steps >= 2, "--watch-steps must be at least 2")
+        require(all(a > 0 for a in self.watch_alpha_list), "--watch-alphas must be positive")
 
     @property
     def sweep_list(self) -> list[int]:
         return [int(v) for v in self.sweep.split(",")]
+
+    @property
+    def trt_sweep_list(self) -> list[int]:
+        return [int(v) for v in self.trt_sweep.split(",")]
+
+    @property
+    def watch_alpha_list(self) -> list[float]:
+        return [float(v) for v in self.watch_alphas.split(",")]
 
 
 # ============================================================================================
 # The return predictor and the redistribution
 # ============================================================================================
 def encode(episode: dict, num_states: int, inputs: str) -> torch.Tensor:
-    """The predictor's input at each step, (T, N, features): the action one-hot, and either the
-    state one-hot ("state") or the change of state s_{t+1} - s_t ("difference", as RUDDER does:
-    a fact that persists in the state, like carrying the key, then shows only where it changes)."""
+    """The model's input at each step, (T, N, features), with the action one-hot at the end.
+
+    "state": the state one-hot, so carrying the key is visible at every step after it.
+    "difference": what changed, as RUDDER feeds it: where the agent is (position one-hot) and
+    the change in has_key, which is non-zero only at the step the key is picked up.
+    """
     one_hot = lambda x, n: nn.functional.one_hot(x, n).float()  # noqa: E731
     actions = one_hot(episode["actions"], KeyToDoor.num_actions)
+    states, next_states = episode["states"], episode["next_states"]
     if inputs == "state":
-        return torch.cat([one_hot(episode["states"], num_states + 1), actions], dim=-1)
-    change = one_hot(episode["next_states"], num_states + 1) - one_hot(episode["states"], num_states + 1)
-    return torch.cat([change, actions], dim=-1)
+        return torch.cat([one_hot(states, num_states + 1), actions], dim=-1)
+    has_key = states % 2  # state = 2 position + has_key; the terminal state changes nothing
+    next_has_key = torch.where(next_states == num_states, has_key, next_states % 2)
+    where = one_hot(states // 2, num_states // 2)
+    return torch.cat([where, (next_has_key - has_key).float()[..., None], actions], dim=-1)
+
+
+def encoded_size(num_states: int, inputs: str) -> int:
+    """Features per step of `encode`."""
+    return (num_states + 1 if inputs == "state" else num_states // 2 + 1) + KeyToDoor.num_actions
 
 
 class ReturnPredictor(nn.Module):
@@ -139,22 +202,21 @@ def credit_share(redistributed: torch.Tensor) -> torch.Tensor:
     return variance / variance.sum()
 
 
-class PredictorTrainer:
-    """A return predictor with its Adam optimiser; `fit` takes steps on stored episodes."""
+class Fitter:
+    """A model, its Adam optimiser and its loss; `fit` takes steps on random batches of stored
+    episodes: x time-major (T, N, features), one target per episode."""
 
-    def __init__(self, args: Args, features: int, device):
-        self.args = args
-        self.predictor = ReturnPredictor(features, args.hidden).to(device)
-        self.optimizer = torch.optim.Adam(self.predictor.parameters(), lr=args.lr)
-        self.generator = torch.Generator().manual_seed(args.seed)
+    def __init__(self, model: nn.Module, loss, lr: float, batch: int, seed: int):
+        self.model, self.loss, self.batch = model, loss, batch
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+        self.generator = torch.Generator().manual_seed(seed)
 
-    def fit(self, x: torch.Tensor, returns: torch.Tensor, steps: int, progress: bool = False) -> list[float]:
+    def fit(self, x: torch.Tensor, targets: torch.Tensor, steps: int, progress: bool = False) -> list[float]:
         losses = []
-        for _ in tqdm(range(steps), desc="return predictor", leave=False, disable=not progress):
-            size = min(self.args.batch, len(returns))
-            pick = torch.randint(0, len(returns), (size,), generator=self.generator).to(returns.device)
-            predictions = self.predictor(x[:, pick])
-            loss = predictor_loss(predictions, returns[pick], self.args.aux_weight)
+        for _ in tqdm(range(steps), desc=type(self.model).__name__, leave=False, disable=not progress):
+            pick = torch.randint(0, len(targets), (min(self.batch, len(targets)),), generator=self.generator)
+            pick = pick.to(targets.device)
+            loss = self.loss(self.model(x[:, pick]), targets[pick])
             self.optimizer.zero_grad()
             loss.backward()
             self.optimizer.step()
@@ -162,15 +224,109 @@ class PredictorTrainer:
         return losses
 
 
+def return_predictor(args: Args, features: int, device, seed: int | None = None) -> Fitter:
+    model = ReturnPredictor(features, args.hidden).to(device)
+    loss = lambda predictions, returns: predictor_loss(predictions, returns, args.aux_weight)  # noqa: E731
+    return Fitter(model, loss, args.lr, args.batch, args.seed if seed is None else seed)
+
+
 def train_predictor(args: Args, x: torch.Tensor, returns: torch.Tensor, device) -> tuple:
-    trainer = PredictorTrainer(args, x.shape[-1], device)
-    losses = trainer.fit(x, returns, args.steps, progress=True)
-    return trainer.predictor, losses
+    fitter = return_predictor(args, x.shape[-1], device)
+    losses = fitter.fit(x, returns, args.steps, progress=True)
+    return fitter.model, losses
 
 
 # ============================================================================================
-# Task 2: a delay sweep. Tabular Q-learning on the delayed reward (TD), Monte Carlo control,
-# and Q-learning on RUDDER's redistributed reward, on key-to-door with growing corridors.
+# TRT, the lighter cousin: a classifier's attention marks the important steps, and the rewards
+# from beyond the discount's horizon are transported to them (survey §4.1.4 and §6)
+# ============================================================================================
+class AttentionClassifier(nn.Module):
+    """Embed each step, one self-attention layer, mean-pool, one logit for "this episode's return
+    exceeds the threshold". Its attention says which steps the verdict was read from."""
+
+    def __init__(self, features: int, width: int):
+        super().__init__()
+        self.embed = nn.Linear(features, width)
+        self.query, self.key, self.value = (nn.Linear(width, width) for _ in range(3))
+        self.head = nn.Linear(width, 1)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """x: (T, N, features) -> logits (N,) and attention (N, T, T), row i = where step i looks."""
+        h = torch.relu(self.embed(x)).transpose(0, 1)
+        scores = self.query(h) @ self.key(h).transpose(1, 2) / h.shape[-1] ** 0.5
+        attention = scores.softmax(-1)  # A_ij = softmax_j(q_i · k_j / √d)
+        pooled = (attention @ self.value(h)).mean(1)
+        return self.head(pooled).squeeze(-1), attention
+
+
+def classifier_loss(output: tuple, labels: torch.Tensor) -> torch.Tensor:
+    return nn.functional.binary_cross_entropy_with_logits(output[0], labels)
+
+
+def importance(attention: torch.Tensor) -> torch.Tensor:
+    """The attention each step receives, averaged over the steps that look: (N, T, T) -> (T, N),
+    in units of the uniform share 1/T (1 = ordinary, far above 1 = where the classifier looks)."""
+    return attention.mean(1).T * attention.shape[-1]
+
+
+def transport(rewards: torch.Tensor, weights: torch.Tensor, horizon: int, focus: float,
+              scale: float) -> torch.Tensor:
+    """r'_t = r_t + scale · Σ_{t' ≥ t + τ_γ} r_t' at the steps whose importance exceeds `focus`;
+    every other step keeps its reward. (Time-major; rewards beyond the episode count as 0.)"""
+    to_go = rewards.flip(0).cumsum(0).flip(0)  # Σ_{t' ≥ t} r_t'
+    beyond = torch.cat([to_go[horizon:], torch.zeros_like(to_go[:horizon])])[: len(rewards)]
+    return rewards + scale * (weights > focus) * beyond
+
+
+def transport_classifier(args: Args, features: int, device, seed: int | None = None) -> Fitter:
+    model = AttentionClassifier(features, args.trt_width).to(device)
+    return Fitter(model, classifier_loss, args.lr, args.batch, args.seed if seed is None else seed)
+
+
+# ============================================================================================
+# RUDDER and TRT as reward shapers for a tabular learner: each new batch of episodes is stored,
+# the model is refit on the stored batches, and the batch's rewards are rewritten
+# ============================================================================================
+class LearnedReward:
+    """Keeps the latest `buffer_batches` batches of (x, target) and refits a Fitter on them."""
+
+    def __init__(self, args: Args, fitter: Fitter):
+        self.args, self.fitter, self.buffer = args, fitter, []
+
+    def remember_and_fit(self, x: torch.Tensor, targets: torch.Tensor) -> None:
+        self.buffer = (self.buffer + [(x, targets)])[-self.args.buffer_batches:]
+        xs, ys = zip(*self.buffer)
+        self.fitter.fit(torch.cat(xs, dim=1), torch.cat(ys), self.args.refit_steps)
+
+
+class Redistribution(LearnedReward):
+    """RUDDER: r̃ from the return predictor, return-equivalent."""
+
+    def __call__(self, episode: dict, num_states: int) -> torch.Tensor:
+        x, returns = encode(episode, num_states, self.args.inputs), episode["rewards"].sum(0)
+        self.remember_and_fit(x, returns)
+        with torch.no_grad():
+            return redistribute(self.fitter.model(x), returns)
+
+
+class Transport(LearnedReward):
+    """TRT: the classifier learns "return > threshold"; its focus steps get the distant rewards."""
+
+    def __init__(self, args: Args, fitter: Fitter, threshold: float, horizon: int):
+        super().__init__(args, fitter)
+        self.threshold, self.horizon = threshold, horizon
+
+    def __call__(self, episode: dict, num_states: int) -> torch.Tensor:
+        x, returns = encode(episode, num_states, "difference"), episode["rewards"].sum(0)
+        self.remember_and_fit(x, (returns > self.threshold).float())
+        with torch.no_grad():
+            weights = importance(self.fitter.model(x)[1])
+        return transport(episode["rewards"], weights, self.horizon, self.args.trt_focus, self.args.trt_scale)
+
+
+# ============================================================================================
+# Tabular learners on key-to-door: Q-learning on the delayed reward (TD), Monte Carlo control,
+# and Q-learning on RUDDER's or TRT's rewritten reward
 # ============================================================================================
 def epsilon_greedy(Q: torch.Tensor, epsilon: float) -> torch.Tensor:
     """The ε-greedy policy of a Q table as π[s, a]: 1 - ε + ε/2 on the greedy action, ε/2 else."""
@@ -178,67 +334,275 @@ def epsilon_greedy(Q: torch.Tensor, epsilon: float) -> torch.Tensor:
     return (1 - epsilon) * greedy + epsilon / Q.shape[1]
 
 
-def q_learning_update(Q, episode: dict, rewards: torch.Tensor, alpha: float) -> None:
-    """Q(s, a) += α (r + max_a' Q(s', a') - Q(s, a)), γ = 1, averaged over a batch's visits."""
+def q_learning_update(Q, episode: dict, rewards: torch.Tensor, alpha, gamma: float = 1.0) -> None:
+    """Q(s, a) += α (r + γ max_a' Q(s', a') - Q(s, a)), averaged over a batch's visits."""
     s, a = episode["states"].flatten(), episode["actions"].flatten()
-    target = rewards.flatten() + Q[episode["next_states"].flatten()].max(1).values
+    target = rewards.flatten() + gamma * Q[episode["next_states"].flatten()].max(1).values
     average_step(Q, s, a, target - Q[s, a], alpha)
 
 
-def mc_update(Q, episode: dict, alpha: float) -> None:
+def mc_update(Q, episode: dict, alpha) -> None:
     """Q(s, a) += α (G_t - Q(s, a)), the undiscounted return from step t on."""
     returns = episode["rewards"].flip(0).cumsum(0).flip(0)
     s, a = episode["states"].flatten(), episode["actions"].flatten()
     average_step(Q, s, a, returns.flatten() - Q[s, a], alpha)
 
 
-def average_step(Q, s, a, errors, alpha: float) -> None:
-    """Move each visited Q(s, a) by α times the mean of its errors in the batch."""
+def average_step(Q, s, a, errors, alpha) -> None:
+    """Move each visited Q(s, a) by α times the mean of its errors in the batch (α: a number,
+    or one per row of Q when several learners share one flattened table)."""
     index = s * Q.shape[1] + a
     total = torch.zeros(Q.numel(), device=Q.device).index_add_(0, index, errors)
     visits = torch.bincount(index, minlength=Q.numel()).clamp(min=1)
     Q += alpha * (total / visits).view_as(Q)
 
 
-def solve(args: Args, method: str, corridor: int, seed: int, device) -> int:
-    """Episodes until the greedy policy takes the key with a margin (args.max_episodes if never)."""
+def make_shaper(args: Args, method: str, env: KeyToDoor, gamma: float, seed: int, device):
+    if method == "RUDDER":
+        features = encoded_size(env.num_states, args.inputs)
+        return Redistribution(args, return_predictor(args, features, device, seed))
+    if method == "TRT":  # threshold: halfway between the expected returns without and with the key
+        features = encoded_size(env.num_states, "difference")
+        threshold = 0.5 + env.distractor_prob * env.distractor * env.corridor
+        return Transport(args, transport_classifier(args, features, device, seed), threshold,
+                         horizon=round(1 / (1 - gamma)))
+    return None
+
+
+def solve(args: Args, method: str, corridor: int, seed: int, device, gamma: float = 1.0,
+          distractor_prob: float | None = None, epsilon: float | None = None) -> int:
+    """Episodes until the greedy policy takes the key for good: from then on it prefers the key
+    at every update for the next `args.stable` updates (args.max_episodes if it never does)."""
     torch.manual_seed(seed)
-    env = KeyToDoor(args.learn_batch, corridor=corridor, distractor_prob=args.distractor_prob,
-                    seed=seed, device=device)
+    distractor_prob = args.distractor_prob if distractor_prob is None else distractor_prob
+    epsilon = args.epsilon if epsilon is None else epsilon
+    env = KeyToDoor(args.learn_batch, corridor=corridor, distractor_prob=distractor_prob, seed=seed, device=device)
     Q = torch.zeros(env.num_states + 1, 2, device=device)
-    buffer, trainer = [], PredictorTrainer(args, env.num_states + 1 + KeyToDoor.num_actions, device)
+    shaper = make_shaper(args, method, env, gamma, seed, device)
+    since, streak = args.max_episodes, 0
     for episodes in range(args.learn_batch, args.max_episodes + 1, args.learn_batch):
-        episode = rollout(env, epsilon_greedy(Q, args.epsilon))
-        if method == "Q-learning (TD)":
-            q_learning_update(Q, episode, episode["rewards"], args.alpha)
-        elif method == "Monte Carlo":
+        episode = rollout(env, epsilon_greedy(Q, epsilon))
+        if method == "Monte Carlo":
             mc_update(Q, episode, args.alpha)
-        else:  # RUDDER: refit the predictor on the stored episodes, then learn from r̃
-            buffer = (buffer + [episode])[-args.buffer_batches:]
-            stored = {k: torch.cat([e[k] for e in buffer], dim=1) for k in episode}
-            trainer.fit(encode(stored, env.num_states, args.inputs), stored["rewards"].sum(0), args.refit_steps)
-            with torch.no_grad():
-                g = trainer.predictor(encode(episode, env.num_states, args.inputs))
-            q_learning_update(Q, episode, redistribute(g, episode["rewards"].sum(0)), args.alpha)
-        if Q[0, 1] > Q[0, 0] + args.margin:
-            return episodes
+        else:
+            rewards = shaper(episode, env.num_states) if shaper else episode["rewards"]
+            q_learning_update(Q, episode, rewards, args.alpha, gamma)
+        takes_key = bool(Q[0, 1] > Q[0, 0])
+        since, streak = (since if streak else episodes, streak + 1) if takes_key else (args.max_episodes, 0)
+        if streak == args.stable:
+            return since
     return args.max_episodes
 
 
-METHODS = ("Q-learning (TD)", "Monte Carlo", "RUDDER")
+SWEEP_METHODS = ("Q-learning (TD)", "Monte Carlo", "RUDDER")
+TRANSPORT_METHODS = ("Q-learning (TD)", "TRT", "RUDDER")
 
 
-def delay_sweep(args: Args, device) -> dict:
-    results = {m: {} for m in METHODS}
-    runs = [(m, L) for m in METHODS for L in args.sweep_list]
-    for method, L in tqdm(runs, desc="delay sweep", leave=False):
-        results[method][L] = [solve(args, method, L, args.seed + i, device) for i in range(args.sweep_seeds)]
+def sweep(args: Args, methods: tuple, lengths: list[int], device, desc: str, **kwargs) -> dict:
+    """Episodes to solve per method and corridor length, over args.sweep_seeds seeds."""
+    results = {m: {} for m in methods}
+    for method, L in tqdm([(m, L) for m in methods for L in lengths], desc=desc, leave=False):
+        results[method][L] = [solve(args, method, L, args.seed + i, device, **kwargs) for i in range(args.sweep_seeds)]
     return results
 
 
 # ============================================================================================
-# Experiment: stored episodes of a uniform random policy on key-to-door
+# Task 1: the pocket-watch shop (the RUDDER authors' demonstration)
 # ============================================================================================
+class PocketWatch:
+    """A batch of independent pocket-watch shops, after the RUDDER authors' example.
+
+    At t = 0 a watch of one of 4 brands comes in (uniformly) and the only decision is made:
+    sell it as it is (action 0) or repair it (action 1: pay the repair cost now, and the spare
+    parts' delivery cost at the end). For the next `steps - 1` steps nothing can be decided,
+    and a traffic jam (-0.1, p = 0.1) or a flat tyre (-7, p = 0.05) may cost something at each
+    step. At the last step the watch is sold: its brand's price if repaired, `unrepaired` if not.
+
+    State (brand, repaired, t), indexed (2 brand + repaired) steps + t; the terminal state is
+    `num_states`. With one decision, an episode is drawn whole: `reset()` gives each shop's
+    first state (and the brands in info), `finish(repair)` all steps of the episode, time-major.
+    """
+
+    repair_mean, repair_var = (1.0, 4.0, 5.0, 24.5), (2.0, 2.0, 2.0, 1.0)
+    price = (18.0, 28.0, 31.0, 59.0)
+    delivery_mean, delivery_var = (0.5, 2.5, 4.5, 18.0), 1.5
+    jam, jam_prob, tyre, tyre_prob = 0.1, 0.1, 7.0, 0.05
+    num_brands, num_actions = 4, 2
+
+    def __init__(self, num_envs: int, steps: int = 50, unrepaired: float = 19.0, seed: int = 0, device="cpu"):
+        self.num_envs, self.steps, self.unrepaired = num_envs, steps, unrepaired
+        self.num_states = 2 * self.num_brands * steps
+        self.device = torch.device(device)
+        self.generator = torch.Generator(self.device).manual_seed(seed)
+        self.brand = torch.zeros(num_envs, dtype=torch.long, device=self.device)
+
+    def table(self, values) -> torch.Tensor:
+        return torch.tensor(values, device=self.device)
+
+    def state(self, brand, repaired, t) -> torch.Tensor:
+        return (2 * brand + repaired) * self.steps + t
+
+    def reset(self) -> tuple[torch.Tensor, dict]:
+        self.brand = torch.randint(0, self.num_brands, (self.num_envs,), generator=self.generator, device=self.device)
+        return self.state(self.brand, 0, 0), {"brand": self.brand}
+
+    def finish(self, repair: torch.Tensor) -> dict:
+        T, N, brand, g = self.steps, self.num_envs, self.brand, self.generator
+        noise = lambda: torch.randn(N, generator=g, device=self.device)  # noqa: E731
+        u = torch.rand(T, N, generator=g, device=self.device)
+        rewards = -torch.where(u < self.tyre_prob, self.tyre, torch.where(u < self.tyre_prob + self.jam_prob, self.jam, 0.0))
+        rewards[0] = -repair * (self.table(self.repair_mean)[brand] + self.table(self.repair_var)[brand].sqrt() * noise())
+        delivery = self.table(self.delivery_mean)[brand] + self.delivery_var ** 0.5 * noise()
+        rewards[-1] += torch.where(repair == 1, self.table(self.price)[brand] - delivery, self.unrepaired)
+        t = torch.arange(T, device=self.device)[:, None]
+        states = self.state(brand, repair * (t > 0), t)
+        actions = torch.zeros_like(states)
+        actions[0] = repair
+        next_states = torch.cat([states[1:], torch.full_like(states[:1], self.num_states)])
+        return {"states": states, "actions": actions, "rewards": rewards, "next_states": next_states, "brand": brand}
+
+    def expected_returns(self) -> torch.Tensor:
+        """E[G | brand, action], (4, 2): the sale minus what was paid, minus the costs on the way."""
+        on_the_way = (self.steps - 1) * (self.jam_prob * self.jam + self.tyre_prob * self.tyre)
+        repaired = self.table(self.price) - self.table(self.repair_mean) - self.table(self.delivery_mean)
+        return torch.stack([torch.full_like(repaired, self.unrepaired), repaired], 1) - on_the_way
+
+    def q_table(self, learners: int) -> torch.Tensor:
+        """Zeros for `learners` flattened tables of num_states + 1 rows; the waiting states and the
+        terminal state have one action (index 0), so the other is -inf and never the max."""
+        Q = torch.zeros(self.num_states + 1, 2, device=self.device)
+        waiting = torch.ones(self.num_states + 1, dtype=torch.bool, device=self.device)
+        waiting[self.state(torch.arange(self.num_brands, device=self.device), 0, 0)] = False
+        Q[waiting, 1] = -torch.inf
+        return Q.repeat(learners, 1)
+
+
+def watch_features(episode: dict, steps: int) -> torch.Tensor:
+    """The predictor's input, (T, N, 8): brand one-hot, repaired, the decision (at t = 0 only),
+    and the reward just received (/10), so that costs on the way can be explained as they come."""
+    T, N = episode["rewards"].shape
+    brand = nn.functional.one_hot(episode["brand"], PocketWatch.num_brands).float().expand(T, N, -1)
+    repaired = ((episode["states"] // steps) % 2).float()[..., None]
+    decision = nn.functional.one_hot(episode["actions"], 2).float() * (torch.arange(T, device=brand.device) == 0)[:, None, None]
+    return torch.cat([brand, repaired, decision, episode["rewards"][..., None] / 10], dim=-1)
+
+
+class WatchRedistribution:
+    """RUDDER for the watch learners: one return predictor per learner, each refit every
+    `watch_refit_every` episodes on its latest `watch_buffer` episodes."""
+
+    def __init__(self, args: Args, learners: int, device):
+        self.args, self.count = args, 0
+        self.fitters = [return_predictor(args, 8, device, seed=args.seed + i) for i in range(learners)]
+        self.x = torch.zeros(args.watch_steps, args.watch_buffer, learners, 8, device=device)
+        self.returns = torch.zeros(args.watch_buffer, learners, device=device)
+
+    def __call__(self, episode: dict) -> torch.Tensor:
+        x, returns = watch_features(episode, self.args.watch_steps), episode["rewards"].sum(0)
+        slot = self.count % self.args.watch_buffer
+        self.x[:, slot], self.returns[slot] = x, returns
+        self.count += 1
+        if self.count % self.args.watch_refit_every == 0:
+            stored = min(self.count, self.args.watch_buffer)
+            for i, fitter in enumerate(self.fitters):
+                fitter.fit(self.x[:, :stored, i], self.returns[:stored, i], self.args.watch_refit_steps)
+        with torch.no_grad():
+            predictions = torch.cat([f.model(x[:, i:i + 1]) for i, f in enumerate(self.fitters)], dim=1)
+        return redistribute(predictions, returns)
+
+
+def watch_learn(args: Args, method: str, alphas: list[float], device) -> dict:
+    """len(alphas) x watch_seeds independent learners, one episode each per iteration, until
+    each one's greedy decision was optimal in ≥ watch_target of its last watch_window episodes.
+    Returns episodes to solve (alphas, seeds), watch_max_episodes when never, and the curves."""
+    seeds = args.watch_seeds
+    learners = len(alphas) * seeds
+    env = PocketWatch(learners, args.watch_steps, args.unrepaired, seed=args.seed, device=device)
+    Q = env.q_table(learners)
+    rows = env.num_states + 1
+    alpha = torch.tensor(alphas, device=device).repeat_interleave(seeds * rows)[:, None]
+    offset = torch.arange(learners, device=device) * rows
+    optimal = env.expected_returns().argmax(1)
+    shaper = WatchRedistribution(args, learners, device) if method == "RUDDER" else None
+    budget = args.watch_max_episodes if method != "RUDDER" else args.watch_rudder_max_episodes
+    correct = torch.zeros(budget, learners, device=device)
+    solved = torch.full((learners,), budget, device=device)
+    for i in tqdm(range(budget), desc=f"pocket watch, {method}", leave=False, mininterval=1):
+        first, info = env.reset()
+        greedy = Q[first + offset].argmax(1)
+        explore = torch.rand(learners, generator=env.generator, device=device) < args.watch_epsilon
+        coin = torch.randint(0, 2, (learners,), generator=env.generator, device=device)
+        episode = env.finish(torch.where(explore, coin, greedy))
+        correct[i] = (greedy == optimal[info["brand"]]).float()
+        flat = dict(episode, states=episode["states"] + offset, next_states=episode["next_states"] + offset)
+        if method == "Monte Carlo":
+            mc_update(Q, flat, alpha)
+        else:
+            q_learning_update(Q, flat, shaper(episode) if shaper else episode["rewards"], alpha)
+        if i + 1 >= args.watch_window and (i + 1) % 50 == 0:
+            rate = correct[i + 1 - args.watch_window:i + 1].mean(0)
+            solved = torch.where((rate >= args.watch_target) & (solved == budget), i + 1, solved)
+            if (solved < budget).all():
+                break
+    return {"episodes": solved.view(len(alphas), seeds).cpu().numpy(), "budget": budget,
+            "correct": correct[: i + 1].view(i + 1, len(alphas), seeds).cpu().numpy()}
+
+
+# ============================================================================================
+# Experiment and report
+# ============================================================================================
+AUTHORS = {"RUDDER": "about 1,900 to 3,800", "Q-learning (TD)": "about 71,800",
+           "Monte Carlo": "27,700 to over 240,000"}  # the RUDDER authors' pocket-watch numbers
+WATCH_METHODS = ("Q-learning (TD)", "Monte Carlo", "RUDDER")
+
+
+def uniform_episodes(args: Args, distractor_prob: float, device) -> tuple[KeyToDoor, dict]:
+    env = KeyToDoor(args.episodes, corridor=args.corridor, distractor_prob=distractor_prob,
+                    seed=args.seed, device=device)
+    return env, rollout(env, torch.full((env.num_states + 1, KeyToDoor.num_actions), 0.5, device=device))
+
+
+def predictor_study(args: Args, device, out) -> dict:
+    """Train the return predictor on stored random episodes; where does r̃ put the credit?"""
+    env, episode = uniform_episodes(args, args.distractor_prob, device)
+    returns = episode["rewards"].sum(0)
+    x = encode(episode, env.num_states, args.inputs)
+    predictor, losses = train_predictor(args, x, returns, device)
+    with torch.no_grad():
+        predictions = predictor(x)
+    redistributed = redistribute(predictions, returns)
+    plot_redistribution(episode, redistributed, out / "redistribution.png")
+    return {"predictor_final_mse": float(((predictions[-1] - returns) ** 2).mean()),
+            "credit_share_at_key": float(credit_share(redistributed)[0]),
+            "max_abs_sum_minus_return": float((redistributed.sum(0) - returns).abs().max()),
+            "losses": losses}
+
+
+def transport_demo(args: Args, device) -> dict:
+    """Train TRT's classifier on stored random episodes with distractors; what does it mark?"""
+    env, episode = uniform_episodes(args, args.trt_distractor_prob, device)
+    x = encode(episode, env.num_states, "difference")
+    threshold = 0.5 + env.distractor_prob * env.distractor * env.corridor
+    fitter = transport_classifier(args, x.shape[-1], device)
+    fitter.fit(x, (episode["rewards"].sum(0) > threshold).float(), args.steps // 3, progress=True)
+    with torch.no_grad():
+        weights = importance(fitter.model(x)[1])
+    horizon = round(1 / (1 - args.trt_gamma))
+    transported = transport(episode["rewards"], weights, horizon, args.trt_focus, args.trt_scale)
+    changed = (transported != episode["rewards"]).float()
+    return {"episode": episode, "weights": weights, "transported": transported, "horizon": horizon,
+            "share_of_steps_changed": float(changed.mean()), "share_changed_at_key": float(changed[0].mean())}
+
+
+def watch_study(args: Args, device) -> dict:
+    return {m: watch_learn(args, m, args.watch_alpha_list, device) for m in WATCH_METHODS}
+
+
+def best_alpha(result: dict) -> int:
+    """Index of the step size with the lowest median episodes to solve."""
+    return int(np.argmin(np.median(result["episodes"], axis=1)))
+
+
 def plot_redistribution(episode: dict, redistributed: torch.Tensor, path) -> None:
     took = episode["actions"][0] == 1
     picks = {"took the key": int(torch.nonzero(took)[0]), "left the key": int(torch.nonzero(~took)[0])}
@@ -249,6 +613,45 @@ def plot_redistribution(episode: dict, redistributed: torch.Tensor, path) -> Non
         axes[0, col].set(title=f"{title}: original reward", ylabel="r_t")
         axes[1, col].bar(steps, redistributed[:, n].cpu().numpy(), color="tab:red")
         axes[1, col].set(title="redistributed reward r̃_t", xlabel="step (0: key room)", ylabel="r̃_t")
+    save_figure(fig, path)
+
+
+def plot_watch(args: Args, study: dict, path) -> None:
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for method, result in study.items():
+        i = best_alpha(result)
+        rates = np.array([moving_average(c, args.watch_window) for c in result["correct"][:, i].T])
+        plot_curves(left, np.arange(1, rates.shape[1] + 1), {f"{method}, α={args.watch_alpha_list[i]}": rates})
+        right.plot(args.watch_alpha_list, np.median(result["episodes"], axis=1), "o-", label=method)
+    left.axhline(args.watch_target, color="k", ls=":", lw=1)
+    left.set(xscale="log", xlabel="episodes", ylabel=f"optimal decisions (last {args.watch_window})",
+             title="Pocket watch: learning the repair decision")
+    right.set(xscale="log", yscale="log", xlabel="step size α", ylabel="median episodes to solve",
+              title=f"budget: {args.watch_max_episodes:,} (RUDDER {args.watch_rudder_max_episodes:,})")
+    right.set_xticks(args.watch_alpha_list, [str(a) for a in args.watch_alpha_list], minor=False)
+    right.minorticks_off()
+    right.legend(fontsize="small")
+    right.grid(alpha=0.3)
+    save_figure(fig, path)
+
+
+def plot_sweeps(delay: dict, transport_sweep: dict, demo: dict, args: Args, path) -> None:
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
+    for ax, results, lengths, title in ((axes[0], delay, args.sweep_list, "γ = 1, no distractors"),
+                                        (axes[1], transport_sweep, args.trt_sweep_list,
+                                         f"γ = {args.trt_gamma}, distractors p = {args.trt_distractor_prob}")):
+        curves = {m: np.array([by_L[L] for L in lengths]).T for m, by_L in results.items()}
+        plot_curves(ax, np.array(lengths), curves)
+        ax.set(xlabel="corridor length L (delay)", ylabel="episodes to solve", yscale="log", title=title)
+    axes[1].axvline(demo["horizon"], color="k", ls=":", lw=1, label="τ_γ")
+    took = int(torch.nonzero(demo["episode"]["actions"][0] == 1)[0])
+    steps = np.arange(len(demo["weights"]))
+    axes[2].bar(steps - 0.2, demo["episode"]["rewards"][:, took].cpu().numpy(), width=0.4, label="reward r_t")
+    axes[2].bar(steps + 0.2, demo["transported"][:, took].cpu().numpy(), width=0.4, label="after transport")
+    axes[2].plot(steps, demo["weights"][:, took].cpu().numpy() / demo["weights"].shape[0], "k.-",
+                 label="attention received (share)")
+    axes[2].set(xlabel="step (0: key room)", title="TRT on one episode that took the key")
+    axes[2].legend(fontsize="small")
     save_figure(fig, path)
 
 
@@ -273,42 +676,67 @@ def growth_verdict(growth: dict) -> bool | None:
     return False if power < exponential / 2 else None
 
 
-def plot_sweep(sweep: dict, lengths: list[int], path) -> None:
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    plot_curves(ax, np.array(lengths), {m: np.array([by_L[L] for L in lengths]).T for m, by_L in sweep.items()})
-    ax.set(xlabel="corridor length L (delay)", ylabel="episodes to solve", yscale="log",
-           title="Key-to-door: episodes until the key is preferred")
-    save_figure(fig, path)
+def watch_claims(args: Args, study: dict) -> tuple[dict, list[dict]]:
+    metrics, medians = {}, {}
+    for method, result in study.items():
+        i = best_alpha(result)
+        medians[method] = float(np.median(result["episodes"][i]))
+        metrics[f"watch_episodes_to_solve[{method}]"] = medians[method]
+        metrics[f"watch_best_alpha[{method}]"] = args.watch_alpha_list[i]
+        for alpha, row in zip(args.watch_alpha_list, result["episodes"]):
+            metrics[f"watch_episodes_to_solve[{method}, α={alpha}]"] = float(np.median(row))
+    ratio = medians["Q-learning (TD)"] / medians["RUDDER"]
+    same_alpha = {a: metrics[f"watch_episodes_to_solve[Q-learning (TD), α={a}]"]
+                  / metrics[f"watch_episodes_to_solve[RUDDER, α={a}]"] for a in args.watch_alpha_list}
+    metrics["watch_ratio_Q_over_RUDDER"] = ratio
+
+    def spread(method: str) -> str:
+        result = study[method]
+        row = result["episodes"][best_alpha(result)]
+        unsolved = int((row >= result["budget"]).sum())
+        text = (f"median {np.median(row):,.0f} (range {row.min():,.0f}-{row.max():,.0f}) "
+                f"at α={metrics[f'watch_best_alpha[{method}]']}")
+        return text + (f", {unsolved} of {len(row)} seeds unsolved in {result['budget']:,}" if unsolved else "")
+
+    claims = [claim("RUDDER authors, pocket watch", f"{m} needs {AUTHORS[m]} episodes", "ours: " + spread(m), None)
+              for m in WATCH_METHODS]
+    claims.append(claim("issue 4 / RUDDER authors (ratio 19-38x)",
+                        "RUDDER needs at least 10x fewer episodes than Q-learning on the pocket watch",
+                        f"{ratio:.1f}x, each at its best step size; at equal step sizes "
+                        + ", ".join(f"α={a}: {r:.1f}x" for a, r in same_alpha.items())
+                        + f"; no learner can finish under the {args.watch_window}-episode window",
+                        ratio >= 10))
+    return metrics, claims
 
 
-def main(args: Args) -> dict:
-    start = time.time()
-    args, device, out = start_run(args)
-    env = KeyToDoor(args.episodes, corridor=args.corridor, distractor_prob=args.distractor_prob,
-                    seed=args.seed, device=device)
-    uniform = torch.full((env.num_states + 1, KeyToDoor.num_actions), 0.5, device=device)
-    episode = rollout(env, uniform)
-    returns = episode["rewards"].sum(0)
-    x = encode(episode, env.num_states, args.inputs)
-    predictor, losses = train_predictor(args, x, returns, device)
-    with torch.no_grad():
-        predictions = predictor(x)
-    redistributed = redistribute(predictions, returns)
-    plot_redistribution(episode, redistributed, out / "redistribution.png")
+def transport_claims(args: Args, results: dict, demo: dict) -> tuple[dict, list[dict]]:
+    horizon = demo["horizon"]
+    medians = {m: [float(np.median(results[m][L])) for L in args.trt_sweep_list] for m in TRANSPORT_METHODS}
+    metrics = {f"trt_L{L}_episodes_to_solve[{m}]": medians[m][i]
+               for m in TRANSPORT_METHODS for i, L in enumerate(args.trt_sweep_list)}
+    gains = [td / trt for td, trt in zip(medians["Q-learning (TD)"], medians["TRT"])]
+    short = [g for g, L in zip(gains, args.trt_sweep_list) if L + 1 < horizon]
+    long = [g for g, L in zip(gains, args.trt_sweep_list) if L + 1 >= horizon]
+    metrics.update(trt_share_of_steps_changed=demo["share_of_steps_changed"],
+                   trt_share_changed_at_key=demo["share_changed_at_key"])
+    claims = [claim("survey §6", f"TRT's gain over the plain learner is largest when the delay exceeds τ_γ = {horizon}",
+                    "TD / TRT episodes to solve at L = "
+                    + ", ".join(f"{L}: {g:.1f}x" for L, g in zip(args.trt_sweep_list, gains)),
+                    (max(long) > max(short)) if short and long else None),
+              claim("survey §4.1.4", "transport augments a few critical steps and leaves the rest unchanged",
+                    f"{demo['share_of_steps_changed']:.1%} of all steps changed; "
+                    f"{demo['share_changed_at_key']:.1%} of key-room steps",
+                    demo["share_of_steps_changed"] < 0.2)]
+    return metrics, claims
 
-    sweep = delay_sweep(args, device)
-    plot_sweep(sweep, args.sweep_list, out / "delay_sweep.png")
-    share_at_key = float(credit_share(redistributed)[0])
-    final_error = float(((predictions[-1] - returns) ** 2).mean())
-    sum_gap = float((redistributed.sum(0) - returns).abs().max())
-    metrics = {"predictor_final_mse": final_error, "credit_share_at_key": share_at_key,
-               "max_abs_sum_minus_return": sum_gap, "delay_steps": args.corridor + 1}
-    medians = {m: [float(np.median(sweep[m][L])) for L in args.sweep_list] for m in METHODS}
-    for m in METHODS:
-        for L, value in zip(args.sweep_list, medians[m]):
-            metrics[f"L{L}_episodes_to_solve[{m}]"] = value
+
+def delay_claims(args: Args, sweep_results: dict, study: dict) -> tuple[dict, list[dict]]:
+    medians = {m: [float(np.median(sweep_results[m][L])) for L in args.sweep_list] for m in SWEEP_METHODS}
+    metrics = {f"L{L}_episodes_to_solve[{m}]": medians[m][i]
+               for m in SWEEP_METHODS for i, L in enumerate(args.sweep_list)}
     td, ru = medians["Q-learning (TD)"], medians["RUDDER"]
     growth = growth_law(args.sweep_list, td)  # the paper: TD's time grows exponentially with the delay
+    share, gap = study["credit_share_at_key"], study["max_abs_sum_minus_return"]
     claims = [claim("RUDDER paper, survey §5", "RUDDER is exponentially faster than TD as the delay grows "
                     "(TD needs time exponential in the delay)",
                     "TD / RUDDER episodes to solve at L = "
@@ -319,20 +747,55 @@ def main(args: Args) -> dict:
                     growth_verdict(growth) if len(td) >= 3 else None),
               claim("survey §5", "the return predictor's jump, and so the redistributed reward, sits "
                     "at the decisive step and is near zero elsewhere",
-                    f"{share_at_key:.1%} of the variance of r̃ across episodes sits on the key step, "
-                    f"of {args.corridor + 2} steps",
-                    share_at_key > 0.5),
+                    f"{share:.1%} of the variance of r̃ across episodes sits on the key step, "
+                    f"of {args.corridor + 2} steps", share > 0.5),
               claim("survey §5", "the redistributed rewards sum to the original return",
-                    f"largest |Σ r̃ - G| over {args.episodes} episodes: {sum_gap:.1e}", sum_gap < 1e-4)]
+                    f"largest |Σ r̃ - G| over {args.episodes} episodes: {gap:.1e}", gap < 1e-4)]
+    return metrics, claims
+
+
+def main(args: Args) -> dict:
+    start = time.time()
+    args, device, out = start_run(args)
+    torch.set_num_threads(1)  # small models stepped one episode at a time: threads only wait on each other
+    print(f"03 RUDDER and TRT: pocket watch ({args.watch_seeds} seeds), key-to-door sweeps, device {device}")
+    study = predictor_study(args, device, out)
+    watch = watch_study(args, device)
+    plot_watch(args, watch, out / "pocket_watch.png")
+    delay = sweep(args, SWEEP_METHODS, args.sweep_list, device, "delay sweep")
+    demo = transport_demo(args, device)
+    transport_sweep = sweep(args, TRANSPORT_METHODS, args.trt_sweep_list, device, "transport study",
+                            gamma=args.trt_gamma, distractor_prob=args.trt_distractor_prob, epsilon=args.trt_epsilon)
+    plot_sweeps(delay, transport_sweep, demo, args, out / "sweeps.png")
+
+    metrics = {k: study[k] for k in ("predictor_final_mse", "credit_share_at_key", "max_abs_sum_minus_return")}
+    claims = []
+    for part_metrics, part_claims in (watch_claims(args, watch), delay_claims(args, delay, study),
+                                      transport_claims(args, transport_sweep, demo)):
+        metrics.update(part_metrics)
+        claims += part_claims
     wall = time.time() - start
-    write_results(out, args, wall, metrics, claims, predictor_losses=losses, delay_sweep=sweep)
-    print(format_table([[k, v] for k, v in metrics.items() if not k.startswith("L")], ["metric", "value"]))
-    rows = [[L, *(medians[m][i] for m in METHODS)] for i, L in enumerate(args.sweep_list)]
-    print("\nDelay sweep, median episodes to solve:")
-    print(format_table(rows, ["corridor L", *METHODS]))
-    print("\n" + format_claims(claims))
+    write_results(out, args, wall, metrics, claims, predictor_losses=study["losses"], delay_sweep=delay,
+                  transport_sweep=transport_sweep, pocket_watch={m: r["episodes"] for m, r in watch.items()})
+    report(args, metrics, claims, delay, transport_sweep, watch)
     print(f"\nwall clock {wall:.0f} s; results in {out}/")
     return {"metrics": metrics, "claims": claims}
+
+
+def report(args: Args, metrics: dict, claims: list[dict], delay: dict, transport_sweep: dict, watch: dict) -> None:
+    print(format_table([[k, metrics[k]] for k in ("predictor_final_mse", "credit_share_at_key",
+                                                   "max_abs_sum_minus_return")], ["metric", "value"]))
+    rows = [[m, *(f"{np.median(r):,.0f}" for r in watch[m]["episodes"]), AUTHORS[m]] for m in WATCH_METHODS]
+    print(f"\nPocket watch, median episodes until the greedy decision was optimal in ≥{args.watch_target:.0%} "
+          f"of the last {args.watch_window}:")
+    print(format_table(rows, ["method", *(f"α={a}" for a in args.watch_alpha_list), "authors"]))
+    for title, results, lengths in (("Delay sweep (γ = 1)", delay, args.sweep_list),
+                                    (f"Transport study (γ = {args.trt_gamma}, distractors)", transport_sweep,
+                                     args.trt_sweep_list)):
+        rows = [[L, *(float(np.median(results[m][L])) for m in results)] for L in lengths]
+        print(f"\n{title}, median episodes to solve:")
+        print(format_table(rows, ["corridor L", *results]))
+    print("\n" + format_claims(claims))
 
 
 if __name__ == "__main__":

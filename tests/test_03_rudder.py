@@ -29,9 +29,12 @@ def test_encode_shows_a_persisting_fact_only_where_it_changes():
                "next_states": torch.tensor([[3], [5], [6]])}
     state = rudder.encode(episode, num_states=6, inputs="state")[:, 0]
     change = rudder.encode(episode, num_states=6, inputs="difference")[:, 0]
-    assert state.shape == change.shape == (3, 7 + 2)
+    assert state.shape == (3, rudder.encoded_size(6, "state")) == (3, 7 + 2)
+    assert change.shape == (3, rudder.encoded_size(6, "difference")) == (3, 3 + 1 + 2)
     assert state[1, 3] == 1 and state[0, 0] == 1 and state[0, 7 + 1] == 1  # state and action one-hots
-    assert change[0, 0] == -1 and change[0, 3] == 1 and change[1, 3] == -1 and change[1, 5] == 1
+    torch.testing.assert_close(change[:, :3], torch.eye(3))  # where: positions 0, 1, 2
+    torch.testing.assert_close(change[:, 3], torch.tensor([1.0, 0.0, 0.0]))  # the key, once; not at the end
+    torch.testing.assert_close(change[:, 4:], torch.tensor([[0.0, 1.0], [1.0, 0.0], [1.0, 0.0]]))
 
 
 def test_credit_share_ignores_what_every_episode_gets():
@@ -86,6 +89,14 @@ def test_growth_verdict_needs_a_clear_winner():
     assert rudder.growth_verdict({"exponential_residual": 0.019, "power_residual": 0.026}) is None
 
 
+def test_q_learning_discounts_the_bootstrap():
+    episode = {"states": torch.tensor([[0]]), "actions": torch.tensor([[1]]), "next_states": torch.tensor([[2]])}
+    Q = torch.zeros(3, 2)
+    Q[2] = torch.tensor([1.0, 3.0])
+    rudder.q_learning_update(Q, episode, torch.tensor([[0.5]]), alpha=1.0, gamma=0.9)
+    assert math.isclose(Q[0, 1].item(), 0.5 + 0.9 * 3.0, rel_tol=1e-6)
+
+
 def test_q_learning_and_mc_updates_on_a_hand_episode():
     # one episode of 3 steps: s = 0, 2, 4 with actions 1, 0, 0, reward 1 at the end
     episode = {"states": torch.tensor([[0], [2], [4]]), "actions": torch.tensor([[1], [0], [0]]),
@@ -110,3 +121,93 @@ def test_average_step_averages_repeated_visits():
     rudder.average_step(Q, torch.tensor([1, 1, 0]), torch.tensor([0, 0, 1]),
                         torch.tensor([1.0, 3.0, -1.0]), alpha=0.5)
     torch.testing.assert_close(Q, torch.tensor([[0.0, -0.5], [1.0, 0.0]]))
+
+
+# --------------------------------------------------------------------------------------------
+# TRT
+# --------------------------------------------------------------------------------------------
+def test_transport_leaves_episodes_without_important_steps_unchanged():
+    g = torch.Generator().manual_seed(0)
+    rewards = torch.randn(12, 5, generator=g)
+    ordinary = torch.ones(12, 5)  # every step gets the uniform share of attention
+    torch.testing.assert_close(rudder.transport(rewards, ordinary, horizon=3, focus=2.0, scale=1.0), rewards)
+
+
+def test_transport_adds_the_rewards_beyond_the_horizon_at_important_steps_only():
+    rewards = torch.tensor([[0.0], [0.1], [0.0], [0.2], [1.0]])
+    weights = torch.tensor([[5.0], [0.5], [0.5], [0.5], [3.5]])  # steps 0 and 4 are important
+    got = rudder.transport(rewards, weights, horizon=3, focus=3.0, scale=0.5)[:, 0]
+    # step 0 gets 0.5 (r_3 + r_4) = 0.6; step 4 has nothing beyond 4 + 3 steps
+    torch.testing.assert_close(got, torch.tensor([0.6, 0.1, 0.0, 0.2, 1.0]))
+
+
+def test_importance_is_one_under_uniform_attention_and_counts_what_each_step_receives():
+    T = 4
+    uniform = torch.full((2, T, T), 1 / T)
+    torch.testing.assert_close(rudder.importance(uniform), torch.ones(T, 2))
+    focused = torch.zeros(1, T, T)
+    focused[..., 0] = 1.0  # every step looks at step 0
+    torch.testing.assert_close(rudder.importance(focused)[:, 0], torch.tensor([4.0, 0.0, 0.0, 0.0]))
+
+
+def test_attention_classifier_shapes_and_attention_rows_sum_to_one():
+    model = rudder.AttentionClassifier(features=6, width=8)
+    logits, attention = model(torch.randn(7, 3, 6))
+    assert logits.shape == (3,) and attention.shape == (3, 7, 7)
+    torch.testing.assert_close(attention.sum(-1), torch.ones(3, 7))
+
+
+def test_a_learner_that_never_explores_never_solves():
+    args = rudder.Args(max_episodes=64, learn_batch=16, stable=2)
+    assert rudder.solve(args, "Q-learning (TD)", corridor=3, seed=0, device="cpu", epsilon=0.0) == 64
+    assert rudder.solve(args, "Monte Carlo", corridor=3, seed=0, device="cpu", epsilon=1.0) < 64
+
+
+# --------------------------------------------------------------------------------------------
+# Pocket watch
+# --------------------------------------------------------------------------------------------
+def test_pocket_watch_optimal_decisions_are_sell_repair_repair_sell():
+    env = rudder.PocketWatch(1)
+    assert env.expected_returns().argmax(1).tolist() == [0, 1, 1, 0]
+    # repaired: price - repair - delivery = 16.5, 21.5, 21.5, 16.5 against 19 unrepaired
+    gaps = env.expected_returns()[:, 1] - env.expected_returns()[:, 0]
+    torch.testing.assert_close(gaps, torch.tensor([-2.5, 2.5, 2.5, -2.5]))
+
+
+def test_pocket_watch_episodes_match_the_expected_returns_and_pay_the_sale_at_the_end():
+    env = rudder.PocketWatch(200_000, steps=10, seed=1)
+    _, info = env.reset()
+    repair = torch.arange(env.num_envs) % 2
+    episode = env.finish(repair)
+    returns = episode["rewards"].sum(0)
+    expected = env.expected_returns()[info["brand"], repair]
+    for brand in range(4):
+        for action in (0, 1):
+            pick = (info["brand"] == brand) & (repair == action)
+            assert abs(returns[pick].mean() - expected[pick][0]) < 0.1
+    middle = episode["rewards"][1:-1].unique()  # only the costs on the way before the sale
+    assert torch.isclose(middle[:, None], torch.tensor([0.0, -0.1, -7.0])).any(1).all()
+    assert (episode["rewards"][0][repair == 0] == 0).all()  # selling as it is costs nothing now
+    assert (episode["actions"][1:] == 0).all()
+    assert (episode["next_states"][:-1] == episode["states"][1:]).all()
+    assert (episode["next_states"][-1] == env.num_states).all()
+
+
+def test_pocket_watch_states_and_q_table():
+    env = rudder.PocketWatch(1, steps=5)
+    assert env.state(3, 1, 4) == env.num_states - 1
+    Q = env.q_table(learners=2)
+    assert Q.shape == (2 * (env.num_states + 1), 2)
+    decisions = (Q[:, 1] == 0).nonzero().flatten().tolist()  # the only states with a second action
+    rows = env.num_states + 1
+    assert decisions == [b * 2 * 5 + k * rows for k in (0, 1) for b in range(4)]
+
+
+def test_watch_features_show_the_decision_only_at_the_first_step():
+    env = rudder.PocketWatch(4, steps=6, seed=0)
+    env.reset()
+    episode = env.finish(torch.tensor([0, 1, 1, 0]))
+    x = rudder.watch_features(episode, steps=6)
+    assert x.shape == (6, 4, 8)
+    assert (x[1:, :, 5:7] == 0).all() and (x[0, :, 5:7].sum(-1) == 1).all()
+    torch.testing.assert_close(x[-1, :, 4], torch.tensor([0.0, 1.0, 1.0, 0.0]))  # repaired flag
