@@ -12,16 +12,6 @@ import torch
 hind = importlib.import_module("04_her_hca")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """The tensors here are tiny: on a busy CPU, a second thread costs far more than it saves
-    (the script does the same when run)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 # --------------------------------------------------------------------------------------------
 # HER: environment and relabelling
 # --------------------------------------------------------------------------------------------
