@@ -1,19 +1,22 @@
 """Shared plumbing for the numbered scripts: CLI, seeding, devices, results, figures, returns.
 
 Only what two or more scripts use lives here. Every function is small, typed and tested in
-tests/test_common.py. A script's own idea (its environment, its estimator) stays in the script.
+tests/test_common.py (the small-LM plumbing of 05-07, at the end, in tests/test_lm_common.py). A script's own idea (its environment, its estimator) stays in the script.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import math
 import random
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import matplotlib
 
@@ -21,6 +24,9 @@ matplotlib.use("Agg")  # scripts write PNGs; they never open windows
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+
+if TYPE_CHECKING:  # transformers is imported lazily: the key-to-door scripts never pay for it
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 ArgsT = TypeVar("ArgsT")
 
@@ -385,3 +391,680 @@ def evaluate_policy(P: torch.Tensor, R: torch.Tensor, policy: torch.Tensor,
     V = torch.linalg.solve(eye - gamma * P_pi, r_pi)
     Q = R + gamma * torch.einsum("sat,t->sa", P, V)
     return V, Q
+
+
+# ============================================================================================
+# Small-LM plumbing (05, 06 and 07): a verifiable multi-step task, a tiny causal LM trained
+# from scratch on it (the cold start), sampling with masks and log-probs, group advantages and
+# the clipped, KL-penalised policy-gradient step that every LM script shares.
+# ============================================================================================
+HELD_OUT_SEED = 2**31 - 1  # one held-out set for every LM script, whatever --seed is
+HELD_OUT_SIZE = 512  # never trained on (SFT and RL skip these prompts); evaluations use a prefix
+
+
+@dataclasses.dataclass(frozen=True)
+class ChainProblem:
+    """A chain of operations applied left to right: start, then (op, operand) pairs.
+
+    Prompt "12+7*3-5\\n"; worked solution, one step per line, then the answer line:
+    "12+7=19\\n19*3=57\\n57-5=52\\n#52" (the model ends it with its end-of-sequence token).
+    """
+
+    start: int
+    ops: tuple[tuple[str, int], ...]
+
+    @property
+    def prompt(self) -> str:
+        return f"{self.start}" + "".join(f"{op}{b}" for op, b in self.ops) + "\n"
+
+    @property
+    def values(self) -> list[int]:
+        """The running value after each step, starting value first."""
+        values = [self.start]
+        for op, b in self.ops:
+            v = values[-1]
+            values.append(v + b if op == "+" else v - b if op == "-" else v * b)
+        return values
+
+    @property
+    def answer(self) -> int:
+        return self.values[-1]
+
+    @property
+    def lines(self) -> list[str]:
+        """The gold lines of the solution: one per step, then the answer line."""
+        v = self.values
+        steps = [f"{v[i]}{op}{b}={v[i + 1]}" for i, (op, b) in enumerate(self.ops)]
+        return steps + [f"#{self.answer}"]
+
+    @property
+    def solution(self) -> str:
+        return "\n".join(self.lines)
+
+
+@dataclasses.dataclass(frozen=True)
+class ChainTask:
+    """The distribution of problems: `min_steps`..`max_steps` operations (the difficulty),
+    operands 1..max_operand, every intermediate value kept within 0..max_value."""
+
+    min_steps: int = 1
+    max_steps: int = 4
+    max_value: int = 99
+    max_operand: int = 9
+
+    def _next_op(self, value: int, rng: np.random.Generator) -> tuple[str, int]:
+        valid = {"+": [b for b in range(1, self.max_operand + 1) if value + b <= self.max_value],
+                 "-": [b for b in range(1, self.max_operand + 1) if value - b >= 0],
+                 "*": [b for b in range(2, self.max_operand + 1) if value * b <= self.max_value]}
+        ops = [op for op, operands in valid.items() if operands]
+        op = ops[rng.integers(len(ops))]
+        return op, int(valid[op][rng.integers(len(valid[op]))])
+
+    def sample_one(self, rng: np.random.Generator, steps: int | None = None) -> ChainProblem:
+        steps = steps if steps is not None else int(rng.integers(self.min_steps, self.max_steps + 1))
+        value, ops = int(rng.integers(1, self.max_value + 1)), []
+        start = value
+        for _ in range(steps):
+            op, b = self._next_op(value, rng)
+            ops.append((op, b))
+            value = ChainProblem(value, ((op, b),)).answer
+        return ChainProblem(start, tuple(ops))
+
+    def sample(self, n: int, rng: np.random.Generator, steps: int | None = None,
+               exclude: frozenset[str] = frozenset()) -> list[ChainProblem]:
+        """n problems (of `steps` steps if given), none whose prompt is in `exclude`."""
+        problems = []
+        while len(problems) < n:
+            problem = self.sample_one(rng, steps)
+            if problem.prompt not in exclude:
+                problems.append(problem)
+        return problems
+
+    def held_out(self, n: int = HELD_OUT_SIZE) -> list[ChainProblem]:
+        """The fixed evaluation set (its own seed), the same for every script and seed; the
+        first n of HELD_OUT_SIZE problems."""
+        require(n <= HELD_OUT_SIZE, f"the held-out set has {HELD_OUT_SIZE} problems, asked for {n}")
+        return self.sample(n, np.random.default_rng(HELD_OUT_SEED))
+
+
+def verify(problem: ChainProblem, completion: str) -> float:
+    """The outcome reward: 1 if the completion's last line is exactly "#<answer>", else 0."""
+    return float(completion.split("\n")[-1] == f"#{problem.answer}")
+
+
+def first_wrong_step(problem: ChainProblem, completion: str) -> int | None:
+    """Gold step label: the index of the first line that differs from the worked solution
+    (a malformed, missing or extra line counts as wrong; the answer line is index n_steps);
+    None when every line is right. A right answer after a wrong step gets a label too."""
+    lines, gold = completion.split("\n"), problem.lines
+    for i, line in enumerate(gold):
+        if i >= len(lines) or lines[i] != line:
+            return i
+    return len(gold) if len(lines) > len(gold) else None
+
+
+def make_char_tokenizer() -> PreTrainedTokenizerFast:
+    """A PreTrainedTokenizerFast with one token per character of the task (built locally with
+    the `tokenizers` library: nothing to download). Specials: <pad> 0, <eos> 1, <unk> 2."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {t: i for i, t in enumerate(["<pad>", "<eos>", "<unk>", *"0123456789+-*=#\n"])}
+    core = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")  # every char
+    core.decoder = decoders.Fuse()  # join the characters back without spaces
+    return PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", eos_token="<eos>",
+                                   unk_token="<unk>", padding_side="left")
+
+
+def make_tiny_lm(tokenizer: PreTrainedTokenizerBase, hidden: int, layers: int, heads: int,
+                 context: int = 128) -> PreTrainedModel:
+    """A small Llama-architecture causal LM, randomly initialised (tied input/output embeddings)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=4 * hidden,
+                         num_hidden_layers=layers, num_attention_heads=heads,
+                         max_position_embeddings=context, tie_word_embeddings=True,
+                         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+                         bos_token_id=None)
+    return LlamaForCausalLM(config)
+
+
+# -------------------------------------------------------------------------- batches and masks
+def encode_prompts(tokenizer: PreTrainedTokenizerBase, prompts: list[str] | list[list[int]],
+                   device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """Left-padded prompt ids and attention mask (B, P): generation continues every row at P."""
+    rows = [tokenizer(p, add_special_tokens=False)["input_ids"] if isinstance(p, str) else list(p)
+            for p in prompts]
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), tokenizer.pad_token_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, row in enumerate(rows):
+        ids[i, width - len(row):] = torch.tensor(row, dtype=torch.long)
+        mask[i, width - len(row):] = 1
+    return ids.to(device), mask.to(device)
+
+
+def positions_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Position ids that skip the left padding: 0 at each row's first real token."""
+    return (attention_mask.long().cumsum(1) - 1).clamp(min=0)
+
+
+@dataclasses.dataclass
+class Rollouts:
+    """G completions per prompt, flattened to B rows. Prompt columns 0..P-1 (left-padded),
+    completion columns P..P+T-1.
+
+    completion_mask (B, T): the generated tokens up to and including EOS (false on the padding
+    written after EOS); attention_mask (B, P+T): real prompt tokens and completion_mask;
+    logprobs (B, T): log π(token) of each sampled token under the sampling policy (0 where
+    masked); truncated (B,): no EOS within the token budget (the completion was cut).
+    """
+
+    sequences: torch.Tensor
+    attention_mask: torch.Tensor
+    completion_mask: torch.Tensor
+    logprobs: torch.Tensor
+    truncated: torch.Tensor
+    prompt_length: int
+
+    @property
+    def completion_ids(self) -> torch.Tensor:
+        return self.sequences[:, self.prompt_length:]
+
+    @property
+    def lengths(self) -> torch.Tensor:
+        return self.completion_mask.sum(1)
+
+
+@torch.no_grad()
+def sample_completions(model: PreTrainedModel, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
+                       max_new_tokens: int, eos_id: int, pad_id: int,
+                       generator: torch.Generator | None = None, temperature: float = 1.0) -> Rollouts:
+    """Sample one completion per row with a KV cache: each step feeds only the new token.
+
+    (model.generate does the same; on CPU with a tiny model our loop is as fast or faster,
+    and it records the log-probs and masks we need; see 05's --bench.) Rows that have ended
+    keep receiving <pad> with attention 0, so they change nothing; we stop when all have ended.
+    """
+    was_training = model.training
+    model.eval()
+    attention = prompt_mask.long()
+    positions = positions_from_mask(attention)
+    out = model(input_ids=prompt_ids, attention_mask=attention, position_ids=positions, use_cache=True)
+    next_position = positions[:, -1:] + 1
+    alive = torch.ones(len(prompt_ids), dtype=torch.bool, device=prompt_ids.device)
+    tokens, logprobs, masks = [], [], []
+    for _ in range(max_new_tokens):
+        logp = torch.log_softmax(out.logits[:, -1].float() / temperature, dim=-1)
+        token = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)
+        token = torch.where(alive, token, torch.full_like(token, pad_id))
+        tokens.append(token)
+        logprobs.append(torch.where(alive, logp.gather(1, token[:, None]).squeeze(1), 0.0))
+        masks.append(alive)
+        alive = alive & (token != eos_id)
+        if not alive.any():
+            break
+        attention = torch.cat([attention, alive[:, None].long()], dim=1)
+        out = model(input_ids=token[:, None], attention_mask=attention, position_ids=next_position,
+                    cache=out.cache, use_cache=True)
+        next_position = next_position + 1
+    model.train(was_training)
+    completion_mask = torch.stack(masks, 1)
+    return Rollouts(sequences=torch.cat([prompt_ids, torch.stack(tokens, 1)], 1),
+                    attention_mask=torch.cat([prompt_mask.long(), completion_mask.long()], 1),
+                    completion_mask=completion_mask, logprobs=torch.stack(logprobs, 1),
+                    truncated=alive, prompt_length=prompt_ids.shape[1])
+
+
+def token_logprobs(model: PreTrainedModel, sequences: torch.Tensor, attention_mask: torch.Tensor, prompt_length: int,
+                   with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """log π(y_t | x, y_<t) of every completion token in one forward pass, (B, T); and the
+    entropy of π at each of those positions when asked. The logits at position t predict t+1."""
+    logits = model(input_ids=sequences, attention_mask=attention_mask,
+                   position_ids=positions_from_mask(attention_mask)).logits
+    logp_all = torch.log_softmax(logits[:, prompt_length - 1:-1].float(), dim=-1)
+    logp = logp_all.gather(2, sequences[:, prompt_length:, None]).squeeze(2)
+    entropy = -(logp_all.exp() * logp_all).sum(-1) if with_entropy else None
+    return logp, entropy
+
+
+def completion_texts(tokenizer: PreTrainedTokenizerBase, rollouts: Rollouts) -> list[str]:
+    """The completions as text, without EOS and padding."""
+    ids = rollouts.completion_ids.masked_fill(~rollouts.completion_mask, tokenizer.pad_token_id)
+    return tokenizer.batch_decode(ids.tolist(), skip_special_tokens=True)
+
+
+def score(problems: list[ChainProblem], texts: list[str], truncated: torch.Tensor) -> torch.Tensor:
+    """Outcome rewards (B,): the verifier on each text; a truncated completion scores 0."""
+    rewards = torch.tensor([verify(p, t) for p, t in zip(problems, texts)])
+    return rewards * (~truncated.cpu()).float()
+
+
+def token_step_ids(tokenizer: PreTrainedTokenizerBase, completion_ids: torch.Tensor, completion_mask: torch.Tensor) -> torch.Tensor:
+    """For each completion token, the index of the solution line (step) it belongs to, (B, T);
+    -1 where masked. A token containing the newline ends its step; EOS joins the last line.
+    Works for any tokenizer: a token's newlines are counted in its decoded text."""
+    newline_count = {i: tokenizer.decode([i]).count("\n") for i in completion_ids.unique().tolist()}
+    counts = completion_ids.cpu().apply_(newline_count.__getitem__).to(completion_ids.device)
+    before = counts.cumsum(1) - counts  # newlines strictly before each token
+    return torch.where(completion_mask, before, torch.full_like(before, -1))
+
+
+def step_end_mask(step_ids: torch.Tensor) -> torch.Tensor:
+    """True on the last token of each step (where a process reward is read), (B, T)."""
+    following = torch.cat([step_ids[:, 1:], torch.full_like(step_ids[:, :1], -1)], 1)
+    return (step_ids >= 0) & (following != step_ids)
+
+
+# ------------------------------------------------------------------- the cold-start policy
+@dataclasses.dataclass(frozen=True)
+class ColdStart:
+    """Everything that determines the cold-start model; its hash names the cache folder."""
+
+    min_steps: int = 1
+    max_steps: int = 4
+    max_value: int = 99
+    max_operand: int = 9
+    hidden: int = 64
+    layers: int = 3
+    heads: int = 4
+    sft_steps: int = 1000
+    sft_batch: int = 64
+    sft_lr: float = 3e-3
+    shortcut_prob: float = 0.5
+    seed: int = 0
+
+    @property
+    def task(self) -> ChainTask:
+        return ChainTask(self.min_steps, self.max_steps, self.max_value, self.max_operand)
+
+    @property
+    def key(self) -> str:
+        return hashlib.sha1(json.dumps(dataclasses.asdict(self), sort_keys=True).encode()).hexdigest()[:10]
+
+
+def sft_batch(tokenizer: PreTrainedTokenizerBase, problems: list[ChainProblem], shortcuts: list[bool],
+              device: torch.device | str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Teacher-forcing batch: prompt + target + EOS, right-padded, the target being the worked
+    solution or, where `shortcuts` says so, the bare answer line. Returns ids, attention mask
+    and the loss mask (true on the tokens the model must predict: the target and EOS)."""
+    rows, targets = [], []
+    for p, shortcut in zip(problems, shortcuts):
+        prompt = tokenizer(p.prompt, add_special_tokens=False)["input_ids"]
+        target = p.lines[-1] if shortcut else p.solution
+        answer = tokenizer(target, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        rows.append(prompt + answer)
+        targets.append([False] * len(prompt) + [True] * len(answer))
+    width = max(len(r) for r in rows)
+    ids = torch.tensor([r + [tokenizer.pad_token_id] * (width - len(r)) for r in rows])
+    attention = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
+    loss_mask = torch.tensor([t + [False] * (width - len(t)) for t in targets])
+    return ids.to(device), attention.to(device), loss_mask.to(device)
+
+
+def supervised_finetune(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, task: ChainTask, steps: int, batch: int, lr: float,
+                        rng: np.random.Generator, device: torch.device | str, shortcut_prob: float = 0.0,
+                        exclude: frozenset[str] = frozenset(), progress: bool = True) -> list[float]:
+    """SFT on demonstrations: cross-entropy on the target tokens (prompt masked), AdamW with a
+    linear decay to 0. A share `shortcut_prob` of the demonstrations are bare answers with no
+    worked steps (as in mixed web data). Returns the loss per step."""
+    from tqdm import tqdm
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: 1 - i / steps)
+    model.train()
+    losses = []
+    for _ in tqdm(range(steps), desc="cold start (SFT)", leave=False, disable=not progress):
+        shortcuts = (rng.random(batch) < shortcut_prob).tolist()
+        ids, attention, loss_mask = sft_batch(tokenizer, task.sample(batch, rng, exclude=exclude), shortcuts, device)
+        logits = model(input_ids=ids, attention_mask=attention).logits[:, :-1]
+        nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2).float(), ids[:, 1:], reduction="none")
+        loss = (nll * loss_mask[:, 1:]).sum() / loss_mask[:, 1:].sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+        losses.append(loss.item())
+    return losses
+
+
+def cold_start_policy(config: ColdStart, device: torch.device | str, cache_root: str | Path = "runs/cold_start",
+                      progress: bool = True) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, dict]:
+    """The cold-start model and tokenizer: loaded from cache_root/<config hash>/ if it was made
+    before, else trained from scratch by SFT and saved there with save_pretrained.
+    Returns (model, tokenizer, info); info says where, and whether it was trained now."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = Path(cache_root) / config.key
+    if (folder / "cold_start.json").exists():
+        info = json.loads((folder / "cold_start.json").read_text())
+        model = AutoModelForCausalLM.from_pretrained(folder).to(device)
+        return model, AutoTokenizer.from_pretrained(folder), {**info, "trained_now": False}
+    start = time.time()
+    torch.manual_seed(config.seed)
+    tokenizer = make_char_tokenizer()
+    model = make_tiny_lm(tokenizer, config.hidden, config.layers, config.heads).to(device)
+    exclude = frozenset(p.prompt for p in config.task.held_out())
+    losses = supervised_finetune(model, tokenizer, config.task, config.sft_steps, config.sft_batch, config.sft_lr,
+                                 np.random.default_rng(config.seed), device, config.shortcut_prob, exclude, progress)
+    info = {"config": dataclasses.asdict(config), "path": str(folder), "sft_losses": losses,
+            "parameters": sum(p.numel() for p in model.parameters()),
+            "sft_wall_clock_s": time.time() - start}
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    (folder / "cold_start.json").write_text(json.dumps(info))
+    return model, tokenizer, {**info, "trained_now": True}
+
+
+def load_pretrained(name_or_path: str,
+                    device: torch.device | str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Any causal LM and its tokenizer (a hub name or a folder): left padding, a pad token."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(name_or_path, padding_side="left")
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(name_or_path).to(device)
+    return model, tokenizer
+
+
+# ------------------------------------------------------------------------------ evaluation
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n samples of which c are right (Chen et al., 2021):
+    1 - C(n-c, k) / C(n, k), the chance that k of the n, drawn without replacement, miss."""
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def sample_and_score(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problems: list[ChainProblem], samples: int, max_new_tokens: int,
+                     generator: torch.Generator | None, device: torch.device | str,
+                     batch: int = 512) -> tuple[torch.Tensor, torch.Tensor]:
+    """`samples` completions per problem: rewards and lengths, each (len(problems), samples)."""
+    rewards, lengths = [], []
+    prompts = [p for p in problems for _ in range(samples)]
+    for i in range(0, len(prompts), batch):
+        chunk = prompts[i:i + batch]
+        ids, mask = encode_prompts(tokenizer, [p.prompt for p in chunk], device)
+        rollouts = sample_completions(model, ids, mask, max_new_tokens, tokenizer.eos_token_id,
+                                      tokenizer.pad_token_id, generator)
+        rewards.append(score(chunk, completion_texts(tokenizer, rollouts), rollouts.truncated))
+        lengths.append(rollouts.lengths.float().cpu())
+    return torch.cat(rewards).view(len(problems), samples), torch.cat(lengths).view(len(problems), samples)
+
+
+def evaluate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problems: list[ChainProblem], samples: int, max_new_tokens: int,
+             generator: torch.Generator | None, device: torch.device | str, ks: tuple[int, ...] = (1,)) -> dict:
+    """Held-out pass@k (sampling at temperature 1, unbiased estimator over `samples` per
+    problem, k ≤ samples), the mean completion length, and the right count per problem."""
+    rewards, lengths = sample_and_score(model, tokenizer, problems, samples, max_new_tokens, generator, device)
+    correct = rewards.sum(1).long().tolist()
+    result = {f"pass@{k}": float(np.mean([pass_at_k(samples, c, k) for c in correct])) for k in ks}
+    return {**result, "length": float(lengths.mean()), "correct": correct}
+
+
+# ----------------------------------------------------------- group advantages (the Ψ slot)
+GROUP_ADVANTAGES = ("reinforce", "rloo", "grpo", "dr_grpo")
+
+
+def group_advantages(rewards: torch.Tensor, method: str, eps: float = 1e-4) -> torch.Tensor:
+    """One advantage per completion from rewards (N prompts, G completions each):
+
+      reinforce  A_i = r_i - mean of the whole batch                 (one baseline for all prompts)
+      rloo       A_i = r_i - mean_{j≠i} r_j = G/(G-1) (r_i - mean_g)  (leave-one-out, Ahmadian et al. 2024)
+      grpo       A_i = (r_i - mean_g) / (std_g + eps)               (Shao et al. 2024; std with G-1, as TRL)
+      dr_grpo    A_i = r_i - mean_g                                  (Liu et al. 2025: no std division)
+
+    A group whose rewards are all equal gets A = 0 (eps keeps grpo finite there).
+    """
+    N, G = rewards.shape
+    if method == "reinforce":
+        return rewards - rewards.mean()
+    if method not in GROUP_ADVANTAGES:
+        raise ValueError(f"unknown advantage {method!r}; choose from {GROUP_ADVANTAGES}")
+    if G < 2:
+        raise ValueError(f"{method} needs a group of at least 2 completions per prompt (the baseline "
+                         f"comes from the siblings), got {G}")
+    mean = rewards.mean(1, keepdim=True)
+    if method == "rloo":
+        return rewards - (rewards.sum(1, keepdim=True) - rewards) / (G - 1)
+    if method == "grpo":
+        return (rewards - mean) / (rewards.std(1, keepdim=True) + eps)
+    return rewards - mean
+
+
+def zero_spread(rewards: torch.Tensor) -> torch.Tensor:
+    """(N,) true for the groups whose G rewards are all equal: every group advantage is 0 there."""
+    return rewards.max(1).values == rewards.min(1).values
+
+
+# ------------------------------------------------------------- the shared policy-gradient step
+LOSS_NORMS = ("sequence", "token", "constant")
+
+
+def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """Per-token KL(π || π_ref) estimate k3 = r - log r - 1 with r = π_ref/π at the sampled
+    token (Schulman's "Approximating KL divergence"; GRPO's choice): unbiased, and ≥ 0 always."""
+    log_ratio = ref_logp - logp
+    return torch.exp(log_ratio) - log_ratio - 1
+
+
+def clipped_surrogate(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
+                      clip_eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """PPO's per-token loss -min(ρ A, clip(ρ, 1-ε, 1+ε) A), ρ = π/π_old; and where the clip
+    is active (the clipped term is the smaller one, so that token's gradient is 0)."""
+    ratio = torch.exp(logp - old_logp)
+    unclipped = ratio * advantages
+    clipped = torch.clamp(ratio, 1 - clip_eps, 1 + clip_eps) * advantages
+    return -torch.minimum(unclipped, clipped), clipped < unclipped
+
+
+def masked_loss(per_token: torch.Tensor, mask: torch.Tensor, norm: str, max_new_tokens: int) -> torch.Tensor:
+    """Reduce a per-token loss (B, T) over the completion tokens:
+
+      sequence  mean over each completion's tokens, then over completions (GRPO paper)
+      token     sum over all tokens / number of tokens (DAPO; long completions weigh more)
+      constant  sum over all tokens / (B * max_new_tokens) (Dr. GRPO: no length bias)
+    """
+    mask = mask.float()
+    total = per_token * mask
+    if norm == "sequence":
+        return (total.sum(1) / mask.sum(1).clamp(min=1)).mean()
+    if norm == "token":
+        return total.sum() / mask.sum().clamp(min=1)
+    if norm == "constant":
+        return total.sum() / (per_token.shape[0] * max_new_tokens)
+    raise ValueError(f"unknown loss normalisation {norm!r}; choose from {LOSS_NORMS}")
+
+
+def policy_gradient_step(policy: PreTrainedModel, optimizer: torch.optim.Optimizer, rollouts: Rollouts,
+                         advantages: torch.Tensor, ref_logp: torch.Tensor | None, clip_eps: float,
+                         beta: float, inner_iters: int, loss_norm: str, max_new_tokens: int,
+                         max_grad_norm: float) -> dict:
+    """μ = inner_iters optimiser steps on one batch of rollouts, per token t of completion i:
+
+      loss_it = -min(ρ_it A_it, clip(ρ_it, 1-ε, 1+ε) A_it) + β k3(π_θ, π_ref)_it,
+      ρ_it = π_θ(y_it) / π_old(y_it)
+
+    reduced by `masked_loss`. A (B, T) are per-token advantages: outcome methods broadcast one
+    number per completion, 06 and 07 supply denser ones. π_old is the policy that sampled
+    (its log-probs are recomputed here, so ρ = 1 on the first iteration). Returns the mean
+    over iterations of the loss, the clip fraction and the grad norm (before clipping), and
+    the sampling policy's KL to the reference and entropy per token.
+    """
+    mask = rollouts.completion_mask
+    args = (rollouts.sequences, rollouts.attention_mask, rollouts.prompt_length)
+    stats = {"loss": 0.0, "clip_fraction": 0.0, "grad_norm": 0.0}
+    for iteration in range(inner_iters):
+        logp, entropy = token_logprobs(policy, *args, with_entropy=iteration == 0)
+        if iteration == 0:
+            old_logp = logp.detach()
+            kl = kl_k3(old_logp, ref_logp) if ref_logp is not None else torch.zeros_like(old_logp)
+            stats["kl"] = float((kl * mask).sum() / mask.sum())
+            stats["entropy"] = float((entropy.detach() * mask).sum() / mask.sum())
+        per_token, clip_active = clipped_surrogate(logp, old_logp, advantages, clip_eps)
+        if beta > 0:
+            per_token = per_token + beta * kl_k3(logp, ref_logp)
+        loss = masked_loss(per_token, mask, loss_norm, max_new_tokens)
+        optimizer.zero_grad()
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
+        optimizer.step()
+        stats["loss"] += loss.item() / inner_iters
+        stats["clip_fraction"] += float((clip_active & mask).sum() / mask.sum()) / inner_iters
+        stats["grad_norm"] += grad_norm.item() / inner_iters
+    return stats
+
+
+# --------------------------------------------------------- the flags and loop of 05, 06, 07
+AdvantageFn = Callable[[Rollouts, torch.Tensor, list[ChainProblem]], torch.Tensor]
+@dataclasses.dataclass
+class LMArgs(RunArgs):
+    """Flags shared by the LM scripts: the model, the task, the cold start and the RL step."""
+
+    model: str = arg("", "a causal LM (hub name or folder) to use instead of the cold-start model")
+    cache: str = arg("runs/cold_start", "folder of cached cold-start models, one per config")
+    threads: int = arg(1, "torch CPU threads (one is fastest for tensors this small)")
+    min_steps: int = arg(1, "task: fewest operations in a problem")
+    max_steps: int = arg(4, "task: most operations in a problem (the difficulty)")
+    max_value: int = arg(99, "task: every intermediate value stays within 0..max-value")
+    max_operand: int = arg(9, "task: operands are 1..max-operand")
+    hidden: int = arg(64, "cold-start model width")
+    layers: int = arg(3, "cold-start model layers")
+    heads: int = arg(4, "cold-start model attention heads")
+    sft_steps: int = arg(1000, "cold start: SFT steps on demonstrations")
+    sft_batch: int = arg(64, "cold start: problems per SFT step")
+    sft_lr: float = arg(3e-3, "cold start: AdamW learning rate")
+    shortcut_prob: float = arg(0.5, "cold start: share of demonstrations that give the bare answer, no steps")
+    rl_steps: int = arg(80, "RL: policy updates")
+    prompts: int = arg(16, "RL: prompts per update")
+    group_size: int = arg(8, "RL: completions per prompt (G)")
+    max_new_tokens: int = arg(48, "RL: completion budget in tokens (longer ones are truncated, reward 0)")
+    optimizer: str = arg("adam", "RL: AdamW, or plain SGD (whose step scales with the advantages)",
+                         choices=("adam", "sgd"))
+    lr: float = arg(1e-4, "RL: learning rate")
+    warmup: int = arg(20, "RL: updates of linear learning-rate warmup (Adam's first steps are large)")
+    clip_eps: float = arg(0.2, "RL: PPO clip range ε")
+    beta: float = arg(0.04, "RL: weight β of the k3 KL penalty to the cold-start reference")
+    inner_iters: int = arg(1, "RL: optimiser steps per batch of rollouts (μ)")
+    loss_norm: str = arg("sequence", "RL: loss normalisation", choices=LOSS_NORMS)
+    max_grad_norm: float = arg(1.0, "RL: gradient clipping")
+    eval_problems: int = arg(128, "held-out problems")
+    eval_samples: int = arg(4, "samples per held-out problem during training (pass@1 estimate)")
+    eval_every: int = arg(20, "RL: updates between held-out evaluations")
+
+    SMOKE_LM = dict(hidden=16, layers=1, heads=2, sft_steps=5, sft_batch=8, rl_steps=2, prompts=2,
+                    group_size=2, max_new_tokens=16, eval_problems=4, eval_samples=2, eval_every=1)
+
+    def __post_init__(self):
+        require_positive(self, "threads", "min_steps", "max_steps", "max_value", "max_operand", "hidden",
+                         "layers", "heads", "sft_steps", "sft_batch", "sft_lr", "rl_steps", "prompts",
+                         "max_new_tokens", "lr", "warmup", "inner_iters", "max_grad_norm", "eval_problems",
+                         "eval_samples", "eval_every")
+        require(self.eval_problems <= HELD_OUT_SIZE, f"--eval-problems must be at most {HELD_OUT_SIZE}")
+        require(self.min_steps <= self.max_steps, "--min-steps must be at most --max-steps")
+        require(self.max_operand < self.max_value, "--max-operand must be below --max-value")
+        require(self.group_size >= 2, f"--group-size must be at least 2: RLOO and GRPO take the baseline "
+                f"from the other completions of the same prompt, got {self.group_size}")
+        require(0 <= self.shortcut_prob <= 1, "--shortcut-prob must be in [0, 1]")
+        require(self.clip_eps > 0 and self.beta >= 0, "--clip-eps must be positive and --beta non-negative")
+
+    @property
+    def cold_start(self) -> ColdStart:
+        return ColdStart(self.min_steps, self.max_steps, self.max_value, self.max_operand, self.hidden,
+                         self.layers, self.heads, self.sft_steps, self.sft_batch, self.sft_lr,
+                         self.shortcut_prob)
+
+    @property
+    def task(self) -> ChainTask:
+        return self.cold_start.task
+
+
+def start_lm_run(args: LMArgs) -> tuple[LMArgs, torch.device, Path, PreTrainedModel,
+                                         PreTrainedTokenizerBase, dict]:
+    """`start_run`, then the policy: (args, device, out, policy, tokenizer, info)."""
+    args, device, out = start_run(args)
+    torch.set_num_threads(args.threads)
+    if args.model:
+        policy, tokenizer = load_pretrained(args.model, device)
+        info = {"path": args.model, "trained_now": False}
+    else:
+        policy, tokenizer, info = cold_start_policy(args.cold_start, device, args.cache)
+    return args, device, out, policy, tokenizer, info
+
+
+def frozen_copy(model: PreTrainedModel) -> PreTrainedModel:
+    """The reference policy: a copy that never trains."""
+    import copy
+
+    reference = copy.deepcopy(model).eval()
+    reference.requires_grad_(False)
+    return reference
+
+
+def train_policy_gradient(policy: PreTrainedModel, reference: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
+                          args: LMArgs, advantage_fn: AdvantageFn, held_out: list[ChainProblem],
+                          device: torch.device | str, desc: str = "RL") -> dict:
+    """The RL loop shared by 05-07: sample G completions for each of `prompts` fresh problems,
+    score them with the verifier, ask `advantage_fn(rollouts, rewards (N, G), problems)` for
+    per-token advantages (B, T), and take `policy_gradient_step`. Every `eval_every` updates,
+    held-out pass@1. Same seed, same problems and samples.
+
+    Returns {"history": one dict per update (reward, KL, entropy, length, zero-spread fraction,
+    clip fraction, grad norm, seconds in generation / update), "evals": [{samples, pass@1, length}]}.
+    """
+    from tqdm import tqdm
+
+    rng = np.random.default_rng(args.seed)
+    generator = torch.Generator(device).manual_seed(args.seed)
+    eval_generator = torch.Generator(device).manual_seed(args.seed + 1)
+    if args.optimizer == "adam":
+        optimizer = torch.optim.AdamW(policy.parameters(), lr=args.lr, weight_decay=0.0)
+    else:
+        optimizer = torch.optim.SGD(policy.parameters(), lr=args.lr)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: min(1.0, (i + 1) / args.warmup))
+    exclude = frozenset(p.prompt for p in args.task.held_out())
+    history, evals = [], []
+
+    def held_out_eval(step: int) -> None:
+        result = evaluate(policy, tokenizer, held_out, args.eval_samples, args.max_new_tokens,
+                          eval_generator, device)
+        evals.append({"step": step, "samples": step * args.prompts * args.group_size,
+                      "pass@1": result["pass@1"], "length": result["length"]})
+
+    for step in tqdm(range(args.rl_steps), desc=desc, leave=False):
+        if step % args.eval_every == 0:
+            held_out_eval(step)
+        start = time.time()
+        problems = args.task.sample(args.prompts, rng, exclude=exclude)
+        repeated = [p for p in problems for _ in range(args.group_size)]
+        ids, mask = encode_prompts(tokenizer, [p.prompt for p in repeated], device)
+        rollouts = sample_completions(policy, ids, mask, args.max_new_tokens, tokenizer.eos_token_id,
+                                      tokenizer.pad_token_id, generator)
+        rewards = score(repeated, completion_texts(tokenizer, rollouts), rollouts.truncated).to(device)
+        rewards = rewards.view(args.prompts, args.group_size)
+        generated = time.time()
+        advantages = advantage_fn(rollouts, rewards, problems)
+        with torch.no_grad():
+            ref_logp, _ = token_logprobs(reference, rollouts.sequences, rollouts.attention_mask,
+                                         rollouts.prompt_length)
+        stats = policy_gradient_step(policy, optimizer, rollouts, advantages, ref_logp, args.clip_eps,
+                                     args.beta, args.inner_iters, args.loss_norm, args.max_new_tokens,
+                                     args.max_grad_norm)
+        schedule.step()
+        history.append({"reward": float(rewards.mean()), "length": float(rollouts.lengths.float().mean()),
+                        "truncated": float(rollouts.truncated.float().mean()),
+                        "zero_spread": float(zero_spread(rewards).float().mean()), **stats,
+                        "generate_s": generated - start, "update_s": time.time() - generated})
+    held_out_eval(args.rl_steps)
+    return {"history": history, "evals": evals}
+
+
+def outcome_advantages(method: str) -> AdvantageFn:
+    """An `advantage_fn` for `train_policy_gradient`: the group advantage of each completion,
+    copied onto each of its tokens (zero on the masked ones)."""
+    def advantage_fn(rollouts: Rollouts, rewards: torch.Tensor, problems) -> torch.Tensor:
+        per_completion = group_advantages(rewards, method).flatten()
+        return per_completion[:, None] * rollouts.completion_mask.float()
+    return advantage_fn

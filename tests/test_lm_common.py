@@ -1,0 +1,261 @@
+"""common.py's small-LM plumbing: the task, masks, log-probs, advantages, KL, clipping, losses."""
+
+import itertools
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+import common
+
+
+# ------------------------------------------------------------------------------------ task
+def test_problem_prompt_solution_and_answer_by_hand():
+    p = common.ChainProblem(12, (("+", 7), ("*", 3), ("-", 5)))
+    assert p.prompt == "12+7*3-5\n"
+    assert p.lines == ["12+7=19", "19*3=57", "57-5=52", "#52"]
+    assert p.solution == "12+7=19\n19*3=57\n57-5=52\n#52" and p.answer == 52
+
+
+def test_sampled_problems_respect_the_difficulty_knobs():
+    task = common.ChainTask(min_steps=2, max_steps=3, max_value=30, max_operand=5)
+    problems = task.sample(300, np.random.default_rng(0))
+    assert {len(p.ops) for p in problems} == {2, 3}
+    assert all(0 <= v <= 30 for p in problems for v in p.values)
+    assert all(1 <= b <= 5 for p in problems for _, b in p.ops)
+    assert all(len(p.ops) == 4 for p in task.sample(5, np.random.default_rng(0), steps=4))
+
+
+def test_held_out_is_fixed_and_excluded_from_training_samples():
+    task = common.ChainTask(max_steps=1, max_value=12, max_operand=3)  # few distinct problems
+    held = task.held_out(20)
+    assert [p.prompt for p in held] == [p.prompt for p in task.held_out(20)]
+    assert [p.prompt for p in held[:5]] == [p.prompt for p in task.held_out(5)]  # a prefix
+    exclude = frozenset(p.prompt for p in held)
+    assert not exclude & {p.prompt for p in task.sample(500, np.random.default_rng(1), exclude=exclude)}
+
+
+@pytest.mark.parametrize("completion,reward,label", [
+    ("12+7=19\n19*3=57\n57-5=52\n#52", 1.0, None),
+    ("12+7=19\n19*3=56\n56-5=51\n#51", 0.0, 1),       # arithmetic slip at step 1
+    ("12+7=19\n19*3=57\n57-5=52\n#53", 0.0, 3),       # the answer line is step n_steps
+    ("12+7=19\n19*3=5", 0.0, 1),                      # cut mid-line
+    ("12+7=19\nxx\n57-5=52\n#52", 1.0, 1),            # malformed line, right answer anyway
+    ("#52", 1.0, 0),                                  # the bare answer skips step 0
+    ("12+7=19\n19*3=57\n57-5=52\n#52\n#52", 1.0, 4),  # an extra line
+    ("", 0.0, 0),
+])
+def test_verifier_and_gold_first_wrong_step(completion, reward, label):
+    p = common.ChainProblem(12, (("+", 7), ("*", 3), ("-", 5)))
+    assert common.verify(p, completion) == reward
+    assert common.first_wrong_step(p, completion) == label
+
+
+# ------------------------------------------------------------------- tokenizer and batches
+def test_char_tokenizer_round_trip_and_left_padding():
+    tok = common.make_char_tokenizer()
+    text = "12+7=19\n#19"
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    assert len(ids) == len(text) and tok.decode(ids) == text
+    ids, mask = common.encode_prompts(tok, ["1\n", "123\n"])
+    assert mask.tolist() == [[0, 0, 1, 1], [1, 1, 1, 1]] and ids[0, 0] == tok.pad_token_id
+    assert common.positions_from_mask(mask).tolist() == [[0, 0, 0, 1], [0, 1, 2, 3]]
+
+
+class ScriptedLM(torch.nn.Module):
+    """A stand-in LM that emits, in row i, the tokens of script[i] one by one (then <eos>)."""
+
+    def __init__(self, scripts: list[list[int]], vocab: int, eos: int):
+        super().__init__()
+        self.scripts, self.vocab, self.eos, self.step = scripts, vocab, eos, 0
+
+    def forward(self, input_ids, attention_mask=None, position_ids=None, cache=None, use_cache=False):
+        if cache is None:
+            self.step = 0
+        logits = torch.full((len(input_ids), input_ids.shape[1], self.vocab), -1e4)
+        for i, script in enumerate(self.scripts):
+            token = script[self.step] if self.step < len(script) else self.eos
+            logits[i, -1, token] = 0.0
+        self.step += 1
+        return SimpleNamespace(logits=logits, cache="cache")
+
+
+def test_sampling_masks_prompt_padding_and_after_eos():
+    tok = common.make_char_tokenizer()
+    eos, pad = tok.eos_token_id, tok.pad_token_id
+    digit = tok.convert_tokens_to_ids("7")
+    model = ScriptedLM([[digit, eos], [digit] * 3, [eos]], len(tok), eos)
+    ids, mask = common.encode_prompts(tok, ["1\n", "12\n", "123\n"])
+    r = common.sample_completions(model, ids, mask, max_new_tokens=3, eos_id=eos, pad_id=pad)
+    assert r.prompt_length == 4
+    assert r.completion_ids.tolist() == [[digit, eos, pad], [digit] * 3, [eos, pad, pad]]
+    assert r.completion_mask.tolist() == [[True, True, False], [True] * 3, [True, False, False]]
+    assert r.truncated.tolist() == [False, True, False]  # row 1 never ended
+    assert r.attention_mask[:, :4].tolist() == mask.tolist()
+    assert torch.equal(r.attention_mask[:, 4:].bool(), r.completion_mask)
+    assert torch.all(r.logprobs[~r.completion_mask] == 0) and r.lengths.tolist() == [2, 3, 1]
+    texts = common.completion_texts(tok, r)
+    assert texts == ["7", "777", ""]
+
+
+def tiny_model(seed=0):
+    torch.manual_seed(seed)
+    tok = common.make_char_tokenizer()
+    return common.make_tiny_lm(tok, hidden=16, layers=2, heads=2), tok
+
+
+def test_sampled_logprobs_match_a_direct_forward_pass_without_padding():
+    model, tok = tiny_model()
+    ids, mask = common.encode_prompts(tok, ["1+2\n", "45*2-1\n", "7\n"])
+    r = common.sample_completions(model, ids, mask, 12, tok.eos_token_id, tok.pad_token_id,
+                                  torch.Generator().manual_seed(0))
+    batched, entropy = common.token_logprobs(model, r.sequences, r.attention_mask, r.prompt_length, with_entropy=True)
+    m = r.completion_mask
+    torch.testing.assert_close(batched[m], r.logprobs[m], atol=1e-4, rtol=1e-4)
+    assert torch.all(entropy[m] > 0) and torch.all(entropy[m] <= math.log(len(tok)) + 1e-5)
+    for i in range(len(ids)):  # one row, no padding at all, plain positions
+        row = torch.cat([ids[i][mask[i].bool()], r.completion_ids[i][m[i]]])[None]
+        logits = model(input_ids=row).logits[0].float()
+        n_prompt = int(mask[i].sum())
+        direct = torch.log_softmax(logits[n_prompt - 1:-1], -1).gather(1, row[0, n_prompt:, None]).squeeze(1)
+        torch.testing.assert_close(direct, r.logprobs[i][m[i]], atol=1e-4, rtol=1e-4)
+
+
+def test_same_generator_seed_gives_the_same_samples():
+    model, tok = tiny_model()
+    ids, mask = common.encode_prompts(tok, ["1+2\n"] * 4)
+    draws = [common.sample_completions(model, ids, mask, 8, tok.eos_token_id, tok.pad_token_id,
+                                       torch.Generator().manual_seed(3)).sequences for _ in range(2)]
+    assert torch.equal(*draws)
+
+
+def test_token_step_ids_and_step_ends():
+    tok = common.make_char_tokenizer()
+    ids = torch.tensor([tok("1+2=3\n#3", add_special_tokens=False)["input_ids"] + [tok.eos_token_id, 0]])
+    mask = torch.tensor([[True] * 9 + [False]])
+    steps = common.token_step_ids(tok, ids, mask)
+    assert steps.tolist() == [[0, 0, 0, 0, 0, 0, 1, 1, 1, -1]]  # "\n" ends step 0; EOS joins the last
+    assert common.step_end_mask(steps).tolist() == [[False] * 5 + [True, False, False, True, False]]
+
+
+# -------------------------------------------------------------------------------- advantages
+def test_appendix_a_exactly():
+    rewards = torch.tensor([[0.0, 1.0, 0.0, 1.0]])
+    assert common.group_advantages(rewards, "dr_grpo").tolist() == [[-0.5, 0.5, -0.5, 0.5]]
+    assert math.isclose(common.group_advantages(rewards, "rloo")[0, 1].item(), 2 / 3, rel_tol=1e-6)
+    torch.testing.assert_close(common.group_advantages(rewards, "rloo"), torch.tensor([[-2 / 3, 2 / 3, -2 / 3, 2 / 3]]))
+    # GRPO divides by the sample std (G - 1 in the denominator, as TRL): 0.5 / sqrt(1/3) = 0.866
+    expected = 0.5 / math.sqrt(1 / 3)
+    torch.testing.assert_close(common.group_advantages(rewards, "grpo"),
+                               torch.tensor([[-expected, expected, -expected, expected]]), atol=1e-3, rtol=1e-3)
+
+
+def test_rloo_is_a_rescaled_centred_reward_and_reinforce_uses_the_batch_mean():
+    rewards = torch.tensor([[1.0, 0.0, 0.0], [1.0, 1.0, 0.0]])
+    centred = rewards - rewards.mean(1, keepdim=True)
+    torch.testing.assert_close(common.group_advantages(rewards, "rloo"), centred * 3 / 2)
+    torch.testing.assert_close(common.group_advantages(rewards, "reinforce"), rewards - 0.5)
+
+
+@pytest.mark.parametrize("method", common.GROUP_ADVANTAGES)
+def test_zero_spread_groups_give_zero_advantage_and_no_nan(method):
+    rewards = torch.tensor([[1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]])
+    advantages = common.group_advantages(rewards, method)
+    assert torch.isfinite(advantages).all()
+    if method != "reinforce":  # the batch-mean baseline is not per prompt
+        assert torch.all(advantages[:2] == 0)
+    assert common.zero_spread(rewards).tolist() == [True, True, False]
+
+
+@pytest.mark.parametrize("method", ["rloo", "grpo", "dr_grpo"])
+def test_group_of_one_is_rejected_with_a_clear_message(method):
+    with pytest.raises(ValueError, match="at least 2 completions per prompt"):
+        common.group_advantages(torch.ones(4, 1), method)
+
+
+# ------------------------------------------------------------------------ KL, clip, losses
+def test_k3_is_nonnegative_zero_at_equal_policies_and_unbiased():
+    g = torch.Generator().manual_seed(0)
+    logp, ref = torch.randn(1000, generator=g), torch.randn(1000, generator=g)
+    assert torch.all(common.kl_k3(logp, ref) >= 0)
+    assert torch.all(common.kl_k3(logp, logp) == 0)
+    p, q = torch.tensor([0.6, 0.3, 0.1]), torch.tensor([0.2, 0.5, 0.3])
+    samples = torch.multinomial(p, 200_000, replacement=True, generator=g)
+    estimate = common.kl_k3(p.log()[samples], q.log()[samples]).mean()
+    assert math.isclose(estimate.item(), (p * (p / q).log()).sum().item(), rel_tol=0.02)
+
+
+def test_clip_limits_the_ratio_and_zeroes_the_gradient_where_active():
+    old = torch.zeros(4)
+    logp = torch.log(torch.tensor([1.5, 0.5, 0.5, 1.1])).requires_grad_()
+    advantages = torch.tensor([1.0, 1.0, -1.0, 1.0])
+    loss, active = common.clipped_surrogate(logp, old, advantages, clip_eps=0.2)
+    torch.testing.assert_close(loss.detach(), torch.tensor([-1.2, -0.5, 0.8, -1.1]))
+    assert active.tolist() == [True, False, True, False]
+    loss.sum().backward()
+    torch.testing.assert_close(logp.grad, torch.tensor([0.0, -0.5, 0.0, -1.1]))  # d(-ρA)/dlogρ = -ρA
+
+
+def test_each_loss_normalisation_on_a_hand_case():
+    per_token = torch.tensor([[1.0, 2.0, 3.0, 9.0], [4.0, 9.0, 9.0, 9.0]])
+    mask = torch.tensor([[True, True, True, False], [True, False, False, False]])
+    assert common.masked_loss(per_token, mask, "sequence", 4).item() == pytest.approx((2.0 + 4.0) / 2)
+    assert common.masked_loss(per_token, mask, "token", 4).item() == pytest.approx(10.0 / 4)
+    assert common.masked_loss(per_token, mask, "constant", 4).item() == pytest.approx(10.0 / 8)
+    with pytest.raises(ValueError, match="loss normalisation"):
+        common.masked_loss(per_token, mask, "median", 4)
+
+
+def test_policy_gradient_step_moves_probability_toward_positive_advantages():
+    model, tok = tiny_model(1)
+    ids, mask = common.encode_prompts(tok, ["1+2\n"] * 8)
+    r = common.sample_completions(model, ids, mask, 10, tok.eos_token_id, tok.pad_token_id,
+                                  torch.Generator().manual_seed(0))
+    advantages = torch.tensor([1.0, -1.0] * 4)[:, None] * r.completion_mask
+    before, _ = common.token_logprobs(model, r.sequences, r.attention_mask, r.prompt_length)
+    ref = before.detach()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    stats = common.policy_gradient_step(model, optimizer, r, advantages, ref, clip_eps=0.2, beta=0.1,
+                                        inner_iters=3, loss_norm="sequence", max_new_tokens=10, max_grad_norm=100.0)
+    after, _ = common.token_logprobs(model, r.sequences, r.attention_mask, r.prompt_length)
+    change = ((after - before) * r.completion_mask).sum(1).detach()
+    assert change[0::2].mean() > 0 > change[1::2].mean()
+    assert stats["kl"] == 0.0 and stats["grad_norm"] > 0 and 0 <= stats["clip_fraction"] <= 1
+    assert set(stats) == {"loss", "kl", "entropy", "clip_fraction", "grad_norm"}
+
+
+# ----------------------------------------------------------------------------- evaluation
+def test_pass_at_k_matches_enumeration():
+    for n, c, k in [(5, 2, 1), (5, 2, 3), (6, 0, 2), (6, 6, 4), (7, 3, 5)]:
+        outcomes = [1] * c + [0] * (n - c)
+        subsets = list(itertools.combinations(outcomes, k))
+        assert math.isclose(common.pass_at_k(n, c, k), np.mean([any(s) for s in subsets]))
+
+
+# --------------------------------------------------------------- cold start and --model
+def test_cold_start_is_trained_once_then_loaded_from_its_cache(tmp_path):
+    config = common.ColdStart(hidden=16, layers=1, heads=2, sft_steps=3, sft_batch=4)
+    model, tok, info = common.cold_start_policy(config, "cpu", tmp_path, progress=False)
+    assert info["trained_now"] and len(info["sft_losses"]) == 3
+    again, tok2, info2 = common.cold_start_policy(config, "cpu", tmp_path, progress=False)
+    assert not info2["trained_now"] and info2["path"] == str(tmp_path / config.key)
+    for a, b in zip(model.state_dict().values(), again.state_dict().values()):
+        assert torch.equal(a, b)
+    assert config.key != common.ColdStart(hidden=16, layers=1, heads=2, sft_steps=4, sft_batch=4).key
+
+
+def test_load_pretrained_reads_any_saved_causal_lm(tmp_path):
+    model, tok = tiny_model(2)
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    loaded, loaded_tok = common.load_pretrained(str(tmp_path), "cpu")
+    assert loaded_tok.padding_side == "left" and loaded_tok.pad_token_id is not None
+    ids, mask = common.encode_prompts(loaded_tok, ["3*3\n"])
+    torch.testing.assert_close(loaded(input_ids=ids).logits, model(input_ids=ids).logits)
+
+
+def test_lm_args_reject_a_group_of_one():
+    with pytest.raises(ValueError, match="--group-size must be at least 2"):
+        common.LMArgs(group_size=1)
