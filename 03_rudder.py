@@ -52,6 +52,7 @@ from common import (
     require,
     require_positive,
     rollout,
+    running_mean,
     save_figure,
     start_run,
     write_results,
@@ -335,26 +336,18 @@ def epsilon_greedy(Q: torch.Tensor, epsilon: float) -> torch.Tensor:
 
 
 def q_learning_update(Q, episode: dict, rewards: torch.Tensor, alpha, gamma: float = 1.0) -> None:
-    """Q(s, a) += α (r + γ max_a' Q(s', a') - Q(s, a)), averaged over a batch's visits."""
+    """Q(s, a) += α (r + γ max_a' Q(s', a') - Q(s, a)), averaged over a batch's visits
+    (α: a number, or one per entry when several learners share one flattened table)."""
     s, a = episode["states"].flatten(), episode["actions"].flatten()
     target = rewards.flatten() + gamma * Q[episode["next_states"].flatten()].max(1).values
-    average_step(Q, s, a, target - Q[s, a], alpha)
+    running_mean(Q, s * Q.shape[1] + a, target, alpha)
 
 
 def mc_update(Q, episode: dict, alpha) -> None:
     """Q(s, a) += α (G_t - Q(s, a)), the undiscounted return from step t on."""
     returns = episode["rewards"].flip(0).cumsum(0).flip(0)
     s, a = episode["states"].flatten(), episode["actions"].flatten()
-    average_step(Q, s, a, returns.flatten() - Q[s, a], alpha)
-
-
-def average_step(Q, s, a, errors, alpha) -> None:
-    """Move each visited Q(s, a) by α times the mean of its errors in the batch (α: a number,
-    or one per row of Q when several learners share one flattened table)."""
-    index = s * Q.shape[1] + a
-    total = torch.zeros(Q.numel(), device=Q.device).index_add_(0, index, errors)
-    visits = torch.bincount(index, minlength=Q.numel()).clamp(min=1)
-    Q += alpha * (total / visits).view_as(Q)
+    running_mean(Q, s * Q.shape[1] + a, returns.flatten(), alpha)
 
 
 def make_shaper(args: Args, method: str, env: KeyToDoor, gamma: float, seed: int, device):
@@ -520,7 +513,7 @@ def watch_learn(args: Args, method: str, alphas: list[float], device) -> dict:
     env = PocketWatch(learners, args.watch_steps, args.unrepaired, seed=args.seed, device=device)
     Q = env.q_table(learners)
     rows = env.num_states + 1
-    alpha = torch.tensor(alphas, device=device).repeat_interleave(seeds * rows)[:, None]
+    alpha = torch.tensor(alphas, device=device).repeat_interleave(seeds * rows * 2)  # one per Q entry
     offset = torch.arange(learners, device=device) * rows
     optimal = env.expected_returns().argmax(1)
     shaper = WatchRedistribution(args, learners, device) if method == "RUDDER" else None

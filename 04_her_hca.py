@@ -63,6 +63,7 @@ from common import (
     plot_curves,
     require,
     require_positive,
+    running_mean,
     save_figure,
     seed_everything,
     start_run,
@@ -763,14 +764,6 @@ def gradient_study(args: Args, device) -> dict:
 # Experiment 2b: learning curves, tabular softmax policy, each estimator's gradient ascent
 # ============================================================================================
 LEARNERS = ("PG + V baseline", "state HCA (learned h)", "return HCA (learned h)")
-
-
-def running_mean(table: torch.Tensor, index: torch.Tensor, values: torch.Tensor, rate: float) -> None:
-    """Move each visited entry of a (flattened) table toward the mean of its values in the batch."""
-    flat = table.view(-1)
-    total = torch.zeros_like(flat).index_add_(0, index, values)
-    visits = torch.bincount(index, minlength=len(flat))
-    flat += rate * torch.where(visits > 0, total / visits.clamp(min=1) - flat, torch.zeros_like(flat))
 
 
 def learn(args: Args, task: TabularTask, method: str, seed: int, device) -> list[float]:

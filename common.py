@@ -7,6 +7,7 @@ tests/test_common.py (the small-LM plumbing of 05-07, at the end, in tests/test_
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import hashlib
 import json
@@ -24,6 +25,7 @@ matplotlib.use("Agg")  # scripts write PNGs; they never open windows
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from tqdm import tqdm  # noqa: E402
 
 if TYPE_CHECKING:  # transformers is imported lazily: the key-to-door scripts never pay for it
     from transformers import PreTrainedModel, PreTrainedTokenizerBase, PreTrainedTokenizerFast
@@ -376,6 +378,17 @@ def rollout(env: KeyToDoor, policy: torch.Tensor) -> dict:
     return episode
 
 
+def running_mean(table: torch.Tensor, index: torch.Tensor, targets: torch.Tensor,
+                 rate: float | torch.Tensor) -> None:
+    """Tabular learning from a batch: each entry of `table` (flattened) that `index` visits moves
+    by `rate` toward the mean of its targets in the batch, x += rate (mean targets - x); entries
+    not visited stay. `rate` is a number or one per entry of the flattened table."""
+    flat = table.view(-1)
+    total = torch.zeros_like(flat).index_add_(0, index, targets.to(flat.dtype))
+    visits = torch.bincount(index, minlength=len(flat))
+    flat += rate * torch.where(visits > 0, total / visits.clamp(min=1) - flat, torch.zeros_like(flat))
+
+
 def evaluate_policy(P: torch.Tensor, R: torch.Tensor, policy: torch.Tensor,
                     gamma: float) -> tuple[torch.Tensor, torch.Tensor]:
     """Exact V^π and Q^π of a tabular policy π[s, a] by solving the Bellman equations.
@@ -709,8 +722,6 @@ def supervised_finetune(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBa
     """SFT on demonstrations: cross-entropy on the target tokens (prompt masked), AdamW with a
     linear decay to 0. A share `shortcut_prob` of the demonstrations are bare answers with no
     worked steps (as in mixed web data). Returns the loss per step."""
-    from tqdm import tqdm
-
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: 1 - i / steps)
     model.train()
@@ -996,8 +1007,6 @@ def start_lm_run(args: LMArgs) -> tuple[LMArgs, torch.device, Path, PreTrainedMo
 
 def frozen_copy(model: PreTrainedModel) -> PreTrainedModel:
     """The reference policy: a copy that never trains."""
-    import copy
-
     reference = copy.deepcopy(model).eval()
     reference.requires_grad_(False)
     return reference
@@ -1014,8 +1023,6 @@ def train_policy_gradient(policy: PreTrainedModel, reference: PreTrainedModel, t
     Returns {"history": one dict per update (reward, KL, entropy, length, zero-spread fraction,
     clip fraction, grad norm, seconds in generation / update), "evals": [{samples, pass@1, length}]}.
     """
-    from tqdm import tqdm
-
     rng = np.random.default_rng(args.seed)
     generator = torch.Generator(device).manual_seed(args.seed)
     eval_generator = torch.Generator(device).manual_seed(args.seed + 1)

@@ -116,13 +116,6 @@ def test_epsilon_greedy_policy_table():
     torch.testing.assert_close(rudder.epsilon_greedy(Q, 1.0), torch.full((2, 2), 0.5))
 
 
-def test_average_step_averages_repeated_visits():
-    Q = torch.zeros(2, 2)
-    rudder.average_step(Q, torch.tensor([1, 1, 0]), torch.tensor([0, 0, 1]),
-                        torch.tensor([1.0, 3.0, -1.0]), alpha=0.5)
-    torch.testing.assert_close(Q, torch.tensor([[0.0, -0.5], [1.0, 0.0]]))
-
-
 # --------------------------------------------------------------------------------------------
 # TRT
 # --------------------------------------------------------------------------------------------

@@ -338,3 +338,13 @@ def test_rollout_follows_the_policy_and_ends_in_the_terminal_state():
     torch.testing.assert_close(episode["rewards"][-1], episode["actions"][0].float())  # the door pays the key
     assert torch.equal(episode["next_states"][:-1], episode["states"][1:])
     assert torch.all(episode["next_states"][-1] == env.num_states)
+
+
+def test_running_mean_moves_visited_entries_toward_their_batch_mean():
+    table = torch.zeros(2, 2)
+    # entry (1, 0) is visited twice (targets 1 and 3: mean 2), entry (0, 1) once, the rest never
+    common.running_mean(table, torch.tensor([2, 2, 1]), torch.tensor([1.0, 3.0, -1.0]), rate=0.5)
+    torch.testing.assert_close(table, torch.tensor([[0.0, -0.5], [1.0, 0.0]]))
+    per_entry = torch.tensor([1.0, 1.0, 0.25, 0.25])  # a rate per entry, as for learners sharing a table
+    common.running_mean(table, torch.tensor([1, 2]), torch.tensor([0.5, 3.0]), rate=per_entry)
+    torch.testing.assert_close(table, torch.tensor([[0.0, 0.5], [1.5, 0.0]]))
