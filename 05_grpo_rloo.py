@@ -42,6 +42,8 @@ import dataclasses
 import math
 import time
 from dataclasses import dataclass
+from importlib.metadata import version
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -71,6 +73,7 @@ from common import (
     start_lm_run,
     token_logprobs,
     train_policy_gradient,
+    verify,
     write_results,
     zero_spread,
 )
@@ -212,7 +215,45 @@ def benchmark(policy, tokenizer, args: Args, device) -> dict:
     return {"completions_per_s": completions / (generate_s + update_s),
             "tokens_per_s": tokens / (generate_s + update_s), "generation_share": generate_s / (generate_s + update_s),
             "own_loop_generate_s": generate_s, "update_s": update_s, "hf_generate_s": hf_generate_s,
-            "steps": args.bench_steps, "completions_per_step": args.prompts * args.group_size}
+            "steps": args.bench_steps, "completions_per_step": args.prompts * args.group_size,
+            **trl_benchmark(policy, tokenizer, args, device)}
+
+
+def trl_benchmark(policy, tokenizer, args: Args, device) -> dict:
+    """The same RL steps with trl's GRPOTrainer (optional: `pip install trl`): same model, G,
+    prompts per step, completion budget, β and learning rate. Seconds per step from the second
+    step on (the first pays for start-up), as completions per second."""
+    try:
+        from datasets import Dataset
+        from transformers import TrainerCallback
+        from trl import GRPOConfig, GRPOTrainer
+    except ImportError:
+        return {"trl": "not installed"}
+    problems = args.task.sample((args.bench_steps + 1) * args.prompts, np.random.default_rng(args.seed))
+    by_prompt = {p.prompt: p for p in problems}
+
+    def reward(prompts, completions, **_):
+        return [verify(by_prompt[p], c) for p, c in zip(prompts, completions)]
+
+    class StepClock(TrainerCallback):
+        ends: list[float] = []
+
+        def on_step_end(self, *_, **__):
+            self.ends.append(time.time())
+
+    batch = args.prompts * args.group_size
+    config = GRPOConfig(output_dir=str(Path(args.out) / "trl"), per_device_train_batch_size=batch,
+                        num_generations=args.group_size, max_completion_length=args.max_new_tokens,
+                        max_steps=args.bench_steps + 1, learning_rate=args.lr, beta=args.beta,
+                        loss_type="grpo", use_cpu=device.type == "cpu", save_strategy="no", report_to="none",
+                        logging_steps=10**6, seed=args.seed, disable_tqdm=True)
+    clock = StepClock()
+    trainer = GRPOTrainer(model=copy.deepcopy(policy), reward_funcs=reward, args=config, processing_class=tokenizer,
+                          train_dataset=Dataset.from_dict({"prompt": [p.prompt for p in problems]}), callbacks=[clock])
+    trainer.train()
+    seconds = clock.ends[-1] - clock.ends[0]
+    return {"trl": f"GRPOTrainer, trl {version('trl')}", "trl_completions_per_s": args.bench_steps * batch / seconds,
+            "trl_seconds_per_step": seconds / args.bench_steps}
 
 
 # ============================================================================================
