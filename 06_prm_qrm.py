@@ -59,6 +59,7 @@ from common import (
     LMArgs,
     Rollouts,
     arg,
+    auroc,
     claim,
     completion_texts,
     encode_prompts,
@@ -66,6 +67,7 @@ from common import (
     format_claims,
     format_table,
     frozen_copy,
+    localisation,
     moving_average,
     outcome_advantages,
     parse_args,
@@ -378,28 +380,6 @@ def best_of_n_kl(n: int | np.ndarray) -> float | np.ndarray:
     """KL(best-of-n || π) = log n - (n-1)/n: the analytic value used by Gao et al. (exact for a
     continuous reward, an upper bound in general, Beirami et al. 2024)."""
     return np.log(n) - (n - 1) / n
-
-
-def auroc(positives: np.ndarray, negatives: np.ndarray) -> float:
-    """P(a positive outranks a negative), ties counted half (the Mann-Whitney statistic)."""
-    if len(positives) == 0 or len(negatives) == 0:
-        return float("nan")
-    diff = positives[:, None] - negatives[None, :]
-    return float((diff > 0).mean() + 0.5 * (diff == 0).mean())
-
-
-def localisation(credits: list[np.ndarray], first_wrong: list[int]) -> dict:
-    """How well low credit points at the first wrong step, over failed solutions with ≥ 2 steps:
-    AUROC of -credit for "this is the first wrong step" (all steps of all solutions pooled),
-    and top-1: the chance that the lowest-credit step is the first wrong one (ties split evenly)."""
-    positives, negatives, top1 = [], [], []
-    for credit, wrong in zip(credits, first_wrong):
-        is_wrong = np.arange(len(credit)) == wrong
-        positives.append(-credit[is_wrong])
-        negatives.append(-credit[~is_wrong])
-        lowest = credit == credit.min()
-        top1.append(float(lowest[wrong]) / lowest.sum())
-    return {"auroc": auroc(np.concatenate(positives), np.concatenate(negatives)), "top1": float(np.mean(top1))}
 
 
 def step_means(token_values: torch.Tensor, step_ids: torch.Tensor, steps: int) -> np.ndarray:

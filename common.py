@@ -781,6 +781,29 @@ def load_pretrained(name_or_path: str,
 
 
 # ------------------------------------------------------------------------------ evaluation
+def auroc(positives: np.ndarray, negatives: np.ndarray) -> float:
+    """P(a positive outranks a negative), ties counted half (the Mann-Whitney statistic)."""
+    if len(positives) == 0 or len(negatives) == 0:
+        return float("nan")
+    diff = np.asarray(positives)[:, None] - np.asarray(negatives)[None, :]
+    return float((diff > 0).mean() + 0.5 * (diff == 0).mean())
+
+
+def localisation(credits: list[np.ndarray], first_wrong: list[int]) -> dict:
+    """How well low credit points at the first wrong step (06 and 07's metric), one credit per
+    step of each failed solution: AUROC of -credit for "this is the first wrong step" (all steps
+    of all solutions pooled), and top-1, the chance that the lowest-credit step is the first
+    wrong one (ties split evenly)."""
+    positives, negatives, top1 = [], [], []
+    for credit, wrong in zip(credits, first_wrong):
+        is_wrong = np.arange(len(credit)) == wrong
+        positives.append(-credit[is_wrong])
+        negatives.append(-credit[~is_wrong])
+        lowest = credit == credit.min()
+        top1.append(float(lowest[wrong]) / lowest.sum())
+    return {"auroc": auroc(np.concatenate(positives), np.concatenate(negatives)), "top1": float(np.mean(top1))}
+
+
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k from n samples of which c are right (Chen et al., 2021):
     1 - C(n-c, k) / C(n, k), the chance that k of the n, drawn without replacement, miss."""

@@ -134,18 +134,6 @@ def test_token_advantages_are_standardised_within_each_group():
     assert (A[2:] == 0).all()  # all-equal credit: no signal, no NaN
 
 
-# -------------------------------------------------------------------- credit localisation
-def test_auroc_and_localisation_by_hand():
-    assert prm.auroc(np.array([3.0, 2.0]), np.array([1.0, 2.0])) == 0.875
-    credits = [np.array([0.0, -1.0, 0.0]), np.array([0.0, 0.0]), np.array([-1.0, 0.0])]
-    result = prm.localisation(credits, [1, 0, 1])  # right, a tie, wrong
-    assert result["top1"] == pytest.approx((1 + 0.5 + 0) / 3)
-    # pooled: positives -credit [1, 0, 0] against negatives [0, 0, 0, 1]: (3.5 + 1.5 + 1.5) / 12
-    assert result["auroc"] == pytest.approx(6.5 / 12)
-    flat = prm.localisation([np.zeros(3), np.zeros(2)], [2, 0])
-    assert flat["auroc"] == 0.5
-
-
 # ---------------------------------------------------------------------- Gao et al.'s forms
 @pytest.mark.parametrize("form", ["bon", "rl"])
 def test_gao_fit_recovers_alpha_and_beta(form):

@@ -259,3 +259,15 @@ def test_load_pretrained_reads_any_saved_causal_lm(tmp_path):
 def test_lm_args_reject_a_group_of_one():
     with pytest.raises(ValueError, match="--group-size must be at least 2"):
         common.LMArgs(group_size=1)
+
+
+# -------------------------------------------------------------------- credit localisation
+def test_auroc_and_localisation_by_hand():
+    assert common.auroc(np.array([3.0, 2.0]), np.array([1.0, 2.0])) == 0.875
+    credits = [np.array([0.0, -1.0, 0.0]), np.array([0.0, 0.0]), np.array([-1.0, 0.0])]
+    result = common.localisation(credits, [1, 0, 1])  # right, a tie, wrong
+    assert result["top1"] == pytest.approx((1 + 0.5 + 0) / 3)
+    # pooled: positives -credit [1, 0, 0] against negatives [0, 0, 0, 1]: (3.5 + 1.5 + 1.5) / 12
+    assert result["auroc"] == pytest.approx(6.5 / 12)
+    flat = common.localisation([np.zeros(3), np.zeros(2)], [2, 0])
+    assert flat["auroc"] == 0.5
