@@ -659,7 +659,8 @@ def token_step_ids(tokenizer: PreTrainedTokenizerBase, completion_ids: torch.Ten
     -1 where masked. A token containing the newline ends its step; EOS joins the last line.
     Works for any tokenizer: a token's newlines are counted in its decoded text."""
     newline_count = {i: tokenizer.decode([i]).count("\n") for i in completion_ids.unique().tolist()}
-    counts = completion_ids.cpu().apply_(newline_count.__getitem__).to(completion_ids.device)
+    # apply_ works in place: on a copy, or it would overwrite the caller's ids (on CPU, .cpu() is no copy)
+    counts = completion_ids.to("cpu", copy=True).apply_(newline_count.__getitem__).to(completion_ids.device)
     before = counts.cumsum(1) - counts  # newlines strictly before each token
     return torch.where(completion_mask, before, torch.full_like(before, -1))
 
@@ -793,7 +794,9 @@ def localisation(credits: list[np.ndarray], first_wrong: list[int]) -> dict:
     """How well low credit points at the first wrong step (06 and 07's metric), one credit per
     step of each failed solution: AUROC of -credit for "this is the first wrong step" (all steps
     of all solutions pooled), and top-1, the chance that the lowest-credit step is the first
-    wrong one (ties split evenly)."""
+    wrong one (ties split evenly). No solutions: both NaN."""
+    if not credits:
+        return {"auroc": float("nan"), "top1": float("nan")}
     positives, negatives, top1 = [], [], []
     for credit, wrong in zip(credits, first_wrong):
         is_wrong = np.arange(len(credit)) == wrong

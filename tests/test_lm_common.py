@@ -135,8 +135,10 @@ def test_token_step_ids_and_step_ends():
     tok = common.make_char_tokenizer()
     ids = torch.tensor([tok("1+2=3\n#3", add_special_tokens=False)["input_ids"] + [tok.eos_token_id, 0]])
     mask = torch.tensor([[True] * 9 + [False]])
+    original = ids.clone()
     steps = common.token_step_ids(tok, ids, mask)
     assert steps.tolist() == [[0, 0, 0, 0, 0, 0, 1, 1, 1, -1]]  # "\n" ends step 0; EOS joins the last
+    assert torch.equal(ids, original)  # the caller's ids (often a view of the rollouts) stay as they were
     assert common.step_end_mask(steps).tolist() == [[False] * 5 + [True, False, False, True, False]]
 
 
@@ -264,6 +266,8 @@ def test_lm_args_reject_a_group_of_one():
 # -------------------------------------------------------------------- credit localisation
 def test_auroc_and_localisation_by_hand():
     assert common.auroc(np.array([3.0, 2.0]), np.array([1.0, 2.0])) == 0.875
+    assert math.isnan(common.auroc(np.array([]), np.array([1.0])))
+    assert math.isnan(common.localisation([], [])["auroc"])
     credits = [np.array([0.0, -1.0, 0.0]), np.array([0.0, 0.0]), np.array([-1.0, 0.0])]
     result = common.localisation(credits, [1, 0, 1])  # right, a tie, wrong
     assert result["top1"] == pytest.approx((1 + 0.5 + 0) / 3)

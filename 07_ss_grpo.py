@@ -1,0 +1,719 @@
+"""07 — Step-sparse GRPO: a learned step weight instead of evaluating every step.
+
+GRPO copies one advantage A_i onto every token of completion i (05). A process reward model
+scores every step instead (06), at the price of one evaluation per step. The article
+"Fixing GRPO's Credit Assignment Problem Without Evaluating Every Step" proposes a middle way,
+SS-GRPO: a small transformer f(s, P) reads each step s (one solution line) with the prompt P
+and outputs a weight w(s) in [0, 1]; step s of completion i gets
+
+  A_i(s) = A_i · w(s)                    A_i the GRPO group advantage, broadcast to s's tokens
+
+The estimator is trained on the same group rollouts, with no extra environment calls: each
+step's weight is pulled toward its rollout's reward, min-max normalised within the group,
+
+  L = mean_i mean_{s in i} (w(s) - r̂_i)²,   r̂_i = (r_i - min_g r) / (max_g r - min_g r + 1e-8)
+
+and it is retrained every N policy updates. Methods, same task, cold start, budget and seed:
+
+  GRPO             the flat advantage A_i (05)
+  SS-GRPO          the article's method, as written: A_i · w(s)
+  SS-GRPO ±        our variant (not the article's): A_i · w(s) when A_i > 0, A_i · (1 - w(s))
+                   when A_i < 0, so that a step that looks like failure takes the blame
+  PRM-GRPO         every step scored by the gold step verifier (common.first_wrong_step:
+                   right until the first wrong line), DeepSeekMath's process supervision;
+                   06's learned PRM could be swapped in. The per-step evaluation SS-GRPO avoids.
+
+What we look at, measured on every update and on held-out samples after training:
+  - what w(s) learns when its target is the rollout's outcome: every step of a rollout has the
+    same target, so w(s) fits P(success | prompt, step). It separates right from failed
+    solutions a little, hardly separates right from wrong steps inside a failed one, and is
+    nearly uniform over a completion's steps (normalised entropy);
+  - the blame the first wrong step of a failed completion (A_i < 0) keeps: A_i · w(s) with
+    w(s) < 1 shrinks it; the signed variant gives it back;
+  - the targets of all-equal groups: 0/(0 + 1e-8) makes every target 0, also where all are right;
+  - the article's loss on a (steps x longest step) layout: its .mean() counts the padding;
+  - the article's cost table remade (accuracy, training time, inference cost per rollout,
+    estimator overhead), and credit localisation against the gold first wrong step (06's metric).
+
+Read beside: ss-grpo-step-sparse-grpo.txt (all), credit-assignment-problem-survey.txt §4.5.
+Papers: Shao et al. (2024) DeepSeekMath (GRPO, process supervision); Lightman et al. (2024).
+
+What to look at (in runs/07_ss_grpo/):
+  learning_curves.png   held-out pass@1 vs updates, one line per method
+  step_weights.png      w(s) on steps of right vs failed solutions over training; the blame the
+                        first wrong step gets (share of GRPO's); the entropy of the step weights
+  localisation.png      on held-out failed solutions: w(s) by position relative to the first
+                        wrong step
+  results.json          every number, and the article's claims beside ours
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import time
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from torch import nn
+
+from common import (
+    LMArgs,
+    Rollouts,
+    arg,
+    auroc,
+    claim,
+    completion_texts,
+    encode_prompts,
+    evaluate,
+    first_wrong_step,
+    format_claims,
+    format_table,
+    frozen_copy,
+    group_advantages,
+    localisation,
+    parse_args,
+    require,
+    require_positive,
+    sample_completions,
+    save_figure,
+    score,
+    start_lm_run,
+    step_end_mask,
+    token_step_ids,
+    train_policy_gradient,
+    write_results,
+    zero_spread,
+)
+
+METHODS = ("grpo", "ss_grpo", "ss_grpo_signed", "prm_grpo")
+NAMES = {"grpo": "GRPO", "ss_grpo": "SS-GRPO", "ss_grpo_signed": "SS-GRPO ±", "prm_grpo": "PRM-GRPO (gold)"}
+# The article's table (7B policy, GSM8K, 8×A100): accuracy %, training hours, inference cost per rollout
+ARTICLE = {"grpo": (72.3, 24, 1.0), "prm_grpo": (78.1, 120, 1000.0), "ss_grpo": (77.5, 28, 1.05)}
+
+
+# ============================================================================================
+# Config
+# ============================================================================================
+@dataclass
+class Args(LMArgs):
+    out: str = arg("runs/07_ss_grpo", "output folder for figures and results.json")
+    methods: str = arg(",".join(METHODS), "methods to compare, comma-separated")
+    est_layers: int = arg(2, "step-value estimator: transformer layers (article: 2)")
+    est_hidden: int = arg(128, "step-value estimator: width (article: 128)")
+    est_heads: int = arg(4, "step-value estimator: attention heads (article: 4)")
+    est_ffn: int = arg(512, "step-value estimator: feed-forward width (the article's code leaves "
+                            "PyTorch's 2048, its '~1M parameters'; 4x width here for CPU time)")
+    est_lr: float = arg(1e-3, "step-value estimator: Adam learning rate")
+    retrain_every: int = arg(5, "N: policy updates between estimator retrainings")
+    est_iters: int = arg(10, "Adam steps per retraining, each on groups of one stored update")
+    est_groups: int = arg(4, "groups (prompts) per estimator minibatch")
+    chunk: int = arg(512, "steps longer than this many tokens are cut into windows whose weights "
+                          "are averaged (article: 512)")
+    repeats: int = arg(2, "seeds per method: --seed, --seed + 1, ...")
+    final_samples: int = arg(16, "samples per held-out problem after RL (pass@1)")
+    probe_samples: int = arg(4, "samples per held-out problem for the credit-localisation probe")
+
+    SMOKE = dict(LMArgs.SMOKE_LM, est_layers=1, est_hidden=16, est_heads=2, est_ffn=32, est_iters=2,
+                 retrain_every=1, est_groups=1, repeats=1, final_samples=2, probe_samples=2)
+
+    def __post_init__(self):
+        # K = group size: checked first, with the reason that matters here
+        require(self.group_size >= 2, f"--group-size (K) must be at least 2: SS-GRPO normalises rewards "
+                f"and estimator targets within the group of K completions, got {self.group_size}")
+        super().__post_init__()
+        require_positive(self, "est_layers", "est_hidden", "est_heads", "est_ffn", "est_lr", "retrain_every",
+                         "est_iters", "est_groups", "chunk", "repeats", "final_samples", "probe_samples")
+        require(self.est_hidden % self.est_heads == 0, "--est-hidden must be a multiple of --est-heads")
+        require(self.chunk <= MAX_POSITIONS // 2, f"--chunk must be at most {MAX_POSITIONS // 2}")
+        require(all(m in METHODS for m in self.method_list), f"--methods must be among {','.join(METHODS)}")
+
+    @property
+    def method_list(self) -> list[str]:
+        return self.methods.split(",")
+
+
+# ============================================================================================
+# Steps as estimator inputs: prompt + one step (or one window of a long step), right-padded
+# ============================================================================================
+MAX_POSITIONS = 1024
+
+
+@dataclass
+class StepBatch:
+    """Every step of B completions as estimator rows. Row r = prompt tokens + one window of
+    step window_step[r] (pool marks the window's tokens, attention the prompt's too). Flat step
+    k belongs to completion step_rollout[k] and is its line step_index[k]."""
+
+    ids: torch.Tensor  # (R, L)
+    attention: torch.Tensor  # (R, L) bool
+    pool: torch.Tensor  # (R, L) bool
+    window_step: torch.Tensor  # (R,)
+    step_rollout: torch.Tensor  # (S,)
+    step_index: torch.Tensor  # (S,)
+    rollouts: int  # B
+
+    def select(self, keep: torch.Tensor) -> StepBatch:
+        """The rows of the completions where keep (B,) is true, re-indexed."""
+        step_keep = keep[self.step_rollout]
+        new_step = step_keep.long().cumsum(0) - 1
+        new_rollout = keep.long().cumsum(0) - 1
+        rows = step_keep[self.window_step]
+        width = int((self.attention[rows].sum(1)).max())
+        return StepBatch(self.ids[rows, :width], self.attention[rows, :width], self.pool[rows, :width],
+                         new_step[self.window_step[rows]], new_rollout[self.step_rollout[step_keep]],
+                         self.step_index[step_keep], int(keep.sum()))
+
+    @property
+    def tokens(self) -> int:
+        return int(self.attention.sum())
+
+
+def step_ids_of(tokenizer, rollouts: Rollouts) -> torch.Tensor:
+    """The step index of every completion token (common.token_step_ids), -1 where masked."""
+    return token_step_ids(tokenizer, rollouts.completion_ids, rollouts.completion_mask)
+
+
+def step_batch(rollouts: Rollouts, step_ids: torch.Tensor, chunk: int, pad_id: int) -> StepBatch:
+    """Cut each completion into its steps (token_step_ids) and each step into windows of at
+    most `chunk` tokens; each window becomes a row prompt + window."""
+    P = rollouts.prompt_length
+    prompts = [row[m.bool()].tolist() for row, m in zip(rollouts.sequences[:, :P], rollouts.attention_mask[:, :P])]
+    rows, pools, window_step, step_rollout, step_index = [], [], [], [], []
+    for b, (ids, steps) in enumerate(zip(rollouts.completion_ids.tolist(), step_ids.tolist())):
+        n_steps = max(steps) + 1
+        for j in range(n_steps):
+            tokens = [t for t, s in zip(ids, steps) if s == j]
+            for start in range(0, len(tokens), chunk):
+                window = tokens[start:start + chunk]
+                rows.append(prompts[b] + window)
+                pools.append([False] * len(prompts[b]) + [True] * len(window))
+                window_step.append(len(step_rollout))
+            step_rollout.append(b)
+            step_index.append(j)
+    width = max(len(r) for r in rows)
+    device = rollouts.sequences.device
+    ids = torch.tensor([r + [pad_id] * (width - len(r)) for r in rows], device=device)
+    attention = torch.tensor([[True] * len(r) + [False] * (width - len(r)) for r in rows], device=device)
+    pool = torch.tensor([p + [False] * (width - len(p)) for p in pools], device=device)
+    as_tensor = lambda x: torch.tensor(x, device=device)  # noqa: E731
+    return StepBatch(ids, attention, pool, as_tensor(window_step), as_tensor(step_rollout),
+                     as_tensor(step_index), len(prompts))
+
+
+# ============================================================================================
+# The step-value estimator f(s, P) -> w(s) in [0, 1]
+# ============================================================================================
+class StepValueEstimator(nn.Module):
+    """The article's small transformer encoder, with two changes: learned position embeddings
+    (its code has none, so "12+7=19" and "21+7=91" would look alike) and attention to the
+    prompt tokens, pooling only over the step's own tokens. Padding is masked out of both."""
+
+    def __init__(self, vocab: int, hidden: int, layers: int, heads: int, ffn: int):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, hidden)
+        self.position = nn.Embedding(MAX_POSITIONS, hidden)
+        layer = nn.TransformerEncoderLayer(hidden, heads, ffn, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = nn.Linear(hidden, 1)
+
+    def forward(self, ids: torch.Tensor, attention: torch.Tensor, pool: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(ids.shape[1], device=ids.device)
+        x = self.encoder(self.embed(ids) + self.position(positions), src_key_padding_mask=~attention)
+        pool = pool.float().unsqueeze(-1)
+        pooled = (x * pool).sum(1) / pool.sum(1)  # mean over the step's real tokens
+        return torch.sigmoid(self.head(pooled)).squeeze(-1)  # w = σ(head(pooled)) in [0, 1]
+
+    def step_weights(self, batch: StepBatch) -> torch.Tensor:
+        """w(s) for every step (S,): the mean of its windows' weights (the article's chunking)."""
+        return segment_mean(self(batch.ids, batch.attention, batch.pool), batch.window_step,
+                            len(batch.step_rollout))
+
+
+def segment_mean(values: torch.Tensor, index: torch.Tensor, segments: int) -> torch.Tensor:
+    """The mean of values over each segment index[k] = 0..segments-1."""
+    sums = torch.zeros(segments, device=values.device, dtype=values.dtype).index_add(0, index, values)
+    counts = torch.zeros(segments, device=values.device).index_add(0, index, torch.ones_like(values))
+    return sums / counts
+
+
+def mean_or_nan(values: list[float]) -> float:
+    """The mean of the finite values; NaN when there are none (no such completion this update)."""
+    finite = [v for v in values if np.isfinite(v)]
+    return float(np.mean(finite)) if finite else math.nan
+
+
+def minmax_targets(rewards: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """The article's targets r̂ = (r - min_g) / (max_g - min_g + eps), (N, G). An all-equal
+    group gets 0 everywhere, all-right groups included."""
+    low, high = rewards.min(1, keepdim=True).values, rewards.max(1, keepdim=True).values
+    return (rewards - low) / (high - low + eps)
+
+
+def estimator_loss(weights: torch.Tensor, batch: StepBatch, targets: torch.Tensor) -> torch.Tensor:
+    """The article's objective: per completion, the mean over its steps of (w(s) - r̂_i)²; then
+    the mean over completions (every completion counts once, whatever its number of steps)."""
+    squared = (weights - targets[batch.step_rollout]) ** 2
+    return segment_mean(squared, batch.step_rollout, batch.rollouts).mean()
+
+
+# ============================================================================================
+# Step values on the token grid
+# ============================================================================================
+def step_grid(values: torch.Tensor, batch: StepBatch) -> torch.Tensor:
+    """Flat per-step values (S,) as a (B, max steps) grid; 0 where a completion has no such step."""
+    grid = torch.zeros(batch.rollouts, int(batch.step_index.max()) + 1, device=values.device, dtype=values.dtype)
+    grid[batch.step_rollout, batch.step_index] = values
+    return grid
+
+
+def step_advantages(A: torch.Tensor, w: torch.Tensor, signed: bool) -> torch.Tensor:
+    """SS-GRPO: A_i(s) = A_i · w(s), (B, S). Signed (ours): A_i · (1 - w(s)) where A_i < 0, so
+    in a failed completion the steps the estimator rates low carry the blame."""
+    weight = torch.where(A[:, None] < 0, 1 - w, w) if signed else w
+    return A[:, None] * weight
+
+
+def broadcast_to_tokens(grid: torch.Tensor, step_ids: torch.Tensor) -> torch.Tensor:
+    """Token t of completion b gets grid[b, step of t]; masked tokens (step id -1) get 0."""
+    return torch.where(step_ids >= 0, grid.gather(1, step_ids.clamp(min=0)), 0.0)
+
+
+def weight_entropy(grid: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
+    """Per completion with ≥ 2 steps: the entropy of w(s)/Σw over its steps, divided by
+    log(steps) (1 = uniform: the weights say nothing about which step mattered)."""
+    valid = torch.arange(grid.shape[1], device=grid.device)[None] < steps[:, None]
+    p = torch.where(valid, grid, 0.0) / torch.where(valid, grid, 0.0).sum(1, keepdim=True).clamp(min=1e-12)
+    h = -(p * p.clamp(min=1e-12).log()).sum(1)
+    several = steps >= 2
+    return h[several] / steps[several].float().log()
+
+
+def process_advantages(step_rewards: torch.Tensor, valid: torch.Tensor, group_size: int,
+                       eps: float = 1e-4) -> torch.Tensor:
+    """DeepSeekMath's process supervision on a (B, S) step grid: rewards normalised over all
+    steps of a group, r̃ = (r - mean)/(std + eps); step s gets Σ_{k ≥ s} r̃_k (0 where invalid)."""
+    B, S = step_rewards.shape
+    r, v = step_rewards.view(-1, group_size * S), valid.view(-1, group_size * S).float()
+    count = v.sum(1, keepdim=True)
+    mean = (r * v).sum(1, keepdim=True) / count
+    std = (((r - mean) ** 2 * v).sum(1, keepdim=True) / (count - 1).clamp(min=1)).sqrt()
+    normalised = ((r - mean) / (std + eps) * v).view(B, S)
+    return normalised.flip(1).cumsum(1).flip(1) * valid
+
+
+def prefix_tokens(rollouts: Rollouts, step_ids: torch.Tensor) -> float:
+    """Tokens a per-step evaluator reads per completion when it scores each step prefix
+    (prompt + completion up to that step's end) in its own forward pass."""
+    prompt = rollouts.attention_mask[:, :rollouts.prompt_length].sum(1)
+    ends = step_end_mask(step_ids)
+    position = torch.arange(1, step_ids.shape[1] + 1, device=step_ids.device)[None]
+    return float(((position + prompt[:, None]) * ends).sum()) / len(step_ids)
+
+
+def gold_step_rewards(wrong: list[int | None], steps: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The gold step verifier on a (B, max steps) grid: 1 before the first wrong line, 0 from it
+    on; and the mask of real steps."""
+    S = int(steps.max())
+    index = torch.arange(S, device=steps.device)[None]
+    first = torch.tensor([S if w is None else w for w in wrong], device=steps.device)[:, None]
+    valid = index < steps[:, None]
+    return ((index < first) & valid).float(), valid
+
+
+# ============================================================================================
+# The advantage functions (the Ψ slot of common.train_policy_gradient), with diagnostics
+# ============================================================================================
+class Credit:
+    """advantage_fn for one method. Logs per update: seconds spent on credit (estimator training
+    and inference, or step verification), evaluator calls and tokens, and what the credit does:
+    w(s) on right / failed completions, the blame on the first wrong step of failed completions
+    (as a share of GRPO's |A_i|), the share of |advantage| that is negative, weight entropy."""
+
+    def __init__(self, method: str, tokenizer, args: Args, estimator: StepValueEstimator | None, seed: int):
+        self.method, self.tokenizer, self.args, self.estimator = method, tokenizer, args, estimator
+        self.optimizer = torch.optim.Adam(estimator.parameters(), lr=args.est_lr) if estimator else None
+        self.rng = np.random.default_rng(seed)
+        self.buffer: list[tuple[StepBatch, torch.Tensor]] = []
+        self.log: list[dict] = []
+
+    def __call__(self, rollouts: Rollouts, rewards: torch.Tensor, problems: list) -> torch.Tensor:
+        G = self.args.group_size
+        step_ids = step_ids_of(self.tokenizer, rollouts)
+        steps = step_ids.max(1).values + 1
+        texts = completion_texts(self.tokenizer, rollouts)
+        wrong = [first_wrong_step(p, t) for p, t in zip([p for p in problems for _ in range(G)], texts)]
+        A = group_advantages(rewards, "grpo").flatten()
+        entry = {"evaluator_calls": 1.0,  # the outcome verifier, once per completion
+                 "policy_tokens": float(rollouts.attention_mask.sum()) / len(texts)}
+        start = time.time()
+        if self.method == "grpo":
+            grid = A[:, None].expand(-1, int(steps.max())).clone()
+        elif self.method == "prm_grpo":  # (the gold labels `wrong` are string compares: ~free here)
+            grid = process_advantages(*gold_step_rewards(wrong, steps), G)
+            entry["evaluator_calls"] = float(steps.float().mean())  # one verification per step
+            entry["prm_tokens"] = prefix_tokens(rollouts, step_ids)
+        else:
+            batch = step_batch(rollouts, step_ids, self.args.chunk, self.tokenizer.pad_token_id)
+            targets = minmax_targets(rewards)
+            entry.update(self.fit(batch, targets.flatten()))
+            with torch.no_grad():
+                w = step_grid(self.estimator.step_weights(batch), batch)
+            grid = step_advantages(A, w, signed=self.method == "ss_grpo_signed")
+            entry["estimator_tokens"] = batch.tokens / len(texts)
+        entry["credit_s"] = time.time() - start
+        if self.estimator is not None:
+            entry.update(weight_stats(w, steps, rewards, targets))
+        advantages = broadcast_to_tokens(grid, step_ids)
+        entry.update(blame_stats(advantages, A, step_ids, wrong, rewards), **article_padding(step_ids))
+        self.log.append(entry)
+        return advantages
+
+    def fit(self, batch: StepBatch, targets: torch.Tensor) -> dict:
+        """Store this update's groups; every N updates, retrain on the last N updates' groups."""
+        self.buffer = (self.buffer + [(batch, targets)])[-self.args.retrain_every:]
+        if (len(self.log)) % self.args.retrain_every:
+            return {}
+        losses = []
+        groups = batch.rollouts // self.args.group_size
+        for _ in range(self.args.est_iters):
+            stored, stored_targets = self.buffer[self.rng.integers(len(self.buffer))]
+            chosen = self.rng.choice(groups, size=min(self.args.est_groups, groups), replace=False)
+            keep = torch.zeros(groups, dtype=torch.bool, device=targets.device)
+            keep[torch.as_tensor(chosen, device=targets.device)] = True
+            keep = keep.repeat_interleave(self.args.group_size)
+            part = stored.select(keep)
+            loss = estimator_loss(self.estimator.step_weights(part), part, stored_targets[keep])
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+            losses.append(loss.item())
+        return {"estimator_loss": float(np.mean(losses))}
+
+
+def weight_stats(w: torch.Tensor, steps: torch.Tensor, rewards: torch.Tensor, targets: torch.Tensor) -> dict:
+    """Mean w(s) over the steps of right and of failed completions, the weights' normalised
+    entropy, and the share of right completions whose target is 0 (all-right groups)."""
+    valid = torch.arange(w.shape[1], device=w.device)[None] < steps[:, None]
+    right = rewards.flatten().bool()[:, None]
+    return {"w_right": mean_or_nan(w[valid & right].tolist()), "w_failed": mean_or_nan(w[valid & ~right].tolist()),
+            "w_entropy": mean_or_nan(weight_entropy(w, steps).tolist()),
+            "right_target_zero": mean_or_nan((targets[rewards > 0] == 0).float().tolist())}
+
+
+def blame_stats(advantages: torch.Tensor, A: torch.Tensor, step_ids: torch.Tensor, wrong: list[int | None],
+                rewards: torch.Tensor) -> dict:
+    """On failed completions of mixed groups (A_i < 0) with a first wrong step: the mean
+    advantage on that step's tokens divided by A_i (1 = GRPO's blame, 0 = none); and the share
+    of Σ|advantage| over all tokens that is negative (GRPO: about half in mixed groups)."""
+    mixed = ~zero_spread(rewards).repeat_interleave(rewards.shape[1])
+    shares = []
+    for b, w in enumerate(wrong):
+        if w is not None and mixed[b] and A[b] < 0 and (step_ids[b] == w).any():
+            shares.append(float(advantages[b][step_ids[b] == w].mean() / A[b]))
+    total = advantages.abs().sum()
+    return {"wrong_step_blame": mean_or_nan(shares),
+            "negative_share": float(advantages.clamp(max=0).abs().sum() / total) if total > 0 else math.nan}
+
+
+# ============================================================================================
+# Probes on the held-out set: what w(s) learned, and where it puts the lowest credit
+# ============================================================================================
+def probe_weights(policy, estimator: StepValueEstimator, tokenizer, held_out: list, args: Args, device) -> dict:
+    """Sample held-out solutions, score every step with w(s), compare with the gold labels:
+    AUROC of w for "the solution is right" (what the target teaches), AUROC of w for "this
+    step is right" within failed solutions, and 06's localisation (AUROC and top-1 of -w for
+    "this is the first wrong step", failed solutions with ≥ 2 steps); w by offset to that step."""
+    problems = [p for p in held_out for _ in range(args.probe_samples)]
+    ids, mask = encode_prompts(tokenizer, [p.prompt for p in problems], device)
+    rollouts = sample_completions(policy, ids, mask, args.max_new_tokens, tokenizer.eos_token_id,
+                                  tokenizer.pad_token_id, torch.Generator(device).manual_seed(args.seed + 3))
+    texts = completion_texts(tokenizer, rollouts)
+    right = score(problems, texts, rollouts.truncated).bool().tolist()
+    step_ids = step_ids_of(tokenizer, rollouts)
+    batch = step_batch(rollouts, step_ids, args.chunk, tokenizer.pad_token_id)
+    with torch.no_grad():
+        w = step_grid(estimator.step_weights(batch), batch).cpu().numpy()
+    steps = (step_ids.max(1).values + 1).tolist()
+    by_outcome = {True: [], False: []}
+    good, bad, credits, wrongs, offsets = [], [], [], [], {}
+    for b, (problem, text) in enumerate(zip(problems, texts)):
+        weights = w[b, :steps[b]]
+        by_outcome[right[b]].extend(weights)
+        wrong = first_wrong_step(problem, text)
+        if right[b] or wrong is None or wrong >= steps[b]:
+            continue
+        good.extend(weights[:wrong])
+        bad.extend(weights[wrong:])
+        for k, value in enumerate(weights):
+            offsets.setdefault(k - wrong, []).append(value)
+        if steps[b] >= 2:
+            credits.append(weights)
+            wrongs.append(wrong)
+    located = localisation(credits, wrongs)
+    return {"auroc_outcome": auroc(np.array(by_outcome[True]), np.array(by_outcome[False])),
+            "auroc_step_right_in_failed": auroc(np.array(good), np.array(bad)),
+            "localisation_auroc": located["auroc"],
+            "localisation_top1": located["top1"], "chance_top1": mean_or_nan([1 / n for n in steps if n >= 2]),
+            "failed_solutions": len(credits), "w_right_solutions": mean_or_nan(by_outcome[True]),
+            "w_failed_solutions": mean_or_nan(by_outcome[False]),
+            "w_by_offset": {k: float(np.mean(v)) for k, v in sorted(offsets.items()) if len(v) >= 5}}
+
+
+def article_padding(step_ids: torch.Tensor) -> dict:
+    """The article's ss_grpo_loss lays one completion out as (steps, longest step) and takes
+    .mean() over all of it, padding included: the share of those cells that are padding, and so
+    the factor by which every real token's gradient shrinks (it differs between completions)."""
+    shares = []
+    for row in step_ids:
+        lengths = torch.bincount(row[row >= 0])
+        shares.append(1 - float(lengths.sum()) / (len(lengths) * int(lengths.max())))
+    return {"padding_share": float(np.mean(shares)), "padding_share_max": float(np.max(shares))}
+
+
+# ============================================================================================
+# Experiment
+# ============================================================================================
+def make_estimator(tokenizer, args: Args, device) -> StepValueEstimator:
+    return StepValueEstimator(len(tokenizer), args.est_hidden, args.est_layers, args.est_heads, args.est_ffn).to(device)
+
+
+def parameters(model: nn.Module, skip: tuple[str, ...] = ("embed", "position", "embed_tokens")) -> int:
+    """Parameters that cost FLOPs per token (embeddings are look-ups)."""
+    return sum(p.numel() for n, p in model.named_parameters() if not any(s in n for s in skip))
+
+
+def run_method(initial, tokenizer, args: Args, method: str, held_out, device) -> dict:
+    """Train a copy of the cold start with one method; evaluate it on the held-out set."""
+    policy, reference = copy.deepcopy(initial), frozen_copy(initial)
+    torch.manual_seed(args.seed)
+    estimator = make_estimator(tokenizer, args, device) if method.startswith("ss_") else None
+    credit = Credit(method, tokenizer, args, estimator, args.seed)
+    start = time.time()
+    result = train_policy_gradient(policy, reference, tokenizer, args, credit, held_out, device, desc=NAMES[method])
+    result["wall_clock_s"] = time.time() - start
+    result["final"] = evaluate(policy, tokenizer, held_out, args.final_samples, args.max_new_tokens,
+                               torch.Generator(device).manual_seed(args.seed + 2), device)
+    result["credit"], result["seed"] = credit.log, args.seed
+    if estimator is not None:
+        result["probe"] = probe_weights(policy, estimator, tokenizer, held_out, args, device)
+    print(f"  {NAMES[method]:16s} held-out pass@1 {result['evals'][0]['pass@1']:.3f} -> "
+          f"{result['final']['pass@1']:.3f}, {result['wall_clock_s']:.0f} s")
+    return result
+
+
+def cost_row(run: dict, grpo: dict, policy_params: int, est_params: int) -> dict:
+    """Training seconds (and relative to GRPO); inference FLOPs per completion relative to
+    GRPO's (2·params per token: the policy on prompt + completion, plus the estimator on its
+    rows, plus, for PRM-GRPO, a policy-sized PRM run on every step prefix as the article prices
+    per-step evaluation); evaluator calls per completion; the credit's share of an update."""
+    log = run["credit"]
+    mean = lambda key: float(np.mean([e.get(key, 0.0) for e in log]))  # noqa: E731
+    generation = policy_params * mean("policy_tokens")
+    extra = est_params * mean("estimator_tokens") + policy_params * mean("prm_tokens")
+    step_s = np.mean([h["generate_s"] + h["update_s"] for h in run["history"]])
+    return {"train_s": run["wall_clock_s"], "train_vs_grpo": run["wall_clock_s"] / grpo["wall_clock_s"],
+            "inference_vs_grpo": (generation + extra) / generation, "evaluator_calls": mean("evaluator_calls"),
+            "credit_share": mean("credit_s") / step_s}
+
+
+def run_metrics(run: dict, grpo: dict, policy_params: int, est_params: int) -> dict:
+    """The flat numbers of one run: held-out pass@1, costs, credit diagnostics over the second
+    half of training, and the held-out probes of w(s)."""
+    late = run["credit"][len(run["credit"]) // 2:]
+    metrics = {"pass@1": run["final"]["pass@1"], **cost_row(run, grpo, policy_params, est_params)}
+    estimator_keys = ("w_right", "w_failed", "w_entropy", "right_target_zero") if "probe" in run else ()
+    keys = ("wrong_step_blame", "negative_share", "padding_share") + estimator_keys
+    metrics.update({key: mean_or_nan([e.get(key, math.nan) for e in late]) for key in keys})
+    metrics.update({k: v for k, v in run.get("probe", {}).items() if k != "w_by_offset"})
+    return metrics
+
+
+def seed_means(per_seed: list[dict]) -> dict:
+    """The mean over seeds of every metric (NaN-free values only)."""
+    return {k: mean_or_nan([m[k] for m in per_seed]) for k in per_seed[0]}
+
+
+# ============================================================================================
+# Figures, claims, report
+# ============================================================================================
+def moving_average(x: list[float], window: int = 5) -> np.ndarray:
+    """Trailing mean that skips NaN (updates with no such completion)."""
+    x = np.asarray(x, dtype=float)
+    out = np.full_like(x, np.nan)
+    for i in range(len(x)):
+        part = x[max(0, i - window + 1):i + 1]
+        if np.isfinite(part).any():
+            out[i] = np.nanmean(part)
+    return out
+
+
+def seed_curve(runs: list[dict], key: str) -> np.ndarray:
+    """A credit diagnostic per update, averaged over seeds (NaN-aware), then smoothed."""
+    table = np.array([[e.get(key, math.nan) for e in run["credit"]] for run in runs], dtype=float)
+    finite = np.isfinite(table)
+    mean = np.where(finite.any(0), np.nansum(table, 0) / np.maximum(finite.sum(0), 1), np.nan)
+    return moving_average(mean)
+
+
+def plot_learning_curves(runs: dict, path) -> None:
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    for method, seeds in runs.items():
+        steps = [e["step"] for e in seeds[0]["evals"]]
+        ax.plot(steps, np.mean([[e["pass@1"] for e in r["evals"]] for r in seeds], 0), "o-", label=NAMES[method])
+    ax.set(xlabel="policy update", ylabel=f"held-out pass@1 (mean of {len(seeds)} seeds)",
+           title="Same prompts, budget and seeds")
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
+    save_figure(fig, path)
+
+
+def plot_step_weights(runs: dict, path) -> None:
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    for method, seeds in runs.items():
+        axes[1].plot(seed_curve(seeds, "wrong_step_blame"), label=NAMES[method])
+        if method.startswith("ss_"):
+            for key, style in (("w_right", "-"), ("w_failed", "--")):
+                axes[0].plot(seed_curve(seeds, key), style, label=f"{NAMES[method]}: {key}")
+            axes[2].plot(seed_curve(seeds, "w_entropy"), label=NAMES[method])
+    axes[0].set(title="w(s) on steps of right / failed completions", xlabel="update")
+    axes[1].set(title="blame on the first wrong step of a failed completion\n(share of GRPO's |A_i|)",
+                xlabel="update")
+    axes[2].set(title="entropy of w(s)/Σw over a completion's steps\n(1 = uniform)", xlabel="update")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    save_figure(fig, path)
+
+
+def plot_localisation(runs: dict, path) -> None:
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    for method, seeds in runs.items():
+        if "probe" in seeds[0]:
+            offsets = seeds[0]["probe"]["w_by_offset"]
+            ax.plot(list(offsets), list(offsets.values()), "o-", label=f"{NAMES[method]} (seed {seeds[0]['seed']})")
+    ax.axvline(0, color="gray", linestyle="--")
+    ax.set(xlabel="step position relative to the first wrong step (0)", ylabel="mean w(s)",
+           title="Held-out failed solutions: does w(s) drop at the mistake?")
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
+    save_figure(fig, path)
+
+
+def check_claims(summary: dict, per_seed: dict) -> list[dict]:
+    a_grpo, a_prm, a_ss = (ARTICLE[m][0] for m in ("grpo", "prm_grpo", "ss_grpo"))
+    claims = [claim("SS-GRPO article, its own table", "97% of the accuracy gain of a full PRM at 4% of the training cost",
+                    f"its table gives {(a_ss - a_grpo) / (a_prm - a_grpo):.0%} of the gain ({a_ss - a_grpo:.1f} of "
+                    f"{a_prm - a_grpo:.1f} points) at {ARTICLE['ss_grpo'][1] / ARTICLE['prm_grpo'][1]:.0%} of the PRM's "
+                    "training hours", False)]
+    if {"grpo", "prm_grpo", "ss_grpo"} <= set(summary):
+        acc = {m: summary[m]["pass@1"] for m in ("grpo", "prm_grpo", "ss_grpo")}
+        gain = acc["prm_grpo"] - acc["grpo"]
+        share = (acc["ss_grpo"] - acc["grpo"]) / gain if gain > 0 else math.nan
+        cost = summary["ss_grpo"]["train_s"] / summary["prm_grpo"]["train_s"]
+        seeds = "; ".join(f"{NAMES[m]} " + "/".join(f"{r['pass@1']:.3f}" for r in per_seed[m]) for m in acc)
+        claims.append(claim(
+            "SS-GRPO article", "SS-GRPO gets 97% of the PRM's accuracy gain over GRPO at 4% of its cost",
+            f"pass@1 per seed: {seeds}. {share:.0%} of a {100 * gain:+.1f}-point PRM gain; training time {cost:.0%} "
+            f"of the PRM run's; inference {summary['ss_grpo']['inference_vs_grpo']:.2f}x GRPO vs PRM "
+            f"{summary['prm_grpo']['inference_vs_grpo']:.2f}x",
+            bool(gain > 0 and share >= 0.9 and cost <= 0.1)))
+    for method in ("ss_grpo", "ss_grpo_signed"):
+        if method in summary:
+            m = summary[method]
+            claims.append(claim(
+                "SS-GRPO article", f"{NAMES[method]}: the estimator learns to identify steps causally correlated with "
+                "success", f"held-out: AUROC of w for 'the solution is right' {m['auroc_outcome']:.2f}, for 'this step "
+                f"is right' within failed solutions {m['auroc_step_right_in_failed']:.2f}; localisation of the first "
+                f"wrong step AUROC {m['localisation_auroc']:.2f}, top-1 {m['localisation_top1']:.2f} (chance "
+                f"{m['chance_top1']:.2f}); that step keeps {m['wrong_step_blame']:.0%} of GRPO's blame",
+                bool(m["localisation_auroc"] > 0.6 and m["auroc_step_right_in_failed"] > 0.6)))
+    if {"ss_grpo", "ss_grpo_signed"} <= set(summary):
+        plain, signed = summary["ss_grpo"], summary["ss_grpo_signed"]
+        claims.append(claim(
+            "this script (our variant)", "a sign-aware weight (1 - w when A_i < 0) gives the mistakes of failed "
+            "completions their blame back and does no worse than the faithful SS-GRPO",
+            f"blame on the first wrong step {plain['wrong_step_blame']:.2f} -> {signed['wrong_step_blame']:.2f} of "
+            f"GRPO's; pass@1 {plain['pass@1']:.3f} -> {signed['pass@1']:.3f}",
+            bool(signed["wrong_step_blame"] > plain["wrong_step_blame"] and signed["pass@1"] >= plain["pass@1"])))
+    if "ss_grpo" in summary:
+        m = summary["ss_grpo"]
+        claims.append(claim(
+            "SS-GRPO article", "the estimator is trained with a contrastive objective on normalised rewards; if the "
+            "entropy of the step weights collapses to uniform, increase the contrastive margin",
+            f"the code's loss is a regression, MSE to the rollout's min-max reward, the same target for every step of "
+            f"a rollout, and its `margin` is never used; normalised entropy of w over a completion's steps "
+            f"{m['w_entropy']:.3f} (1 = uniform); all-right groups get target 0 (0/(0 + 1e-8)): "
+            f"{m['right_target_zero']:.0%} of right completions were trained toward w = 0",
+            bool(m["w_entropy"] < 0.9)))
+        claims.append(claim("SS-GRPO article", "the estimator adds only ~5% overhead (a single forward pass per step)",
+                            f"estimator training + inference {summary['ss_grpo']['credit_share']:.0%} of an update's "
+                            f"wall-clock; +{summary['ss_grpo']['inference_vs_grpo'] - 1:.0%} inference FLOPs per "
+                            "rollout (the 2-layer, 128-wide estimator is bigger than our policy)",
+                            bool(summary["ss_grpo"]["credit_share"] <= 0.05)))
+    return claims
+
+
+def print_report(summary: dict, args: Args, before: float, seeds: list[int]) -> None:
+    grpo, prm = summary.get("grpo"), summary.get("prm_grpo")
+    prm_gain = prm["pass@1"] - grpo["pass@1"] if grpo and prm else math.nan
+    rows = []
+    for m, s in summary.items():
+        a = ARTICLE.get(m)
+        share = (s["pass@1"] - grpo["pass@1"]) / prm_gain if grpo and prm_gain > 0 else math.nan
+        rows.append([NAMES[m], s["pass@1"], s["pass@1"] - before, share, s["train_s"], s["train_vs_grpo"],
+                     s["inference_vs_grpo"], s["evaluator_calls"], s["credit_share"],
+                     f"{a[0]}% / {a[1]} h / {a[2]:g}x" if a else "-"])
+    print(f"\nHeld-out pass@1 ({args.eval_problems} problems x {args.final_samples} samples) after {args.rl_steps} "
+          f"updates of {args.prompts}x{args.group_size}, mean of seeds {seeds}; cold start {before:.3f}:")
+    print(format_table(rows, ["method", "pass@1", "Δ", "share of PRM gain", "train s", "train vs GRPO",
+                              "inference vs GRPO", "evaluator calls", "credit share of update",
+                              "article: acc / time / inference"]))
+    rows = [[NAMES[m], s.get("wrong_step_blame"), s.get("negative_share"), s.get("w_right", "-"),
+             s.get("w_failed", "-"), s.get("w_entropy", "-"), s.get("auroc_outcome", "-"),
+             s.get("auroc_step_right_in_failed", "-"), s.get("localisation_auroc", "-"),
+             s.get("localisation_top1", "-")] for m, s in summary.items()]
+    print("\nWhat the credit does (second half of training; AUROCs from held-out samples of the trained policy):")
+    print(format_table(rows, ["method", "blame on 1st wrong step", "negative share of |A|", "w right", "w failed",
+                              "w entropy", "AUROC w: outcome", "AUROC w: step right", "loc. AUROC", "loc. top-1"]))
+
+
+def main(args: Args) -> dict:
+    start = time.time()
+    args, device, out, initial, tokenizer, info = start_lm_run(args)
+    print(f"07 SS-GRPO; policy {info['path']} ({'trained now' if info['trained_now'] else 'cached'}), device {device}")
+    held_out = args.task.held_out(args.eval_problems)
+    before = evaluate(initial, tokenizer, held_out, args.final_samples, args.max_new_tokens,
+                      torch.Generator(device).manual_seed(args.seed + 2), device)
+    print(f"cold start: held-out pass@1 {before['pass@1']:.3f}")
+    seeds = [args.seed + i for i in range(args.repeats)]
+    runs = {m: [] for m in args.method_list}
+    for seed in seeds:
+        for m in args.method_list:
+            runs[m].append(run_method(initial, tokenizer, dataclasses.replace(args, seed=seed), m, held_out, device))
+
+    policy_params, est_params = parameters(initial), parameters(make_estimator(tokenizer, args, "cpu"))
+    per_seed = {m: [run_metrics(r, runs.get("grpo", rs)[i], policy_params, est_params) for i, r in enumerate(rs)]
+                for m, rs in runs.items()}
+    summary = {m: seed_means(v) for m, v in per_seed.items()}
+    claims = check_claims(summary, per_seed)
+    plot_learning_curves(runs, out / "learning_curves.png")
+    plot_step_weights(runs, out / "step_weights.png")
+    plot_localisation(runs, out / "localisation.png")
+
+    metrics = {"cold_start_pass@1": before["pass@1"], "policy_params": policy_params, "estimator_params": est_params}
+    metrics.update({f"{m}_{k}": v for m, s in summary.items() for k, v in s.items()})
+    metrics.update({f"{m}_seed{seeds[i]}_pass@1": r["pass@1"] for m, rs in per_seed.items() for i, r in enumerate(rs)})
+    wall = time.time() - start
+    write_results(out, args, wall, metrics, claims, cold_start=before, per_seed=per_seed, runs=runs)
+    print_report(summary, args, before["pass@1"], seeds)
+    print("\n" + format_claims(claims))
+    print(f"\nwall clock {wall:.0f} s; results in {out}/")
+    return {"metrics": metrics, "claims": claims}
+
+
+if __name__ == "__main__":
+    main(parse_args(Args))
