@@ -72,6 +72,7 @@ from common import (
     outcome_advantages,
     parse_args,
     pass_at_k,
+    process_advantages,
     require,
     require_positive,
     sample_completions,
@@ -390,28 +391,6 @@ def step_means(token_values: torch.Tensor, step_ids: torch.Tensor, steps: int) -
 # ============================================================================================
 # Dense advantages for the shared policy-gradient step
 # ============================================================================================
-def process_advantages(step_rewards: torch.Tensor, ends: torch.Tensor, group_size: int,
-                       eps: float = 1e-4) -> torch.Tensor:
-    """DeepSeekMath's process supervision (Shao et al. 2024, §4.1.3): the step rewards r_k (read
-    at each step's last token) are normalised over all steps of the G completions of a prompt,
-    r̃ = (r - mean)/std, and token t gets the sum of the normalised rewards of its own step and
-    every later one: A_t = Σ_{k ≥ step(t)} r̃_k. Tokens after EOS get 0."""
-    B, T = step_rewards.shape
-    r = step_rewards.view(-1, group_size, T)
-    e = ends.view(-1, group_size, T).float()
-    count = e.sum((1, 2), keepdim=True)
-    mean = (r * e).sum((1, 2), keepdim=True) / count
-    std = (((r - mean) ** 2 * e).sum((1, 2), keepdim=True) / (count - 1).clamp(min=1)).sqrt()
-    normalised = ((r - mean) / (std + eps) * e).view(B, T)
-    to_go = normalised.flip(1).cumsum(1).flip(1)  # Σ over this token's step end and every later one
-    return to_go * (step_ends_at_or_after(ends)).float()
-
-
-def step_ends_at_or_after(ends: torch.Tensor) -> torch.Tensor:
-    """True on every token that has a step end at or after it (the completion, before padding)."""
-    return ends.flip(1).cumsum(1).flip(1) > 0
-
-
 def token_advantages(z: torch.Tensor, mask: torch.Tensor, group_size: int, eps: float = 1e-4) -> torch.Tensor:
     """Q-RM's credit as advantages: Z at each token, standardised over the tokens of the G
     completions of a prompt (the mean acts as the baseline V, so A_t ≈ Q_t - V)."""

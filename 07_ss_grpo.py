@@ -75,7 +75,9 @@ from common import (
     frozen_copy,
     group_advantages,
     localisation,
+    moving_average,
     parse_args,
+    process_advantages,
     require,
     require_positive,
     sample_completions,
@@ -290,19 +292,6 @@ def weight_entropy(grid: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
     h = -(p * p.clamp(min=1e-12).log()).sum(1)
     several = steps >= 2
     return h[several] / steps[several].float().log()
-
-
-def process_advantages(step_rewards: torch.Tensor, valid: torch.Tensor, group_size: int,
-                       eps: float = 1e-4) -> torch.Tensor:
-    """DeepSeekMath's process supervision on a (B, S) step grid: rewards normalised over all
-    steps of a group, r̃ = (r - mean)/(std + eps); step s gets Σ_{k ≥ s} r̃_k (0 where invalid)."""
-    B, S = step_rewards.shape
-    r, v = step_rewards.view(-1, group_size * S), valid.view(-1, group_size * S).float()
-    count = v.sum(1, keepdim=True)
-    mean = (r * v).sum(1, keepdim=True) / count
-    std = (((r - mean) ** 2 * v).sum(1, keepdim=True) / (count - 1).clamp(min=1)).sqrt()
-    normalised = ((r - mean) / (std + eps) * v).view(B, S)
-    return normalised.flip(1).cumsum(1).flip(1) * valid
 
 
 def prefix_tokens(rollouts: Rollouts, step_ids: torch.Tensor) -> float:
@@ -540,23 +529,12 @@ def seed_means(per_seed: list[dict]) -> dict:
 # ============================================================================================
 # Figures, claims, report
 # ============================================================================================
-def moving_average(x: list[float], window: int = 5) -> np.ndarray:
-    """Trailing mean that skips NaN (updates with no such completion)."""
-    x = np.asarray(x, dtype=float)
-    out = np.full_like(x, np.nan)
-    for i in range(len(x)):
-        part = x[max(0, i - window + 1):i + 1]
-        if np.isfinite(part).any():
-            out[i] = np.nanmean(part)
-    return out
-
-
 def seed_curve(runs: list[dict], key: str) -> np.ndarray:
     """A credit diagnostic per update, averaged over seeds (NaN-aware), then smoothed."""
     table = np.array([[e.get(key, math.nan) for e in run["credit"]] for run in runs], dtype=float)
     finite = np.isfinite(table)
     mean = np.where(finite.any(0), np.nansum(table, 0) / np.maximum(finite.sum(0), 1), np.nan)
-    return moving_average(mean)
+    return moving_average(mean, 5)
 
 
 def plot_learning_curves(runs: dict, path) -> None:

@@ -222,12 +222,17 @@ def plot_curves(ax: plt.Axes, x: np.ndarray, curves: dict[str, np.ndarray],
 
 
 def moving_average(x: np.ndarray | list[float], window: int) -> np.ndarray:
-    """Trailing mean over the last `window` entries (fewer at the start); same length as x."""
+    """Trailing mean over the last `window` entries (fewer at the start); same length as x.
+    NaN entries are skipped; a window with nothing but NaN gives NaN."""
     x = np.asarray(x, dtype=float)
-    sums = np.concatenate([[0.0], np.cumsum(x)])
+    finite = np.isfinite(x)
+    sums = np.concatenate([[0.0], np.cumsum(np.where(finite, x, 0.0))])
+    seen = np.concatenate([[0], np.cumsum(finite)])
     ends = np.arange(1, len(x) + 1)
-    counts = np.minimum(ends, window)
-    return (sums[ends] - sums[ends - counts]) / counts
+    starts = ends - np.minimum(ends, window)
+    counts = seen[ends] - seen[starts]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, (sums[ends] - sums[starts]) / counts, np.nan)
 
 
 def save_figure(fig: plt.Figure, path: Path) -> Path:
@@ -869,6 +874,23 @@ def group_advantages(rewards: torch.Tensor, method: str, eps: float = 1e-4) -> t
     if method == "grpo":
         return (rewards - mean) / (rewards.std(1, keepdim=True) + eps)
     return rewards - mean
+
+
+def process_advantages(step_rewards: torch.Tensor, rewarded: torch.Tensor, group_size: int,
+                       eps: float = 1e-4) -> torch.Tensor:
+    """DeepSeekMath's process supervision (Shao et al. 2024, §4.1.3) along the last dim of (B, T):
+    the rewards at the `rewarded` positions (a step's last token, or one cell per step) are
+    normalised over all rewarded positions of a group's G rows, r̃ = (r - mean)/(std + eps), and
+    each position gets the sum at and after it, A_t = Σ_{k ≥ t} r̃_k; 0 after a row's last reward."""
+    B, T = step_rewards.shape
+    r = step_rewards.view(-1, group_size, T)
+    m = rewarded.view(-1, group_size, T).float()
+    count = m.sum((1, 2), keepdim=True)
+    mean = (r * m).sum((1, 2), keepdim=True) / count
+    std = (((r - mean) ** 2 * m).sum((1, 2), keepdim=True) / (count - 1).clamp(min=1)).sqrt()
+    normalised = ((r - mean) / (std + eps) * m).view(B, T)
+    reward_to_come = rewarded.flip(1).cumsum(1).flip(1) > 0
+    return normalised.flip(1).cumsum(1).flip(1) * reward_to_come
 
 
 def zero_spread(rewards: torch.Tensor) -> torch.Tensor:

@@ -117,7 +117,7 @@ def test_step_rewards_broadcast_to_their_step_and_every_earlier_token():
     # two completions of one prompt: steps of lengths 2, 2 (+ pad) and 3, 1
     ends = torch.tensor([[False, True, False, True, False], [False, False, True, True, False]])
     rewards = torch.tensor([[0.0, 1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0, 0.0]])
-    A = prm.process_advantages(rewards, ends, group_size=2, eps=0.0)
+    A = common.process_advantages(rewards, ends, group_size=2, eps=0.0)
     r = torch.tensor([1.0, 0.0, 1.0, 0.0])  # the four step rewards of the group
     n = (r - r.mean()) / r.std()
     expected = torch.tensor([[n[0] + n[1], n[0] + n[1], n[1], n[1], 0.0],

@@ -145,12 +145,12 @@ def test_zero_spread_group_gives_zero_advantage_and_no_nan(tmp_path):
 def test_gold_process_advantages_by_hand():
     rewards, valid = ss.gold_step_rewards([None, 1], torch.tensor([2, 3]))
     assert rewards.tolist() == [[1, 1, 0], [1, 0, 0]] and valid.tolist() == [[True, True, False], [True] * 3]
-    adv = ss.process_advantages(rewards, valid, group_size=2)
+    adv = common.process_advantages(rewards, valid, group_size=2)
     r = torch.tensor([1.0, 1, 1, 0, 0])
     z = (r - r.mean()) / (r.std() + 1e-4)  # normalised over the 5 steps of the group
     assert torch.allclose(adv, torch.tensor([[z[0] + z[1], z[1], 0], [z[2] + z[3] + z[4], z[3] + z[4], z[4]]]))
     same, valid = ss.gold_step_rewards([None, None], torch.tensor([2, 2]))
-    assert torch.equal(ss.process_advantages(same, valid, 2), torch.zeros(2, 2))
+    assert torch.equal(common.process_advantages(same, valid, 2), torch.zeros(2, 2))
 
 
 def test_blame_and_entropy_diagnostics():

@@ -155,6 +155,11 @@ def test_moving_average_is_a_trailing_mean():
     np.testing.assert_allclose(common.moving_average(x, 1), x)
 
 
+def test_moving_average_skips_nan():
+    x = [1.0, float("nan"), 5.0, float("nan"), float("nan"), float("nan")]
+    np.testing.assert_allclose(common.moving_average(x, 2), [1.0, 1.0, 5.0, 5.0, np.nan, np.nan])
+
+
 def naive_returns(rewards, ends, gamma):
     """G_t by the definition: sum forward until the episode's end, one step at a time."""
     T, N = rewards.shape
