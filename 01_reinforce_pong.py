@@ -1,33 +1,27 @@
 """01 — REINFORCE from pixels: who gets the score in Pong?
 
-Karpathy's "Pong from Pixels" (2016), rebuilt to learn in minutes on a laptop. A Pong written in
-torch runs hundreds of games side by side; a one-hidden-layer MLP reads the pixels (current frame
-and frame difference) and outputs P(up). The only learning signal is +1/-1 when a point ends.
-The question of the whole project, in its oldest form: which of the ~100 paddle moves of a rally
-deserve the credit for the point?
-
-Three answers, run side by side with the same seeds and frame budget:
+Karpathy's "Pong from Pixels" (2016), rebuilt to learn in minutes on a laptop: a Pong written in
+torch runs hundreds of games side by side, a one-hidden-layer MLP reads the frame and the frame
+difference and outputs P(up), and the only learning signal is +1/-1 when a point ends. Which of
+the ~100 paddle moves of a rally deserve the credit for the point? Three answers, same seeds and
+frame budget, each followed by REINFORCE (Williams, 1992): minimise -mean_t Ψ_t log π(a_t|s_t).
   flat          every move of a point gets the point's outcome R            Ψ_t = R
   rtg           discounted reward-to-go, reset at each point (Karpathy)     Ψ_t = γ^(T-t) R
   rtg_baseline  rtg, standardised over the batch (a baseline + scale)       Ψ_t = (G_t - mean) / std
-
-Then the gradient variance is measured, not asserted: per-point policy-gradient vectors for each
-Ψ, their total variance with and without a baseline, and how it grows with rally length (the
-claim in credit-assignment-over-long-generations.txt that it "grows roughly linearly with
-episode length").
+Then the gradient variance is measured, not asserted: per-point gradients for each Ψ, with and
+without a baseline, against rally length (credit-assignment-over-long-generations.txt: it "grows
+roughly linearly with episode length").
 
 Read beside: credit-assignment-is-the-whole-game.txt §0, §3, §4 and Appendix A;
 credit-assignment-over-long-generations.txt (the gradient-variance paragraph).
-Paper: Williams (1992), REINFORCE; blog: Karpathy (2016), Pong from Pixels.
 
 What to look at (in runs/01_reinforce_pong/):
-  learning_curves.png   points won vs frames per variant (mean and min-max over seeds)
-  gradient_variance.png total variance of the per-point gradient vs rally length, log-log
+  learning_curves.png    points won vs frames per variant (mean and min-max over seeds)
+  gradient_variance.png  total variance of the per-point gradient vs rally length, log-log
   who_gets_the_score.png one recorded rally: frames, and the credit each variant gives each frame
-  results.json          curves, final win rates, variance numbers, claims
-
-`--env ale` runs the same agent on gymnasium's ALE/Pong-v5 (pip install gymnasium ale-py), with
-Karpathy's preprocessing; that is the paper-scale setting and wants a GPU and hours.
+  results.json           curves, final win rates, variance numbers, claims
+`--env ale` plays gymnasium's ALE/Pong-v5 (pip install gymnasium ale-py) with Karpathy's
+preprocessing: the paper-scale setting, for a GPU and hours.
 """
 
 from __future__ import annotations
@@ -48,18 +42,15 @@ from common import (
     RunArgs,
     arg,
     claim,
-    discounted_returns,
     format_claims,
     format_table,
     moving_average,
     parse_args,
     plot_curves,
-    policy_gradient_loss,
     require,
     require_positive,
     save_figure,
     seed_everything,
-    standardize,
     start_run,
     write_results,
 )
@@ -68,47 +59,72 @@ VARIANTS = ("flat", "rtg", "rtg_baseline")
 
 
 # ============================================================================================
-# Config
+# The method: who gets the credit, and the REINFORCE loss that spends it
 # ============================================================================================
-@dataclass
-class Args(RunArgs):
-    seed: int = arg(0, "first seed; variant runs use seed, seed+1, ...")
-    out: str = arg("runs/01_reinforce_pong", "output folder for figures and results.json")
-    env: str = arg("torch", "torch: our vectorised Pong; ale: gymnasium ALE/Pong-v5",
-                   choices=("torch", "ale"))
-    variants: str = arg(",".join(VARIANTS), "comma-separated credit variants to compare")
-    seeds: int = arg(2, "seeds per variant")
-    frames: int = arg(2_500_000, "training frames per run (summed over parallel games)")
-    num_envs: int = arg(128, "parallel games")
-    rollout_len: int = arg(64, "frames per game between two updates")
-    size: int = arg(32, "torch Pong: frame side in pixels (geometry scales with it)")
-    opponent_speed: float = arg(0.2, "torch Pong: scripted opponent's top speed, px/frame at size 32")
-    hidden: int = arg(200, "hidden units of the policy MLP (Karpathy: 200)")
-    lr: float = arg(1e-3, "Adam learning rate")
-    gamma: float = arg(0.9, "discount of the reward-to-go variants (per frame)")
-    eval_frames: int = arg(200, "frames per game when measuring a final win rate")
-    variance_frames: int = arg(400, "frames per game recorded for the gradient-variance study")
-    log_every: int = arg(20, "updates between two log lines")
+def reward_to_go(rewards: torch.Tensor, ends: torch.Tensor, gamma: float) -> torch.Tensor:
+    """Discounted reward-to-go, time-major: shape (T, ...).
 
-    SMOKE = dict(seeds=1, frames=4 * 32 * 16, num_envs=16, rollout_len=32, eval_frames=64,
-                 variance_frames=96, log_every=2)
+    `ends[t]` is true when step t is the last of its episode (or credit segment), so nothing
+    after it flows back into it. The tail after the last end is summed as if it ended at T.
+    """
+    returns = torch.zeros_like(rewards, dtype=torch.float32)
+    running = torch.zeros_like(rewards[0], dtype=torch.float32)
+    for t in reversed(range(rewards.shape[0])):
+        # G_t = r_t + γ G_{t+1} (1 - end_t)
+        running = rewards[t] + gamma * running * (~ends[t].bool())
+        returns[t] = running
+    return returns
 
-    def __post_init__(self):
-        require_positive(self, "lr", "seeds", "frames", "num_envs", "rollout_len", "hidden",
-                         "eval_frames", "variance_frames", "log_every")
-        require(0 < self.gamma <= 1, f"--gamma must be in (0, 1], got {self.gamma}")
-        require(self.size >= 16, f"--size must be at least 16 pixels, got {self.size}")
-        require(self.opponent_speed >= 0, "--opponent-speed must be non-negative")
-        unknown = set(self.variant_list) - set(VARIANTS)
-        require(not unknown, f"--variants: unknown {sorted(unknown)}; choose from {VARIANTS}")
 
-    @property
-    def variant_list(self) -> list[str]:
-        return [v.strip() for v in self.variants.split(",") if v.strip()]
+def standardize(x: torch.Tensor, mask: torch.Tensor | None = None, eps: float = 1e-8) -> torch.Tensor:
+    """Standardise over the entries where mask is true (all if None); 0 elsewhere."""
+    if mask is None:
+        mask = torch.ones_like(x, dtype=torch.bool)
+    mask = mask.bool()
+    values = x[mask]
+    # (x - mean) / (std + eps), mean and std over the masked entries
+    centred = (x - values.mean()) / (values.std(unbiased=False) + eps)
+    return torch.where(mask, centred, torch.zeros_like(x))
+
+
+def credit(variant: str, rewards: torch.Tensor, segment_ends: torch.Tensor, gamma: float,
+           mask: torch.Tensor) -> torch.Tensor:
+    """Ψ_t for every step, time-major (T, N). A point is a credit segment: nothing crosses it."""
+    if variant == "flat":  # Ψ_t = R: the point's outcome on every move of the point
+        return reward_to_go(rewards, segment_ends, gamma=1.0)  # a point's only reward is its last
+    returns = reward_to_go(rewards, segment_ends, gamma)  # Ψ_t = G_t = Σ_k γ^k r_{t+k}
+    if variant == "rtg":
+        return returns
+    if variant == "rtg_baseline":  # Ψ_t = (G_t - mean) / std: a constant baseline and a scale
+        return standardize(returns, mask)
+    raise ValueError(f"unknown credit variant {variant!r}")
+
+
+def finished_segment_mask(segment_ends: torch.Tensor) -> torch.Tensor:
+    """True at steps whose point has ended by the end of the window: only their credit is known.
+
+    A reverse cumulative OR of the ends along time.
+    """
+    return segment_ends.flip(0).int().cummax(0).values.flip(0).bool()
+
+
+def policy_gradient_loss(logp: torch.Tensor, advantages: torch.Tensor,
+                         mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Surrogate loss whose gradient is the policy gradient -mean_t[ Ψ_t ∇log π(a_t|s_t) ].
+
+    The advantages Ψ are constants (detached); the mean runs over the entries where mask is true.
+    """
+    weights = advantages.detach()
+    if mask is None:
+        # L = -mean_t Ψ_t log π(a_t|s_t)
+        return -(logp * weights).mean()
+    mask = mask.float()
+    # L = -Σ_t m_t Ψ_t log π(a_t|s_t) / max(1, Σ_t m_t)
+    return -(logp * weights * mask).sum() / mask.sum().clamp(min=1.0)
 
 
 # ============================================================================================
-# Environment: Pong in torch, N games at once
+# The world: Pong in torch, N games at once
 # ============================================================================================
 class Pong:
     """N games of Pong as tensors. The agent plays the right paddle, a scripted opponent the left.
@@ -141,7 +157,10 @@ class Pong:
         self.points_per_game, self.max_game_frames = points_per_game, max_game_frames
         self.generator = torch.Generator(self.device).manual_seed(seed)
         self.pixel_centres = torch.arange(size, device=self.device) + 0.5
-        zeros = lambda: torch.zeros(num_envs, device=self.device)  # noqa: E731
+
+        def zeros() -> torch.Tensor:
+            return torch.zeros(num_envs, device=self.device)
+
         self.ball_x, self.ball_y, self.vel_x, self.vel_y = zeros(), zeros(), zeros(), zeros()
         self.agent_y, self.opponent_y = zeros(), zeros()
         self.score_agent, self.score_opponent, self.game_frames = zeros(), zeros(), zeros()
@@ -175,13 +194,16 @@ class Pong:
 
     def render(self) -> torch.Tensor:
         """(N, size, size) frame: two paddles and a square ball, 1 on 0."""
-        c = self.pixel_centres
-        rows_of = lambda y, half: ((c[None] - y[:, None]).abs() < half).float()  # noqa: E731
         frame = torch.zeros(self.num_envs, self.size, self.size, device=self.device)
-        frame[:, :, self.agent_x] = rows_of(self.agent_y, self.paddle_half)
-        frame[:, :, self.opponent_x] = rows_of(self.opponent_y, self.paddle_half)
-        ball = rows_of(self.ball_y, self.ball_half)[:, :, None] * rows_of(self.ball_x, self.ball_half)[:, None, :]
+        frame[:, :, self.agent_x] = self._pixels_within(self.agent_y, self.paddle_half)
+        frame[:, :, self.opponent_x] = self._pixels_within(self.opponent_y, self.paddle_half)
+        ball = (self._pixels_within(self.ball_y, self.ball_half)[:, :, None]
+                * self._pixels_within(self.ball_x, self.ball_half)[:, None, :])
         return torch.maximum(frame, ball)
+
+    def _pixels_within(self, centre: torch.Tensor, half: float) -> torch.Tensor:
+        """(N, size): 1 at the pixels (of a row or a column) whose centre is within `half` of it."""
+        return ((self.pixel_centres[None] - centre[:, None]).abs() < half).float()
 
     # -- dynamics -----------------------------------------------------------------------------
     def _move_paddle(self, y: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
@@ -257,7 +279,7 @@ class AtariPong:
     """gymnasium's vectorised ALE/Pong-v5 behind the same interface as `Pong`."""
 
     def __init__(self, num_envs: int, seed: int = 0, device: torch.device | str = "cpu"):
-        try:
+        try:  # imported here: an optional dependency that only `--env ale` needs
             import ale_py
             import gymnasium as gym
         except ImportError:
@@ -275,17 +297,20 @@ class AtariPong:
     def step(self, action: torch.Tensor):
         ale_action = np.where(action.cpu().numpy() == 1, ATARI_UP, ATARI_DOWN)
         obs, reward, terminated, truncated, info = self.envs.step(ale_action)
-        as_tensor = lambda x: torch.as_tensor(x, device=self.device)  # noqa: E731
-        reward = as_tensor(reward).float()
+        reward = self._tensor(reward).float()
         info = {"point_over": reward != 0}
-        return (preprocess_atari(obs).to(self.device), reward, as_tensor(terminated),
-                as_tensor(truncated), info)
+        return (preprocess_atari(obs).to(self.device), reward, self._tensor(terminated),
+                self._tensor(truncated), info)
+
+    def _tensor(self, x: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(x, device=self.device)
 
 
-def make_env(args: Args, num_envs: int, seed: int, device: torch.device):
+def make_env(args: Args, seed: int, device: torch.device) -> Pong | AtariPong:
+    """`args.num_envs` games of the Pong that `--env` names."""
     if args.env == "ale":
-        return AtariPong(num_envs, seed=seed, device=device)
-    return Pong(num_envs, size=args.size, opponent_speed=args.opponent_speed, seed=seed,
+        return AtariPong(args.num_envs, seed=seed, device=device)
+    return Pong(args.num_envs, size=args.size, opponent_speed=args.opponent_speed, seed=seed,
                 device=device)
 
 
@@ -328,32 +353,11 @@ class FrameDifference:
 
 
 # ============================================================================================
-# Credit: the three answers to "which moves earned this point?"
-# ============================================================================================
-def credit(variant: str, rewards: torch.Tensor, segment_ends: torch.Tensor, gamma: float,
-           mask: torch.Tensor) -> torch.Tensor:
-    """Ψ_t for every step, time-major (T, N). A point is a credit segment: nothing crosses it."""
-    if variant == "flat":  # Ψ_t = R: the point's outcome on every move of the point
-        return discounted_returns(rewards, segment_ends, gamma=1.0)
-    returns = discounted_returns(rewards, segment_ends, gamma)  # G_t = Σ_k γ^k r_{t+k}
-    if variant == "rtg":
-        return returns
-    if variant == "rtg_baseline":  # (G_t - mean) / std: a constant baseline and a scale
-        return standardize(returns, mask)
-    raise ValueError(f"unknown credit variant {variant!r}")
-
-
-def finished_segment_mask(segment_ends: torch.Tensor) -> torch.Tensor:
-    """True at steps whose point has ended by the end of the window (reverse cumulative OR)."""
-    return segment_ends.flip(0).int().cummax(0).values.flip(0).bool()
-
-
-# ============================================================================================
-# Rollouts and training
+# Training: windows of frames, held until their point is over, and REINFORCE on them
 # ============================================================================================
 @dataclass
-class Rollout:
-    """Frames from N games, time-major. `used` marks steps already trained on."""
+class Window:
+    """Consecutive frames of N games, time-major. `used` marks frames already trained on."""
     inputs: torch.Tensor  # (T, N, 2, H, W) int8
     actions: torch.Tensor  # (T, N)
     rewards: torch.Tensor  # (T, N)
@@ -363,12 +367,12 @@ class Rollout:
     def __len__(self) -> int:
         return len(self.actions)
 
-    def rows(self, start: int) -> Rollout:
-        return Rollout(*(x[start:] for x in vars(self).values()))
+    def rows(self, start: int) -> Window:
+        return Window(*(x[start:] for x in vars(self).values()))
 
     @staticmethod
-    def cat(a: Rollout, b: Rollout) -> Rollout:
-        return Rollout(*(torch.cat([x, y]) for x, y in zip(vars(a).values(), vars(b).values())))
+    def cat(a: Window, b: Window) -> Window:
+        return Window(*(torch.cat([x, y]) for x, y in zip(vars(a).values(), vars(b).values())))
 
 
 class PointBuffer:
@@ -378,13 +382,15 @@ class PointBuffer:
     """
 
     def __init__(self, max_frames: int):
-        self.max_frames, self.waiting, self.dropped = max_frames, None, 0
+        self.max_frames, self.waiting = max_frames, None
+        self.trained, self.dropped = 0, 0
 
-    def add(self, window: Rollout) -> tuple[Rollout, torch.Tensor]:
+    def add(self, window: Window) -> tuple[Window, torch.Tensor]:
         """Append a window; return everything held and the mask of frames ready to train on."""
-        batch = window if self.waiting is None else Rollout.cat(self.waiting, window)
+        batch = window if self.waiting is None else Window.cat(self.waiting, window)
         ready = finished_segment_mask(batch.segment_ends) & ~batch.used
         batch.used |= ready
+        self.trained += int(ready.sum())
         still_waiting = (~batch.used).any(1)
         first = int(torch.nonzero(still_waiting)[0]) if still_waiting.any() else len(batch)
         first = max(first, len(batch) - self.max_frames)
@@ -392,18 +398,21 @@ class PointBuffer:
         self.waiting = batch.rows(first)
         return batch, ready
 
+    def dropped_fraction(self) -> float:
+        return self.dropped / max(1, self.dropped + self.trained)
+
 
 class Player:
     """Runs a policy in a batch of games and records windows of frames."""
 
-    def __init__(self, env, policy: PixelPolicy):
+    def __init__(self, env: Pong | AtariPong, policy: PixelPolicy):
         self.env, self.policy = env, policy
         frame, _ = env.reset()
-        self.frames = FrameDifference(frame)
-        self.x = self.frames(frame)
+        self.difference = FrameDifference(frame)
+        self.x = self.difference(frame)
 
     @torch.no_grad()
-    def play(self, steps: int) -> tuple[Rollout, torch.Tensor]:
+    def play(self, steps: int) -> tuple[Window, torch.Tensor]:
         """`steps` frames of every game: the window, and where the agent returned the ball."""
         keep = {k: [] for k in ("inputs", "actions", "rewards", "segment_ends", "agent_hit")}
         for _ in range(steps):
@@ -414,45 +423,49 @@ class Player:
             hit = info.get("agent_hit", torch.zeros_like(game_over))  # ALE does not say
             for key, value in zip(keep, (self.x, action, reward, info["point_over"] | game_over, hit)):
                 keep[key].append(value)
-            self.x = self.frames(frame, new_game=game_over)
+            self.x = self.difference(frame, new_game=game_over)
         window = {k: torch.stack(v) for k, v in keep.items()}
         agent_hit = window.pop("agent_hit")
-        return Rollout(**window, used=torch.zeros_like(agent_hit)), agent_hit
+        return Window(**window, used=torch.zeros_like(agent_hit)), agent_hit
 
 
-def points_won(rollout: Rollout) -> tuple[int, int]:
-    return int((rollout.rewards > 0).sum()), int((rollout.rewards < 0).sum())
+def points_won(window: Window) -> tuple[int, int]:
+    return int((window.rewards > 0).sum()), int((window.rewards < 0).sum())
+
+
+def reinforce_step(policy: PixelPolicy, optimizer: torch.optim.Optimizer, variant: str,
+                   batch: Window, ready: torch.Tensor, gamma: float) -> None:
+    """One REINFORCE update on the frames whose point is over."""
+    psi = credit(variant, batch.rewards, batch.segment_ends, gamma, ready)
+    logp = log_prob(policy(batch.inputs[ready].float()), batch.actions[ready])
+    loss = policy_gradient_loss(logp, psi[ready])  # -mean Ψ_t log π(a_t|s_t)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
 
 
 def train(args: Args, variant: str, seed: int, device: torch.device, snapshot_at: float = 0.5):
     """REINFORCE with one credit variant. Returns the learning curve, the final policy and a
     snapshot of the policy part-way through training (for the variance study).
 
-    Each update trains on the frames whose point is over (see PointBuffer).
+    Each update trains on the frames whose point is over (see PointBuffer); the curve counts
+    the points won in the window just played.
     """
     seed_everything(seed)
-    env = make_env(args, args.num_envs, seed, device)
+    env = make_env(args, seed, device)
     policy = PixelPolicy(env.size, args.hidden).to(device)
-    frames_per_update = args.num_envs * args.rollout_len
+    frames_per_update = args.num_envs * args.window_len
     updates = max(1, args.frames // frames_per_update)
     optimizer = torch.optim.Adam(policy.parameters(), lr=args.lr)
     player = Player(env, policy)
-    buffer = PointBuffer(max_frames=8 * args.rollout_len)
-    snapshot, trained = None, 0
+    buffer = PointBuffer(max_frames=8 * args.window_len)
+    snapshot = None
     curve = {"frames": [], "win_rate": [], "points": []}
     bar = tqdm(range(updates), desc=f"{variant} seed {seed}", leave=False)
     for update in bar:
-        window, _ = player.play(args.rollout_len)
+        window, _ = player.play(args.window_len)
         batch, ready = buffer.add(window)
-        trained += int(ready.sum())
-
-        psi = credit(variant, batch.rewards, batch.segment_ends, args.gamma, ready)
-        logp = log_prob(policy(batch.inputs[ready].float()), batch.actions[ready])
-        loss = policy_gradient_loss(logp, psi[ready])  # -mean Ψ_t log π(a_t|s_t)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-
+        reinforce_step(policy, optimizer, variant, batch, ready, args.gamma)
         won, lost = points_won(window)
         curve["frames"].append((update + 1) * frames_per_update)
         curve["win_rate"].append(won / max(1, won + lost))
@@ -463,14 +476,14 @@ def train(args: Args, variant: str, seed: int, device: torch.device, snapshot_at
             recent = np.mean(curve["win_rate"][-args.log_every:])
             bar.write(f"{variant} seed {seed} | update {update + 1}/{updates} | "
                       f"frames {curve['frames'][-1]:,} | points won {recent:.2f}")
-    curve["dropped_frame_fraction"] = buffer.dropped / max(1, buffer.dropped + trained)
+    curve["dropped_frame_fraction"] = buffer.dropped_fraction()
     return curve, policy, snapshot
 
 
 @torch.no_grad()
 def win_rate(args: Args, policy: nn.Module | None, seed: int, device: torch.device) -> float:
     """Fraction of points won by a policy (None: a coin-flip policy) on fresh games."""
-    env = make_env(args, args.num_envs, seed, device)
+    env = make_env(args, seed, device)
     if policy is None:
         policy = PixelPolicy(env.size, 1).to(device)  # zero output layer: P(up) = 0.5
     won, lost = points_won(Player(env, policy).play(args.eval_frames)[0])
@@ -484,7 +497,75 @@ def frames_to_reach(curve: dict, level: float, smooth: int = 5) -> float:
 
 
 # ============================================================================================
-# Gradient variance: measured per point, vs rally length
+# Config: the command line
+# ============================================================================================
+@dataclass
+class Args(RunArgs):
+    seed: int = arg(0, "first seed; variant runs use seed, seed+1, ...")
+    out: str = arg("runs/01_reinforce_pong", "output folder for figures and results.json")
+    env: str = arg("torch", "torch: our vectorised Pong; ale: gymnasium ALE/Pong-v5",
+                   choices=("torch", "ale"))
+    variants: str = arg(",".join(VARIANTS), "comma-separated credit variants to compare")
+    seeds: int = arg(2, "seeds per variant")
+    frames: int = arg(2_500_000, "training frames per run (summed over parallel games)")
+    num_envs: int = arg(128, "parallel games")
+    window_len: int = arg(64, "frames per game in a window, between two updates")
+    size: int = arg(32, "torch Pong: frame side in pixels (geometry scales with it)")
+    opponent_speed: float = arg(0.2, "torch Pong: scripted opponent's top speed, px/frame at size 32")
+    hidden: int = arg(200, "hidden units of the policy MLP (Karpathy: 200)")
+    lr: float = arg(1e-3, "Adam learning rate")
+    gamma: float = arg(0.9, "discount of the reward-to-go variants (per frame)")
+    eval_frames: int = arg(200, "frames per game when measuring a final win rate")
+    variance_frames: int = arg(400, "frames per game recorded for the gradient-variance study")
+    log_every: int = arg(20, "updates between two log lines")
+
+    SMOKE = dict(seeds=1, frames=4 * 32 * 16, num_envs=16, window_len=32, eval_frames=64,
+                 variance_frames=96, log_every=2)
+
+    def __post_init__(self):
+        require_positive(self, "lr", "seeds", "frames", "num_envs", "window_len", "hidden",
+                         "eval_frames", "variance_frames", "log_every")
+        require(0 < self.gamma <= 1, f"--gamma must be in (0, 1], got {self.gamma}")
+        require(self.size >= 16, f"--size must be at least 16 pixels, got {self.size}")
+        require(self.opponent_speed >= 0, "--opponent-speed must be non-negative")
+        unknown = set(self.variant_list) - set(VARIANTS)
+        require(not unknown, f"--variants: unknown {sorted(unknown)}; choose from {VARIANTS}")
+
+    @property
+    def variant_list(self) -> list[str]:
+        return [v.strip() for v in self.variants.split(",") if v.strip()]
+
+
+# ============================================================================================
+# Study 1: the credit variants, trained on the same seeds and frame budget
+# ============================================================================================
+def run_variants(args: Args, device: torch.device) -> dict:
+    """Train every variant on the same seeds and frame budget; measure final win rates."""
+    reference = "rtg_baseline" if "rtg_baseline" in args.variant_list else args.variant_list[0]
+    runs = {"curves": {}, "final": {}, "frames_to_70pct_per_seed": {}, "frames": 0, "seconds": 0.0}
+    for variant in args.variant_list:
+        curves, rates = [], []
+        for seed in range(args.seed, args.seed + args.seeds):
+            t0 = time.time()
+            curve, policy, mid_policy = train(args, variant, seed, device)
+            runs["seconds"] += time.time() - t0
+            runs["frames"] += curve["frames"][-1]
+            curves.append(curve)
+            rates.append(win_rate(args, policy, seed + 10_000, device))
+            if variant == reference and seed == args.seed:
+                runs["mid_policy"], runs["final_policy"] = mid_policy, policy
+        runs["curves"][variant] = curves
+        runs["final"][variant] = {"win_rate": float(np.mean(rates)), "worst_seed": float(np.min(rates))}
+        for level in (50, 70, 80):  # the median over seeds of the frames each needed
+            runs["final"][variant][f"frames_to_{level}pct"] = float(np.median(
+                [frames_to_reach(c, level / 100) for c in curves]))
+        runs["frames_to_70pct_per_seed"][variant] = [frames_to_reach(c, 0.7) for c in curves]
+        print(f"{variant}: points won at the end {np.mean(rates):.3f} (seeds {np.round(rates, 3).tolist()})")
+    return runs
+
+
+# ============================================================================================
+# Study 2: gradient variance, measured per point, vs rally length
 # ============================================================================================
 VARIANCE_ESTIMATORS = {
     "flat, no baseline": "Ψ_t = R",
@@ -494,15 +575,37 @@ VARIANCE_ESTIMATORS = {
 }
 
 
-def point_spans(rollout: Rollout) -> list[tuple[int, int, int]]:
+def point_spans(window: Window) -> list[tuple[int, int, int]]:
     """(game, first frame, last frame) of every complete point in a window that has an outcome."""
-    done = finished_segment_mask(rollout.segment_ends)
+    done = finished_segment_mask(window.segment_ends)
     spans = []
-    for n in range(rollout.rewards.shape[1]):
-        ends = torch.nonzero(rollout.segment_ends[:, n] & done[:, n]).flatten().tolist()
+    for n in range(window.rewards.shape[1]):
+        ends = torch.nonzero(window.segment_ends[:, n] & done[:, n]).flatten().tolist()
         starts = [0] + [e + 1 for e in ends[:-1]]
-        spans += [(n, start, end) for start, end in zip(starts, ends) if rollout.rewards[end, n] != 0]
+        spans += [(n, start, end) for start, end in zip(starts, ends) if window.rewards[end, n] != 0]
     return spans
+
+
+def span_length(span: tuple[int, int, int]) -> int:
+    """Last frame minus first frame of a (game, first, last) span: orders points by length."""
+    _, first, last = span
+    return last - first
+
+
+def recorded_points(args: Args, policy: PixelPolicy, seed: int, device: torch.device) -> list[dict]:
+    """Play with a fixed policy; every complete point's inputs, actions and Ψ (flat and rtg),
+    shortest first."""
+    window, _ = Player(make_env(args, seed, device), policy).play(args.variance_frames)
+    flat = reward_to_go(window.rewards, window.segment_ends, 1.0)
+    rtg = reward_to_go(window.rewards, window.segment_ends, args.gamma)
+    return [{"inputs": window.inputs[s:e + 1, n], "actions": window.actions[s:e + 1, n],
+             "flat": flat[s:e + 1, n], "rtg": rtg[s:e + 1, n]}
+            for n, s, e in sorted(point_spans(window), key=span_length)]
+
+
+def pad_to(x: torch.Tensor, length: int) -> torch.Tensor:
+    """Zeros appended along the first dimension up to `length`."""
+    return nn.functional.pad(x, [0, 0] * (x.dim() - 1) + [0, length - len(x)])
 
 
 def per_point_gradients(policy: PixelPolicy, points: list[dict], psi_key: str, baseline: float):
@@ -518,10 +621,9 @@ def per_point_gradients(policy: PixelPolicy, points: list[dict], psi_key: str, b
         return (log_prob(logits, a) * psi).sum()
 
     length = max(len(pt["actions"]) for pt in points)
-    pad = lambda t: nn.functional.pad(t, [0, 0] * (t.dim() - 1) + [0, length - len(t)])  # noqa: E731
-    x = torch.stack([pad(pt["inputs"]) for pt in points])
-    a = torch.stack([pad(pt["actions"]) for pt in points])
-    psi = torch.stack([pad(pt[psi_key] - baseline) for pt in points])
+    x = torch.stack([pad_to(pt["inputs"], length) for pt in points])
+    a = torch.stack([pad_to(pt["actions"], length) for pt in points])
+    psi = torch.stack([pad_to(pt[psi_key] - baseline, length) for pt in points])
     grads = vmap(grad(point_surrogate), in_dims=(None, 0, 0, 0))(params, x, a, psi)
     return torch.cat([g.flatten(1) for g in grads.values()], dim=1)
 
@@ -554,28 +656,38 @@ class GroupedVariance:
         return self._trace(self.count.sum(), self.total.sum(0), self.total_sq.sum())
 
 
+def length_bins(lengths: np.ndarray, bins: int) -> torch.Tensor:
+    """The quantile bin of each length, numbered 0.. with none empty.
+
+    Rally lengths cluster (a missed serve, one exchange, two ...), so equal quantiles merge
+    and there are often fewer than `bins`.
+    """
+    edges = np.unique(np.quantile(lengths, np.linspace(0, 1, bins + 1)).astype(int))
+    _, bin_of = np.unique(np.searchsorted(edges[1:-1], lengths, side="right"), return_inverse=True)
+    return torch.from_numpy(bin_of)
+
+
+def loglog_slope(x: list[float], y: list[float]) -> float:
+    """Exponent k of y ∝ x^k, fitted by least squares in log-log (nan with < 2 points)."""
+    x, y = np.asarray(x), np.asarray(y)
+    ok = (x > 0) & (y > 0)
+    if ok.sum() < 2:
+        return math.nan
+    return float(np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)[0])
+
+
 def gradient_variance_study(args: Args, policy: PixelPolicy, seed: int, device: torch.device,
                             bins: int = 8, chunk: int = 64) -> dict:
-    """Record points with a fixed policy; measure tr Cov of per-point gradients per length bin.
-
-    Rally lengths cluster (a missed serve, one exchange, two ...), so the quantile bins often
-    merge into fewer than `bins`.
-    """
-    env = make_env(args, args.num_envs, seed, device)
-    rollout, _ = Player(env, policy).play(args.variance_frames)
-    flat = discounted_returns(rollout.rewards, rollout.segment_ends, 1.0)
-    rtg = discounted_returns(rollout.rewards, rollout.segment_ends, args.gamma)
-    points = [{"inputs": rollout.inputs[s:e + 1, n], "actions": rollout.actions[s:e + 1, n],
-               "flat": flat[s:e + 1, n], "rtg": rtg[s:e + 1, n]}
-              for n, s, e in sorted(point_spans(rollout), key=lambda span: span[2] - span[1])]
+    """Record points with a fixed policy; measure tr Cov of per-point gradients per length bin,
+    for flat and reward-to-go credit, each without and with the mean as a baseline."""
+    points = recorded_points(args, policy, seed, device)
     if len(points) < 2:  # e.g. a smoke run on Atari, where a point outlasts the window
         nothing = {"total": math.nan, "by_length": [], "slope": math.nan}
         return {"points": len(points), "mean_length": math.nan, "bin_mean_length": [],
                 **{name: nothing for name in VARIANCE_ESTIMATORS}}
     lengths = np.array([len(pt["actions"]) for pt in points])
-    edges = np.unique(np.quantile(lengths, np.linspace(0, 1, bins + 1)).astype(int))
-    _, bin_of = np.unique(np.searchsorted(edges[1:-1], lengths, side="right"), return_inverse=True)
-    n_bins, bin_of = bin_of.max() + 1, torch.from_numpy(bin_of)  # numbered 0.. with none empty
+    bin_of = length_bins(lengths, bins)
+    n_bins = int(bin_of.max()) + 1
     mean_of = {key: float(torch.cat([pt[key] for pt in points]).mean()) for key in ("flat", "rtg")}
     setups = {"flat, no baseline": ("flat", 0.0), "flat - mean": ("flat", mean_of["flat"]),
               "rtg, no baseline": ("rtg", 0.0), "rtg - mean": ("rtg", mean_of["rtg"])}
@@ -594,33 +706,50 @@ def gradient_variance_study(args: Args, policy: PixelPolicy, seed: int, device: 
     return result
 
 
-def loglog_slope(x: list[float], y: list[float]) -> float:
-    """Exponent k of y ∝ x^k, fitted by least squares in log-log (nan with < 2 points)."""
-    x, y = np.asarray(x), np.asarray(y)
-    ok = (x > 0) & (y > 0)
-    if ok.sum() < 2:
-        return math.nan
-    return float(np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)[0])
-
-
 # ============================================================================================
-# Who gets the score: one recorded rally and the credit each variant gives its frames
+# Study 3: who gets the score, one recorded rally and the credit each variant gives its frames
 # ============================================================================================
 @torch.no_grad()
 def record_rally(args: Args, policy: PixelPolicy, seed: int, device: torch.device) -> dict:
     """Play with the trained policy and keep the longest won point in which the agent returns."""
-    env = make_env(args, args.num_envs, seed, device)
-    rollout, agent_hit = Player(env, policy).play(args.variance_frames)
-    spans = point_spans(rollout) or [(0, 0, len(rollout) - 1)]  # no point over: the whole window
-    won = [(n, s, e) for n, s, e in spans if rollout.rewards[e, n] > 0 and agent_hit[s:e + 1, n].any()]
-    n, start, end = max(won or spans, key=lambda span: span[2] - span[1])
-    mask = finished_segment_mask(rollout.segment_ends)
+    window, agent_hit = Player(make_env(args, seed, device), policy).play(args.variance_frames)
+    spans = point_spans(window) or [(0, 0, len(window) - 1)]  # no point over: the whole window
+    won = [(n, s, e) for n, s, e in spans if window.rewards[e, n] > 0 and agent_hit[s:e + 1, n].any()]
+    n, start, end = max(won or spans, key=span_length)
+    mask = finished_segment_mask(window.segment_ends)
     steps = slice(start, end + 1)
-    return {"frames": rollout.inputs[steps, n, 0].float().cpu(),
+    return {"frames": window.inputs[steps, n, 0].float().cpu(),
             "agent_hit": agent_hit[steps, n].cpu(),
-            "outcome": float(rollout.rewards[end, n]),
-            "credit": {v: credit(v, rollout.rewards, rollout.segment_ends, args.gamma, mask)[steps, n].cpu()
+            "outcome": float(window.rewards[end, n]),
+            "credit": {v: credit(v, window.rewards, window.segment_ends, args.gamma, mask)[steps, n].cpu()
                        for v in VARIANTS}}
+
+
+# ============================================================================================
+# Figures
+# ============================================================================================
+def plot_learning(curves: dict, path):
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for variant, seed_curves in curves.items():
+        rates = np.array([moving_average(c["win_rate"], 5) for c in seed_curves])
+        plot_curves(ax, np.array(seed_curves[0]["frames"]), {variant: rates})
+    ax.axhline(0.8, color="gray", linestyle="--", linewidth=1)
+    ax.set(xlabel="training frames (all games)", ylabel="fraction of points won",
+           title="REINFORCE on Pong from pixels: credit variants", ylim=(0, 1))
+    save_figure(fig, path)
+
+
+def plot_variance(study: dict, path):
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    x = study["bin_mean_length"]
+    for name in VARIANCE_ESTIMATORS:
+        ax.loglog(x, study[name]["by_length"], "o-",
+                  label=f"{name}: slope {study[name]['slope']:.2f}")
+    ax.set(xlabel="rally length (frames, bin mean)", ylabel="tr Cov of per-point gradient",
+           title="Policy-gradient variance vs rally length")
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3, which="both")
+    save_figure(fig, path)
 
 
 def plot_rally(rally: dict, path, shown_frames: int = 8):
@@ -645,32 +774,8 @@ def plot_rally(rally: dict, path, shown_frames: int = 8):
 
 
 # ============================================================================================
-# Experiment and report
+# Claims and report
 # ============================================================================================
-def plot_learning(curves: dict, path):
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for variant, runs in curves.items():
-        rates = np.array([moving_average(r["win_rate"], 5) for r in runs])
-        plot_curves(ax, np.array(runs[0]["frames"]), {variant: rates})
-    ax.axhline(0.8, color="gray", linestyle="--", linewidth=1)
-    ax.set(xlabel="training frames (all games)", ylabel="fraction of points won",
-           title="REINFORCE on Pong from pixels: credit variants", ylim=(0, 1))
-    save_figure(fig, path)
-
-
-def plot_variance(study: dict, path):
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    x = study["bin_mean_length"]
-    for name in VARIANCE_ESTIMATORS:
-        ax.loglog(x, study[name]["by_length"], "o-",
-                  label=f"{name}: slope {study[name]['slope']:.2f}")
-    ax.set(xlabel="rally length (frames, bin mean)", ylabel="tr Cov of per-point gradient",
-           title="Policy-gradient variance vs rally length")
-    ax.legend(fontsize="small")
-    ax.grid(alpha=0.3, which="both")
-    save_figure(fig, path)
-
-
 def frames_text(frames: float) -> str:
     return f"{frames:,.0f}" if math.isfinite(frames) else "never (in budget)"
 
@@ -703,57 +808,19 @@ def check_claims(study: dict, per_seed: dict) -> list[dict]:
     return claims
 
 
-def run_variants(args: Args, device: torch.device) -> dict:
-    """Train every variant on the same seeds and frame budget; measure final win rates."""
-    reference = "rtg_baseline" if "rtg_baseline" in args.variant_list else args.variant_list[0]
-    runs = {"curves": {}, "final": {}, "frames_to_70pct_per_seed": {}, "frames": 0, "seconds": 0.0}
-    for variant in args.variant_list:
-        curves, rates = [], []
-        for seed in range(args.seed, args.seed + args.seeds):
-            t0 = time.time()
-            curve, policy, mid_policy = train(args, variant, seed, device)
-            runs["seconds"] += time.time() - t0
-            runs["frames"] += curve["frames"][-1]
-            curves.append(curve)
-            rates.append(win_rate(args, policy, seed + 10_000, device))
-            if variant == reference and seed == args.seed:
-                runs["mid_policy"], runs["final_policy"] = mid_policy, policy
-        runs["curves"][variant] = curves
-        runs["final"][variant] = {"win_rate": float(np.mean(rates)), "worst_seed": float(np.min(rates))}
-        for level in (50, 70, 80):  # the median over seeds of the frames each needed
-            runs["final"][variant][f"frames_to_{level}pct"] = float(np.median(
-                [frames_to_reach(c, level / 100) for c in curves]))
-        runs["frames_to_70pct_per_seed"][variant] = [frames_to_reach(c, 0.7) for c in curves]
-        print(f"{variant}: points won at the end {np.mean(rates):.3f} (seeds {np.round(rates, 3).tolist()})")
-    return runs
-
-
-def main(args: Args) -> dict:
-    start = time.time()
-    args, device, out = start_run(args)
-    print(f"01 REINFORCE from pixels on {args.env} Pong, device {device}: "
-          f"{args.variants} x {args.seeds} seeds x {args.frames:,} frames")
-
-    runs = run_variants(args, device)
-    random_rate = win_rate(args, None, args.seed + 10_000, device)
-    study = gradient_variance_study(args, runs["mid_policy"], args.seed + 20_000, device)
-    rally = record_rally(args, runs["final_policy"], args.seed + 30_000, device)
-    plot_learning(runs["curves"], out / "learning_curves.png")
-    plot_variance(study, out / "gradient_variance.png")
-    plot_rally(rally, out / "who_gets_the_score.png")
-
-    claims = check_claims(study, runs["frames_to_70pct_per_seed"])
-    fps = runs["frames"] / runs["seconds"]
-    metrics = {"random_policy_win_rate": random_rate, "training_frames_per_second": fps}
+def headline_metrics(runs: dict, study: dict, random_rate: float) -> dict:
+    """The flat numbers of results.json: win rates, frames to a level, gradient variances."""
+    metrics = {"random_policy_win_rate": random_rate,
+               "training_frames_per_second": runs["frames"] / runs["seconds"]}
     for variant, final in runs["final"].items():
         metrics.update({f"{variant}_{key}": value for key, value in final.items()})
     for name in VARIANCE_ESTIMATORS:
         metrics[f"grad_var[{name}]"] = study[name]["total"]
         metrics[f"grad_var_length_slope[{name}]"] = study[name]["slope"]
-    wall = time.time() - start
-    write_results(out, args, wall, metrics, claims, curves=runs["curves"], variance_study=study,
-                  frames_to_70pct_per_seed=runs["frames_to_70pct_per_seed"])
+    return metrics
 
+
+def print_report(runs: dict, study: dict, random_rate: float, claims: list[dict]) -> None:
     rows = [[v, *f.values()] for v, f in runs["final"].items()]
     rows.append(["random policy", random_rate, "-", "-", "-", "-"])
     print("\n" + format_table(rows, ["variant", "points won", "worst seed", "frames to 50%",
@@ -764,7 +831,34 @@ def main(args: Args) -> dict:
           f"mean length {study['mean_length']:.0f} frames):")
     print(format_table(rows, ["estimator", "Ψ", "tr Cov", "slope vs length"]))
     print("\n" + format_claims(claims))
-    print(f"\n{fps:,.0f} training frames/s; wall clock {wall:.0f} s; results in {out}/")
+
+
+# ============================================================================================
+# Main: the chapter's table of contents
+# ============================================================================================
+def main(args: Args) -> dict:
+    start = time.time()
+    args, device, out = start_run(args)
+    print(f"01 REINFORCE from pixels on {args.env} Pong, device {device}: "
+          f"{args.variants} x {args.seeds} seeds x {args.frames:,} frames")
+
+    runs = run_variants(args, device)
+    random_rate = win_rate(args, None, args.seed + 10_000, device)
+    study = gradient_variance_study(args, runs["mid_policy"], args.seed + 20_000, device)
+    rally = record_rally(args, runs["final_policy"], args.seed + 30_000, device)
+
+    plot_learning(runs["curves"], out / "learning_curves.png")
+    plot_variance(study, out / "gradient_variance.png")
+    plot_rally(rally, out / "who_gets_the_score.png")
+
+    claims = check_claims(study, runs["frames_to_70pct_per_seed"])
+    metrics = headline_metrics(runs, study, random_rate)
+    wall = time.time() - start
+    write_results(out, args, wall, metrics, claims, curves=runs["curves"], variance_study=study,
+                  frames_to_70pct_per_seed=runs["frames_to_70pct_per_seed"])
+    print_report(runs, study, random_rate, claims)
+    print(f"\n{metrics['training_frames_per_second']:,.0f} training frames/s; "
+          f"wall clock {wall:.0f} s; results in {out}/")
     return {"metrics": metrics, "claims": claims}
 
 

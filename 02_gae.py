@@ -1,11 +1,10 @@
 """02 — The advantage zoo against exact truth: MC, TD, n-step and GAE(λ), and two dilemmas.
 
 Every policy-gradient method fills the slot Ψ_t in  ∇J = E[Σ_t Ψ_t ∇log π(a_t|s_t)]. Here the
-fillings are measured against the truth. The world is the survey's robot (common.KeyToDoor):
-pick up the key at step 0, walk a corridor of L cells where small distractor rewards fall at
-random, and get 1 at the door if the key was taken. It is tabular, so dynamic programming gives
-the exact advantage A^π(s, a) of any policy, and each estimator's error splits into bias² and
-variance, at the decisive step (the key) and at the irrelevant ones (the corridor).
+fillings are measured against the truth, on the survey's robot (common.KeyToDoor): take the key at
+step 0, walk a corridor of L cells where small distractor rewards fall at random, get 1 at the door
+if the key was taken. The world is tabular, so dynamic programming gives the exact A^π(s, a), and
+each estimator's error splits into bias² and variance, at the key step and in the corridor.
 
   MC         Ψ_t = G_t - V(s_t)                                   (λ = 1)
   TD(0)      Ψ_t = δ_t = r_t + γ V(s_{t+1}) - V(s_t)              (λ = 0)
@@ -13,22 +12,17 @@ variance, at the decisive step (the key) and at the irrelevant ones (the corrido
   GAE(γ, λ)  Ψ_t = Σ_l (γλ)^l δ_{t+l}, computed backwards: A_t = δ_t + γλ A_{t+1}
   flat       Ψ_t = R - V(s_0)   (the episode's return on every step: outcome-only RL)
 
-Then the two dilemmas of the survey (§3), measured: with γ < 1 the credit that reaches the key
-shrinks as γ^L (discount dilemma); with γ = 1 the variance of the estimate at the key grows with
-L as the distractors pile up (dilution dilemma). Last, a tabular actor-critic learns the task
-with MC, TD(0) and GAE advantages, for several corridor lengths.
+Then the survey's two dilemmas (§3), measured: with γ < 1 the credit reaching the key shrinks as
+γ^L (discount); with γ = 1 its variance grows with L as the distractors pile up (dilution). Last,
+a tabular actor-critic learns the task with MC, TD(0) and GAE advantages, for several L.
 
-Read beside: credit-assignment-problem-survey.txt §2.1, §3 and §4.1.1;
-credit-assignment-is-the-whole-game.txt §4 and §5 (the decision tree, Diagram 4).
-Paper: Schulman et al. (2016), High-Dimensional Continuous Control Using GAE.
+Read beside: credit-assignment-problem-survey.txt §2.1, §3, §4.1.1; credit-assignment-is-the-whole-
+game.txt §4, §5 (Diagram 4). Paper: Schulman et al. (2016), High-Dimensional Continuous Control
+Using Generalized Advantage Estimation.
 
-What to look at (in runs/02_gae/):
-  bias_variance_lambda.png  bias² and variance of Ψ at the key step vs λ, exact V and noisy V
-  bias_variance_nstep.png   the same vs n
-  dilemmas.png              credit reaching the key vs L (γ < 1); variance at the key vs L (γ = 1)
-  episodes_to_solve.png     actor-critic: episodes to 90% success vs L, per estimator
-  diagram4.png              one trajectory: flat broadcast next to per-step GAE
-  results.json              every number, and the essays' claims beside our measurements
+Figures (runs/02_gae/): bias_variance_lambda.png and bias_variance_nstep.png (bias² and variance
+at the key step vs λ and vs n, exact and noisy V); dilemmas.png; episodes_to_solve.png (episodes
+to 90% success vs L); diagram4.png (one trajectory, flat next to GAE); results.json (every number).
 """
 
 from __future__ import annotations
@@ -47,20 +41,180 @@ from common import (
     RunArgs,
     arg,
     claim,
-    discounted_returns,
     evaluate_policy,
     format_claims,
     format_table,
     parse_args,
+    play_episodes,
     plot_curves,
     require,
     require_positive,
-    rollout,
     save_figure,
     seed_everything,
     start_run,
     write_results,
 )
+
+
+# ============================================================================================
+# The estimators. All time-major, shape (T, N); ends[t] marks the last step of an episode;
+# values[t] = V(s_t) and next_values[t] = V(s_{t+1}) (ignored where ends[t]).
+# ============================================================================================
+def reward_to_go(rewards, ends, gamma: float) -> torch.Tensor:
+    """G_t = r_t + γ G_{t+1} (1 - end_t), summed backwards; the tail after the last end is summed
+    as if it ended at T. A compact copy of the reward_to_go that 01_reinforce_pong.py teaches
+    (tests/test_02_gae.py checks that the two agree)."""
+    returns = torch.zeros_like(rewards)
+    running = torch.zeros_like(rewards[0])
+    for t in reversed(range(len(rewards))):
+        running = rewards[t] + gamma * running * (~ends[t])
+        returns[t] = running
+    return returns
+
+
+def mc_advantage(rewards, values, ends, gamma: float) -> torch.Tensor:
+    """Monte Carlo return minus the baseline: G_t - V(s_t)."""
+    return reward_to_go(rewards, ends, gamma) - values
+
+
+def td_residuals(rewards, values, next_values, ends, gamma: float) -> torch.Tensor:
+    """δ_t = r_t + γ V(s_{t+1}) (1 - end_t) - V(s_t)."""
+    return rewards + gamma * next_values * (~ends) - values
+
+
+def gae(rewards, values, next_values, ends, gamma: float, lam: float) -> torch.Tensor:
+    """GAE(γ, λ) by the backward recursion A_t = δ_t + γλ (1 - end_t) A_{t+1}."""
+    deltas = td_residuals(rewards, values, next_values, ends, gamma)
+    advantages = torch.zeros_like(deltas)
+    running = torch.zeros_like(deltas[0])
+    for t in reversed(range(len(deltas))):
+        running = deltas[t] + gamma * lam * (~ends[t]) * running
+        advantages[t] = running
+    return advantages
+
+
+def nstep_advantage(rewards, values, next_values, ends, gamma: float, n: int) -> torch.Tensor:
+    """Σ_{k<n} γ^k r_{t+k} + γ^n V(s_{t+n}) - V(s_t); no bootstrap past an episode's end.
+
+    Near the end of the batch, the window stops at T - 1 and bootstraps from V(s_T).
+    """
+    T = len(rewards)
+    advantages = torch.zeros_like(rewards)
+    for t in range(T):
+        total = torch.zeros_like(rewards[0])
+        alive = torch.ones_like(ends[0])  # no episode end yet within the window
+        window = min(n, T - t)
+        for k in range(window):
+            total = total + alive * gamma**k * rewards[t + k]
+            alive = alive & ~ends[t + k]
+        total = total + alive * gamma**window * next_values[t + window - 1]  # V(s_{t+window})
+        advantages[t] = total - values[t]
+    return advantages
+
+
+def flat_broadcast(rewards, values, ends) -> torch.Tensor:
+    """Ψ_t = R - V(s_0): the episode's undiscounted return minus the start value, on every step."""
+    returns = reward_to_go(rewards, ends, 1.0)
+    starts = torch.cat([torch.ones_like(ends[:1]), ends[:-1]])  # first step of each episode
+    episode_return = torch.zeros_like(returns)
+    start_value = torch.zeros_like(values)
+    for t in range(len(rewards)):
+        episode_return[t] = torch.where(starts[t], returns[t], episode_return[t - 1])
+        start_value[t] = torch.where(starts[t], values[t], start_value[t - 1])
+    return episode_return - start_value
+
+
+def gae_name(lam: float) -> str:
+    return f"GAE λ={lam:g}"
+
+
+def nstep_name(n: int) -> str:
+    return f"{n}-step"
+
+
+# ============================================================================================
+# Key-to-door: the exact truth by DP, and what an estimator's error is there
+# ============================================================================================
+def make_env(args: Args, corridor: int, num_envs: int, seed: int, device) -> KeyToDoor:
+    return KeyToDoor(num_envs, corridor=corridor, distractor_prob=args.distractor_prob,
+                     distractor=args.distractor, noise=args.noise, seed=seed, device=device)
+
+
+def uniform_policy(env: KeyToDoor) -> torch.Tensor:
+    """π(a | s) = 1/2 everywhere: take the key half the time."""
+    return torch.full((env.num_states + 1, 2), 0.5, device=env.device)
+
+
+def exact_truth(env: KeyToDoor, policy: torch.Tensor, gamma: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """V^π and A^π = Q^π - V^π by dynamic programming (common.evaluate_policy), on env's device."""
+    P, R = env.model()
+    V, Q = evaluate_policy(P, R, policy.double().cpu(), gamma)
+    return V.float().to(env.device), (Q - V[:, None]).float().to(env.device)
+
+
+def all_estimates(episode: dict, V: torch.Tensor, gamma: float, lambdas, nsteps) -> dict:
+    """Every estimator's Ψ on the sampled episodes, with the value table V as the baseline."""
+    r, ends = episode["rewards"], episode["ends"]
+    v, v_next = V[episode["states"]], V[episode["next_states"]]
+    estimates = {gae_name(lam): gae(r, v, v_next, ends, gamma, lam) for lam in lambdas}
+    estimates.update({nstep_name(n): nstep_advantage(r, v, v_next, ends, gamma, n) for n in nsteps})
+    estimates["MC"] = mc_advantage(r, v, ends, gamma)
+    estimates["flat"] = flat_broadcast(r, v, ends)
+    return estimates
+
+
+def bias_and_variance(estimate: torch.Tensor, truth: torch.Tensor, actions: torch.Tensor) -> dict:
+    """Error e = Ψ_t - A(s_t, a_t) of one estimator.
+
+    At the key step what the policy gradient uses is the contrast between the two actions, so
+    bias² is measured on it: (E[e | take] - E[e | leave])². An error shared by both actions,
+    like a wrong V(s_0) in G - V(s_0), biases Ψ but not the gradient. Variance is Var(e) within
+    each action, averaged. In the corridor the actions do nothing (A = 0), so everything Ψ puts
+    there is noise on irrelevant log-probs: we report its mean square, E[Ψ²].
+    """
+    error = estimate - truth
+    by_action = [error[0][actions[0] == a] for a in (0, 1)]
+    return {"key_bias2": float((by_action[1].mean() - by_action[0].mean()) ** 2),
+            "key_var": float((by_action[0].var() + by_action[1].var()) / 2),
+            "corridor_mse": float((error[1:-1] ** 2).mean())}
+
+
+def measure_estimators(args: Args, episode: dict, values: torch.Tensor, truth: torch.Tensor) -> dict:
+    """bias_and_variance of every estimator (γ = 1) with the value table `values` as baseline."""
+    estimates = all_estimates(episode, values, 1.0, args.lambda_list, args.nstep_list)
+    return {name: bias_and_variance(psi, truth, episode["actions"]) for name, psi in estimates.items()}
+
+
+# ============================================================================================
+# Learning: a tabular actor-critic with GAE(γ = 1, λ) advantages (MC at λ = 1, TD(0) at λ = 0)
+# ============================================================================================
+def actor_critic(args: Args, L: int, lam: float, seed: int, device) -> int:
+    """Episodes until π(take key | key room) ≥ args.success (args.max_episodes if never).
+
+    Actor: softmax over tabular logits, policy-gradient step with Ψ = GAE(γ=1, λ).
+    Critic: tabular V moved toward the λ-return Ψ + V (MC target at λ = 1, TD(0) at λ = 0).
+    """
+    seed_everything(seed)
+    env = make_env(args, L, args.batch, seed, device)
+    logits = torch.zeros(env.num_states + 1, 2, device=device, requires_grad=True)
+    V = torch.zeros(env.num_states + 1, device=device)
+    actor = torch.optim.SGD([logits], lr=args.actor_lr)
+    for episodes in range(args.batch, args.max_episodes + 1, args.batch):
+        episode = play_episodes(env, torch.softmax(logits.detach(), 1))
+        s, a = episode["states"], episode["actions"]
+        advantages = gae(episode["rewards"], V[s], V[episode["next_states"]], episode["ends"], 1.0, lam)
+        logp = torch.log_softmax(logits, 1)[s, a]
+        actor.zero_grad()
+        # sum over steps, mean over episodes: the key step's share does not shrink with L
+        (-(logp * advantages).sum(0).mean()).backward()
+        actor.step()
+        # critic: V(s) += lr · mean over the batch's visits of s of (λ-return - V(s)) = Ψ_t
+        target_error = advantages.flatten()
+        visits = torch.bincount(s.flatten(), minlength=len(V)).clamp(min=1)
+        V += args.critic_lr * torch.zeros_like(V).index_add_(0, s.flatten(), target_error) / visits
+        if torch.softmax(logits.detach()[0], 0)[1] >= args.success:
+            return episodes
+    return args.max_episodes
 
 
 # ============================================================================================
@@ -114,105 +268,12 @@ class Args(RunArgs):
 
 
 # ============================================================================================
-# The estimators. All time-major, shape (T, N); ends[t] marks the last step of an episode;
-# values[t] = V(s_t) and next_values[t] = V(s_{t+1}) (ignored where ends[t]).
+# The studies
 # ============================================================================================
-def td_residuals(rewards, values, next_values, ends, gamma: float) -> torch.Tensor:
-    """δ_t = r_t + γ V(s_{t+1}) (1 - end_t) - V(s_t)."""
-    return rewards + gamma * next_values * (~ends) - values
-
-
-def gae(rewards, values, next_values, ends, gamma: float, lam: float) -> torch.Tensor:
-    """GAE(γ, λ) by the backward recursion A_t = δ_t + γλ (1 - end_t) A_{t+1}."""
-    deltas = td_residuals(rewards, values, next_values, ends, gamma)
-    advantages = torch.zeros_like(deltas)
-    running = torch.zeros_like(deltas[0])
-    for t in reversed(range(len(deltas))):
-        running = deltas[t] + gamma * lam * (~ends[t]) * running
-        advantages[t] = running
-    return advantages
-
-
-def mc_advantage(rewards, values, ends, gamma: float) -> torch.Tensor:
-    """Monte Carlo return minus the baseline: G_t - V(s_t)."""
-    return discounted_returns(rewards, ends, gamma) - values
-
-
-def nstep_advantage(rewards, values, next_values, ends, gamma: float, n: int) -> torch.Tensor:
-    """Σ_{k<n} γ^k r_{t+k} + γ^n V(s_{t+n}) - V(s_t); no bootstrap past an episode's end.
-
-    Near the end of the batch, the window stops at T - 1 and bootstraps from V(s_T).
-    """
-    T = len(rewards)
-    advantages = torch.zeros_like(rewards)
-    for t in range(T):
-        total = torch.zeros_like(rewards[0])
-        alive = torch.ones_like(ends[0])  # no episode end yet within the window
-        for k in range(min(n, T - t)):
-            total = total + alive * gamma**k * rewards[t + k]
-            alive = alive & ~ends[t + k]
-        total = total + alive * gamma ** (k + 1) * next_values[t + k]
-        advantages[t] = total - values[t]
-    return advantages
-
-
-def flat_broadcast(rewards, values, ends) -> torch.Tensor:
-    """Ψ_t = R - V(s_0): the episode's undiscounted return minus the start value, on every step."""
-    returns = discounted_returns(rewards, ends, 1.0)
-    starts = torch.cat([torch.ones_like(ends[:1]), ends[:-1]])  # first step of each episode
-    episode_return = torch.zeros_like(returns)
-    start_value = torch.zeros_like(values)
-    for t in range(len(rewards)):
-        episode_return[t] = torch.where(starts[t], returns[t], episode_return[t - 1])
-        start_value[t] = torch.where(starts[t], values[t], start_value[t - 1])
-    return episode_return - start_value
-
-
-# ============================================================================================
-# The exact truth by DP (episodes are sampled with common.rollout)
-# ============================================================================================
-def make_env(args: Args, corridor: int, num_envs: int, seed: int, device) -> KeyToDoor:
-    return KeyToDoor(num_envs, corridor=corridor, distractor_prob=args.distractor_prob,
-                     distractor=args.distractor, noise=args.noise, seed=seed, device=device)
-
-
-def exact_truth(env: KeyToDoor, policy: torch.Tensor, gamma: float):
-    """V^π and A^π = Q^π - V^π by dynamic programming (common.evaluate_policy)."""
-    P, R = env.model()
-    V, Q = evaluate_policy(P, R, policy.double().cpu(), gamma)
-    return V.float(), (Q - V[:, None]).float()
-
-
-def all_estimates(episode: dict, V: torch.Tensor, gamma: float, lambdas, nsteps) -> dict:
-    """Every estimator's Ψ on the sampled episodes, with the value table V as the baseline."""
-    r, ends = episode["rewards"], episode["ends"]
-    v, v_next = V[episode["states"]], V[episode["next_states"]]
-    estimates = {f"GAE λ={lam:g}": gae(r, v, v_next, ends, gamma, lam) for lam in lambdas}
-    estimates.update({f"{n}-step": nstep_advantage(r, v, v_next, ends, gamma, n) for n in nsteps})
-    estimates["MC"] = mc_advantage(r, v, ends, gamma)
-    estimates["flat"] = flat_broadcast(r, v, ends)
-    return estimates
-
-
-def bias_and_variance(estimate: torch.Tensor, truth: torch.Tensor, actions: torch.Tensor) -> dict:
-    """Error e = Ψ_t - A(s_t, a_t) of one estimator.
-
-    At the key step what the policy gradient uses is the contrast between the two actions, so
-    bias² is measured on it: (E[e | take] - E[e | leave])². An error shared by both actions,
-    like a wrong V(s_0) in G - V(s_0), biases Ψ but not the gradient. Variance is Var(e) within
-    each action, averaged. In the corridor the actions do nothing (A = 0), so everything Ψ puts
-    there is noise on irrelevant log-probs: we report its mean square, E[Ψ²].
-    """
-    error = estimate - truth
-    by_action = [error[0][actions[0] == a] for a in (0, 1)]
-    return {"key_bias2": float((by_action[1].mean() - by_action[0].mean()) ** 2),
-            "key_var": float((by_action[0].var() + by_action[1].var()) / 2),
-            "corridor_mse": float((error[1:-1] ** 2).mean())}
-
-
-def measure_estimators(args: Args, episode: dict, values: torch.Tensor, truth: torch.Tensor) -> dict:
-    estimates = all_estimates(episode, values, 1.0, args.lambda_list, args.nstep_list)
-    return {name: bias_and_variance(psi, truth, episode["actions"]) for name, psi in estimates.items()}
+def mean_over_draws(draws: list[dict]) -> dict:
+    """{estimator: {metric: value}} averaged over the noisy critics' draws."""
+    return {name: {metric: float(np.mean([draw[name][metric] for draw in draws]))
+                   for metric in draws[0][name]} for name in draws[0]}
 
 
 def exact_truth_study(args: Args, device) -> dict:
@@ -223,10 +284,9 @@ def exact_truth_study(args: Args, device) -> dict:
     results = {}
     for L in args.length_list:
         env = make_env(args, L, args.episodes, args.seed, device)
-        policy = torch.full((env.num_states + 1, 2), 0.5, device=device)
+        policy = uniform_policy(env)
         V, A = exact_truth(env, policy, gamma=1.0)
-        V, A = V.to(device), A.to(device)
-        episode = rollout(env, policy)
+        episode = play_episodes(env, policy)
         truth = A[episode["states"], episode["actions"]]
 
         generator = torch.Generator().manual_seed(args.seed)
@@ -236,14 +296,10 @@ def exact_truth_study(args: Args, device) -> dict:
             error[-1] = 0.0  # the terminal state's value is known: 0
             noisy.append(measure_estimators(args, episode, V + error, truth))
         results[L] = {"exact V": measure_estimators(args, episode, V, truth),
-                      "noisy V": {name: {metric: float(np.mean([draw[name][metric] for draw in noisy]))
-                                         for metric in noisy[0][name]} for name in noisy[0]}}
+                      "noisy V": mean_over_draws(noisy)}
     return results
 
 
-# ============================================================================================
-# The two dilemmas (survey §3), measured
-# ============================================================================================
 DISCOUNTS = (0.9, 0.99, 0.999, 1.0)
 
 
@@ -256,14 +312,12 @@ def dilemmas(args: Args, device) -> dict:
         credit = []
         for L in args.length_list:
             env = make_env(args, L, 1, args.seed, device)
-            policy = torch.full((env.num_states + 1, 2), 0.5)
-            _, A = exact_truth(env, policy, gamma)
+            _, A = exact_truth(env, uniform_policy(env), gamma)
             credit.append(float(A[0, 1] - A[0, 0]))  # take vs leave, in the key room
         out["relative_credit"][gamma] = credit
     for L in args.length_list:
         env = make_env(args, L, args.episodes, args.seed, device)
-        policy = torch.full((env.num_states + 1, 2), 0.5, device=device)
-        episode = rollout(env, policy)
+        episode = play_episodes(env, uniform_policy(env))
         R = episode["rewards"].sum(0)
         took = episode["actions"][0] == 1
         signal = float(R[took].mean() - R[~took].mean())  # sampled contrast, truth 1
@@ -277,104 +331,59 @@ def gae_vs_mc_at_gamma_one(args: Args, device) -> dict:
     """The essay says that with γ = 1 'GAE with any λ reduces to the Monte Carlo return'.
     Measure the largest gap |GAE_λ - (G - V)| on sampled episodes for a few λ, with the exact V
     and with V = 0 (no critic). They agree for λ = 1 only."""
-    L = args.length_list[0]
-    env = make_env(args, L, 256, args.seed, device)
-    policy = torch.full((env.num_states + 1, 2), 0.5, device=device)
+    env = make_env(args, args.length_list[0], 256, args.seed, device)
+    policy = uniform_policy(env)
     V, _ = exact_truth(env, policy, gamma=1.0)
-    episode = rollout(env, policy)
+    episode = play_episodes(env, policy)
     r, ends = episode["rewards"], episode["ends"]
     gaps = {}
-    for name, table in (("exact V", V.to(device)), ("V = 0", torch.zeros_like(V, device=device))):
+    for critic, table in (("exact V", V), ("V = 0", torch.zeros_like(V))):
         v, v_next = table[episode["states"]], table[episode["next_states"]]
         mc = mc_advantage(r, v, ends, 1.0)
-        gaps[name] = {lam: float((gae(r, v, v_next, ends, 1.0, lam) - mc).abs().max())
-                      for lam in (0.0, 0.5, 0.9, 0.99, 1.0)}
+        gaps[critic] = {lam: float((gae(r, v, v_next, ends, 1.0, lam) - mc).abs().max())
+                        for lam in (0.0, 0.5, 0.9, 0.99, 1.0)}
     return gaps
 
 
-# ============================================================================================
-# Learning: a tabular actor-critic with MC, TD(0) and GAE(λ) advantages
-# ============================================================================================
-def learner_lambdas(args: Args) -> dict:
-    return {"MC (λ=1)": 1.0, f"GAE (λ={args.gae_lambda:g})": args.gae_lambda, "TD(0) (λ=0)": 0.0}
-
-
-def actor_critic(args: Args, L: int, lam: float, seed: int, device) -> int:
-    """Episodes until π(take key | key room) ≥ args.success (args.max_episodes if never).
-
-    Actor: softmax over tabular logits, policy-gradient step with Ψ = GAE(γ=1, λ).
-    Critic: tabular V moved toward the λ-return Ψ + V (MC target at λ = 1, TD(0) at λ = 0).
-    """
-    seed_everything(seed)
-    env = make_env(args, L, args.batch, seed, device)
-    logits = torch.zeros(env.num_states + 1, 2, device=device, requires_grad=True)
-    V = torch.zeros(env.num_states + 1, device=device)
-    actor = torch.optim.SGD([logits], lr=args.actor_lr)
-    for episodes in range(args.batch, args.max_episodes + 1, args.batch):
-        episode = rollout(env, torch.softmax(logits.detach(), 1))
-        s, a = episode["states"], episode["actions"]
-        advantages = gae(episode["rewards"], V[s], V[episode["next_states"]], episode["ends"], 1.0, lam)
-        logp = torch.log_softmax(logits, 1)[s, a]
-        actor.zero_grad()
-        # sum over steps, mean over episodes: the key step's share does not shrink with L
-        (-(logp * advantages).sum(0).mean()).backward()
-        actor.step()
-        # critic: per state, the mean of (target - V) over its visits in the batch
-        target_error = advantages.flatten()
-        visits = torch.bincount(s.flatten(), minlength=len(V)).clamp(min=1)
-        V += args.critic_lr * torch.zeros_like(V).index_add_(0, s.flatten(), target_error) / visits
-        if torch.softmax(logits.detach()[0], 0)[1] >= args.success:
-            return episodes
-    return args.max_episodes
-
-
 def learning_study(args: Args, device) -> dict:
+    """{learner: {L: episodes to solve, one per seed}} for MC, GAE(--gae-lambda) and TD(0)."""
+    learners = {"MC (λ=1)": 1.0, f"GAE (λ={args.gae_lambda:g})": args.gae_lambda, "TD(0) (λ=0)": 0.0}
     results = {}
-    runs = [(name, lam, L) for name, lam in learner_lambdas(args).items() for L in args.length_list]
+    runs = [(name, lam, L) for name, lam in learners.items() for L in args.length_list]
     for name, lam, L in tqdm(runs, desc="actor-critic", leave=False):
         results.setdefault(name, {})[L] = [actor_critic(args, L, lam, args.seed + i, device)
                                            for i in range(args.learn_seeds)]
     return results
 
 
-# ============================================================================================
-# Diagram 4: flat broadcast next to per-step GAE on one trajectory
-# ============================================================================================
-def diagram4(args: Args, device, path) -> dict:
+def diagram4(args: Args, device) -> dict:
+    """The essay's Diagram 4 on one trajectory that took the key (second corridor length):
+    {title: Ψ_t per step} for the flat broadcast and for per-step GAE with the exact V."""
     L = args.length_list[min(1, len(args.length_list) - 1)]
     env = make_env(args, L, 64, args.seed, device)
-    policy = torch.full((env.num_states + 1, 2), 0.5, device=device)
+    policy = uniform_policy(env)
     V, _ = exact_truth(env, policy, gamma=1.0)
-    V = V.to(device)
-    episode = rollout(env, policy)
-    n = int(torch.nonzero(episode["actions"][0] == 1)[0])  # a trajectory that took the key
+    episode = play_episodes(env, policy)
+    n = int(torch.nonzero(episode["actions"][0] == 1)[0])  # the first trajectory that took the key
     r, ends = episode["rewards"][:, n:n + 1], episode["ends"][:, n:n + 1]
     v, v_next = V[episode["states"][:, n:n + 1]], V[episode["next_states"][:, n:n + 1]]
-    bars = {"flat: R - V(s_0) on every step": flat_broadcast(r, v, ends)[:, 0],
-            f"GAE(γ=1, λ={args.gae_lambda:g}), exact V": gae(r, v, v_next, ends, 1.0, args.gae_lambda)[:, 0]}
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True)
-    steps = np.arange(len(r))
-    for ax, (title, psi) in zip(axes, bars.items()):
-        ax.bar(steps, psi.cpu().numpy(), color=["tab:red"] + ["tab:blue"] * (len(r) - 1))
-        ax.axhline(0, color="black", linewidth=0.5)
-        ax.set(title=title, xlabel="step (0: key taken; last: door)")
-    axes[0].set_ylabel("advantage Ψ_t")
-    save_figure(fig, path)
-    return {name: psi.cpu().tolist() for name, psi in bars.items()}
+    bars = {"flat: R - V(s_0) on every step": flat_broadcast(r, v, ends),
+            f"GAE(γ=1, λ={args.gae_lambda:g}), exact V": gae(r, v, v_next, ends, 1.0, args.gae_lambda)}
+    return {title: psi[:, 0].cpu().tolist() for title, psi in bars.items()}
 
 
 # ============================================================================================
-# Figures, claims, report
+# Figures
 # ============================================================================================
 def plot_bias_variance(study: dict, names: list[str], xs: list[float], xlabel: str, path, log_x=False):
     fig, axes = plt.subplots(2, 2, figsize=(10, 7), sharex=True)
-    for row, values in enumerate(("exact V", "noisy V")):
+    for row, critic in enumerate(("exact V", "noisy V")):
         for col, (metric, label) in enumerate((("key_bias2", "bias² (take vs leave)"),
                                                ("key_var", "variance"))):
             ax = axes[row, col]
-            for L, by_values in study.items():
-                ax.plot(xs, [by_values[values][name][metric] for name in names], "o-", label=f"L={L}")
-            ax.set(title=f"{values}: {label} at the key step", xlabel=xlabel)
+            for L, by_critic in study.items():
+                ax.plot(xs, [by_critic[critic][name][metric] for name in names], "o-", label=f"L={L}")
+            ax.set(title=f"{critic}: {label} at the key step", xlabel=xlabel)
             if log_x:
                 ax.set_xscale("log", base=2)
             ax.grid(alpha=0.3)
@@ -382,15 +391,15 @@ def plot_bias_variance(study: dict, names: list[str], xs: list[float], xlabel: s
     save_figure(fig, path)
 
 
-def plot_dilemmas(d: dict, path):
+def plot_dilemmas(dilemma: dict, path):
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for gamma, credit in d["relative_credit"].items():
-        axes[0].plot(d["lengths"], credit, "o-", label=f"γ={gamma:g}")
+    for gamma, credit in dilemma["relative_credit"].items():
+        axes[0].plot(dilemma["lengths"], credit, "o-", label=f"γ={gamma:g}")
     axes[0].set(title="discount dilemma: exact credit reaching the key", xlabel="corridor length L",
                 ylabel="A(take) - A(leave), γ-discounted (γ=1: 1)")
     axes[0].legend(fontsize="small")
-    axes[1].plot(d["lengths"], d["key_var"], "o-", label="Var of the return at the key (γ=1)")
-    axes[1].plot(d["lengths"], d["snr"], "s--", label="signal² / variance")
+    axes[1].plot(dilemma["lengths"], dilemma["key_var"], "o-", label="Var of the return at the key (γ=1)")
+    axes[1].plot(dilemma["lengths"], dilemma["snr"], "s--", label="signal² / variance")
     axes[1].set(title="dilution dilemma (γ = 1, no critic)", xlabel="corridor length L",
                 xscale="log", yscale="log")
     axes[1].legend(fontsize="small")
@@ -399,16 +408,29 @@ def plot_dilemmas(d: dict, path):
     save_figure(fig, path)
 
 
-def plot_learning(results: dict, lengths: list[int], path):
+def plot_learning(learning: dict, lengths: list[int], path):
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
     plot_curves(ax, np.array(lengths), {name: np.array([by_L[L] for L in lengths]).T
-                                       for name, by_L in results.items()})
+                                       for name, by_L in learning.items()})
     ax.set(xlabel="corridor length L", ylabel="episodes to 90% success",
            title="Tabular actor-critic: who learns the key fastest?")
     save_figure(fig, path)
 
 
-def check_claims(args: Args, study: dict, gaps: dict) -> list[dict]:
+def plot_diagram4(diagram: dict, path):
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True)
+    for ax, (title, psi) in zip(axes, diagram.items()):
+        ax.bar(np.arange(len(psi)), psi, color=["tab:red"] + ["tab:blue"] * (len(psi) - 1))
+        ax.axhline(0, color="black", linewidth=0.5)
+        ax.set(title=title, xlabel="step (0: key taken; last: door)")
+    axes[0].set_ylabel("advantage Ψ_t")
+    save_figure(fig, path)
+
+
+# ============================================================================================
+# Claims and report
+# ============================================================================================
+def check_claims(study: dict, gaps: dict) -> list[dict]:
     claims = [
         claim("survey §2.1", "0.99^500 ≈ 0.0066", f"0.99^500 = {0.99**500:.4f}",
               math.isclose(0.99**500, 0.0066, rel_tol=0.02)),
@@ -420,7 +442,7 @@ def check_claims(args: Args, study: dict, gaps: dict) -> list[dict]:
     ]
     L = max(study)
     noisy, exact = study[L]["noisy V"], study[L]["exact V"]
-    td, mc = "GAE λ=0", "GAE λ=1"
+    td, mc = gae_name(0), gae_name(1)
     if td in noisy and mc in noisy:
         claims.append(claim(
             "survey §4.1.1", "λ = 0 is one-step TD (low variance, high bias); λ = 1 is Monte Carlo "
@@ -436,47 +458,33 @@ def check_claims(args: Args, study: dict, gaps: dict) -> list[dict]:
         f"max |GAE_λ - (G - V)| on sampled episodes, exact V: λ=1 {gaps['exact V'][1.0]:.1e}, "
         f"λ<1 up to {worst:.2f}; with V = 0, λ=0.9: {gaps['V = 0'][0.9]:.2f}. It holds for λ = 1 only "
         "(any V); with λ < 1 GAE keeps bootstrapping, and with V = 0 it discounts by λ instead of γ",
-        False))
+        all(gap < 1e-4 for by_lam in gaps.values() for gap in by_lam.values())))
     return claims
 
 
-def main(args: Args) -> dict:
-    start = time.time()
-    args, device, out = start_run(args)
-    print(f"02 advantage estimators on key-to-door, L in {args.length_list}, device {device}")
-
-    study = exact_truth_study(args, device)
-    lam_names = [f"GAE λ={lam:g}" for lam in args.lambda_list]
-    n_names = [f"{n}-step" for n in args.nstep_list]
-    plot_bias_variance(study, lam_names, args.lambda_list, "λ", out / "bias_variance_lambda.png")
-    plot_bias_variance(study, n_names, args.nstep_list, "n", out / "bias_variance_nstep.png", log_x=True)
-    dilemma = dilemmas(args, device)
-    plot_dilemmas(dilemma, out / "dilemmas.png")
-    gaps = gae_vs_mc_at_gamma_one(args, device)
-    learning = learning_study(args, device)
-    plot_learning(learning, args.length_list, out / "episodes_to_solve.png")
-    diagram = diagram4(args, device, out / "diagram4.png")
-    claims = check_claims(args, study, gaps)
-
-    L_max = max(args.length_list)
+def headline_metrics(study: dict, dilemma: dict, learning: dict, lengths: list[int]) -> dict:
+    """results.json's headline numbers: TD, MC and flat at the longest L, then per L."""
+    L_max = max(lengths)
     metrics = {}
-    for name in ("GAE λ=0", "GAE λ=1", "flat"):
-        for values in ("exact V", "noisy V"):
-            if name in study[L_max][values]:
-                for metric, value in study[L_max][values][name].items():
-                    metrics[f"L{L_max}[{values}][{name}]_{metric}"] = value
-    for i, L in enumerate(args.length_list):
+    for name in (gae_name(0), gae_name(1), "flat"):
+        for critic in ("exact V", "noisy V"):
+            for metric, value in study[L_max][critic].get(name, {}).items():
+                metrics[f"L{L_max}[{critic}][{name}]_{metric}"] = value
+    for i, L in enumerate(lengths):
         metrics[f"L{L}_key_return_var_gamma1"] = dilemma["key_var"][i]
         metrics[f"L{L}_credit_gamma0.99"] = dilemma["relative_credit"][0.99][i]
         for name, by_L in learning.items():
             metrics[f"L{L}_episodes_to_solve[{name}]"] = float(np.median(by_L[L]))
-    wall = time.time() - start
-    write_results(out, args, wall, metrics, claims, bias_variance=study, dilemmas=dilemma,
-                  gae_minus_mc_gaps=gaps, episodes_to_solve=learning, diagram4=diagram)
+    return metrics
 
-    rows = [[name] + [f"{study[L][v][name]['key_bias2']:.3g} / {study[L][v][name]['key_var']:.3g}"
-                      for v in ("exact V", "noisy V")] + [study[L]["exact V"][name]["corridor_mse"]]
-            for L in [L_max] for name in lam_names + n_names + ["MC", "flat"]]
+
+def print_report(args: Args, study: dict, dilemma: dict, learning: dict, claims: list[dict]) -> None:
+    L_max = max(args.length_list)
+    names = [gae_name(lam) for lam in args.lambda_list] + [nstep_name(n) for n in args.nstep_list]
+    at_L = study[L_max]
+    rows = [[name] + [f"{at_L[critic][name]['key_bias2']:.3g} / {at_L[critic][name]['key_var']:.3g}"
+                      for critic in ("exact V", "noisy V")] + [at_L["exact V"][name]["corridor_mse"]]
+            for name in names + ["MC", "flat"]]
     print(f"\nAt L={L_max}, key step bias² / variance, and mean Ψ² on the irrelevant corridor steps:")
     print(format_table(rows, ["estimator", "exact V", "noisy V", "corridor E[Ψ²]"]))
     rows = [[L, *(dilemma["relative_credit"][g][i] for g in DISCOUNTS), dilemma["key_var"][i],
@@ -484,9 +492,35 @@ def main(args: Args) -> dict:
             for i, L in enumerate(args.length_list)]
     print("\nCredit reaching the key (γ-discounted, exact), γ=1 return variance, and median episodes "
           "to solve:")
-    print(format_table(rows, ["L", *(f"γ={g:g}" for g in DISCOUNTS), "Var R (γ=1)",
-                              *learning.keys()]))
+    print(format_table(rows, ["L", *(f"γ={g:g}" for g in DISCOUNTS), "Var R (γ=1)", *learning.keys()]))
     print("\n" + format_claims(claims))
+
+
+def main(args: Args) -> dict:
+    start = time.time()
+    args, device, out = start_run(args)
+    print(f"02 advantage estimators on key-to-door, L in {args.length_list}, device {device}")
+
+    study = exact_truth_study(args, device)  # every Ψ against the exact A, exact and noisy V
+    dilemma = dilemmas(args, device)  # discount and dilution (survey §3)
+    gaps = gae_vs_mc_at_gamma_one(args, device)  # does GAE reduce to MC when γ = 1?
+    learning = learning_study(args, device)  # actor-critic: episodes to solve vs L
+    diagram = diagram4(args, device)  # one trajectory: flat next to GAE
+
+    plot_bias_variance(study, [gae_name(lam) for lam in args.lambda_list], args.lambda_list, "λ",
+                       out / "bias_variance_lambda.png")
+    plot_bias_variance(study, [nstep_name(n) for n in args.nstep_list], args.nstep_list, "n",
+                       out / "bias_variance_nstep.png", log_x=True)
+    plot_dilemmas(dilemma, out / "dilemmas.png")
+    plot_learning(learning, args.length_list, out / "episodes_to_solve.png")
+    plot_diagram4(diagram, out / "diagram4.png")
+
+    claims = check_claims(study, gaps)
+    metrics = headline_metrics(study, dilemma, learning, args.length_list)
+    wall = time.time() - start
+    write_results(out, args, wall, metrics, claims, bias_variance=study, dilemmas=dilemma,
+                  gae_minus_mc_gaps=gaps, episodes_to_solve=learning, diagram4=diagram)
+    print_report(args, study, dilemma, learning, claims)
     print(f"\nwall clock {wall:.0f} s; results in {out}/")
     return {"metrics": metrics, "claims": claims}
 

@@ -1,38 +1,26 @@
 """05 — Group baselines on a small LM: REINFORCE, RLOO, GRPO and Dr. GRPO, with KL to a reference.
 
-Post-training a language model on a verifiable task is policy gradient with one reward per
-completion. The Ψ slot holds one number per completion, copied onto every token; what changes
-between the methods is the baseline subtracted from the reward (common.group_advantages):
+Post-training an LM on a verifiable task is policy gradient with one reward per completion: the
+Ψ slot holds one number per completion, copied onto each of its tokens. The methods differ in
+the baseline subtracted from the reward r_i of completion i, one of the G sampled for a prompt:
 
-  REINFORCE   A_i = r_i - mean(batch)                 one baseline for every prompt
-  RLOO        A_i = r_i - mean_{j≠i} r_j              the other G-1 completions of the same prompt
-  GRPO        A_i = (r_i - mean_g) / std_g            group z-score (DeepSeekMath), no critic
-  Dr. GRPO    A_i = r_i - mean_g, loss / constant     no std, no per-length normalisation
+  REINFORCE   A_i = r_i - mean(batch)            one baseline for every prompt
+  RLOO        A_i = r_i - mean_{j≠i} r_j         the other G-1 completions of the same prompt
+  GRPO        A_i = (r_i - mean_g) / std_g       the group's z-score, no critic
+  Dr. GRPO    A_i = r_i - mean_g                 no std, and a constant loss normaliser
 
-All four feed the same step (common.policy_gradient_step): PPO's clipped ratio, a k3 KL penalty
-to the frozen cold-start model (β), and a choice of loss normalisation. The task
-(common.ChainTask) is a chain of arithmetic operations solved one step per line, ending in
-"#<answer>"; the verifier checks the answer. The policy is a ~200K-parameter Llama trained from
-scratch here by SFT (the cold start, cached in runs/cold_start/). Its demonstrations mix worked
-solutions with bare answers, so the cold start often answers without working, and usually fails:
-RL has to find out, from one bit per completion, that writing the steps is what pays.
-
-Studies: the four estimators on the same prompts, samples and seed; a β sweep (held-out pass@1
-against KL to the reference, and β = 0); the share of groups whose G rewards are all equal
-(zero advantage) per difficulty and group size, before and after RL; the gradient that such
-groups give; pass@1 and pass@k before and after; completion length over training.
+All four feed one step: PPO's clipped ratio ρ = π_θ/π_old, a k3 estimate of KL(π_θ || π_ref) to
+the frozen cold start weighted by β, and a loss normalisation. The task (common.py) is a chain of
+arithmetic operations solved one step per line; the verifier checks the answer. The cold start,
+a tiny Llama trained here on demonstrations that often skip the working, mostly answers bare and
+wrong: RL has to find out, from one bit per completion, that writing the steps pays.
 
 Read beside: credit-assignment-over-long-generations.txt (GRPO, KL, "when it falls down");
-credit-assignment-is-the-whole-game.txt §5-9 and Appendix A.
-Papers: Shao et al. (2024) DeepSeekMath (GRPO); Ahmadian et al. (2024) Back to Basics (RLOO);
-Liu et al. (2025) Understanding R1-Zero-Like Training (Dr. GRPO); Schulman (2020) on KL estimators.
-
-What to look at (in runs/05_grpo_rloo/):
-  learning_curves.png   held-out pass@1 vs completions sampled, one line per estimator
-  training.png          reward, KL, entropy, length, zero-spread share, grad norm per update
-  reward_kl.png         the β sweep: held-out pass@1 against KL to the reference
-  zero_spread.png       share of groups with all-equal rewards vs G, per difficulty, before/after
-  results.json          every number, and the essays' claims beside our measurements
+credit-assignment-is-the-whole-game.txt §5-9 and Appendix A. Papers: Shao et al. 2024
+(DeepSeekMath: GRPO); Ahmadian et al. 2024 (RLOO); Liu et al. 2025 (Dr. GRPO); Schulman 2020 (k3).
+Figures in runs/05_grpo_rloo/: learning_curves.png (held-out pass@1 per estimator), training.png
+(reward, KL, entropy, length, zero-spread share, grad norm per update), reward_kl.png (the β
+sweep), zero_spread.png (groups with no reward spread vs G, per difficulty, before and after RL).
 """
 
 from __future__ import annotations
@@ -48,77 +36,146 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from common import (
-    GROUP_ADVANTAGES,
+    Completions,
     LMArgs,
     arg,
     claim,
-    completion_texts,
     encode_prompts,
     evaluate,
     format_claims,
     format_table,
     frozen_copy,
-    group_advantages,
-    kl_k3,
-    masked_loss,
     moving_average,
-    outcome_advantages,
     parse_args,
     require,
-    sample_completions,
+    require_positive,
+    sample,
     save_figure,
-    score,
     start_lm_run,
     token_logprobs,
-    train_policy_gradient,
+    verifier_rewards,
     verify,
     write_results,
-    zero_spread,
 )
 
+ESTIMATORS = ("reinforce", "rloo", "grpo", "dr_grpo")
 NAMES = {"reinforce": "REINFORCE (batch mean)", "rloo": "RLOO", "grpo": "GRPO", "dr_grpo": "Dr. GRPO"}
+LOSS_NORMS = ("sequence", "token", "constant")
 
 
 # ============================================================================================
-# Config
+# The method: a group baseline per completion, and one clipped, KL-penalised step
 # ============================================================================================
-@dataclass
-class Args(LMArgs):
-    out: str = arg("runs/05_grpo_rloo", "output folder for figures and results.json")
-    methods: str = arg("reinforce,rloo,grpo,dr_grpo", "advantage estimators to compare, comma-separated")
-    betas: str = arg("0,0.5", "extra KL weights β for the GRPO sweep (the default --beta run is reused)")
-    group_sizes: str = arg("2,4,8,16", "group sizes G of the zero-spread study (at most --final-samples)")
-    final_samples: int = arg(16, "samples per held-out problem before/after RL (pass@1 and pass@k)")
-    bench: bool = arg(False, "time RL steps (generation vs update, own loop vs model.generate) and stop")
-    bench_steps: int = arg(5, "RL steps timed by --bench")
+def group_advantages(rewards: torch.Tensor, method: str, eps: float = 1e-4) -> torch.Tensor:
+    """One advantage per completion from rewards (N prompts, G completions each). A group whose
+    rewards are all equal gets A = 0 under every per-group baseline (eps keeps GRPO finite)."""
+    N, G = rewards.shape
+    if method == "reinforce":
+        # A_i = r_i - mean of the whole batch: one baseline for all prompts
+        return rewards - rewards.mean()
+    if method not in ESTIMATORS:
+        raise ValueError(f"unknown advantage {method!r}; choose from {ESTIMATORS}")
+    if G < 2:
+        raise ValueError(f"{method} needs a group of at least 2 completions per prompt (the baseline "
+                         f"comes from the siblings), got {G}")
+    mean = rewards.mean(1, keepdim=True)
+    if method == "rloo":
+        # A_i = r_i - mean_{j≠i} r_j = G/(G-1) (r_i - mean_g)   (leave-one-out)
+        return rewards - (rewards.sum(1, keepdim=True) - rewards) / (G - 1)
+    if method == "grpo":
+        # A_i = (r_i - mean_g) / (std_g + eps), the std with G-1 in the denominator, as in TRL
+        return (rewards - mean) / (rewards.std(1, keepdim=True) + eps)
+    # Dr. GRPO: A_i = r_i - mean_g (no std division: a nearly unanimous group is not blown up)
+    return rewards - mean
 
-    SMOKE = dict(LMArgs.SMOKE_LM, betas="0", group_sizes="2", final_samples=2, bench_steps=1)
 
-    def __post_init__(self):
-        super().__post_init__()
-        require(all(m in GROUP_ADVANTAGES for m in self.method_list),
-                f"--methods must be among {','.join(GROUP_ADVANTAGES)}")
-        require(all(b >= 0 for b in self.beta_list), "--betas must be non-negative")
-        require(all(2 <= g <= self.final_samples for g in self.group_list),
-                "--group-sizes must be in 2..--final-samples")
+def zero_spread(rewards: torch.Tensor) -> torch.Tensor:
+    """(N,) true for the groups whose G rewards are all equal: every group advantage is 0 there."""
+    return rewards.max(1).values == rewards.min(1).values
 
-    @property
-    def method_list(self) -> list[str]:
-        return self.methods.split(",")
 
-    @property
-    def beta_list(self) -> list[float]:
-        return [float(b) for b in self.betas.split(",") if b]
+def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """Per-token KL(π || π_ref) estimate at the sampled token (GRPO's choice; Schulman 2020)."""
+    # k3 = r - log r - 1 with r = π_ref/π: unbiased, and ≥ 0 always
+    log_ratio = ref_logp - logp
+    return torch.exp(log_ratio) - log_ratio - 1
 
-    @property
-    def group_list(self) -> list[int]:
-        return [int(g) for g in self.group_sizes.split(",")]
+
+def clipped_surrogate(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
+                      clip_eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """PPO's per-token loss, and where the clip is active (the clipped term is the smaller one,
+    so that token's gradient is 0)."""
+    # -min(ρ A, clip(ρ, 1-ε, 1+ε) A),  ρ = π_θ / π_old
+    ratio = torch.exp(logp - old_logp)
+    unclipped = ratio * advantages
+    clipped = torch.clamp(ratio, 1 - clip_eps, 1 + clip_eps) * advantages
+    return -torch.minimum(unclipped, clipped), clipped < unclipped
+
+
+def masked_loss(per_token: torch.Tensor, mask: torch.Tensor, norm: str, max_new_tokens: int) -> torch.Tensor:
+    """Reduce a per-token loss (B, T) over the completion tokens:
+
+      sequence  mean over each completion's tokens, then over completions (the GRPO paper)
+      token     sum over all tokens / number of tokens (DAPO; long completions weigh more)
+      constant  sum over all tokens / (B · max_new_tokens) (Dr. GRPO: no length bias)
+    """
+    mask = mask.float()
+    total = per_token * mask
+    if norm == "sequence":
+        return (total.sum(1) / mask.sum(1).clamp(min=1)).mean()
+    if norm == "token":
+        return total.sum() / mask.sum().clamp(min=1)
+    if norm == "constant":
+        return total.sum() / (per_token.shape[0] * max_new_tokens)
+    raise ValueError(f"unknown loss normalisation {norm!r}; choose from {LOSS_NORMS}")
+
+
+def loss_norm_of(method: str, args: Args) -> str:
+    """Dr. GRPO comes with its constant normaliser; the others use --loss-norm."""
+    return "constant" if method == "dr_grpo" else args.loss_norm
+
+
+def policy_gradient_step(policy, optimizer: torch.optim.Optimizer, completions: Completions,
+                         advantages: torch.Tensor, ref_logp: torch.Tensor, clip_eps: float, beta: float,
+                         inner_iters: int, loss_norm: str, max_new_tokens: int, max_grad_norm: float) -> dict:
+    """μ = inner_iters optimiser steps on one batch, the loss of token t of completion i being
+
+      loss_it = -min(ρ_it A_it, clip(ρ_it, 1-ε, 1+ε) A_it) + β k3(π_θ, π_ref)_it,
+      ρ_it = π_θ(y_it) / π_old(y_it)
+
+    reduced by `masked_loss`. A (B, T) holds per-token advantages. π_old is the policy that
+    sampled, held fixed over the μ iterations (so the clip can act from the second one on; on
+    the first, ρ = 1). Returns the mean over iterations of the loss, the clip fraction and the
+    grad norm (before clipping), and the sampling policy's KL to the reference and entropy.
+    """
+    mask = completions.completion_mask
+    batch = (completions.sequences, completions.attention_mask, completions.prompt_length)
+    stats = {"loss": 0.0, "clip_fraction": 0.0, "grad_norm": 0.0}
+    for iteration in range(inner_iters):
+        logp, entropy = token_logprobs(policy, *batch, with_entropy=iteration == 0)
+        if iteration == 0:
+            old_logp = logp.detach()
+            stats["kl"] = float((kl_k3(old_logp, ref_logp) * mask).sum() / mask.sum())
+            stats["entropy"] = float((entropy.detach() * mask).sum() / mask.sum())
+        per_token, clip_active = clipped_surrogate(logp, old_logp, advantages, clip_eps)
+        if beta > 0:
+            per_token = per_token + beta * kl_k3(logp, ref_logp)
+        loss = masked_loss(per_token, mask, loss_norm, max_new_tokens)
+        optimizer.zero_grad()
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
+        optimizer.step()
+        stats["loss"] += loss.item() / inner_iters
+        stats["clip_fraction"] += float((clip_active & mask).sum() / mask.sum()) / inner_iters
+        stats["grad_norm"] += grad_norm.item() / inner_iters
+    return stats
 
 
 # ============================================================================================
-# Zero-spread groups: how many, and what gradient they give
+# Groups with no reward spread: how many, by difficulty and group size
 # ============================================================================================
 def zero_spread_probability(n: int, c: int, G: int) -> float:
     """The chance that G of n samples (c right), drawn without replacement, are all right or
@@ -138,26 +195,196 @@ def zero_spread_table(correct: list[int], steps: list[int], samples: int, group_
     return table
 
 
+# ============================================================================================
+# The RL loop
+# ============================================================================================
+def sample_groups(policy, tokenizer, problems: list, args: Args, generator, device) -> tuple[Completions, torch.Tensor]:
+    """G completions of each problem (rows grouped by problem) and their rewards (N, G)."""
+    repeated = [p for p in problems for _ in range(args.group_size)]
+    completions, texts = sample(policy, tokenizer, [p.prompt for p in repeated], args.max_new_tokens,
+                                generator, device)
+    rewards = verifier_rewards(repeated, texts, completions.truncated).to(device)
+    return completions, rewards.view(len(problems), args.group_size)
+
+
+def make_optimizer(policy, args: Args) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+    """AdamW (or SGD) with a linear learning-rate warmup: Adam's first steps are large."""
+    if args.optimizer == "adam":
+        optimizer = torch.optim.AdamW(policy.parameters(), lr=args.lr, weight_decay=0.0)
+    else:
+        optimizer = torch.optim.SGD(policy.parameters(), lr=args.lr)
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: min(1.0, (i + 1) / args.warmup))
+
+
+def train(policy, reference, tokenizer, args: Args, method: str, held_out: list, device, desc: str = "RL") -> dict:
+    """Each update: `prompts` fresh training problems (never a held-out one), G completions of
+    each scored by the verifier, the group advantage of each completion copied onto its tokens,
+    one `policy_gradient_step`. Every `eval_every` updates, held-out pass@1.
+
+    Returns {"history": one dict per update (reward, KL, entropy, length, zero-spread share,
+    clip fraction, grad norm, seconds in generation and in the update), "evals": [...]}.
+    """
+    rng = np.random.default_rng(args.seed)
+    generator = torch.Generator(device).manual_seed(args.seed)
+    eval_generator = torch.Generator(device).manual_seed(args.seed + 1)
+    optimizer, schedule = make_optimizer(policy, args)
+    exclude = frozenset(p.prompt for p in args.task.held_out())
+    history, evals = [], []
+
+    def held_out_eval(step: int) -> None:
+        result = evaluate(policy, tokenizer, held_out, args.eval_samples, args.max_new_tokens, eval_generator, device)
+        evals.append({"step": step, "samples": step * args.prompts * args.group_size,
+                      "pass@1": result["pass@1"], "length": result["length"]})
+
+    for step in tqdm(range(args.rl_steps), desc=desc, leave=False):
+        if step % args.eval_every == 0:
+            held_out_eval(step)
+        start = time.time()
+        problems = args.task.sample(args.prompts, rng, exclude=exclude)
+        completions, rewards = sample_groups(policy, tokenizer, problems, args, generator, device)
+        generated = time.time()
+        # Ψ: completion i's group advantage on each of its tokens (0 on padding)
+        advantages = group_advantages(rewards, method).flatten()[:, None] * completions.completion_mask.float()
+        with torch.no_grad():
+            ref_logp, _ = token_logprobs(reference, completions.sequences, completions.attention_mask,
+                                         completions.prompt_length)
+        stats = policy_gradient_step(policy, optimizer, completions, advantages, ref_logp, args.clip_eps,
+                                     args.beta, args.inner_iters, loss_norm_of(method, args), args.max_new_tokens,
+                                     args.max_grad_norm)
+        schedule.step()
+        history.append({"reward": float(rewards.mean()), "length": float(completions.lengths.float().mean()),
+                        "truncated": float(completions.truncated.float().mean()),
+                        "zero_spread": float(zero_spread(rewards).float().mean()), **stats,
+                        "generate_s": generated - start, "update_s": time.time() - generated})
+    held_out_eval(args.rl_steps)
+    return {"history": history, "evals": evals}
+
+
+# ============================================================================================
+# Config
+# ============================================================================================
+@dataclass
+class Args(LMArgs):
+    out: str = arg("runs/05_grpo_rloo", "output folder for figures and results.json")
+    methods: str = arg("reinforce,rloo,grpo,dr_grpo", "advantage estimators to compare, comma-separated (grpo "
+                       "divides by the group std, TRL's scale_rewards; dr_grpo does not)")
+    rl_steps: int = arg(80, "policy updates")
+    prompts: int = arg(16, "prompts per update")
+    group_size: int = arg(8, "completions per prompt, G (TRL: num_generations)")
+    optimizer: str = arg("adam", "AdamW, or plain SGD (whose step scales with the advantages)", choices=("adam", "sgd"))
+    lr: float = arg(1e-4, "learning rate (TRL: learning_rate)")
+    warmup: int = arg(20, "updates of linear learning-rate warmup (Adam's first steps are large)")
+    clip_eps: float = arg(0.2, "PPO clip range ε (TRL: epsilon)")
+    beta: float = arg(0.04, "weight β of the k3 KL penalty to the cold-start reference (TRL: beta)")
+    inner_iters: int = arg(1, "optimiser steps per batch of completions, μ (TRL: num_iterations)")
+    loss_norm: str = arg("sequence", "loss normalisation: sequence (TRL loss_type 'grpo'), token ('bnpo'), "
+                         "constant ('dr_grpo'); Dr. GRPO always uses constant", choices=LOSS_NORMS)
+    max_grad_norm: float = arg(1.0, "gradient clipping (TRL: max_grad_norm)")
+    eval_every: int = arg(20, "updates between held-out evaluations")
+    betas: str = arg("0,0.5", "extra KL weights β for the GRPO sweep (the default --beta run is reused)")
+    group_sizes: str = arg("2,4,8,16", "group sizes G of the zero-spread study (at most --final-samples)")
+    final_samples: int = arg(16, "samples per held-out problem before/after RL (pass@1 and pass@k)")
+    bench: bool = arg(False, "time RL steps (generation vs update, own loop vs model.generate) and stop")
+    bench_steps: int = arg(5, "RL steps timed by --bench")
+
+    SMOKE = dict(LMArgs.SMOKE_LM, rl_steps=2, prompts=2, group_size=2, eval_every=1, betas="0", group_sizes="2",
+                 final_samples=2, bench_steps=1)
+
+    def __post_init__(self):
+        super().__post_init__()
+        require_positive(self, "rl_steps", "prompts", "lr", "warmup", "inner_iters", "max_grad_norm", "eval_every")
+        require(self.group_size >= 2, f"--group-size must be at least 2: RLOO and GRPO take the baseline "
+                f"from the other completions of the same prompt, got {self.group_size}")
+        require(self.clip_eps > 0 and self.beta >= 0, "--clip-eps must be positive and --beta non-negative")
+        require(all(m in ESTIMATORS for m in self.method_list), f"--methods must be among {','.join(ESTIMATORS)}")
+        require(all(b >= 0 for b in self.beta_list), "--betas must be non-negative")
+        require(all(2 <= g <= self.final_samples for g in self.group_list),
+                "--group-sizes must be in 2..--final-samples")
+
+    @property
+    def method_list(self) -> list[str]:
+        return self.methods.split(",")
+
+    @property
+    def beta_list(self) -> list[float]:
+        return [float(b) for b in self.betas.split(",") if b]
+
+    @property
+    def group_list(self) -> list[int]:
+        return [int(g) for g in self.group_sizes.split(",")]
+
+    @property
+    def ks(self) -> tuple[int, ...]:
+        """The k of the pass@k reported before and after RL."""
+        return tuple(k for k in (1, 4, self.final_samples) if k <= self.final_samples)
+
+
+# ============================================================================================
+# Studies
+# ============================================================================================
+def final_evaluation(policy, tokenizer, args: Args, held_out: list, device) -> dict:
+    """pass@k on the held-out problems, `final_samples` each (the same draws before and after)."""
+    return evaluate(policy, tokenizer, held_out, args.final_samples, args.max_new_tokens,
+                    torch.Generator(device).manual_seed(args.seed + 2), device, ks=args.ks)
+
+
+def run_method(initial, tokenizer, args: Args, method: str, held_out: list, device, beta: float) -> dict:
+    """Train a copy of the cold start with one estimator and β; evaluate it on the held-out set."""
+    policy = copy.deepcopy(initial)
+    start = time.time()
+    result = train(policy, frozen_copy(initial), tokenizer, dataclasses.replace(args, beta=beta), method, held_out,
+                   device, desc=f"{NAMES[method]} β={beta:g}")
+    result["wall_clock_s"] = time.time() - start
+    result["final"] = final_evaluation(policy, tokenizer, args, held_out, device)
+    last = result["history"][-max(1, len(result["history"]) // 10):]
+    result["final_kl"] = float(np.mean([h["kl"] for h in last]))
+    result["policy"] = policy
+    print(f"  {NAMES[method]:24s} β={beta:<5g} held-out pass@1 {result['evals'][0]['pass@1']:.3f} -> "
+          f"{result['final']['pass@1']:.3f}, KL {result['final_kl']:.3f}, {result['wall_clock_s']:.0f} s")
+    return result
+
+
+def compare_estimators(initial, tokenizer, args: Args, held_out: list, device) -> dict:
+    """Every estimator on the same prompts, samples and seed, at the default β."""
+    return {m: run_method(initial, tokenizer, args, m, held_out, device, args.beta) for m in args.method_list}
+
+
+def beta_sweep(initial, tokenizer, args: Args, held_out: list, device, runs: dict) -> dict:
+    """GRPO at each β of --betas, plus the default-β run of `compare_estimators`."""
+    sweep = {args.beta: runs["grpo"]} if "grpo" in runs else {}
+    for beta in args.beta_list:
+        if beta not in sweep:
+            sweep[beta] = run_method(initial, tokenizer, args, "grpo", held_out, device, beta)
+    return sweep
+
+
+def zero_spread_study(args: Args, held_out: list, before: dict, runs: dict) -> dict:
+    """The share of groups with zero spread by difficulty and G, at the cold start and after GRPO."""
+    steps = [len(p.ops) for p in held_out]
+    tables = {"cold start": zero_spread_table(before["correct"], steps, args.final_samples, args.group_list)}
+    if "grpo" in runs:
+        tables["after GRPO"] = zero_spread_table(runs["grpo"]["final"]["correct"], steps, args.final_samples,
+                                                 args.group_list)
+    return tables
+
+
 def gradient_by_spread(policy, reference, tokenizer, args: Args, device) -> dict:
     """On one batch of the current policy: the gradient norm of the policy-gradient term and of
     the β·KL term, from the zero-spread groups alone and from the mixed groups alone (GRPO)."""
     problems = args.task.sample(args.prompts, np.random.default_rng(args.seed + 7))
-    repeated = [p for p in problems for _ in range(args.group_size)]
-    rollouts = sample_completions(policy, *encode_prompts(tokenizer, [p.prompt for p in repeated], device),
-                                  args.max_new_tokens, tokenizer.eos_token_id, tokenizer.pad_token_id,
-                                  torch.Generator(device).manual_seed(args.seed + 7))
-    rewards = score(repeated, completion_texts(tokenizer, rollouts), rollouts.truncated).to(device)
-    rewards = rewards.view(args.prompts, args.group_size)
+    completions, rewards = sample_groups(policy, tokenizer, problems, args,
+                                         torch.Generator(device).manual_seed(args.seed + 7), device)
     advantages = group_advantages(rewards, "grpo").flatten()
-    flat = zero_spread(rewards).repeat_interleave(args.group_size)
+    no_spread_rows = zero_spread(rewards).repeat_interleave(args.group_size)
+    batch = (completions.sequences, completions.attention_mask, completions.prompt_length)
     with torch.no_grad():
-        ref_logp, _ = token_logprobs(reference, rollouts.sequences, rollouts.attention_mask, rollouts.prompt_length)
+        ref_logp, _ = token_logprobs(reference, *batch)
     norms = {}
-    for part, rows in (("zero-spread", flat), ("mixed", ~flat)):
-        mask = rollouts.completion_mask & rows[:, None]
+    for part, rows in (("zero-spread", no_spread_rows), ("mixed", ~no_spread_rows)):
+        mask = completions.completion_mask & rows[:, None]
         for term in ("pg", "kl"):
             policy.zero_grad()
-            logp, _ = token_logprobs(policy, rollouts.sequences, rollouts.attention_mask, rollouts.prompt_length)
+            logp, _ = token_logprobs(policy, *batch)
             per_token = -advantages[:, None] * logp if term == "pg" else args.beta * kl_k3(logp, ref_logp)
             masked_loss(per_token, mask, "token", args.max_new_tokens).backward()
             grads = [p.grad.norm() for p in policy.parameters() if p.grad is not None]
@@ -167,46 +394,20 @@ def gradient_by_spread(policy, reference, tokenizer, args: Args, device) -> dict
     return norms
 
 
-# ============================================================================================
-# Experiment
-# ============================================================================================
-def run_method(initial, tokenizer, args: Args, method: str, held_out, device, beta: float) -> dict:
-    """Train a copy of the cold start with one estimator; evaluate it on the held-out set."""
-    policy, reference = copy.deepcopy(initial), frozen_copy(initial)
-    run_args = dataclasses.replace(args, beta=beta, loss_norm="constant" if method == "dr_grpo" else args.loss_norm)
-    start = time.time()
-    result = train_policy_gradient(policy, reference, tokenizer, run_args, outcome_advantages(method),
-                                   held_out, device, desc=f"{NAMES[method]} β={beta:g}")
-    result["wall_clock_s"] = time.time() - start
-    result["final"] = evaluate(policy, tokenizer, held_out, args.final_samples, args.max_new_tokens,
-                               torch.Generator(device).manual_seed(args.seed + 2), device, ks=ks(args))
-    last = result["history"][-max(1, len(result["history"]) // 10):]
-    result["final_kl"] = float(np.mean([h["kl"] for h in last]))
-    result["policy"] = policy
-    print(f"  {NAMES[method]:24s} β={beta:<5g} held-out pass@1 {result['evals'][0]['pass@1']:.3f} -> "
-          f"{result['final']['pass@1']:.3f}, KL {result['final_kl']:.3f}, {result['wall_clock_s']:.0f} s")
-    return result
-
-
-def ks(args: Args) -> tuple[int, ...]:
-    return tuple(k for k in (1, 4, args.final_samples) if k <= args.final_samples)
-
-
 def benchmark(policy, tokenizer, args: Args, device) -> dict:
     """Throughput of RL steps: seconds in generation and in the update (reference forward +
     policy-gradient step), completions and tokens per second; and model.generate on the same
     prompts for comparison with our KV-cache loop."""
     held_out = args.task.held_out(args.eval_problems)
     bench_args = dataclasses.replace(args, rl_steps=args.bench_steps, eval_every=10**9)
-    result = train_policy_gradient(copy.deepcopy(policy), frozen_copy(policy), tokenizer, bench_args,
-                                   outcome_advantages("grpo"), held_out, device, desc="bench")
-    history = result["history"]
+    history = train(copy.deepcopy(policy), frozen_copy(policy), tokenizer, bench_args, "grpo", held_out, device,
+                    desc="bench")["history"]
     generate_s = sum(h["generate_s"] for h in history)
     update_s = sum(h["update_s"] for h in history)
     completions = args.bench_steps * args.prompts * args.group_size
     tokens = sum(h["length"] for h in history) * args.prompts * args.group_size
-    ids, mask = encode_prompts(tokenizer, [p.prompt for p in held_out[:args.prompts] for _ in range(args.group_size)],
-                               device)
+    prompts = [p.prompt for p in held_out[:args.prompts] for _ in range(args.group_size)]
+    ids, mask = encode_prompts(tokenizer, prompts, device)
     start = time.time()
     for _ in range(args.bench_steps):
         policy.generate(input_ids=ids, attention_mask=mask, do_sample=True, max_new_tokens=args.max_new_tokens,
@@ -223,7 +424,7 @@ def trl_benchmark(policy, tokenizer, args: Args, device) -> dict:
     """The same RL steps with trl's GRPOTrainer (optional: `pip install trl`): same model, G,
     prompts per step, completion budget, β and learning rate. Seconds per step from the second
     step on (the first pays for start-up), as completions per second."""
-    try:
+    try:  # optional dependencies: imported here so that the script runs without them
         from datasets import Dataset
         from transformers import TrainerCallback
         from trl import GRPOConfig, GRPOTrainer
@@ -236,7 +437,8 @@ def trl_benchmark(policy, tokenizer, args: Args, device) -> dict:
         return [verify(by_prompt[p], c) for p, c in zip(prompts, completions)]
 
     class StepClock(TrainerCallback):
-        ends: list[float] = []
+        def __init__(self):
+            self.ends: list[float] = []
 
         def on_step_end(self, *_, **__):
             self.ends.append(time.time())
@@ -257,7 +459,7 @@ def trl_benchmark(policy, tokenizer, args: Args, device) -> dict:
 
 
 # ============================================================================================
-# Figures, claims, report
+# Figures
 # ============================================================================================
 def plot_learning_curves(runs: dict, path) -> None:
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
@@ -307,6 +509,18 @@ def plot_zero_spread(tables: dict, group_sizes: list[int], path) -> None:
     save_figure(fig, path)
 
 
+def plot_all(args: Args, out: Path, runs: dict, sweep: dict, before: dict, tables: dict) -> None:
+    plot_learning_curves(runs, out / "learning_curves.png")
+    others = {f"GRPO β={b:g}": r for b, r in sweep.items() if b != args.beta}
+    plot_training({NAMES[m]: r for m, r in runs.items()} | others, out / "training.png")
+    if sweep:
+        plot_frontier(sweep, before["pass@1"], out / "reward_kl.png")
+    plot_zero_spread(tables, args.group_list, out / "zero_spread.png")
+
+
+# ============================================================================================
+# Claims and report
+# ============================================================================================
 def check_claims(args: Args, runs: dict, sweep: dict, before: dict, tables: dict, grads: dict | None) -> list[dict]:
     A = group_advantages(torch.tensor([[0.0, 1.0, 0.0, 1.0]]), "dr_grpo")[0].tolist()
     rloo = group_advantages(torch.tensor([[0.0, 1.0, 0.0, 1.0]]), "rloo")[0, 1].item()
@@ -315,7 +529,7 @@ def check_claims(args: Args, runs: dict, sweep: dict, before: dict, tables: dict
                     A == [-0.5, 0.5, -0.5, 0.5] and math.isclose(rloo, 2 / 3, rel_tol=1e-6)),
               claim("survey §4.1.1", "GAE is the default in PPO, GRPO and most modern policy gradient methods",
                     "GRPO has no critic, so no GAE: its advantage is the group z-score of the outcome "
-                    "reward, the same on every token (common.group_advantages)", False)]
+                    "reward, the same on every token (group_advantages)", False)]
     G = args.group_size
     lone = group_advantages(torch.eye(G)[:1], "grpo")[0, 0].item()  # one right answer in the group
     same = group_advantages(torch.ones(1, G), "grpo").abs().max().item()
@@ -344,7 +558,8 @@ def check_claims(args: Args, runs: dict, sweep: dict, before: dict, tables: dict
     for method in ("grpo", "rloo"):
         if method in runs:
             gain = runs[method]["final"]["pass@1"] - before["pass@1"]
-            claims.append(claim("issue 6", f"{NAMES[method]} raises held-out pass@1 by ≥ 15 points over the cold start",
+            claims.append(claim("whole-game §2, §8", f"from a cold start that can occasionally succeed, {NAMES[method]} "
+                                "on the sparse verifier reward learns (here: held-out pass@1 up ≥ 15 points)",
                                 f"{before['pass@1']:.3f} -> {runs[method]['final']['pass@1']:.3f} ({100 * gain:+.1f} points)",
                                 gain >= 0.15))
     if "grpo" in runs:
@@ -364,49 +579,16 @@ def check_claims(args: Args, runs: dict, sweep: dict, before: dict, tables: dict
     return claims
 
 
-def main(args: Args) -> dict:
-    start = time.time()
-    args, device, out, initial, tokenizer, info = start_lm_run(args)
-    print(f"05 group baselines; policy {info['path']} ({'trained now' if info['trained_now'] else 'cached'}), "
-          f"device {device}")
-    if args.bench:
-        bench = benchmark(initial, tokenizer, args, device)
-        print(format_table([[k, v] for k, v in bench.items()], ["benchmark", "value"]))
-        write_results(out, args, time.time() - start, bench, [], benchmark=bench)
-        return {"metrics": bench, "claims": []}
+def trained(args: Args, runs: dict, sweep: dict) -> list[tuple[str, str, dict]]:
+    """(metric label, results.json key, run) of each trained policy: the estimators, then the sweep."""
+    return ([(m, f"{m} beta={args.beta}", r) for m, r in runs.items()]
+            + [(f"grpo_beta{b:g}", f"grpo beta={b}", r) for b, r in sweep.items()])
 
-    held_out = args.task.held_out(args.eval_problems)
-    steps = [len(p.ops) for p in held_out]
-    before = evaluate(initial, tokenizer, held_out, args.final_samples, args.max_new_tokens,
-                      torch.Generator(device).manual_seed(args.seed + 2), device, ks=ks(args))
-    print(f"cold start: held-out pass@1 {before['pass@1']:.3f}, pass@{args.final_samples} "
-          f"{before[f'pass@{args.final_samples}']:.3f}, length {before['length']:.1f}")
 
-    runs = {m: run_method(initial, tokenizer, args, m, held_out, device, args.beta) for m in args.method_list}
-    sweep = {args.beta: runs["grpo"]} if "grpo" in runs else {}
-    for beta in args.beta_list:
-        if beta not in sweep:
-            sweep[beta] = run_method(initial, tokenizer, args, "grpo", held_out, device, beta)
-
-    tables = {"cold start": zero_spread_table(before["correct"], steps, args.final_samples, args.group_list)}
-    grads = None
-    if "grpo" in runs:
-        trained = runs["grpo"]["policy"]
-        tables["after GRPO"] = zero_spread_table(runs["grpo"]["final"]["correct"], steps, args.final_samples,
-                                                 args.group_list)
-        grads = gradient_by_spread(trained, frozen_copy(initial), tokenizer, args, device)
-
-    plot_learning_curves(runs, out / "learning_curves.png")
-    plot_training({NAMES[m]: r for m, r in runs.items()} | {f"GRPO β={b:g}": r for b, r in sweep.items()
-                                                           if b != args.beta}, out / "training.png")
-    if sweep:
-        plot_frontier(sweep, before["pass@1"], out / "reward_kl.png")
-    plot_zero_spread(tables, args.group_list, out / "zero_spread.png")
-    claims = check_claims(args, runs, sweep, before, tables, grads)
-
-    metrics = {f"cold_start_pass@{k}": before[f"pass@{k}"] for k in ks(args)}
-    for label, run in [(m, r) for m, r in runs.items()] + [(f"grpo_beta{b:g}", r) for b, r in sweep.items()]:
-        for k in ks(args):
+def collect_metrics(args: Args, runs: dict, sweep: dict, before: dict, tables: dict, grads: dict | None) -> dict:
+    metrics = {f"cold_start_pass@{k}": before[f"pass@{k}"] for k in args.ks}
+    for label, _, run in trained(args, runs, sweep):
+        for k in args.ks:
             metrics[f"{label}_pass@{k}"] = run["final"][f"pass@{k}"]
         metrics[f"{label}_kl"] = run["final_kl"]
         metrics[f"{label}_length"] = run["final"]["length"]
@@ -417,30 +599,60 @@ def main(args: Args) -> dict:
                 metrics[f"zero_spread[{name}][steps={k}][G={G}]"] = row[G]
     if grads is not None:
         metrics.update({f"grad_norm[{k}]": v for k, v in grads.items()})
-    wall = time.time() - start
-    serialisable = {f"{m} beta={r_beta}": {k: v for k, v in r.items() if k != "policy"}
-                    for m, r_beta, r in [(m, args.beta, r) for m, r in runs.items()]
-                    + [("grpo", b, r) for b, r in sweep.items()]}
-    write_results(out, args, wall, metrics, claims, runs=serialisable, zero_spread=tables, cold_start=before,
-                  cold_start_info={k: v for k, v in info.items() if k != "sft_losses"})
+    return metrics
 
+
+def report(args: Args, runs: dict, sweep: dict, before: dict, tables: dict, claims: list[dict]) -> None:
     k = args.final_samples
     rows = [["cold start", "-", before["pass@1"], before[f"pass@{k}"], 0.0, before["length"], "-", "-"]]
-    for label, run in [(NAMES[m], r) for m, r in runs.items()] + [(f"GRPO β={b:g}", r) for b, r in sweep.items()
-                                                                 if b != args.beta]:
-        history = run["history"]
+    extra = [(f"GRPO β={b:g}", r) for b, r in sweep.items() if b != args.beta]
+    for label, run in [(NAMES[m], r) for m, r in runs.items()] + extra:
         rows.append([label, run["final"]["pass@1"] - before["pass@1"], run["final"]["pass@1"],
                      run["final"][f"pass@{k}"], run["final_kl"], run["final"]["length"],
-                     float(np.mean([h["zero_spread"] for h in history])), run["wall_clock_s"]])
-    print(f"\nHeld-out ({len(held_out)} problems, {k} samples each), after {args.rl_steps} updates of "
+                     float(np.mean([h["zero_spread"] for h in run["history"]])), run["wall_clock_s"]])
+    print(f"\nHeld-out ({args.eval_problems} problems, {k} samples each), after {args.rl_steps} updates of "
           f"{args.prompts}x{args.group_size} completions, β={args.beta:g} unless named:")
-    print(format_table(rows, ["policy", "Δ pass@1", "pass@1", f"pass@{k}", "KL", "length",
-                              "zero-spread", "seconds"]))
-    rows = [[name, k_steps, row["pass@1"], *(row[G] for G in args.group_list)]
-            for name, table in tables.items() for k_steps, row in table.items()]
+    print(format_table(rows, ["policy", "Δ pass@1", "pass@1", f"pass@{k}", "KL", "length", "zero-spread", "seconds"]))
+    rows = [[name, steps, row["pass@1"], *(row[G] for G in args.group_list)]
+            for name, table in tables.items() for steps, row in table.items()]
     print("\nShare of groups with zero reward spread (no policy gradient), by difficulty and G:")
     print(format_table(rows, ["policy", "steps", "pass@1", *(f"G={G}" for G in args.group_list)]))
     print("\n" + format_claims(claims))
+
+
+def run_benchmark(args: Args, out: Path, initial, tokenizer, device, start: float) -> dict:
+    bench = benchmark(initial, tokenizer, args, device)
+    print(format_table([[k, v] for k, v in bench.items()], ["benchmark", "value"]))
+    write_results(out, args, time.time() - start, bench, [], benchmark=bench)
+    return {"metrics": bench, "claims": []}
+
+
+def main(args: Args) -> dict:
+    start = time.time()
+    args, device, out, initial, tokenizer, info = start_lm_run(args)
+    print(f"05 group baselines; policy {info['path']} ({'trained now' if info['trained_now'] else 'cached'}), "
+          f"device {device}")
+    if args.bench:
+        return run_benchmark(args, out, initial, tokenizer, device, start)
+    held_out = args.task.held_out(args.eval_problems)
+    before = final_evaluation(initial, tokenizer, args, held_out, device)
+    print(f"cold start: held-out pass@1 {before['pass@1']:.3f}, pass@{args.final_samples} "
+          f"{before[f'pass@{args.final_samples}']:.3f}, length {before['length']:.1f}")
+    runs = compare_estimators(initial, tokenizer, args, held_out, device)
+    sweep = beta_sweep(initial, tokenizer, args, held_out, device, runs)
+    tables = zero_spread_study(args, held_out, before, runs)
+    grads = None
+    if "grpo" in runs:
+        grads = gradient_by_spread(runs["grpo"]["policy"], frozen_copy(initial), tokenizer, args, device)
+
+    plot_all(args, out, runs, sweep, before, tables)
+    claims = check_claims(args, runs, sweep, before, tables, grads)
+    metrics = collect_metrics(args, runs, sweep, before, tables, grads)
+    wall = time.time() - start
+    serialisable = {key: {k: v for k, v in r.items() if k != "policy"} for _, key, r in trained(args, runs, sweep)}
+    write_results(out, args, wall, metrics, claims, runs=serialisable, zero_spread=tables, cold_start=before,
+                  cold_start_info={k: v for k, v in info.items() if k != "sft_losses"})
+    report(args, runs, sweep, before, tables, claims)
     print(f"\nwall clock {wall:.0f} s; results in {out}/")
     return {"metrics": metrics, "claims": claims}
 

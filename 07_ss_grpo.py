@@ -1,50 +1,29 @@
 """07 — Step-sparse GRPO: a learned step weight instead of evaluating every step.
 
-GRPO copies one advantage A_i onto every token of completion i (05). A process reward model
-scores every step instead (06), at the price of one evaluation per step. The article
-"Fixing GRPO's Credit Assignment Problem Without Evaluating Every Step" proposes a middle way,
-SS-GRPO: a small transformer f(s, P) reads each step s (one solution line) with the prompt P
-and outputs a weight w(s) in [0, 1]; step s of completion i gets
+GRPO copies one advantage A_i onto every token of completion i (05); a process reward model
+scores every step instead (06), at one evaluation per step. The article "Fixing GRPO's Credit
+Assignment Problem Without Evaluating Every Step" proposes SS-GRPO: a small transformer f(s, P)
+reads each step s (one solution line) with the prompt P and outputs a weight w(s) in [0, 1],
 
-  A_i(s) = A_i · w(s)                    A_i the GRPO group advantage, broadcast to s's tokens
+  A_i(s) = A_i · w(s)          on the tokens of step s, A_i the GRPO group advantage
 
-The estimator is trained on the same group rollouts, with no extra environment calls: each
-step's weight is pulled toward its rollout's reward, min-max normalised within the group,
+trained on the same rollouts every N updates, each step pulled toward its rollout's reward
+min-max normalised within the group:
 
   L = mean_i mean_{s in i} (w(s) - r̂_i)²,   r̂_i = (r_i - min_g r) / (max_g r - min_g r + 1e-8)
 
-and it is retrained every N policy updates. Methods, same task, cold start, budget and seed:
-
-  GRPO             the flat advantage A_i (05)
-  SS-GRPO          the article's method, as written: A_i · w(s)
-  SS-GRPO ±        our variant (not the article's): A_i · w(s) when A_i > 0, A_i · (1 - w(s))
-                   when A_i < 0, so that a step that looks like failure takes the blame
-  PRM-GRPO         every step scored by the gold step verifier (common.first_wrong_step:
-                   right until the first wrong line), DeepSeekMath's process supervision;
-                   06's learned PRM could be swapped in. The per-step evaluation SS-GRPO avoids.
-
-What we look at, measured on every update and on held-out samples after training:
-  - what w(s) learns when its target is the rollout's outcome: every step of a rollout has the
-    same target, so w(s) fits P(success | prompt, step). It separates right from failed
-    solutions a little, hardly separates right from wrong steps inside a failed one, and is
-    nearly uniform over a completion's steps (normalised entropy);
-  - the blame the first wrong step of a failed completion (A_i < 0) keeps: A_i · w(s) with
-    w(s) < 1 shrinks it; the signed variant gives it back;
-  - the targets of all-equal groups: 0/(0 + 1e-8) makes every target 0, also where all are right;
-  - the article's loss on a (steps x longest step) layout: its .mean() counts the padding;
-  - the article's cost table remade (accuracy, training time, inference cost per rollout,
-    estimator overhead), and credit localisation against the gold first wrong step (06's metric).
+Compared on the same task, cold start, budget and seeds: GRPO (05); SS-GRPO as written; SS-GRPO
+± (ours, not the article's: A_i · (1 - w(s)) when A_i < 0, so a step that looks like failure
+takes the blame); PRM-GRPO, every step scored by the gold step verifier with 06's process
+advantages (the per-step evaluation SS-GRPO avoids). Measured: what w(s) learns (its target is
+the same for every step of a rollout, so it fits P(success | prompt, step)), the blame the first
+wrong step keeps, the targets of all-equal groups, the article's loss padding, its cost table.
 
 Read beside: ss-grpo-step-sparse-grpo.txt (all), credit-assignment-problem-survey.txt §4.5.
-Papers: Shao et al. (2024) DeepSeekMath (GRPO, process supervision); Lightman et al. (2024).
-
-What to look at (in runs/07_ss_grpo/):
-  learning_curves.png   held-out pass@1 vs updates, one line per method
-  step_weights.png      w(s) on steps of right vs failed solutions over training; the blame the
-                        first wrong step gets (share of GRPO's); the entropy of the step weights
-  localisation.png      on held-out failed solutions: w(s) by position relative to the first
-                        wrong step
-  results.json          every number, and the article's claims beside ours
+Papers: Shao et al. 2024 (GRPO, process supervision); Lightman et al. 2024.
+Figures in runs/07_ss_grpo/: learning_curves.png (held-out pass@1 per method), step_weights.png
+(w(s) on right vs failed solutions, the first wrong step's blame, the weights' entropy),
+localisation.png (w(s) by position relative to the first wrong step, held-out failed solutions).
 """
 
 from __future__ import annotations
@@ -59,156 +38,48 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from torch import nn
+from tqdm import tqdm
 
 from common import (
+    Completions,
     LMArgs,
-    Rollouts,
     arg,
     auroc,
     claim,
     completion_texts,
-    encode_prompts,
     evaluate,
     first_wrong_step,
     format_claims,
     format_table,
     frozen_copy,
-    group_advantages,
     localisation,
+    mean_or_nan,
     moving_average,
     parse_args,
-    process_advantages,
     require,
     require_positive,
-    sample_completions,
+    sample,
     save_figure,
-    score,
     start_lm_run,
     step_end_mask,
+    token_logprobs,
     token_step_ids,
-    train_policy_gradient,
+    verifier_rewards,
     write_results,
-    zero_spread,
 )
 
 METHODS = ("grpo", "ss_grpo", "ss_grpo_signed", "prm_grpo")
 NAMES = {"grpo": "GRPO", "ss_grpo": "SS-GRPO", "ss_grpo_signed": "SS-GRPO ±", "prm_grpo": "PRM-GRPO (gold)"}
 # The article's table (7B policy, GSM8K, 8×A100): accuracy %, training hours, inference cost per rollout
 ARTICLE = {"grpo": (72.3, 24, 1.0), "prm_grpo": (78.1, 120, 1000.0), "ss_grpo": (77.5, 28, 1.05)}
+MAX_POSITIONS = 1024  # the estimator's learned position embeddings
 
 
 # ============================================================================================
-# Config
+# The method: the step-value estimator f(s, P) -> w(s), its targets and loss, A_i · w(s)
 # ============================================================================================
-@dataclass
-class Args(LMArgs):
-    out: str = arg("runs/07_ss_grpo", "output folder for figures and results.json")
-    methods: str = arg(",".join(METHODS), "methods to compare, comma-separated")
-    est_layers: int = arg(2, "step-value estimator: transformer layers (article: 2)")
-    est_hidden: int = arg(128, "step-value estimator: width (article: 128)")
-    est_heads: int = arg(4, "step-value estimator: attention heads (article: 4)")
-    est_ffn: int = arg(512, "step-value estimator: feed-forward width (the article's code leaves "
-                            "PyTorch's 2048, its '~1M parameters'; 4x width here for CPU time)")
-    est_lr: float = arg(1e-3, "step-value estimator: Adam learning rate")
-    retrain_every: int = arg(5, "N: policy updates between estimator retrainings")
-    est_iters: int = arg(10, "Adam steps per retraining, each on groups of one stored update")
-    est_groups: int = arg(4, "groups (prompts) per estimator minibatch")
-    chunk: int = arg(512, "steps longer than this many tokens are cut into windows whose weights "
-                          "are averaged (article: 512)")
-    repeats: int = arg(2, "seeds per method: --seed, --seed + 1, ...")
-    final_samples: int = arg(16, "samples per held-out problem after RL (pass@1)")
-    probe_samples: int = arg(4, "samples per held-out problem for the credit-localisation probe")
-
-    SMOKE = dict(LMArgs.SMOKE_LM, est_layers=1, est_hidden=16, est_heads=2, est_ffn=32, est_iters=2,
-                 retrain_every=1, est_groups=1, repeats=1, final_samples=2, probe_samples=2)
-
-    def __post_init__(self):
-        # K = group size: checked first, with the reason that matters here
-        require(self.group_size >= 2, f"--group-size (K) must be at least 2: SS-GRPO normalises rewards "
-                f"and estimator targets within the group of K completions, got {self.group_size}")
-        super().__post_init__()
-        require_positive(self, "est_layers", "est_hidden", "est_heads", "est_ffn", "est_lr", "retrain_every",
-                         "est_iters", "est_groups", "chunk", "repeats", "final_samples", "probe_samples")
-        require(self.est_hidden % self.est_heads == 0, "--est-hidden must be a multiple of --est-heads")
-        require(self.chunk <= MAX_POSITIONS // 2, f"--chunk must be at most {MAX_POSITIONS // 2}")
-        require(all(m in METHODS for m in self.method_list), f"--methods must be among {','.join(METHODS)}")
-
-    @property
-    def method_list(self) -> list[str]:
-        return self.methods.split(",")
 
 
-# ============================================================================================
-# Steps as estimator inputs: prompt + one step (or one window of a long step), right-padded
-# ============================================================================================
-MAX_POSITIONS = 1024
-
-
-@dataclass
-class StepBatch:
-    """Every step of B completions as estimator rows. Row r = prompt tokens + one window of
-    step window_step[r] (pool marks the window's tokens, attention the prompt's too). Flat step
-    k belongs to completion step_rollout[k] and is its line step_index[k]."""
-
-    ids: torch.Tensor  # (R, L)
-    attention: torch.Tensor  # (R, L) bool
-    pool: torch.Tensor  # (R, L) bool
-    window_step: torch.Tensor  # (R,)
-    step_rollout: torch.Tensor  # (S,)
-    step_index: torch.Tensor  # (S,)
-    rollouts: int  # B
-
-    def select(self, keep: torch.Tensor) -> StepBatch:
-        """The rows of the completions where keep (B,) is true, re-indexed."""
-        step_keep = keep[self.step_rollout]
-        new_step = step_keep.long().cumsum(0) - 1
-        new_rollout = keep.long().cumsum(0) - 1
-        rows = step_keep[self.window_step]
-        width = int((self.attention[rows].sum(1)).max())
-        return StepBatch(self.ids[rows, :width], self.attention[rows, :width], self.pool[rows, :width],
-                         new_step[self.window_step[rows]], new_rollout[self.step_rollout[step_keep]],
-                         self.step_index[step_keep], int(keep.sum()))
-
-    @property
-    def tokens(self) -> int:
-        return int(self.attention.sum())
-
-
-def step_ids_of(tokenizer, rollouts: Rollouts) -> torch.Tensor:
-    """The step index of every completion token (common.token_step_ids), -1 where masked."""
-    return token_step_ids(tokenizer, rollouts.completion_ids, rollouts.completion_mask)
-
-
-def step_batch(rollouts: Rollouts, step_ids: torch.Tensor, chunk: int, pad_id: int) -> StepBatch:
-    """Cut each completion into its steps (token_step_ids) and each step into windows of at
-    most `chunk` tokens; each window becomes a row prompt + window."""
-    P = rollouts.prompt_length
-    prompts = [row[m.bool()].tolist() for row, m in zip(rollouts.sequences[:, :P], rollouts.attention_mask[:, :P])]
-    rows, pools, window_step, step_rollout, step_index = [], [], [], [], []
-    for b, (ids, steps) in enumerate(zip(rollouts.completion_ids.tolist(), step_ids.tolist())):
-        n_steps = max(steps) + 1
-        for j in range(n_steps):
-            tokens = [t for t, s in zip(ids, steps) if s == j]
-            for start in range(0, len(tokens), chunk):
-                window = tokens[start:start + chunk]
-                rows.append(prompts[b] + window)
-                pools.append([False] * len(prompts[b]) + [True] * len(window))
-                window_step.append(len(step_rollout))
-            step_rollout.append(b)
-            step_index.append(j)
-    width = max(len(r) for r in rows)
-    device = rollouts.sequences.device
-    ids = torch.tensor([r + [pad_id] * (width - len(r)) for r in rows], device=device)
-    attention = torch.tensor([[True] * len(r) + [False] * (width - len(r)) for r in rows], device=device)
-    pool = torch.tensor([p + [False] * (width - len(p)) for p in pools], device=device)
-    as_tensor = lambda x: torch.tensor(x, device=device)  # noqa: E731
-    return StepBatch(ids, attention, pool, as_tensor(window_step), as_tensor(step_rollout),
-                     as_tensor(step_index), len(prompts))
-
-
-# ============================================================================================
-# The step-value estimator f(s, P) -> w(s) in [0, 1]
-# ============================================================================================
 class StepValueEstimator(nn.Module):
     """The article's small transformer encoder, with two changes: learned position embeddings
     (its code has none, so "12+7=19" and "21+7=91" would look alike) and attention to the
@@ -232,7 +103,7 @@ class StepValueEstimator(nn.Module):
     def step_weights(self, batch: StepBatch) -> torch.Tensor:
         """w(s) for every step (S,): the mean of its windows' weights (the article's chunking)."""
         return segment_mean(self(batch.ids, batch.attention, batch.pool), batch.window_step,
-                            len(batch.step_rollout))
+                            len(batch.step_completion))
 
 
 def segment_mean(values: torch.Tensor, index: torch.Tensor, segments: int) -> torch.Tensor:
@@ -240,12 +111,6 @@ def segment_mean(values: torch.Tensor, index: torch.Tensor, segments: int) -> to
     sums = torch.zeros(segments, device=values.device, dtype=values.dtype).index_add(0, index, values)
     counts = torch.zeros(segments, device=values.device).index_add(0, index, torch.ones_like(values))
     return sums / counts
-
-
-def mean_or_nan(values: list[float]) -> float:
-    """The mean of the finite values; NaN when there are none (no such completion this update)."""
-    finite = [v for v in values if np.isfinite(v)]
-    return float(np.mean(finite)) if finite else math.nan
 
 
 def minmax_targets(rewards: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
@@ -258,18 +123,8 @@ def minmax_targets(rewards: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
 def estimator_loss(weights: torch.Tensor, batch: StepBatch, targets: torch.Tensor) -> torch.Tensor:
     """The article's objective: per completion, the mean over its steps of (w(s) - r̂_i)²; then
     the mean over completions (every completion counts once, whatever its number of steps)."""
-    squared = (weights - targets[batch.step_rollout]) ** 2
-    return segment_mean(squared, batch.step_rollout, batch.rollouts).mean()
-
-
-# ============================================================================================
-# Step values on the token grid
-# ============================================================================================
-def step_grid(values: torch.Tensor, batch: StepBatch) -> torch.Tensor:
-    """Flat per-step values (S,) as a (B, max steps) grid; 0 where a completion has no such step."""
-    grid = torch.zeros(batch.rollouts, int(batch.step_index.max()) + 1, device=values.device, dtype=values.dtype)
-    grid[batch.step_rollout, batch.step_index] = values
-    return grid
+    squared = (weights - targets[batch.step_completion]) ** 2
+    return segment_mean(squared, batch.step_completion, batch.num_completions).mean()
 
 
 def step_advantages(A: torch.Tensor, w: torch.Tensor, signed: bool) -> torch.Tensor:
@@ -279,28 +134,110 @@ def step_advantages(A: torch.Tensor, w: torch.Tensor, signed: bool) -> torch.Ten
     return A[:, None] * weight
 
 
+# ============================================================================================
+# Steps as estimator rows, and step values back on the token grid
+# ============================================================================================
+
+
+@dataclass
+class StepBatch:
+    """Every step of B completions as estimator rows. Row r = prompt tokens + one window of
+    step window_step[r] (pool marks the window's tokens, attention the prompt's too). Flat step
+    k belongs to completion step_completion[k] and is its line step_index[k]."""
+
+    ids: torch.Tensor  # (R, L)
+    attention: torch.Tensor  # (R, L) bool
+    pool: torch.Tensor  # (R, L) bool
+    window_step: torch.Tensor  # (R,)
+    step_completion: torch.Tensor  # (S,)
+    step_index: torch.Tensor  # (S,)
+    num_completions: int  # B
+
+    def select(self, keep: torch.Tensor) -> StepBatch:
+        """The rows of the completions where keep (B,) is true, re-indexed."""
+        step_keep = keep[self.step_completion]
+        new_step = step_keep.long().cumsum(0) - 1
+        new_completion = keep.long().cumsum(0) - 1
+        rows = step_keep[self.window_step]
+        width = int((self.attention[rows].sum(1)).max())
+        return StepBatch(self.ids[rows, :width], self.attention[rows, :width], self.pool[rows, :width],
+                         new_step[self.window_step[rows]], new_completion[self.step_completion[step_keep]],
+                         self.step_index[step_keep], int(keep.sum()))
+
+    @property
+    def tokens(self) -> int:
+        return int(self.attention.sum())
+
+
+def step_batch(completions: Completions, step_ids: torch.Tensor, chunk: int, pad_id: int) -> StepBatch:
+    """Cut each completion into its steps (token_step_ids) and each step into windows of at
+    most `chunk` tokens; each window becomes a row prompt + window."""
+    P = completions.prompt_length
+    prompts = [row[m.bool()].tolist() for row, m in zip(completions.sequences[:, :P], completions.attention_mask[:, :P])]
+    rows, pools, window_step, step_completion, step_index = [], [], [], [], []
+    for b, (ids, steps) in enumerate(zip(completions.completion_ids.tolist(), step_ids.tolist())):
+        n_steps = max(steps) + 1
+        for j in range(n_steps):
+            tokens = [t for t, s in zip(ids, steps) if s == j]
+            for start in range(0, len(tokens), chunk):
+                window = tokens[start:start + chunk]
+                rows.append(prompts[b] + window)
+                pools.append([False] * len(prompts[b]) + [True] * len(window))
+                window_step.append(len(step_completion))
+            step_completion.append(b)
+            step_index.append(j)
+    width = max(len(r) for r in rows)
+    device = completions.sequences.device
+    ids = torch.tensor([r + [pad_id] * (width - len(r)) for r in rows], device=device)
+    attention = torch.tensor([[True] * len(r) + [False] * (width - len(r)) for r in rows], device=device)
+    pool = torch.tensor([p + [False] * (width - len(p)) for p in pools], device=device)
+    index = {name: torch.tensor(values, device=device) for name, values in
+             (("window_step", window_step), ("step_completion", step_completion), ("step_index", step_index))}
+    return StepBatch(ids, attention, pool, num_completions=len(prompts), **index)
+
+
+def step_grid(values: torch.Tensor, batch: StepBatch) -> torch.Tensor:
+    """Flat per-step values (S,) as a (B, max steps) grid; 0 where a completion has no such step."""
+    grid = torch.zeros(batch.num_completions, int(batch.step_index.max()) + 1, device=values.device, dtype=values.dtype)
+    grid[batch.step_completion, batch.step_index] = values
+    return grid
+
+
 def broadcast_to_tokens(grid: torch.Tensor, step_ids: torch.Tensor) -> torch.Tensor:
     """Token t of completion b gets grid[b, step of t]; masked tokens (step id -1) get 0."""
     return torch.where(step_ids >= 0, grid.gather(1, step_ids.clamp(min=0)), 0.0)
 
 
-def weight_entropy(grid: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
-    """Per completion with ≥ 2 steps: the entropy of w(s)/Σw over its steps, divided by
-    log(steps) (1 = uniform: the weights say nothing about which step mattered)."""
-    valid = torch.arange(grid.shape[1], device=grid.device)[None] < steps[:, None]
-    p = torch.where(valid, grid, 0.0) / torch.where(valid, grid, 0.0).sum(1, keepdim=True).clamp(min=1e-12)
-    h = -(p * p.clamp(min=1e-12).log()).sum(1)
-    several = steps >= 2
-    return h[several] / steps[several].float().log()
+# ============================================================================================
+# The baselines: GRPO (05), and process supervision by the gold step verifier (06)
+# ============================================================================================
 
 
-def prefix_tokens(rollouts: Rollouts, step_ids: torch.Tensor) -> float:
-    """Tokens a per-step evaluator reads per completion when it scores each step prefix
-    (prompt + completion up to that step's end) in its own forward pass."""
-    prompt = rollouts.attention_mask[:, :rollouts.prompt_length].sum(1)
-    ends = step_end_mask(step_ids)
-    position = torch.arange(1, step_ids.shape[1] + 1, device=step_ids.device)[None]
-    return float(((position + prompt[:, None]) * ends).sum()) / len(step_ids)
+def grpo_advantages(rewards: torch.Tensor, eps: float = 1e-4) -> torch.Tensor:
+    """05's GRPO advantage of each completion, rewards (N prompts, G completions)."""
+    # A_i = (r_i - mean_g) / (std_g + eps)
+    return (rewards - rewards.mean(1, keepdim=True)) / (rewards.std(1, keepdim=True) + eps)
+
+
+def zero_spread(rewards: torch.Tensor) -> torch.Tensor:
+    """05's (N,) mask of the groups whose G rewards are all equal (no group advantage)."""
+    return rewards.max(1).values == rewards.min(1).values
+
+
+def process_advantages(step_rewards: torch.Tensor, rewarded: torch.Tensor, group_size: int,
+                       eps: float = 1e-4) -> torch.Tensor:
+    """06's process supervision (DeepSeekMath §4.1.3) along the last dim of (B, T): rewards at the
+    `rewarded` cells, normalised over a group's rewarded cells, summed at and after each cell."""
+    B, T = step_rewards.shape
+    r = step_rewards.view(-1, group_size, T)
+    m = rewarded.view(-1, group_size, T).float()
+    count = m.sum((1, 2), keepdim=True)
+    mean = (r * m).sum((1, 2), keepdim=True) / count
+    std = (((r - mean) ** 2 * m).sum((1, 2), keepdim=True) / (count - 1).clamp(min=1)).sqrt()
+    # r̃_k = (r_k - mean_group) / (std_group + eps);  A_t = Σ_{k ≥ t} r̃_k
+    normalised = ((r - mean) / (std + eps) * m).view(B, T)
+    reward_to_come = rewarded.flip(1).cumsum(1).flip(1) > 0
+    return normalised.flip(1).cumsum(1).flip(1) * reward_to_come
 
 
 def gold_step_rewards(wrong: list[int | None], steps: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -314,10 +251,12 @@ def gold_step_rewards(wrong: list[int | None], steps: torch.Tensor) -> tuple[tor
 
 
 # ============================================================================================
-# The advantage functions (the Ψ slot of common.train_policy_gradient), with diagnostics
+# The advantages of each method, with what they do (the loop's advantage_fn)
 # ============================================================================================
+
+
 class Credit:
-    """advantage_fn for one method. Logs per update: seconds spent on credit (estimator training
+    """The advantage_fn of one method for the loop. Logs per update: seconds spent on credit (estimator training
     and inference, or step verification), evaluator calls and tokens, and what the credit does:
     w(s) on right / failed completions, the blame on the first wrong step of failed completions
     (as a share of GRPO's |A_i|), the share of |advantage| that is negative, weight entropy."""
@@ -329,24 +268,24 @@ class Credit:
         self.buffer: list[tuple[StepBatch, torch.Tensor]] = []
         self.log: list[dict] = []
 
-    def __call__(self, rollouts: Rollouts, rewards: torch.Tensor, problems: list) -> torch.Tensor:
+    def __call__(self, completions: Completions, rewards: torch.Tensor, problems: list) -> torch.Tensor:
         G = self.args.group_size
-        step_ids = step_ids_of(self.tokenizer, rollouts)
+        step_ids = token_step_ids(self.tokenizer, completions.completion_ids, completions.completion_mask)
         steps = step_ids.max(1).values + 1
-        texts = completion_texts(self.tokenizer, rollouts)
+        texts = completion_texts(self.tokenizer, completions)
         wrong = [first_wrong_step(p, t) for p, t in zip([p for p in problems for _ in range(G)], texts)]
-        A = group_advantages(rewards, "grpo").flatten()
+        A = grpo_advantages(rewards).flatten()
         entry = {"evaluator_calls": 1.0,  # the outcome verifier, once per completion
-                 "policy_tokens": float(rollouts.attention_mask.sum()) / len(texts)}
+                 "policy_tokens": float(completions.attention_mask.sum()) / len(texts)}
         start = time.time()
         if self.method == "grpo":
             grid = A[:, None].expand(-1, int(steps.max())).clone()
         elif self.method == "prm_grpo":  # (the gold labels `wrong` are string compares: ~free here)
             grid = process_advantages(*gold_step_rewards(wrong, steps), G)
             entry["evaluator_calls"] = float(steps.float().mean())  # one verification per step
-            entry["prm_tokens"] = prefix_tokens(rollouts, step_ids)
+            entry["prm_tokens"] = prefix_tokens(completions, step_ids)
         else:
-            batch = step_batch(rollouts, step_ids, self.args.chunk, self.tokenizer.pad_token_id)
+            batch = step_batch(completions, step_ids, self.args.chunk, self.tokenizer.pad_token_id)
             targets = minmax_targets(rewards)
             entry.update(self.fit(batch, targets.flatten()))
             with torch.no_grad():
@@ -367,7 +306,7 @@ class Credit:
         if (len(self.log)) % self.args.retrain_every:
             return {}
         losses = []
-        groups = batch.rollouts // self.args.group_size
+        groups = batch.num_completions // self.args.group_size
         for _ in range(self.args.est_iters):
             stored, stored_targets = self.buffer[self.rng.integers(len(self.buffer))]
             chosen = self.rng.choice(groups, size=min(self.args.est_groups, groups), replace=False)
@@ -381,6 +320,16 @@ class Credit:
             self.optimizer.step()
             losses.append(loss.item())
         return {"estimator_loss": float(np.mean(losses))}
+
+
+def weight_entropy(grid: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
+    """Per completion with ≥ 2 steps: the entropy of w(s)/Σw over its steps, divided by
+    log(steps) (1 = uniform: the weights say nothing about which step mattered)."""
+    valid = torch.arange(grid.shape[1], device=grid.device)[None] < steps[:, None]
+    p = torch.where(valid, grid, 0.0) / torch.where(valid, grid, 0.0).sum(1, keepdim=True).clamp(min=1e-12)
+    h = -(p * p.clamp(min=1e-12).log()).sum(1)
+    several = steps >= 2
+    return h[several] / steps[several].float().log()
 
 
 def weight_stats(w: torch.Tensor, steps: torch.Tensor, rewards: torch.Tensor, targets: torch.Tensor) -> dict:
@@ -408,22 +357,212 @@ def blame_stats(advantages: torch.Tensor, A: torch.Tensor, step_ids: torch.Tenso
             "negative_share": float(advantages.clamp(max=0).abs().sum() / total) if total > 0 else math.nan}
 
 
+def article_padding(step_ids: torch.Tensor) -> dict:
+    """The article's ss_grpo_loss lays one completion out as (steps, longest step) and takes
+    .mean() over all of it, padding included: the share of those cells that are padding, and so
+    the factor by which every real token's gradient shrinks (it differs between completions)."""
+    shares = []
+    for row in step_ids:
+        lengths = torch.bincount(row[row >= 0])
+        shares.append(1 - float(lengths.sum()) / (len(lengths) * int(lengths.max())))
+    return {"padding_share": float(np.mean(shares)), "padding_share_max": float(np.max(shares))}
+
+
+def prefix_tokens(completions: Completions, step_ids: torch.Tensor) -> float:
+    """Tokens a per-step evaluator reads per completion when it scores each step prefix
+    (prompt + completion up to that step's end) in its own forward pass."""
+    prompt = completions.attention_mask[:, :completions.prompt_length].sum(1)
+    ends = step_end_mask(step_ids)
+    position = torch.arange(1, step_ids.shape[1] + 1, device=step_ids.device)[None]
+    return float(((position + prompt[:, None]) * ends).sum()) / len(step_ids)
+
+
 # ============================================================================================
-# Probes on the held-out set: what w(s) learned, and where it puts the lowest credit
+# The RL loop: 05's, restated compactly (05_grpo_rloo.py teaches it in full)
 # ============================================================================================
+
+
+def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """05's per-token KL(π || π_ref) estimate: k3 = r - log r - 1, r = π_ref/π."""
+    log_ratio = ref_logp - logp
+    return torch.exp(log_ratio) - log_ratio - 1
+
+
+def policy_gradient_step(policy, optimizer, completions: Completions, advantages: torch.Tensor,
+                         ref_logp: torch.Tensor, beta: float, max_grad_norm: float) -> dict:
+    """05's step with one optimiser step per batch (μ = 1): π_old is π_θ itself, so the ratio is 1,
+    the clip never acts, and PPO's surrogate has the gradient of
+
+      loss = mean_i mean_{t in i} [ -A_it log π_θ(y_it) + β k3(π_θ, π_ref)_it ]
+
+    (05's per-sequence normalisation). Returns the sampling policy's KL to the reference and
+    entropy per token, and the grad norm before clipping."""
+    mask = completions.completion_mask
+    logp, entropy = token_logprobs(policy, completions.sequences, completions.attention_mask,
+                                   completions.prompt_length, with_entropy=True)
+    per_token = -advantages * logp
+    if beta > 0:
+        per_token = per_token + beta * kl_k3(logp, ref_logp)
+    weights = mask.float()
+    loss = ((per_token * weights).sum(1) / weights.sum(1).clamp(min=1)).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
+    optimizer.step()
+    return {"kl": float((kl_k3(logp.detach(), ref_logp) * mask).sum() / mask.sum()),
+            "entropy": float((entropy.detach() * mask).sum() / mask.sum()), "grad_norm": grad_norm.item()}
+
+
+def train(policy, reference, tokenizer, args: Args, advantage_fn, held_out: list, device, desc: str = "RL") -> dict:
+    """05's RL loop with the advantages left to `advantage_fn(completions, rewards (N, G),
+    problems) -> (B, T)`: each update, G completions of `prompts` fresh training problems (never
+    a held-out one), scored by the verifier, one `policy_gradient_step`; every `eval_every`
+    updates, held-out pass@1. Returns {"history": per update, "evals": [...]}."""
+    rng = np.random.default_rng(args.seed)
+    generator = torch.Generator(device).manual_seed(args.seed)
+    eval_generator = torch.Generator(device).manual_seed(args.seed + 1)
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=args.lr, weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: min(1.0, (i + 1) / args.warmup))
+    exclude = frozenset(p.prompt for p in args.task.held_out())
+    history, evals = [], []
+
+    def held_out_eval(step: int) -> None:
+        result = evaluate(policy, tokenizer, held_out, args.eval_samples, args.max_new_tokens, eval_generator, device)
+        evals.append({"step": step, "samples": step * args.prompts * args.group_size,
+                      "pass@1": result["pass@1"], "length": result["length"]})
+
+    for step in tqdm(range(args.rl_steps), desc=desc, leave=False):
+        if step % args.eval_every == 0:
+            held_out_eval(step)
+        start = time.time()
+        problems = args.task.sample(args.prompts, rng, exclude=exclude)
+        repeated = [p for p in problems for _ in range(args.group_size)]
+        completions, texts = sample(policy, tokenizer, [p.prompt for p in repeated], args.max_new_tokens,
+                                    generator, device)
+        rewards = verifier_rewards(repeated, texts, completions.truncated).to(device).view(args.prompts, args.group_size)
+        generated = time.time()
+        advantages = advantage_fn(completions, rewards, problems)
+        with torch.no_grad():
+            ref_logp, _ = token_logprobs(reference, completions.sequences, completions.attention_mask,
+                                         completions.prompt_length)
+        stats = policy_gradient_step(policy, optimizer, completions, advantages, ref_logp, args.beta,
+                                     args.max_grad_norm)
+        schedule.step()
+        history.append({"reward": float(rewards.mean()), "length": float(completions.lengths.float().mean()),
+                        **stats, "generate_s": generated - start, "update_s": time.time() - generated})
+    held_out_eval(args.rl_steps)
+    return {"history": history, "evals": evals}
+
+
+# ============================================================================================
+# Config
+# ============================================================================================
+
+
+@dataclass
+class Args(LMArgs):
+    out: str = arg("runs/07_ss_grpo", "output folder for figures and results.json")
+    methods: str = arg(",".join(METHODS), "methods to compare, comma-separated")
+    rl_steps: int = arg(80, "RL: policy updates")
+    prompts: int = arg(16, "RL: prompts per update")
+    group_size: int = arg(8, "RL: completions per prompt, K in the article, G in GRPO (TRL: num_generations)")
+    lr: float = arg(1e-4, "RL: AdamW learning rate (TRL: learning_rate)")
+    warmup: int = arg(20, "RL: updates of linear learning-rate warmup")
+    beta: float = arg(0.04, "RL: weight β of the k3 KL penalty to the cold-start reference (TRL: beta)")
+    max_grad_norm: float = arg(1.0, "RL: gradient clipping (TRL: max_grad_norm)")
+    eval_every: int = arg(20, "RL: updates between held-out evaluations")
+    est_layers: int = arg(2, "step-value estimator: transformer layers (article: 2)")
+    est_hidden: int = arg(128, "step-value estimator: width (article: 128)")
+    est_heads: int = arg(4, "step-value estimator: attention heads (article: 4)")
+    est_ffn: int = arg(512, "step-value estimator: feed-forward width (the article's code leaves "
+                            "PyTorch's 2048, its '~1M parameters'; 4x width here for CPU time)")
+    est_lr: float = arg(1e-3, "step-value estimator: Adam learning rate")
+    retrain_every: int = arg(5, "N: policy updates between estimator retrainings")
+    est_iters: int = arg(10, "Adam steps per retraining, each on groups of one stored update")
+    est_groups: int = arg(4, "groups (prompts) per estimator minibatch")
+    chunk: int = arg(512, "steps longer than this many tokens are cut into windows whose weights "
+                          "are averaged (article: 512)")
+    repeats: int = arg(2, "seeds per method: --seed, --seed + 1, ...")
+    final_samples: int = arg(16, "samples per held-out problem after RL (pass@1)")
+    probe_samples: int = arg(4, "samples per held-out problem for the credit-localisation probe")
+
+    SMOKE = dict(LMArgs.SMOKE_LM, rl_steps=2, prompts=2, group_size=2, eval_every=1, est_layers=1, est_hidden=16, est_heads=2, est_ffn=32, est_iters=2,
+                 retrain_every=1, est_groups=1, repeats=1, final_samples=2, probe_samples=2)
+
+    def __post_init__(self):
+        # K = group size: checked first, with the reason that matters here
+        require(self.group_size >= 2, f"--group-size (K) must be at least 2: SS-GRPO normalises rewards "
+                f"and estimator targets within the group of K completions, got {self.group_size}")
+        super().__post_init__()
+        require_positive(self, "rl_steps", "prompts", "lr", "warmup", "max_grad_norm", "eval_every", "est_layers", "est_hidden", "est_heads", "est_ffn", "est_lr", "retrain_every",
+                         "est_iters", "est_groups", "chunk", "repeats", "final_samples", "probe_samples")
+        require(self.beta >= 0, "--beta must be non-negative")
+        require(self.est_hidden % self.est_heads == 0, "--est-hidden must be a multiple of --est-heads")
+        require(self.chunk <= MAX_POSITIONS // 2, f"--chunk must be at most {MAX_POSITIONS // 2}")
+        require(all(m in METHODS for m in self.method_list), f"--methods must be among {','.join(METHODS)}")
+
+    @property
+    def method_list(self) -> list[str]:
+        return self.methods.split(",")
+
+    @property
+    def seeds(self) -> list[int]:
+        return [self.seed + i for i in range(self.repeats)]
+
+
+# ============================================================================================
+# Studies: each method over seeds, the held-out probes of w(s), the costs
+# ============================================================================================
+
+
+def make_estimator(tokenizer, args: Args, device) -> StepValueEstimator:
+    return StepValueEstimator(len(tokenizer), args.est_hidden, args.est_layers, args.est_heads, args.est_ffn).to(device)
+
+
+def parameters(model: nn.Module, skip: tuple[str, ...] = ("embed", "position", "embed_tokens")) -> int:
+    """Parameters that cost FLOPs per token (embeddings are look-ups)."""
+    return sum(p.numel() for n, p in model.named_parameters() if not any(s in n for s in skip))
+
+
+def run_method(initial, tokenizer, args: Args, method: str, held_out, device) -> dict:
+    """Train a copy of the cold start with one method; evaluate it on the held-out set."""
+    policy, reference = copy.deepcopy(initial), frozen_copy(initial)
+    torch.manual_seed(args.seed)
+    estimator = make_estimator(tokenizer, args, device) if method.startswith("ss_") else None
+    credit = Credit(method, tokenizer, args, estimator, args.seed)
+    start = time.time()
+    result = train(policy, reference, tokenizer, args, credit, held_out, device, desc=NAMES[method])
+    result["wall_clock_s"] = time.time() - start
+    result["final"] = evaluate(policy, tokenizer, held_out, args.final_samples, args.max_new_tokens,
+                               torch.Generator(device).manual_seed(args.seed + 2), device)
+    result["credit"], result["seed"] = credit.log, args.seed
+    if estimator is not None:
+        result["probe"] = probe_weights(policy, estimator, tokenizer, held_out, args, device)
+    print(f"  {NAMES[method]:16s} held-out pass@1 {result['evals'][0]['pass@1']:.3f} -> "
+          f"{result['final']['pass@1']:.3f}, {result['wall_clock_s']:.0f} s")
+    return result
+
+
+def compare_methods(initial, tokenizer, args: Args, held_out: list, device) -> dict:
+    """Every method from the cold start, for each seed --seed, --seed + 1, ...: {method: [runs]}."""
+    runs = {m: [] for m in args.method_list}
+    for seed in args.seeds:
+        for m in args.method_list:
+            runs[m].append(run_method(initial, tokenizer, dataclasses.replace(args, seed=seed), m, held_out, device))
+    return runs
+
+
 def probe_weights(policy, estimator: StepValueEstimator, tokenizer, held_out: list, args: Args, device) -> dict:
     """Sample held-out solutions, score every step with w(s), compare with the gold labels:
     AUROC of w for "the solution is right" (what the target teaches), AUROC of w for "this
     step is right" within failed solutions, and 06's localisation (AUROC and top-1 of -w for
     "this is the first wrong step", failed solutions with ≥ 2 steps); w by offset to that step."""
     problems = [p for p in held_out for _ in range(args.probe_samples)]
-    ids, mask = encode_prompts(tokenizer, [p.prompt for p in problems], device)
-    rollouts = sample_completions(policy, ids, mask, args.max_new_tokens, tokenizer.eos_token_id,
-                                  tokenizer.pad_token_id, torch.Generator(device).manual_seed(args.seed + 3))
-    texts = completion_texts(tokenizer, rollouts)
-    right = score(problems, texts, rollouts.truncated).bool().tolist()
-    step_ids = step_ids_of(tokenizer, rollouts)
-    batch = step_batch(rollouts, step_ids, args.chunk, tokenizer.pad_token_id)
+    completions, texts = sample(policy, tokenizer, [p.prompt for p in problems], args.max_new_tokens,
+                                torch.Generator(device).manual_seed(args.seed + 3), device)
+    right = verifier_rewards(problems, texts, completions.truncated).bool().tolist()
+    step_ids = token_step_ids(tokenizer, completions.completion_ids, completions.completion_mask)
+    batch = step_batch(completions, step_ids, args.chunk, tokenizer.pad_token_id)
     with torch.no_grad():
         w = step_grid(estimator.step_weights(batch), batch).cpu().numpy()
     steps = (step_ids.max(1).values + 1).tolist()
@@ -452,55 +591,15 @@ def probe_weights(policy, estimator: StepValueEstimator, tokenizer, held_out: li
             "w_by_offset": {k: float(np.mean(v)) for k, v in sorted(offsets.items()) if len(v) >= 5}}
 
 
-def article_padding(step_ids: torch.Tensor) -> dict:
-    """The article's ss_grpo_loss lays one completion out as (steps, longest step) and takes
-    .mean() over all of it, padding included: the share of those cells that are padding, and so
-    the factor by which every real token's gradient shrinks (it differs between completions)."""
-    shares = []
-    for row in step_ids:
-        lengths = torch.bincount(row[row >= 0])
-        shares.append(1 - float(lengths.sum()) / (len(lengths) * int(lengths.max())))
-    return {"padding_share": float(np.mean(shares)), "padding_share_max": float(np.max(shares))}
-
-
-# ============================================================================================
-# Experiment
-# ============================================================================================
-def make_estimator(tokenizer, args: Args, device) -> StepValueEstimator:
-    return StepValueEstimator(len(tokenizer), args.est_hidden, args.est_layers, args.est_heads, args.est_ffn).to(device)
-
-
-def parameters(model: nn.Module, skip: tuple[str, ...] = ("embed", "position", "embed_tokens")) -> int:
-    """Parameters that cost FLOPs per token (embeddings are look-ups)."""
-    return sum(p.numel() for n, p in model.named_parameters() if not any(s in n for s in skip))
-
-
-def run_method(initial, tokenizer, args: Args, method: str, held_out, device) -> dict:
-    """Train a copy of the cold start with one method; evaluate it on the held-out set."""
-    policy, reference = copy.deepcopy(initial), frozen_copy(initial)
-    torch.manual_seed(args.seed)
-    estimator = make_estimator(tokenizer, args, device) if method.startswith("ss_") else None
-    credit = Credit(method, tokenizer, args, estimator, args.seed)
-    start = time.time()
-    result = train_policy_gradient(policy, reference, tokenizer, args, credit, held_out, device, desc=NAMES[method])
-    result["wall_clock_s"] = time.time() - start
-    result["final"] = evaluate(policy, tokenizer, held_out, args.final_samples, args.max_new_tokens,
-                               torch.Generator(device).manual_seed(args.seed + 2), device)
-    result["credit"], result["seed"] = credit.log, args.seed
-    if estimator is not None:
-        result["probe"] = probe_weights(policy, estimator, tokenizer, held_out, args, device)
-    print(f"  {NAMES[method]:16s} held-out pass@1 {result['evals'][0]['pass@1']:.3f} -> "
-          f"{result['final']['pass@1']:.3f}, {result['wall_clock_s']:.0f} s")
-    return result
-
-
 def cost_row(run: dict, grpo: dict, policy_params: int, est_params: int) -> dict:
     """Training seconds (and relative to GRPO); inference FLOPs per completion relative to
     GRPO's (2·params per token: the policy on prompt + completion, plus the estimator on its
     rows, plus, for PRM-GRPO, a policy-sized PRM run on every step prefix as the article prices
     per-step evaluation); evaluator calls per completion; the credit's share of an update."""
     log = run["credit"]
-    mean = lambda key: float(np.mean([e.get(key, 0.0) for e in log]))  # noqa: E731
+    def mean(key: str) -> float:
+        return float(np.mean([e.get(key, 0.0) for e in log]))
+
     generation = policy_params * mean("policy_tokens")
     extra = est_params * mean("estimator_tokens") + policy_params * mean("prm_tokens")
     step_s = np.mean([h["generate_s"] + h["update_s"] for h in run["history"]])
@@ -526,9 +625,19 @@ def seed_means(per_seed: list[dict]) -> dict:
     return {k: mean_or_nan([m[k] for m in per_seed]) for k in per_seed[0]}
 
 
+def summarise(initial, tokenizer, args: Args, runs: dict) -> tuple[dict, dict, dict]:
+    """The numbers of each run (per seed) and their mean over seeds, and the parameter counts."""
+    sizes = {"policy_params": parameters(initial), "estimator_params": parameters(make_estimator(tokenizer, args, "cpu"))}
+    per_seed = {m: [run_metrics(r, runs.get("grpo", rs)[i], sizes["policy_params"], sizes["estimator_params"])
+                    for i, r in enumerate(rs)] for m, rs in runs.items()}
+    return per_seed, {m: seed_means(v) for m, v in per_seed.items()}, sizes
+
+
 # ============================================================================================
-# Figures, claims, report
+# Figures
 # ============================================================================================
+
+
 def seed_curve(runs: list[dict], key: str) -> np.ndarray:
     """A credit diagnostic per update, averaged over seeds (NaN-aware), then smoothed."""
     table = np.array([[e.get(key, math.nan) for e in run["credit"]] for run in runs], dtype=float)
@@ -579,6 +688,17 @@ def plot_localisation(runs: dict, path) -> None:
     ax.legend(fontsize="small")
     ax.grid(alpha=0.3)
     save_figure(fig, path)
+
+
+def plot_all(out, runs: dict) -> None:
+    plot_learning_curves(runs, out / "learning_curves.png")
+    plot_step_weights(runs, out / "step_weights.png")
+    plot_localisation(runs, out / "localisation.png")
+
+
+# ============================================================================================
+# Claims and report
+# ============================================================================================
 
 
 def check_claims(summary: dict, per_seed: dict) -> list[dict]:
@@ -667,27 +787,17 @@ def main(args: Args) -> dict:
     before = evaluate(initial, tokenizer, held_out, args.final_samples, args.max_new_tokens,
                       torch.Generator(device).manual_seed(args.seed + 2), device)
     print(f"cold start: held-out pass@1 {before['pass@1']:.3f}")
-    seeds = [args.seed + i for i in range(args.repeats)]
-    runs = {m: [] for m in args.method_list}
-    for seed in seeds:
-        for m in args.method_list:
-            runs[m].append(run_method(initial, tokenizer, dataclasses.replace(args, seed=seed), m, held_out, device))
-
-    policy_params, est_params = parameters(initial), parameters(make_estimator(tokenizer, args, "cpu"))
-    per_seed = {m: [run_metrics(r, runs.get("grpo", rs)[i], policy_params, est_params) for i, r in enumerate(rs)]
-                for m, rs in runs.items()}
-    summary = {m: seed_means(v) for m, v in per_seed.items()}
+    runs = compare_methods(initial, tokenizer, args, held_out, device)
+    per_seed, summary, sizes = summarise(initial, tokenizer, args, runs)
     claims = check_claims(summary, per_seed)
-    plot_learning_curves(runs, out / "learning_curves.png")
-    plot_step_weights(runs, out / "step_weights.png")
-    plot_localisation(runs, out / "localisation.png")
+    plot_all(out, runs)
 
-    metrics = {"cold_start_pass@1": before["pass@1"], "policy_params": policy_params, "estimator_params": est_params}
+    metrics = {"cold_start_pass@1": before["pass@1"], **sizes}
     metrics.update({f"{m}_{k}": v for m, s in summary.items() for k, v in s.items()})
-    metrics.update({f"{m}_seed{seeds[i]}_pass@1": r["pass@1"] for m, rs in per_seed.items() for i, r in enumerate(rs)})
+    metrics.update({f"{m}_seed{seed}_pass@1": r["pass@1"] for m, rs in per_seed.items() for seed, r in zip(args.seeds, rs)})
     wall = time.time() - start
     write_results(out, args, wall, metrics, claims, cold_start=before, per_seed=per_seed, runs=runs)
-    print_report(summary, args, before["pass@1"], seeds)
+    print_report(summary, args, before["pass@1"], args.seeds)
     print("\n" + format_claims(claims))
     print(f"\nwall clock {wall:.0f} s; results in {out}/")
     return {"metrics": metrics, "claims": claims}

@@ -1,7 +1,11 @@
-"""Shared plumbing for the numbered scripts: CLI, seeding, devices, results, figures, returns.
+"""What the numbered scripts share, and nothing they teach: run plumbing and the shared worlds.
 
-Only what two or more scripts use lives here. Every function is small, typed and tested in
-tests/test_common.py (the small-LM plumbing of 05-07, at the end, in tests/test_lm_common.py). A script's own idea (its environment, its estimator) stays in the script.
+Plumbing: the dataclass CLI, seeding, devices, results.json with its claims, tables and figures.
+Worlds: the key-to-door gridworld with its exact model (02-04), and the small-LM world of 05-07
+(the arithmetic-chain task, its verifier and gold step labels, a character tokenizer, a tiny
+Llama and its cached cold start, sampling with masks and log-probs, pass@k). No estimator,
+loss, learning rule or training loop of a method lives here: each is in the script that
+teaches it. Tested in tests/test_common.py and tests/test_lm_common.py.
 """
 
 from __future__ import annotations
@@ -15,7 +19,6 @@ import math
 import random
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -25,12 +28,14 @@ matplotlib.use("Agg")  # scripts write PNGs; they never open windows
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 if TYPE_CHECKING:  # transformers is imported lazily: the key-to-door scripts never pay for it
     from transformers import PreTrainedModel, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 ArgsT = TypeVar("ArgsT")
+LMArgsT = TypeVar("LMArgsT", bound="LMArgs")
 
 
 # --------------------------------------------------------------------------------------------
@@ -235,52 +240,19 @@ def moving_average(x: np.ndarray | list[float], window: int) -> np.ndarray:
         return np.where(counts > 0, (sums[ends] - sums[starts]) / counts, np.nan)
 
 
+def mean_or_nan(values: Any) -> float:
+    """The mean of the finite values; NaN when there are none."""
+    values = np.asarray(values, dtype=float).ravel()
+    finite = values[np.isfinite(values)]
+    return float(finite.mean()) if len(finite) else math.nan
+
+
 def save_figure(fig: plt.Figure, path: Path) -> Path:
     """Save a figure as PNG and close it."""
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
-
-
-# --------------------------------------------------------------------------------------------
-# Policy-gradient primitives
-# --------------------------------------------------------------------------------------------
-def discounted_returns(rewards: torch.Tensor, ends: torch.Tensor, gamma: float) -> torch.Tensor:
-    """Reward-to-go G_t = r_t + γ G_{t+1} (1 - end_t), time-major: shape (T, ...).
-
-    `ends[t]` is true when step t is the last of its episode (or credit segment), so nothing
-    after it flows back into it. The tail after the last end is summed as if it ended at T.
-    """
-    returns = torch.zeros_like(rewards, dtype=torch.float32)
-    running = torch.zeros_like(rewards[0], dtype=torch.float32)
-    for t in reversed(range(rewards.shape[0])):
-        running = rewards[t] + gamma * running * (~ends[t].bool())
-        returns[t] = running
-    return returns
-
-
-def standardize(x: torch.Tensor, mask: torch.Tensor | None = None, eps: float = 1e-8) -> torch.Tensor:
-    """(x - mean) / std over the entries where mask is true (all if None); 0 elsewhere."""
-    if mask is None:
-        mask = torch.ones_like(x, dtype=torch.bool)
-    mask = mask.bool()
-    values = x[mask]
-    centred = (x - values.mean()) / (values.std(unbiased=False) + eps)
-    return torch.where(mask, centred, torch.zeros_like(x))
-
-
-def policy_gradient_loss(logp: torch.Tensor, advantages: torch.Tensor,
-                         mask: torch.Tensor | None = None) -> torch.Tensor:
-    """Surrogate loss whose gradient is the policy gradient: -mean_t[ Ψ_t ∇log π(a_t|s_t) ].
-
-    The advantages Ψ are constants (detached); the mean runs over the entries where mask is true.
-    """
-    weights = advantages.detach()
-    if mask is None:
-        return -(logp * weights).mean()
-    mask = mask.float()
-    return -(logp * weights * mask).sum() / mask.sum().clamp(min=1.0)
 
 
 # --------------------------------------------------------------------------------------------
@@ -363,7 +335,7 @@ class KeyToDoor:
 
 
 @torch.no_grad()
-def rollout(env: KeyToDoor, policy: torch.Tensor) -> dict:
+def play_episodes(env: KeyToDoor, policy: torch.Tensor) -> dict:
     """One episode per env under a tabular policy π[s, a], time-major (T = corridor + 2).
 
     Returns states, actions, rewards, ends and next_states; after the last step the next state
@@ -381,17 +353,6 @@ def rollout(env: KeyToDoor, policy: torch.Tensor) -> dict:
     terminal = torch.full_like(episode["states"][:1], env.num_states)
     episode["next_states"] = torch.cat([episode["states"][1:], terminal])
     return episode
-
-
-def running_mean(table: torch.Tensor, index: torch.Tensor, targets: torch.Tensor,
-                 rate: float | torch.Tensor) -> None:
-    """Tabular learning from a batch: each entry of `table` (flattened) that `index` visits moves
-    by `rate` toward the mean of its targets in the batch, x += rate (mean targets - x); entries
-    not visited stay. `rate` is a number or one per entry of the flattened table."""
-    flat = table.view(-1)
-    total = torch.zeros_like(flat).index_add_(0, index, targets.to(flat.dtype))
-    visits = torch.bincount(index, minlength=len(flat))
-    flat += rate * torch.where(visits > 0, total / visits.clamp(min=1) - flat, torch.zeros_like(flat))
 
 
 def evaluate_policy(P: torch.Tensor, R: torch.Tensor, policy: torch.Tensor,
@@ -412,9 +373,8 @@ def evaluate_policy(P: torch.Tensor, R: torch.Tensor, policy: torch.Tensor,
 
 
 # ============================================================================================
-# Small-LM plumbing (05, 06 and 07): a verifiable multi-step task, a tiny causal LM trained
-# from scratch on it (the cold start), sampling with masks and log-probs, group advantages and
-# the clipped, KL-penalised policy-gradient step that every LM script shares.
+# The small-LM world (05, 06 and 07): a verifiable multi-step task, a tiny causal LM trained
+# from scratch on it (the cold start), sampling with masks and log-probs, and evaluation.
 # ============================================================================================
 HELD_OUT_SEED = 2**31 - 1  # one held-out set for every LM script, whatever --seed is
 HELD_OUT_SIZE = 512  # never trained on (SFT and RL skip these prompts); evaluations use a prefix
@@ -569,9 +529,9 @@ def positions_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
 
 
 @dataclasses.dataclass
-class Rollouts:
-    """G completions per prompt, flattened to B rows. Prompt columns 0..P-1 (left-padded),
-    completion columns P..P+T-1.
+class Completions:
+    """One sampled completion per row, B rows. Prompt columns 0..P-1 (left-padded), completion
+    columns P..P+T-1.
 
     completion_mask (B, T): the generated tokens up to and including EOS (false on the padding
     written after EOS); attention_mask (B, P+T): real prompt tokens and completion_mask;
@@ -594,11 +554,26 @@ class Rollouts:
     def lengths(self) -> torch.Tensor:
         return self.completion_mask.sum(1)
 
+    def padded_to(self, width: int, pad_id: int) -> Completions:
+        """The same rows with the completion columns right-padded (masked) to `width`."""
+        extra = width - self.completion_mask.shape[1]
+        return dataclasses.replace(
+            self, sequences=F.pad(self.sequences, (0, extra), value=pad_id),
+            attention_mask=F.pad(self.attention_mask, (0, extra), value=0),
+            completion_mask=F.pad(self.completion_mask, (0, extra), value=False),
+            logprobs=F.pad(self.logprobs, (0, extra), value=0.0))
+
+    @staticmethod
+    def stack(parts: list[Completions]) -> Completions:
+        """Rows of batches that share their prompt and completion widths, one after another."""
+        fields = ("sequences", "attention_mask", "completion_mask", "logprobs", "truncated")
+        return dataclasses.replace(parts[0], **{f: torch.cat([getattr(p, f) for p in parts]) for f in fields})
+
 
 @torch.no_grad()
 def sample_completions(model: PreTrainedModel, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
                        max_new_tokens: int, eos_id: int, pad_id: int,
-                       generator: torch.Generator | None = None, temperature: float = 1.0) -> Rollouts:
+                       generator: torch.Generator | None = None, temperature: float = 1.0) -> Completions:
     """Sample one completion per row with a KV cache: each step feeds only the new token.
 
     (model.generate does the same; on CPU with a tiny model our loop is as fast or faster,
@@ -629,14 +604,42 @@ def sample_completions(model: PreTrainedModel, prompt_ids: torch.Tensor, prompt_
         next_position = next_position + 1
     model.train(was_training)
     completion_mask = torch.stack(masks, 1)
-    return Rollouts(sequences=torch.cat([prompt_ids, torch.stack(tokens, 1)], 1),
-                    attention_mask=torch.cat([prompt_mask.long(), completion_mask.long()], 1),
-                    completion_mask=completion_mask, logprobs=torch.stack(logprobs, 1),
-                    truncated=alive, prompt_length=prompt_ids.shape[1])
+    return Completions(sequences=torch.cat([prompt_ids, torch.stack(tokens, 1)], 1),
+                       attention_mask=torch.cat([prompt_mask.long(), completion_mask.long()], 1),
+                       completion_mask=completion_mask, logprobs=torch.stack(logprobs, 1),
+                       truncated=alive, prompt_length=prompt_ids.shape[1])
 
 
-def token_logprobs(model: PreTrainedModel, sequences: torch.Tensor, attention_mask: torch.Tensor, prompt_length: int,
-                   with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+def completion_texts(tokenizer: PreTrainedTokenizerBase, completions: Completions) -> list[str]:
+    """The completions as text, without EOS and padding."""
+    ids = completions.completion_ids.masked_fill(~completions.completion_mask, tokenizer.pad_token_id)
+    return tokenizer.batch_decode(ids.tolist(), skip_special_tokens=True)
+
+
+def sample(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prompts: list[str], max_new_tokens: int,
+           generator: torch.Generator | None, device: torch.device | str,
+           chunk: int = 512) -> tuple[Completions, list[str]]:
+    """One completion per prompt, and its text: the one way every script samples. Prompts go
+    through the model `chunk` rows at a time (memory); with several chunks, each is padded to
+    max_new_tokens so that they stack into one Completions."""
+    ids, mask = encode_prompts(tokenizer, prompts, device)
+    parts = [sample_completions(model, ids[i:i + chunk], mask[i:i + chunk], max_new_tokens,
+                                tokenizer.eos_token_id, tokenizer.pad_token_id, generator)
+             for i in range(0, len(prompts), chunk)]
+    if len(parts) > 1:
+        parts = [part.padded_to(max_new_tokens, tokenizer.pad_token_id) for part in parts]
+    completions = Completions.stack(parts)
+    return completions, completion_texts(tokenizer, completions)
+
+
+def verifier_rewards(problems: list[ChainProblem], texts: list[str], truncated: torch.Tensor) -> torch.Tensor:
+    """Outcome rewards (B,) on the CPU: the verifier on each text; a truncated completion scores 0."""
+    rewards = torch.tensor([verify(p, t) for p, t in zip(problems, texts)])
+    return rewards * (~truncated.cpu()).float()
+
+
+def token_logprobs(model: PreTrainedModel, sequences: torch.Tensor, attention_mask: torch.Tensor,
+                   prompt_length: int, with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log π(y_t | x, y_<t) of every completion token in one forward pass, (B, T); and the
     entropy of π at each of those positions when asked. The logits at position t predict t+1."""
     logits = model(input_ids=sequences, attention_mask=attention_mask,
@@ -647,19 +650,8 @@ def token_logprobs(model: PreTrainedModel, sequences: torch.Tensor, attention_ma
     return logp, entropy
 
 
-def completion_texts(tokenizer: PreTrainedTokenizerBase, rollouts: Rollouts) -> list[str]:
-    """The completions as text, without EOS and padding."""
-    ids = rollouts.completion_ids.masked_fill(~rollouts.completion_mask, tokenizer.pad_token_id)
-    return tokenizer.batch_decode(ids.tolist(), skip_special_tokens=True)
-
-
-def score(problems: list[ChainProblem], texts: list[str], truncated: torch.Tensor) -> torch.Tensor:
-    """Outcome rewards (B,): the verifier on each text; a truncated completion scores 0."""
-    rewards = torch.tensor([verify(p, t) for p, t in zip(problems, texts)])
-    return rewards * (~truncated.cpu()).float()
-
-
-def token_step_ids(tokenizer: PreTrainedTokenizerBase, completion_ids: torch.Tensor, completion_mask: torch.Tensor) -> torch.Tensor:
+def token_step_ids(tokenizer: PreTrainedTokenizerBase, completion_ids: torch.Tensor,
+                   completion_mask: torch.Tensor) -> torch.Tensor:
     """For each completion token, the index of the solution line (step) it belongs to, (B, T);
     -1 where masked. A token containing the newline ends its step; EOS joins the last line.
     Works for any tokenizer: a token's newlines are counted in its decoded text."""
@@ -820,167 +812,23 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
-def sample_and_score(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problems: list[ChainProblem], samples: int, max_new_tokens: int,
-                     generator: torch.Generator | None, device: torch.device | str,
-                     batch: int = 512) -> tuple[torch.Tensor, torch.Tensor]:
-    """`samples` completions per problem: rewards and lengths, each (len(problems), samples)."""
-    rewards, lengths = [], []
-    prompts = [p for p in problems for _ in range(samples)]
-    for i in range(0, len(prompts), batch):
-        chunk = prompts[i:i + batch]
-        ids, mask = encode_prompts(tokenizer, [p.prompt for p in chunk], device)
-        rollouts = sample_completions(model, ids, mask, max_new_tokens, tokenizer.eos_token_id,
-                                      tokenizer.pad_token_id, generator)
-        rewards.append(score(chunk, completion_texts(tokenizer, rollouts), rollouts.truncated))
-        lengths.append(rollouts.lengths.float().cpu())
-    return torch.cat(rewards).view(len(problems), samples), torch.cat(lengths).view(len(problems), samples)
-
-
-def evaluate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problems: list[ChainProblem], samples: int, max_new_tokens: int,
-             generator: torch.Generator | None, device: torch.device | str, ks: tuple[int, ...] = (1,)) -> dict:
+def evaluate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problems: list[ChainProblem],
+             samples: int, max_new_tokens: int, generator: torch.Generator | None, device: torch.device | str,
+             ks: tuple[int, ...] = (1,)) -> dict:
     """Held-out pass@k (sampling at temperature 1, unbiased estimator over `samples` per
     problem, k ≤ samples), the mean completion length, and the right count per problem."""
-    rewards, lengths = sample_and_score(model, tokenizer, problems, samples, max_new_tokens, generator, device)
-    correct = rewards.sum(1).long().tolist()
-    result = {f"pass@{k}": float(np.mean([pass_at_k(samples, c, k) for c in correct])) for k in ks}
-    return {**result, "length": float(lengths.mean()), "correct": correct}
+    repeated = [p for p in problems for _ in range(samples)]
+    completions, texts = sample(model, tokenizer, [p.prompt for p in repeated], max_new_tokens, generator, device)
+    correct = verifier_rewards(repeated, texts, completions.truncated).view(len(problems), samples).sum(1)
+    result = {f"pass@{k}": float(np.mean([pass_at_k(samples, int(c), k) for c in correct])) for k in ks}
+    return {**result, "length": float(completions.lengths.float().mean()), "correct": correct.long().tolist()}
 
 
-# ----------------------------------------------------------- group advantages (the Ψ slot)
-GROUP_ADVANTAGES = ("reinforce", "rloo", "grpo", "dr_grpo")
-
-
-def group_advantages(rewards: torch.Tensor, method: str, eps: float = 1e-4) -> torch.Tensor:
-    """One advantage per completion from rewards (N prompts, G completions each):
-
-      reinforce  A_i = r_i - mean of the whole batch                 (one baseline for all prompts)
-      rloo       A_i = r_i - mean_{j≠i} r_j = G/(G-1) (r_i - mean_g)  (leave-one-out, Ahmadian et al. 2024)
-      grpo       A_i = (r_i - mean_g) / (std_g + eps)               (Shao et al. 2024; std with G-1, as TRL)
-      dr_grpo    A_i = r_i - mean_g                                  (Liu et al. 2025: no std division)
-
-    A group whose rewards are all equal gets A = 0 (eps keeps grpo finite there).
-    """
-    N, G = rewards.shape
-    if method == "reinforce":
-        return rewards - rewards.mean()
-    if method not in GROUP_ADVANTAGES:
-        raise ValueError(f"unknown advantage {method!r}; choose from {GROUP_ADVANTAGES}")
-    if G < 2:
-        raise ValueError(f"{method} needs a group of at least 2 completions per prompt (the baseline "
-                         f"comes from the siblings), got {G}")
-    mean = rewards.mean(1, keepdim=True)
-    if method == "rloo":
-        return rewards - (rewards.sum(1, keepdim=True) - rewards) / (G - 1)
-    if method == "grpo":
-        return (rewards - mean) / (rewards.std(1, keepdim=True) + eps)
-    return rewards - mean
-
-
-def process_advantages(step_rewards: torch.Tensor, rewarded: torch.Tensor, group_size: int,
-                       eps: float = 1e-4) -> torch.Tensor:
-    """DeepSeekMath's process supervision (Shao et al. 2024, §4.1.3) along the last dim of (B, T):
-    the rewards at the `rewarded` positions (a step's last token, or one cell per step) are
-    normalised over all rewarded positions of a group's G rows, r̃ = (r - mean)/(std + eps), and
-    each position gets the sum at and after it, A_t = Σ_{k ≥ t} r̃_k; 0 after a row's last reward."""
-    B, T = step_rewards.shape
-    r = step_rewards.view(-1, group_size, T)
-    m = rewarded.view(-1, group_size, T).float()
-    count = m.sum((1, 2), keepdim=True)
-    mean = (r * m).sum((1, 2), keepdim=True) / count
-    std = (((r - mean) ** 2 * m).sum((1, 2), keepdim=True) / (count - 1).clamp(min=1)).sqrt()
-    normalised = ((r - mean) / (std + eps) * m).view(B, T)
-    reward_to_come = rewarded.flip(1).cumsum(1).flip(1) > 0
-    return normalised.flip(1).cumsum(1).flip(1) * reward_to_come
-
-
-def zero_spread(rewards: torch.Tensor) -> torch.Tensor:
-    """(N,) true for the groups whose G rewards are all equal: every group advantage is 0 there."""
-    return rewards.max(1).values == rewards.min(1).values
-
-
-# ------------------------------------------------------------- the shared policy-gradient step
-LOSS_NORMS = ("sequence", "token", "constant")
-
-
-def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
-    """Per-token KL(π || π_ref) estimate k3 = r - log r - 1 with r = π_ref/π at the sampled
-    token (Schulman's "Approximating KL divergence"; GRPO's choice): unbiased, and ≥ 0 always."""
-    log_ratio = ref_logp - logp
-    return torch.exp(log_ratio) - log_ratio - 1
-
-
-def clipped_surrogate(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
-                      clip_eps: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """PPO's per-token loss -min(ρ A, clip(ρ, 1-ε, 1+ε) A), ρ = π/π_old; and where the clip
-    is active (the clipped term is the smaller one, so that token's gradient is 0)."""
-    ratio = torch.exp(logp - old_logp)
-    unclipped = ratio * advantages
-    clipped = torch.clamp(ratio, 1 - clip_eps, 1 + clip_eps) * advantages
-    return -torch.minimum(unclipped, clipped), clipped < unclipped
-
-
-def masked_loss(per_token: torch.Tensor, mask: torch.Tensor, norm: str, max_new_tokens: int) -> torch.Tensor:
-    """Reduce a per-token loss (B, T) over the completion tokens:
-
-      sequence  mean over each completion's tokens, then over completions (GRPO paper)
-      token     sum over all tokens / number of tokens (DAPO; long completions weigh more)
-      constant  sum over all tokens / (B * max_new_tokens) (Dr. GRPO: no length bias)
-    """
-    mask = mask.float()
-    total = per_token * mask
-    if norm == "sequence":
-        return (total.sum(1) / mask.sum(1).clamp(min=1)).mean()
-    if norm == "token":
-        return total.sum() / mask.sum().clamp(min=1)
-    if norm == "constant":
-        return total.sum() / (per_token.shape[0] * max_new_tokens)
-    raise ValueError(f"unknown loss normalisation {norm!r}; choose from {LOSS_NORMS}")
-
-
-def policy_gradient_step(policy: PreTrainedModel, optimizer: torch.optim.Optimizer, rollouts: Rollouts,
-                         advantages: torch.Tensor, ref_logp: torch.Tensor | None, clip_eps: float,
-                         beta: float, inner_iters: int, loss_norm: str, max_new_tokens: int,
-                         max_grad_norm: float) -> dict:
-    """μ = inner_iters optimiser steps on one batch of rollouts, per token t of completion i:
-
-      loss_it = -min(ρ_it A_it, clip(ρ_it, 1-ε, 1+ε) A_it) + β k3(π_θ, π_ref)_it,
-      ρ_it = π_θ(y_it) / π_old(y_it)
-
-    reduced by `masked_loss`. A (B, T) are per-token advantages: outcome methods broadcast one
-    number per completion, 06 and 07 supply denser ones. π_old is the policy that sampled
-    (its log-probs are recomputed here, so ρ = 1 on the first iteration). Returns the mean
-    over iterations of the loss, the clip fraction and the grad norm (before clipping), and
-    the sampling policy's KL to the reference and entropy per token.
-    """
-    mask = rollouts.completion_mask
-    args = (rollouts.sequences, rollouts.attention_mask, rollouts.prompt_length)
-    stats = {"loss": 0.0, "clip_fraction": 0.0, "grad_norm": 0.0}
-    for iteration in range(inner_iters):
-        logp, entropy = token_logprobs(policy, *args, with_entropy=iteration == 0)
-        if iteration == 0:
-            old_logp = logp.detach()
-            kl = kl_k3(old_logp, ref_logp) if ref_logp is not None else torch.zeros_like(old_logp)
-            stats["kl"] = float((kl * mask).sum() / mask.sum())
-            stats["entropy"] = float((entropy.detach() * mask).sum() / mask.sum())
-        per_token, clip_active = clipped_surrogate(logp, old_logp, advantages, clip_eps)
-        if beta > 0:
-            per_token = per_token + beta * kl_k3(logp, ref_logp)
-        loss = masked_loss(per_token, mask, loss_norm, max_new_tokens)
-        optimizer.zero_grad()
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
-        optimizer.step()
-        stats["loss"] += loss.item() / inner_iters
-        stats["clip_fraction"] += float((clip_active & mask).sum() / mask.sum()) / inner_iters
-        stats["grad_norm"] += grad_norm.item() / inner_iters
-    return stats
-
-
-# --------------------------------------------------------- the flags and loop of 05, 06, 07
-AdvantageFn = Callable[[Rollouts, torch.Tensor, list[ChainProblem]], torch.Tensor]
+# ------------------------------------------------------------------ the LM scripts' flags
 @dataclasses.dataclass
 class LMArgs(RunArgs):
-    """Flags shared by the LM scripts: the model, the task, the cold start and the RL step."""
+    """Flags shared by the LM scripts: the model, the task, the cold start, sampling, evaluation.
+    Each script adds its method's own flags (the RL knobs among them)."""
 
     model: str = arg("", "a causal LM (hub name or folder) to use instead of the cold-start model")
     cache: str = arg("runs/cold_start", "folder of cached cold-start models, one per config")
@@ -996,38 +844,22 @@ class LMArgs(RunArgs):
     sft_batch: int = arg(64, "cold start: problems per SFT step")
     sft_lr: float = arg(3e-3, "cold start: AdamW learning rate")
     shortcut_prob: float = arg(0.5, "cold start: share of demonstrations that give the bare answer, no steps")
-    rl_steps: int = arg(80, "RL: policy updates")
-    prompts: int = arg(16, "RL: prompts per update")
-    group_size: int = arg(8, "RL: completions per prompt (G)")
-    max_new_tokens: int = arg(48, "RL: completion budget in tokens (longer ones are truncated, reward 0)")
-    optimizer: str = arg("adam", "RL: AdamW, or plain SGD (whose step scales with the advantages)",
-                         choices=("adam", "sgd"))
-    lr: float = arg(1e-4, "RL: learning rate")
-    warmup: int = arg(20, "RL: updates of linear learning-rate warmup (Adam's first steps are large)")
-    clip_eps: float = arg(0.2, "RL: PPO clip range ε")
-    beta: float = arg(0.04, "RL: weight β of the k3 KL penalty to the cold-start reference")
-    inner_iters: int = arg(1, "RL: optimiser steps per batch of rollouts (μ)")
-    loss_norm: str = arg("sequence", "RL: loss normalisation", choices=LOSS_NORMS)
-    max_grad_norm: float = arg(1.0, "RL: gradient clipping")
+    max_new_tokens: int = arg(48, "completion budget in tokens; a longer completion is cut and scores 0 "
+                                  "(TRL: max_completion_length)")
     eval_problems: int = arg(128, "held-out problems")
     eval_samples: int = arg(4, "samples per held-out problem during training (pass@1 estimate)")
-    eval_every: int = arg(20, "RL: updates between held-out evaluations")
 
-    SMOKE_LM = dict(hidden=16, layers=1, heads=2, sft_steps=5, sft_batch=8, rl_steps=2, prompts=2,
-                    group_size=2, max_new_tokens=16, eval_problems=4, eval_samples=2, eval_every=1)
+    SMOKE_LM = dict(hidden=16, layers=1, heads=2, sft_steps=5, sft_batch=8, max_new_tokens=16, eval_problems=4,
+                    eval_samples=2)
 
     def __post_init__(self):
         require_positive(self, "threads", "min_steps", "max_steps", "max_value", "max_operand", "hidden",
-                         "layers", "heads", "sft_steps", "sft_batch", "sft_lr", "rl_steps", "prompts",
-                         "max_new_tokens", "lr", "warmup", "inner_iters", "max_grad_norm", "eval_problems",
-                         "eval_samples", "eval_every")
+                         "layers", "heads", "sft_steps", "sft_batch", "sft_lr", "max_new_tokens", "eval_problems",
+                         "eval_samples")
         require(self.eval_problems <= HELD_OUT_SIZE, f"--eval-problems must be at most {HELD_OUT_SIZE}")
         require(self.min_steps <= self.max_steps, "--min-steps must be at most --max-steps")
         require(self.max_operand < self.max_value, "--max-operand must be below --max-value")
-        require(self.group_size >= 2, f"--group-size must be at least 2: RLOO and GRPO take the baseline "
-                f"from the other completions of the same prompt, got {self.group_size}")
         require(0 <= self.shortcut_prob <= 1, "--shortcut-prob must be in [0, 1]")
-        require(self.clip_eps > 0 and self.beta >= 0, "--clip-eps must be positive and --beta non-negative")
 
     @property
     def cold_start(self) -> ColdStart:
@@ -1040,8 +872,8 @@ class LMArgs(RunArgs):
         return self.cold_start.task
 
 
-def start_lm_run(args: LMArgs) -> tuple[LMArgs, torch.device, Path, PreTrainedModel,
-                                         PreTrainedTokenizerBase, dict]:
+def start_lm_run(args: LMArgsT) -> tuple[LMArgsT, torch.device, Path, PreTrainedModel,
+                                          PreTrainedTokenizerBase, dict]:
     """`start_run`, then the policy: (args, device, out, policy, tokenizer, info)."""
     args, device, out = start_run(args)
     torch.set_num_threads(args.threads)
@@ -1054,72 +886,7 @@ def start_lm_run(args: LMArgs) -> tuple[LMArgs, torch.device, Path, PreTrainedMo
 
 
 def frozen_copy(model: PreTrainedModel) -> PreTrainedModel:
-    """The reference policy: a copy that never trains."""
+    """A copy that never trains (the KL reference, the model that rolls out labels)."""
     reference = copy.deepcopy(model).eval()
     reference.requires_grad_(False)
     return reference
-
-
-def train_policy_gradient(policy: PreTrainedModel, reference: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
-                          args: LMArgs, advantage_fn: AdvantageFn, held_out: list[ChainProblem],
-                          device: torch.device | str, desc: str = "RL") -> dict:
-    """The RL loop shared by 05-07: sample G completions for each of `prompts` fresh problems,
-    score them with the verifier, ask `advantage_fn(rollouts, rewards (N, G), problems)` for
-    per-token advantages (B, T), and take `policy_gradient_step`. Every `eval_every` updates,
-    held-out pass@1. Same seed, same problems and samples.
-
-    Returns {"history": one dict per update (reward, KL, entropy, length, zero-spread fraction,
-    clip fraction, grad norm, seconds in generation / update), "evals": [{samples, pass@1, length}]}.
-    """
-    rng = np.random.default_rng(args.seed)
-    generator = torch.Generator(device).manual_seed(args.seed)
-    eval_generator = torch.Generator(device).manual_seed(args.seed + 1)
-    if args.optimizer == "adam":
-        optimizer = torch.optim.AdamW(policy.parameters(), lr=args.lr, weight_decay=0.0)
-    else:
-        optimizer = torch.optim.SGD(policy.parameters(), lr=args.lr)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: min(1.0, (i + 1) / args.warmup))
-    exclude = frozenset(p.prompt for p in args.task.held_out())
-    history, evals = [], []
-
-    def held_out_eval(step: int) -> None:
-        result = evaluate(policy, tokenizer, held_out, args.eval_samples, args.max_new_tokens,
-                          eval_generator, device)
-        evals.append({"step": step, "samples": step * args.prompts * args.group_size,
-                      "pass@1": result["pass@1"], "length": result["length"]})
-
-    for step in tqdm(range(args.rl_steps), desc=desc, leave=False):
-        if step % args.eval_every == 0:
-            held_out_eval(step)
-        start = time.time()
-        problems = args.task.sample(args.prompts, rng, exclude=exclude)
-        repeated = [p for p in problems for _ in range(args.group_size)]
-        ids, mask = encode_prompts(tokenizer, [p.prompt for p in repeated], device)
-        rollouts = sample_completions(policy, ids, mask, args.max_new_tokens, tokenizer.eos_token_id,
-                                      tokenizer.pad_token_id, generator)
-        rewards = score(repeated, completion_texts(tokenizer, rollouts), rollouts.truncated).to(device)
-        rewards = rewards.view(args.prompts, args.group_size)
-        generated = time.time()
-        advantages = advantage_fn(rollouts, rewards, problems)
-        with torch.no_grad():
-            ref_logp, _ = token_logprobs(reference, rollouts.sequences, rollouts.attention_mask,
-                                         rollouts.prompt_length)
-        stats = policy_gradient_step(policy, optimizer, rollouts, advantages, ref_logp, args.clip_eps,
-                                     args.beta, args.inner_iters, args.loss_norm, args.max_new_tokens,
-                                     args.max_grad_norm)
-        schedule.step()
-        history.append({"reward": float(rewards.mean()), "length": float(rollouts.lengths.float().mean()),
-                        "truncated": float(rollouts.truncated.float().mean()),
-                        "zero_spread": float(zero_spread(rewards).float().mean()), **stats,
-                        "generate_s": generated - start, "update_s": time.time() - generated})
-    held_out_eval(args.rl_steps)
-    return {"history": history, "evals": evals}
-
-
-def outcome_advantages(method: str) -> AdvantageFn:
-    """An `advantage_fn` for `train_policy_gradient`: the group advantage of each completion,
-    copied onto each of its tokens (zero on the masked ones)."""
-    def advantage_fn(rollouts: Rollouts, rewards: torch.Tensor, problems) -> torch.Tensor:
-        per_completion = group_advantages(rewards, method).flatten()
-        return per_completion[:, None] * rollouts.completion_mask.float()
-    return advantage_fn

@@ -1,4 +1,5 @@
-"""01_reinforce_pong: Pong dynamics, Karpathy's preprocessing, credit, per-point gradients, runs."""
+"""01_reinforce_pong: reward-to-go, the loss, Pong dynamics, Karpathy's preprocessing, credit,
+per-point gradients, runs."""
 
 import importlib
 import json
@@ -11,6 +12,81 @@ import torch
 pong = importlib.import_module("01_reinforce_pong")
 
 
+# ------------------------------------------------------------------------------------ method
+def naive_returns(rewards, ends, gamma):
+    """G_t by the definition: sum forward until the episode's end, one step at a time."""
+    T, N = rewards.shape
+    out = np.zeros((T, N))
+    for n in range(N):
+        for t in range(T):
+            g, discount = 0.0, 1.0
+            for k in range(t, T):
+                g += discount * rewards[k, n]
+                discount *= gamma
+                if ends[k, n]:
+                    break
+            out[t, n] = g
+    return out
+
+
+def test_reward_to_go_karpathy_example():
+    # Karpathy's discount_rewards resets the sum at each nonzero reward (a point in Pong)
+    rewards = torch.tensor([0.0, 0.0, 1.0, 0.0, 0.0, -1.0])
+    ends = rewards != 0
+    got = pong.reward_to_go(rewards, ends, gamma=0.99)
+    expected = [0.9801, 0.99, 1.0, -0.9801, -0.99, -1.0]
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-6)
+
+
+def test_reward_to_go_matches_naive_loop_with_episode_ends():
+    g = torch.Generator().manual_seed(0)
+    rewards = torch.randn(13, 4, generator=g)
+    ends = torch.rand(13, 4, generator=g) < 0.2
+    got = pong.reward_to_go(rewards, ends, gamma=0.9)
+    np.testing.assert_allclose(got.numpy(), naive_returns(rewards.numpy(), ends.numpy(), 0.9),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_standardize_uses_only_masked_entries():
+    x = torch.tensor([1.0, 2.0, 3.0, 100.0])
+    mask = torch.tensor([True, True, True, False])
+    got = pong.standardize(x, mask)
+    values = np.array([1.0, 2.0, 3.0])
+    expected = (values - values.mean()) / values.std()
+    np.testing.assert_allclose(got[:3].numpy(), expected, rtol=1e-5)
+    assert got[3] == 0
+    whole = pong.standardize(torch.tensor([5.0, 7.0]))
+    np.testing.assert_allclose(whole.numpy(), [-1.0, 1.0], rtol=1e-5)
+
+
+def test_standardize_constant_input_gives_zeros_not_nan():
+    got = pong.standardize(torch.ones(5))
+    assert torch.equal(got, torch.zeros(5))
+
+
+def test_policy_gradient_loss_matches_analytic_gradient():
+    # Bernoulli policy with logits z: d log π(a) / dz = a - σ(z), so the loss gradient is
+    # -Ψ (a - σ(z)) / n on the unmasked entries and 0 on the masked one.
+    z = torch.tensor([0.3, -1.2, 2.0, 0.5], requires_grad=True)
+    a = torch.tensor([1.0, 0.0, 0.0, 1.0])
+    psi = torch.tensor([2.0, -1.0, 0.5, 7.0])
+    mask = torch.tensor([True, True, True, False])
+    logp = -torch.nn.functional.binary_cross_entropy_with_logits(z, a, reduction="none")
+    pong.policy_gradient_loss(logp, psi, mask).backward()
+    expected = -psi * (a - torch.sigmoid(z.detach())) * mask / mask.sum()
+    torch.testing.assert_close(z.grad, expected)
+
+
+def test_policy_gradient_loss_does_not_backprop_into_advantages():
+    logp = torch.tensor([-0.5, -0.1], requires_grad=True)
+    psi = torch.tensor([1.0, 2.0], requires_grad=True)
+    pong.policy_gradient_loss(logp, psi).backward()
+    assert psi.grad is None
+    torch.testing.assert_close(logp.grad, torch.tensor([-0.5, -1.0]))
+    assert math.isclose(pong.policy_gradient_loss(logp.detach(), psi.detach()).item(), (0.5 + 0.2) / 2, rel_tol=1e-6)
+
+
+# ------------------------------------------------------------------------------------ dynamics
 def make_pong(n=2, **kw):
     env = pong.Pong(n, seed=0, **kw)
     env.reset()
@@ -21,7 +97,6 @@ def place_ball(env, i, x, y, vx, vy):
     env.ball_x[i], env.ball_y[i], env.vel_x[i], env.vel_y[i] = x, y, vx, vy
 
 
-# ------------------------------------------------------------------------------------ dynamics
 def test_ball_bounces_off_the_top_wall():
     env = make_pong(1)
     place_ball(env, 0, 16.0, 1.5, 1.0, -1.0)
@@ -158,10 +233,10 @@ def test_finished_segment_mask():
     assert got.tolist() == [[True, True], [True, True], [False, True], [False, False]]
 
 
-def window(rewards):
+def window_of(rewards):
     rewards = torch.tensor(rewards, dtype=torch.float32)
     T, N = rewards.shape
-    return pong.Rollout(inputs=torch.zeros(T, N, 2, 1, 1, dtype=torch.int8),
+    return pong.Window(inputs=torch.zeros(T, N, 2, 1, 1, dtype=torch.int8),
                         actions=torch.zeros(T, N, dtype=torch.long), rewards=rewards,
                         segment_ends=rewards != 0, used=torch.zeros(T, N, dtype=torch.bool))
 
@@ -169,20 +244,22 @@ def window(rewards):
 def test_point_buffer_trains_every_frame_once_after_its_point_ends():
     buffer = pong.PointBuffer(max_frames=100)
     # game 0: a point over frames 0..4 (ends in window 2); game 1: points end at 1 and at 5
-    batch, ready = buffer.add(window([[0, 0], [0, 1], [0, 0]]))
+    batch, ready = buffer.add(window_of([[0, 0], [0, 1], [0, 0]]))
     assert ready.tolist() == [[False, True], [False, True], [False, False]]
-    batch, ready = buffer.add(window([[0, 0], [1, 0], [0, 0]]))
+    batch, ready = buffer.add(window_of([[0, 0], [1, 0], [0, 0]]))
     assert len(batch) == 6  # game 0's whole point is still held
     assert ready.tolist() == [[True, False], [True, False], [True, False], [True, False],
                               [True, False], [False, False]]
     assert buffer.dropped == 0 and len(buffer.waiting) == 4  # game 1 waits from frame 2 on
+    assert buffer.trained == 2 + 5 and buffer.dropped_fraction() == 0
 
 
 def test_point_buffer_drops_and_counts_frames_beyond_its_cap():
     buffer = pong.PointBuffer(max_frames=3)
-    buffer.add(window([[0], [0]]))
-    buffer.add(window([[0], [0]]))
+    buffer.add(window_of([[0], [0]]))
+    buffer.add(window_of([[0], [0]]))
     assert buffer.dropped == 1 and len(buffer.waiting) == 3
+    assert buffer.trained == 0 and buffer.dropped_fraction() == 1
 
 
 # ------------------------------------------------------------------------- gradient variance
@@ -216,9 +293,9 @@ def test_grouped_variance_is_the_trace_of_the_covariance():
 
 
 def test_point_spans_keep_complete_points_with_an_outcome():
-    rollout = window([[0, 0], [1, 0], [0, -1], [-1, 0], [0, 0]])
-    rollout.segment_ends[4, 1] = True  # game 1: a game cut by the frame limit, no outcome
-    assert pong.point_spans(rollout) == [(0, 0, 1), (0, 2, 3), (1, 0, 2)]
+    window = window_of([[0, 0], [1, 0], [0, -1], [-1, 0], [0, 0]])
+    window.segment_ends[4, 1] = True  # game 1: a game cut by the frame limit, no outcome
+    assert pong.point_spans(window) == [(0, 0, 1), (0, 2, 3), (1, 0, 2)]
 
 
 def test_loglog_slope_recovers_a_power_law():

@@ -8,6 +8,9 @@ import numpy as np
 import pytest
 import torch
 
+import common
+
+pong = importlib.import_module("01_reinforce_pong")
 gae_script = importlib.import_module("02_gae")
 
 
@@ -50,6 +53,17 @@ def naive_nstep(rewards, values, next_values, ends, gamma, n_steps):
                 k += 1
             out[t, n] = total - values[t, n]
     return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_reward_to_go_is_a_copy_of_the_one_01_teaches(seed):
+    g = torch.Generator().manual_seed(seed)
+    T, N = torch.randint(1, 40, (2,), generator=g).tolist()
+    rewards = torch.randn(T, N, generator=g)
+    ends = torch.rand(T, N, generator=g) < torch.rand(1, generator=g)  # from no end to an end on every step
+    gamma = 1.0 if seed == 0 else float(torch.rand(1, generator=g))
+    torch.testing.assert_close(gae_script.reward_to_go(rewards, ends, gamma),
+                               pong.reward_to_go(rewards, ends, gamma), rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("gamma,lam", [(0.99, 0.95), (1.0, 0.5), (0.9, 0.0), (1.0, 1.0)])
@@ -106,7 +120,7 @@ def test_sampled_mc_advantage_is_unbiased_against_the_exact_one():
     policy = torch.full((env.num_states + 1, 2), 0.5)
     policy[0] = torch.tensor([0.3, 0.7])
     V, A = gae_script.exact_truth(env, policy, gamma=1.0)
-    episode = gae_script.rollout(env, policy)
+    episode = common.play_episodes(env, policy)
     mc = gae_script.mc_advantage(episode["rewards"], V[episode["states"]], episode["ends"], 1.0)
     took = episode["actions"][0] == 1
     assert math.isclose(mc[0][took].mean().item(), A[0, 1].item(), abs_tol=0.01)

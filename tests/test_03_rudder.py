@@ -1,4 +1,5 @@
-"""03_rudder: return-equivalent redistribution, the predictor's loss, credit on a toy, smoke run."""
+"""03_rudder: return-equivalent redistribution, the predictor's loss, credit on a toy, TRT, the tabular
+updates, the pocket watch, smoke run."""
 
 import importlib
 import json
@@ -87,6 +88,16 @@ def test_growth_verdict_needs_a_clear_winner():
     assert rudder.growth_verdict({"exponential_residual": 0.01, "power_residual": 0.05}) is True
     assert rudder.growth_verdict({"exponential_residual": 0.05, "power_residual": 0.01}) is False
     assert rudder.growth_verdict({"exponential_residual": 0.019, "power_residual": 0.026}) is None
+
+
+def test_running_mean_moves_visited_entries_toward_their_batch_mean():
+    table = torch.zeros(2, 2)
+    # entry (1, 0) is visited twice (targets 1 and 3: mean 2), entry (0, 1) once, the rest never
+    rudder.running_mean(table, torch.tensor([2, 2, 1]), torch.tensor([1.0, 3.0, -1.0]), rate=0.5)
+    torch.testing.assert_close(table, torch.tensor([[0.0, -0.5], [1.0, 0.0]]))
+    per_entry = torch.tensor([1.0, 1.0, 0.25, 0.25])  # a rate per entry, as for learners sharing a table
+    rudder.running_mean(table, torch.tensor([1, 2]), torch.tensor([0.5, 3.0]), rate=per_entry)
+    torch.testing.assert_close(table, torch.tensor([[0.0, 0.5], [1.5, 0.0]]))
 
 
 def test_q_learning_discounts_the_bootstrap():

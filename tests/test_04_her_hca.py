@@ -1,5 +1,6 @@
 """04_her_hca: bit-flip dynamics, hindsight relabelling, the HCA identities and estimators against
-the exact gradient, the learned hindsight distribution against Bayes' rule, CLI and a smoke run."""
+the exact gradient, the learned hindsight distribution against Bayes' rule, the copies of 01's
+reward-to-go and 03's running mean, CLI and a smoke run."""
 
 import importlib
 import json
@@ -10,6 +11,8 @@ import pytest
 import torch
 
 hind = importlib.import_module("04_her_hca")
+pong = importlib.import_module("01_reinforce_pong")
+rudder = importlib.import_module("03_rudder")
 
 
 # --------------------------------------------------------------------------------------------
@@ -34,7 +37,7 @@ def filled_buffer(episodes=64, bits=6, seed=0):
     """Random-policy episodes in a buffer, with goals that some of them reach."""
     env = hind.BitFlip(episodes, bits, seed=seed)
     q_net = hind.QNetwork(bits, 8)
-    played = hind.play(env, q_net, epsilon=1.0)
+    played = hind.play_bitflip(env, q_net, epsilon=1.0)
     buffer = hind.EpisodeBuffer(episodes, bits, "cpu")
     buffer.add(played["states"], played["actions"], played["goals"], played["lengths"])
     return buffer, played
@@ -83,6 +86,45 @@ def test_td_target_is_clipped_to_the_range_of_possible_values():
         q = q_net(zeros, zeros)[[0, 1], [0, 1]]
     # y = -1 + 0.9 * 100 is clipped to 0, the largest possible value
     assert math.isclose(hind.td_loss(q_net, target_net, batch, gamma).item(), (q**2).mean().item(), rel_tol=1e-5)
+
+
+# --------------------------------------------------------------------------------------------
+# HCA: the returns and the running means, and the scripts that teach them
+# --------------------------------------------------------------------------------------------
+def test_returns_to_go_sums_the_rewards_from_each_step_on():
+    rewards = torch.tensor([[1.0, 0.0], [2.0, -1.0], [4.0, 3.0]])
+    assert torch.equal(hind.returns_to_go(rewards), torch.tensor([[7.0, 2.0], [6.0, 2.0], [4.0, 3.0]]))
+
+
+def test_returns_to_go_is_01s_reward_to_go_without_discount_or_ends():
+    rewards = torch.randn(12, 500, generator=torch.Generator().manual_seed(0)) * 3
+    no_ends = torch.zeros(12, 500, dtype=torch.bool)
+    assert torch.equal(hind.returns_to_go(rewards), pong.reward_to_go(rewards, no_ends, 1.0))
+
+
+def test_running_mean_moves_visited_entries_toward_their_batch_mean():
+    table = torch.zeros(2, 2)
+    # entry (1, 0) is visited twice (targets 1 and 3: mean 2), entry (0, 1) once, the rest never
+    hind.running_mean(table, torch.tensor([2, 2, 1]), torch.tensor([1.0, 3.0, -1.0]), rate=0.5)
+    torch.testing.assert_close(table, torch.tensor([[0.0, -0.5], [1.0, 0.0]]))
+    per_entry = torch.tensor([1.0, 1.0, 0.25, 0.25])  # a rate per entry, as for learners sharing a table
+    hind.running_mean(table, torch.tensor([1, 2]), torch.tensor([0.5, 3.0]), rate=per_entry)
+    torch.testing.assert_close(table, torch.tensor([[0.0, 0.5], [1.5, 0.0]]))
+
+
+@pytest.mark.parametrize("per_entry_rate", [False, True])
+def test_running_mean_is_a_copy_of_03s(per_entry_rate):
+    g = torch.Generator().manual_seed(int(per_entry_rate))
+    for _ in range(20):
+        table = torch.randn(6, 3, generator=g)
+        index = torch.randint(0, 12, (30,), generator=g)  # repeats, and entries 12 .. 17 never visited
+        targets = torch.randn(30, generator=g) * 5
+        rate = torch.rand(18, generator=g) if per_entry_rate else float(torch.rand(1, generator=g))
+        ours, theirs = table.clone(), table.clone()
+        hind.running_mean(ours, index, targets, rate)
+        rudder.running_mean(theirs, index, targets, rate)
+        assert torch.equal(ours, theirs)
+        assert torch.equal(ours.view(-1)[12:], table.view(-1)[12:]) and not torch.equal(ours, table)
 
 
 # --------------------------------------------------------------------------------------------

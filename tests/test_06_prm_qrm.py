@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import common
+import lm_pins
 
 prm = importlib.import_module("06_prm_qrm")
 PROBLEM = common.ChainProblem(12, (("+", 7), ("*", 3), ("-", 5)))  # 12+7=19, 19*3=57, 57-5=52
@@ -117,7 +118,7 @@ def test_step_rewards_broadcast_to_their_step_and_every_earlier_token():
     # two completions of one prompt: steps of lengths 2, 2 (+ pad) and 3, 1
     ends = torch.tensor([[False, True, False, True, False], [False, False, True, True, False]])
     rewards = torch.tensor([[0.0, 1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0, 0.0]])
-    A = common.process_advantages(rewards, ends, group_size=2, eps=0.0)
+    A = prm.process_advantages(rewards, ends, group_size=2, eps=0.0)
     r = torch.tensor([1.0, 0.0, 1.0, 0.0])  # the four step rewards of the group
     n = (r - r.mean()) / r.std()
     expected = torch.tensor([[n[0] + n[1], n[0] + n[1], n[1], n[1], 0.0],
@@ -134,6 +135,25 @@ def test_token_advantages_are_standardised_within_each_group():
     assert (A[2:] == 0).all()  # all-equal credit: no signal, no NaN
 
 
+def test_proxy_advantages_are_05s_dr_grpo_centring():
+    g = torch.Generator().manual_seed(0)
+    proxy = torch.rand(3, 4, generator=g)
+    assert torch.equal(prm.centred_advantages(proxy), lm_pins.grpo.group_advantages(proxy, "dr_grpo"))
+
+
+# -------------------------------------------------- the RL loop restated from 05, pinned to it
+def test_grpo_advantage_and_k3_are_05s():
+    lm_pins.assert_advantage_and_kl_match_05(prm)
+
+
+def test_policy_gradient_step_is_05s_with_one_inner_iteration():
+    lm_pins.assert_step_matches_05(prm)
+
+
+def test_rl_loop_is_05s(monkeypatch, tmp_path):
+    lm_pins.assert_loop_matches_05(prm, prm.outcome_advantage_fn, monkeypatch, tmp_path)
+
+
 # ---------------------------------------------------------------------- Gao et al.'s forms
 @pytest.mark.parametrize("form", ["bon", "rl"])
 def test_gao_fit_recovers_alpha_and_beta(form):
@@ -147,13 +167,17 @@ def test_gao_fit_recovers_alpha_and_beta(form):
 
 # ------------------------------------------------------------------------------ CLI and smoke
 @pytest.mark.parametrize("flag,value,message", [
-    ("--label-ns", "1,32", "--label-ns and --label-n must be in 1..--rollouts"),
+    ("--label-ns", "1,32", "--label-ns and --label-n must be in 1..--rollouts-per-prefix"),
     ("--label-samples", "1", "--label-samples must be at least 2"),
     ("--rl-methods", "outcome,ppo", "--rl-methods must be among"),
     ("--rm-steps", "0", "--rm-steps must be positive"),
 ])
 def test_cli_rejects_bad_values_with_one_line(cli_error, flag, value, message):
     assert message in cli_error("06_prm_qrm.py", flag, value)
+
+
+def without_timing(metrics: dict) -> dict:
+    return {k: v for k, v in metrics.items() if "wall_clock" not in k}
 
 
 def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path):
@@ -166,5 +190,4 @@ def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path):
             "rl[qrm]_pass@1_final"} <= set(first["metrics"])
     assert data["metrics"] == json.loads(json.dumps(first["metrics"]))
     again = prm.main(dataclasses.replace(args))
-    numbers = lambda m: {k: v for k, v in m.items() if "wall_clock" not in k}  # noqa: E731
-    assert json.dumps(numbers(again["metrics"])) == json.dumps(numbers(first["metrics"]))
+    assert json.dumps(without_timing(again["metrics"])) == json.dumps(without_timing(first["metrics"]))

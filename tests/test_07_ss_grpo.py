@@ -11,22 +11,28 @@ import pytest
 import torch
 
 import common
+import lm_pins
 
 ss = importlib.import_module("07_ss_grpo")
+prm = importlib.import_module("06_prm_qrm")
 TOK = common.make_char_tokenizer()
 
 
-def hand_rollouts(prompts: list[str], completions: list[str]) -> common.Rollouts:
-    """Rollouts built from text: left-padded prompts, completions + EOS, right-padded."""
+def hand_completions(prompts: list[str], completions: list[str]) -> common.Completions:
+    """Completions built from text: left-padded prompts, completions + EOS, right-padded."""
     ids, mask = common.encode_prompts(TOK, prompts)
     rows = [TOK(c, add_special_tokens=False)["input_ids"] + [TOK.eos_token_id] for c in completions]
     width = max(len(r) for r in rows)
     completion = torch.tensor([r + [TOK.pad_token_id] * (width - len(r)) for r in rows])
     completion_mask = torch.tensor([[True] * len(r) + [False] * (width - len(r)) for r in rows])
-    return common.Rollouts(sequences=torch.cat([ids, completion], 1),
-                           attention_mask=torch.cat([mask, completion_mask.long()], 1),
-                           completion_mask=completion_mask, logprobs=torch.zeros(completion.shape),
-                           truncated=torch.zeros(len(rows), dtype=torch.bool), prompt_length=ids.shape[1])
+    return common.Completions(sequences=torch.cat([ids, completion], 1),
+                              attention_mask=torch.cat([mask, completion_mask.long()], 1),
+                              completion_mask=completion_mask, logprobs=torch.zeros(completion.shape),
+                              truncated=torch.zeros(len(rows), dtype=torch.bool), prompt_length=ids.shape[1])
+
+
+def step_ids_of(r: common.Completions) -> torch.Tensor:
+    return common.token_step_ids(TOK, r.completion_ids, r.completion_mask)
 
 
 def estimator(seed: int = 0, **sizes) -> ss.StepValueEstimator:
@@ -45,7 +51,10 @@ def test_estimator_output_in_unit_interval_and_blind_to_padding():
     assert w.shape == (6,) and ((w > 0) & (w < 1)).all()
     # anything written in the padding, and any number of extra padding columns, changes nothing
     garbage = torch.where(attention, ids, torch.randint(0, len(TOK), ids.shape))
-    wider = lambda x, fill: torch.cat([x, torch.full((6, 5), fill, dtype=x.dtype)], 1)  # noqa: E731
+
+    def wider(x: torch.Tensor, fill) -> torch.Tensor:
+        return torch.cat([x, torch.full((6, 5), fill, dtype=x.dtype)], 1)
+
     assert torch.allclose(model(garbage, attention, pool), w, atol=1e-6)
     assert torch.allclose(model(wider(ids, 7), wider(attention, False), wider(pool, False)), w, atol=1e-6)
     # a saturated head still stays in [0, 1]
@@ -55,14 +64,14 @@ def test_estimator_output_in_unit_interval_and_blind_to_padding():
 
 
 def test_step_batch_rows_are_prompt_plus_each_step_and_long_steps_are_windowed():
-    r = hand_rollouts(["12+7*3\n", "5+1\n"], ["12+7=19\n19*3=57\n#57", "#6"])
-    step_ids = ss.step_ids_of(TOK, r)
+    r = hand_completions(["12+7*3\n", "5+1\n"], ["12+7=19\n19*3=57\n#57", "#6"])
+    step_ids = step_ids_of(r)
     batch = ss.step_batch(r, step_ids, chunk=512, pad_id=TOK.pad_token_id)
     rows = [TOK.decode(row[a].tolist()) for row, a in zip(batch.ids, batch.attention)]
     assert rows == ["12+7*3\n12+7=19\n", "12+7*3\n19*3=57\n", "12+7*3\n#57<eos>", "5+1\n#6<eos>"]
     pooled = [TOK.decode(row[p].tolist()) for row, p in zip(batch.ids, batch.pool)]
     assert pooled == ["12+7=19\n", "19*3=57\n", "#57<eos>", "#6<eos>"]
-    assert batch.step_rollout.tolist() == [0, 0, 0, 1] and batch.step_index.tolist() == [0, 1, 2, 0]
+    assert batch.step_completion.tolist() == [0, 0, 0, 1] and batch.step_index.tolist() == [0, 1, 2, 0]
     # chunk = 3: "12+7=19\n" (8 tokens) becomes 3 windows; its weight is their mean
     chunked = ss.step_batch(r, step_ids, chunk=3, pad_id=TOK.pad_token_id)
     assert [TOK.decode(row[p].tolist()) for row, p in zip(chunked.ids, chunked.pool)][:3] == ["12+", "7=1", "9\n"]
@@ -71,13 +80,6 @@ def test_step_batch_rows_are_prompt_plus_each_step_and_long_steps_are_windowed()
         windows = model(chunked.ids, chunked.attention, chunked.pool)
         steps = model.step_weights(chunked)
     assert len(steps) == 4 and math.isclose(float(steps[0]), float(windows[:3].mean()), rel_tol=1e-6)
-
-
-def test_step_ids_of_leaves_the_rollout_untouched():
-    r = hand_rollouts(["12+7\n"], ["12+7=19\n#19"])
-    before = r.sequences.clone()
-    assert ss.step_ids_of(TOK, r).tolist() == [[0] * 8 + [1] * 4]
-    assert torch.equal(r.sequences, before)
 
 
 def test_per_step_advantages_reach_exactly_their_steps_tokens():
@@ -103,13 +105,13 @@ def test_article_targets_on_a_hand_made_group():
 
 
 def test_estimator_loss_is_the_articles_per_rollout_mse_and_training_follows_the_target():
-    r = hand_rollouts(["3+4\n"] * 4, ["3+4=7\n#7", "3+4=8\n#8", "#7", "3+4=7\n7+1=8\n#8"])
-    batch = ss.step_batch(r, ss.step_ids_of(TOK, r), chunk=512, pad_id=TOK.pad_token_id)
+    r = hand_completions(["3+4\n"] * 4, ["3+4=7\n#7", "3+4=8\n#8", "#7", "3+4=7\n7+1=8\n#8"])
+    batch = ss.step_batch(r, step_ids_of(r), chunk=512, pad_id=TOK.pad_token_id)
     targets = ss.minmax_targets(torch.tensor([[1.0, 0.0, 1.0, 0.0]])).flatten()
     model = estimator()
     w = model.step_weights(batch).detach()
     naive = np.mean([np.mean([(float(w[k]) - float(targets[i])) ** 2 for k in range(len(w))
-                              if batch.step_rollout[k] == i]) for i in range(4)])  # the article's loop
+                              if batch.step_completion[k] == i]) for i in range(4)])  # the article's loop
     assert math.isclose(float(ss.estimator_loss(w, batch, targets)), naive, rel_tol=1e-5)
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     for _ in range(60):
@@ -130,8 +132,8 @@ def test_zero_spread_group_gives_zero_advantage_and_no_nan(tmp_path):
     args = common.apply_smoke(ss.Args(smoke=True, device="cpu", out=str(tmp_path)))
     args = dataclasses.replace(args, group_size=4, prompts=2)
     problem = common.ChainTask().sample(1, np.random.default_rng(0))[0]
-    r = hand_rollouts([problem.prompt] * 8, [problem.solution] * 4 + ["#1", "1+1=2\n#2", problem.solution, "#0"])
-    rewards = common.score([problem] * 8, common.completion_texts(TOK, r), r.truncated).view(2, 4)
+    r = hand_completions([problem.prompt] * 8, [problem.solution] * 4 + ["#1", "1+1=2\n#2", problem.solution, "#0"])
+    rewards = common.verifier_rewards([problem] * 8, common.completion_texts(TOK, r), r.truncated).view(2, 4)
     assert rewards[0].tolist() == [1.0] * 4 and len(set(rewards[1].tolist())) == 2
     for method in ss.METHODS:
         model = estimator(hidden=16, layers=1, heads=2, ffn=32) if method.startswith("ss_") else None
@@ -145,24 +147,51 @@ def test_zero_spread_group_gives_zero_advantage_and_no_nan(tmp_path):
 def test_gold_process_advantages_by_hand():
     rewards, valid = ss.gold_step_rewards([None, 1], torch.tensor([2, 3]))
     assert rewards.tolist() == [[1, 1, 0], [1, 0, 0]] and valid.tolist() == [[True, True, False], [True] * 3]
-    adv = common.process_advantages(rewards, valid, group_size=2)
+    adv = ss.process_advantages(rewards, valid, group_size=2)
     r = torch.tensor([1.0, 1, 1, 0, 0])
     z = (r - r.mean()) / (r.std() + 1e-4)  # normalised over the 5 steps of the group
     assert torch.allclose(adv, torch.tensor([[z[0] + z[1], z[1], 0], [z[2] + z[3] + z[4], z[3] + z[4], z[4]]]))
     same, valid = ss.gold_step_rewards([None, None], torch.tensor([2, 2]))
-    assert torch.equal(common.process_advantages(same, valid, 2), torch.zeros(2, 2))
+    assert torch.equal(ss.process_advantages(same, valid, 2), torch.zeros(2, 2))
 
 
 def test_blame_and_entropy_diagnostics():
     step_ids = torch.tensor([[0, 0, 1, 1], [0, 1, 1, -1]])
     rewards = torch.tensor([[1.0, 0.0]])
-    A = common.group_advantages(rewards, "grpo").flatten()
+    A = ss.grpo_advantages(rewards).flatten()
     advantages = ss.broadcast_to_tokens(ss.step_advantages(A, torch.tensor([[0.9, 0.8], [0.6, 0.1]]), False), step_ids)
     stats = ss.blame_stats(advantages, A, step_ids, [None, 1], rewards)
     assert math.isclose(stats["wrong_step_blame"], 0.1, rel_tol=1e-5)  # the mistake keeps 10% of GRPO's blame
     assert 0 < stats["negative_share"] < 0.5
     uniform = ss.weight_entropy(torch.tensor([[0.3, 0.3, 0.3], [1.0, 1e-9, 0.0]]), torch.tensor([3, 2]))
     assert torch.allclose(uniform, torch.tensor([1.0, 0.0]), atol=1e-4)
+
+
+def test_process_advantages_are_06s_and_zero_spread_is_05s():
+    g = torch.Generator().manual_seed(0)
+    rewards = torch.rand(6, 5, generator=g)
+    rewarded = torch.rand(6, 5, generator=g) > 0.4
+    for group_size in (2, 3):
+        assert torch.equal(ss.process_advantages(rewards, rewarded, group_size),
+                           prm.process_advantages(rewards, rewarded, group_size))
+    groups = torch.tensor([[1.0, 1.0, 1.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
+    assert torch.equal(ss.zero_spread(groups), lm_pins.grpo.zero_spread(groups))
+
+
+# -------------------------------------------------- the RL loop restated from 05, pinned to it
+def test_grpo_advantage_and_k3_are_05s():
+    lm_pins.assert_advantage_and_kl_match_05(ss)
+
+
+def test_policy_gradient_step_is_05s_with_one_inner_iteration():
+    lm_pins.assert_step_matches_05(ss)
+
+
+def test_rl_loop_is_05s(monkeypatch, tmp_path):
+    def grpo_credit(completions, rewards, problems):
+        return ss.grpo_advantages(rewards).flatten()[:, None] * completions.completion_mask.float()
+
+    lm_pins.assert_loop_matches_05(ss, grpo_credit, monkeypatch, tmp_path)
 
 
 @pytest.mark.parametrize("flag,value,message", [
@@ -172,6 +201,10 @@ def test_blame_and_entropy_diagnostics():
 ])
 def test_cli_rejects_bad_values_with_one_line(cli_error, flag, value, message):
     assert message in cli_error("07_ss_grpo.py", flag, value)
+
+
+def without_timing(metrics: dict) -> dict:
+    return {k: v for k, v in metrics.items() if not any(t in k for t in ("_s", "vs_grpo", "share"))}
 
 
 def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path):
@@ -184,5 +217,4 @@ def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path):
     assert data["metrics"]["estimator_params"] > 0 and len(data["claims"]) >= 4
     assert {"w_right", "estimator_tokens", "credit_s"} <= set(data["runs"]["ss_grpo"][0]["credit"][0])
     again = ss.main(args)
-    numbers = lambda m: {k: v for k, v in m.items() if not any(t in k for t in ("_s", "vs_grpo", "share"))}  # noqa: E731
-    assert json.dumps(numbers(again["metrics"])) == json.dumps(numbers(first["metrics"]))
+    assert json.dumps(without_timing(again["metrics"])) == json.dumps(without_timing(first["metrics"]))

@@ -160,79 +160,6 @@ def test_moving_average_skips_nan():
     np.testing.assert_allclose(common.moving_average(x, 2), [1.0, 1.0, 5.0, 5.0, np.nan, np.nan])
 
 
-def naive_returns(rewards, ends, gamma):
-    """G_t by the definition: sum forward until the episode's end, one step at a time."""
-    T, N = rewards.shape
-    out = np.zeros((T, N))
-    for n in range(N):
-        for t in range(T):
-            g, discount = 0.0, 1.0
-            for k in range(t, T):
-                g += discount * rewards[k, n]
-                discount *= gamma
-                if ends[k, n]:
-                    break
-            out[t, n] = g
-    return out
-
-
-def test_discounted_returns_karpathy_example():
-    # Karpathy's discount_rewards resets the sum at each nonzero reward (a point in Pong)
-    rewards = torch.tensor([0.0, 0.0, 1.0, 0.0, 0.0, -1.0])
-    ends = rewards != 0
-    got = common.discounted_returns(rewards, ends, gamma=0.99)
-    expected = [0.9801, 0.99, 1.0, -0.9801, -0.99, -1.0]
-    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-6)
-
-
-def test_discounted_returns_matches_naive_loop_with_episode_ends():
-    g = torch.Generator().manual_seed(0)
-    rewards = torch.randn(13, 4, generator=g)
-    ends = torch.rand(13, 4, generator=g) < 0.2
-    got = common.discounted_returns(rewards, ends, gamma=0.9)
-    np.testing.assert_allclose(got.numpy(), naive_returns(rewards.numpy(), ends.numpy(), 0.9),
-                               rtol=1e-5, atol=1e-6)
-
-
-def test_standardize_uses_only_masked_entries():
-    x = torch.tensor([1.0, 2.0, 3.0, 100.0])
-    mask = torch.tensor([True, True, True, False])
-    got = common.standardize(x, mask)
-    values = np.array([1.0, 2.0, 3.0])
-    expected = (values - values.mean()) / values.std()
-    np.testing.assert_allclose(got[:3].numpy(), expected, rtol=1e-5)
-    assert got[3] == 0
-    whole = common.standardize(torch.tensor([5.0, 7.0]))
-    np.testing.assert_allclose(whole.numpy(), [-1.0, 1.0], rtol=1e-5)
-
-
-def test_standardize_constant_input_gives_zeros_not_nan():
-    got = common.standardize(torch.ones(5))
-    assert torch.equal(got, torch.zeros(5))
-
-
-def test_policy_gradient_loss_matches_analytic_gradient():
-    # Bernoulli policy with logits z: d log π(a) / dz = a - σ(z), so the loss gradient is
-    # -Ψ (a - σ(z)) / n on the unmasked entries and 0 on the masked one.
-    z = torch.tensor([0.3, -1.2, 2.0, 0.5], requires_grad=True)
-    a = torch.tensor([1.0, 0.0, 0.0, 1.0])
-    psi = torch.tensor([2.0, -1.0, 0.5, 7.0])
-    mask = torch.tensor([True, True, True, False])
-    logp = -torch.nn.functional.binary_cross_entropy_with_logits(z, a, reduction="none")
-    common.policy_gradient_loss(logp, psi, mask).backward()
-    expected = -psi * (a - torch.sigmoid(z.detach())) * mask / mask.sum()
-    torch.testing.assert_close(z.grad, expected)
-
-
-def test_policy_gradient_loss_does_not_backprop_into_advantages():
-    logp = torch.tensor([-0.5, -0.1], requires_grad=True)
-    psi = torch.tensor([1.0, 2.0], requires_grad=True)
-    common.policy_gradient_loss(logp, psi).backward()
-    assert psi.grad is None
-    torch.testing.assert_close(logp.grad, torch.tensor([-0.5, -1.0]))
-    assert math.isclose(common.policy_gradient_loss(logp.detach(), psi.detach()).item(), (0.5 + 0.2) / 2, rel_tol=1e-6)
-
-
 # ------------------------------------------------------------------------------- key-to-door
 def run_episode(env, actions):
     rewards, states = [], []
@@ -331,12 +258,12 @@ def test_run_args_gives_every_script_the_four_flags_first():
     assert (args.seed, args.device, args.out, args.smoke, args.width) == (4, "auto", "runs/99_demo", True, 5)
 
 
-def test_rollout_follows_the_policy_and_ends_in_the_terminal_state():
+def test_play_episodes_follows_the_policy_and_ends_in_the_terminal_state():
     env = common.KeyToDoor(500, corridor=3, seed=2)
     policy = torch.zeros(env.num_states + 1, 2)
     policy[:, 0] = 1.0
     policy[0] = torch.tensor([0.25, 0.75])  # take the key 3 times in 4, then always action 0
-    episode = common.rollout(env, policy)
+    episode = common.play_episodes(env, policy)
     assert episode["states"].shape == (5, 500) and episode["ends"][-1].all() and not episode["ends"][:-1].any()
     assert torch.all(episode["actions"][1:] == 0)
     assert abs(episode["actions"][0].float().mean().item() - 0.75) < 0.06
@@ -345,11 +272,7 @@ def test_rollout_follows_the_policy_and_ends_in_the_terminal_state():
     assert torch.all(episode["next_states"][-1] == env.num_states)
 
 
-def test_running_mean_moves_visited_entries_toward_their_batch_mean():
-    table = torch.zeros(2, 2)
-    # entry (1, 0) is visited twice (targets 1 and 3: mean 2), entry (0, 1) once, the rest never
-    common.running_mean(table, torch.tensor([2, 2, 1]), torch.tensor([1.0, 3.0, -1.0]), rate=0.5)
-    torch.testing.assert_close(table, torch.tensor([[0.0, -0.5], [1.0, 0.0]]))
-    per_entry = torch.tensor([1.0, 1.0, 0.25, 0.25])  # a rate per entry, as for learners sharing a table
-    common.running_mean(table, torch.tensor([1, 2]), torch.tensor([0.5, 3.0]), rate=per_entry)
-    torch.testing.assert_close(table, torch.tensor([[0.0, 0.5], [1.5, 0.0]]))
+def test_mean_or_nan_skips_non_finite_values():
+    assert common.mean_or_nan([1.0, float("nan"), 3.0]) == 2.0
+    assert common.mean_or_nan(np.array([[1.0], [2.0]])) == 1.5
+    assert math.isnan(common.mean_or_nan([])) and math.isnan(common.mean_or_nan([float("nan")]))

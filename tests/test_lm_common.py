@@ -1,4 +1,5 @@
-"""common.py's small-LM plumbing: the task, masks, log-probs, advantages, KL, clipping, losses."""
+"""common.py's small-LM world: the task and its verifier, tokenizer, sampling with masks and
+log-probs, step segmentation, the cold-start cache, evaluation."""
 
 import itertools
 import math
@@ -131,6 +132,54 @@ def test_same_generator_seed_gives_the_same_samples():
     assert torch.equal(*draws)
 
 
+def test_sample_in_chunks_stacks_into_one_batch_padded_to_the_budget():
+    model, tok = tiny_model()
+    prompts = ["1+2\n", "45*2-1\n", "7\n", "3*3\n", "9-4\n"]
+    whole, texts = common.sample(model, tok, prompts, 6, torch.Generator().manual_seed(0), "cpu")
+    direct = common.sample_completions(model, *common.encode_prompts(tok, prompts), 6, tok.eos_token_id,
+                                       tok.pad_token_id, torch.Generator().manual_seed(0))
+    assert torch.equal(whole.sequences, direct.sequences) and texts == common.completion_texts(tok, direct)
+    chunked, chunk_texts = common.sample(model, tok, prompts, 6, torch.Generator().manual_seed(0), "cpu", chunk=2)
+    assert chunked.sequences.shape == (5, whole.prompt_length + 6) and chunked.prompt_length == whole.prompt_length
+    assert chunk_texts == common.completion_texts(tok, chunked) and chunked.truncated.shape == (5,)
+    assert torch.equal(chunked.attention_mask[:, chunked.prompt_length:].bool(), chunked.completion_mask)
+    assert torch.all(chunked.logprobs[~chunked.completion_mask] == 0)
+    first, _ = common.sample(model, tok, prompts[:2], 6, torch.Generator().manual_seed(0), "cpu")
+    width = first.completion_mask.shape[1]  # the first chunk is the same draw, right-padded to the budget
+    assert torch.equal(chunked.sequences[:2, :first.sequences.shape[1]], first.sequences)
+    assert not chunked.completion_mask[:2, width:].any()
+
+
+def test_padded_to_and_stack_keep_every_row_and_mask_the_padding():
+    model, tok = tiny_model()
+    ids, mask = common.encode_prompts(tok, ["1+2\n", "45\n"])
+    part = common.sample_completions(model, ids, mask, 4, tok.eos_token_id, tok.pad_token_id,
+                                     torch.Generator().manual_seed(1))
+    wide = part.padded_to(9, tok.pad_token_id)
+    assert wide.completion_mask.shape == (2, 9) and wide.sequences.shape == (2, part.prompt_length + 9)
+    assert torch.equal(wide.lengths, part.lengths) and torch.all(wide.completion_ids[:, 4:] == tok.pad_token_id)
+    both = common.Completions.stack([wide, wide])
+    assert both.sequences.shape[0] == 4 and torch.equal(both.truncated, part.truncated.repeat(2))
+
+
+def test_verifier_rewards_score_zero_for_a_truncated_completion():
+    p = common.ChainProblem(3, (("+", 4),))
+    rewards = common.verifier_rewards([p, p, p], ["3+4=7\n#7", "3+4=7\n#7", "#8"], torch.tensor([False, True, False]))
+    assert rewards.tolist() == [1.0, 0.0, 0.0]
+
+
+def test_evaluate_pairs_each_sample_with_its_own_problem():
+    tok = common.make_char_tokenizer()
+    problems = [common.ChainProblem(3, (("+", 4),)), common.ChainProblem(5, (("*", 2),))]
+    # rows: problem 0 twice, then problem 1 twice; only problem 1's second sample is right
+    scripts = [tok(text, add_special_tokens=False)["input_ids"] for text in ("#8", "#6", "#9", "#10")]
+    model = ScriptedLM(scripts, len(tok), tok.eos_token_id)
+    result = common.evaluate(model, tok, problems, samples=2, max_new_tokens=5, generator=None, device="cpu",
+                             ks=(1, 2))
+    assert result["correct"] == [0, 1] and result["pass@1"] == 0.25 and result["pass@2"] == 0.5
+    assert result["length"] == pytest.approx((3 + 3 + 3 + 4) / 4)  # the tokens and EOS
+
+
 def test_token_step_ids_and_step_ends():
     tok = common.make_char_tokenizer()
     ids = torch.tensor([tok("1+2=3\n#3", add_special_tokens=False)["input_ids"] + [tok.eos_token_id, 0]])
@@ -140,92 +189,6 @@ def test_token_step_ids_and_step_ends():
     assert steps.tolist() == [[0, 0, 0, 0, 0, 0, 1, 1, 1, -1]]  # "\n" ends step 0; EOS joins the last
     assert torch.equal(ids, original)  # the caller's ids (often a view of the rollouts) stay as they were
     assert common.step_end_mask(steps).tolist() == [[False] * 5 + [True, False, False, True, False]]
-
-
-# -------------------------------------------------------------------------------- advantages
-def test_appendix_a_exactly():
-    rewards = torch.tensor([[0.0, 1.0, 0.0, 1.0]])
-    assert common.group_advantages(rewards, "dr_grpo").tolist() == [[-0.5, 0.5, -0.5, 0.5]]
-    assert math.isclose(common.group_advantages(rewards, "rloo")[0, 1].item(), 2 / 3, rel_tol=1e-6)
-    torch.testing.assert_close(common.group_advantages(rewards, "rloo"), torch.tensor([[-2 / 3, 2 / 3, -2 / 3, 2 / 3]]))
-    # GRPO divides by the sample std (G - 1 in the denominator, as TRL): 0.5 / sqrt(1/3) = 0.866
-    expected = 0.5 / math.sqrt(1 / 3)
-    torch.testing.assert_close(common.group_advantages(rewards, "grpo"),
-                               torch.tensor([[-expected, expected, -expected, expected]]), atol=1e-3, rtol=1e-3)
-
-
-def test_rloo_is_a_rescaled_centred_reward_and_reinforce_uses_the_batch_mean():
-    rewards = torch.tensor([[1.0, 0.0, 0.0], [1.0, 1.0, 0.0]])
-    centred = rewards - rewards.mean(1, keepdim=True)
-    torch.testing.assert_close(common.group_advantages(rewards, "rloo"), centred * 3 / 2)
-    torch.testing.assert_close(common.group_advantages(rewards, "reinforce"), rewards - 0.5)
-
-
-@pytest.mark.parametrize("method", common.GROUP_ADVANTAGES)
-def test_zero_spread_groups_give_zero_advantage_and_no_nan(method):
-    rewards = torch.tensor([[1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]])
-    advantages = common.group_advantages(rewards, method)
-    assert torch.isfinite(advantages).all()
-    if method != "reinforce":  # the batch-mean baseline is not per prompt
-        assert torch.all(advantages[:2] == 0)
-    assert common.zero_spread(rewards).tolist() == [True, True, False]
-
-
-@pytest.mark.parametrize("method", ["rloo", "grpo", "dr_grpo"])
-def test_group_of_one_is_rejected_with_a_clear_message(method):
-    with pytest.raises(ValueError, match="at least 2 completions per prompt"):
-        common.group_advantages(torch.ones(4, 1), method)
-
-
-# ------------------------------------------------------------------------ KL, clip, losses
-def test_k3_is_nonnegative_zero_at_equal_policies_and_unbiased():
-    g = torch.Generator().manual_seed(0)
-    logp, ref = torch.randn(1000, generator=g), torch.randn(1000, generator=g)
-    assert torch.all(common.kl_k3(logp, ref) >= 0)
-    assert torch.all(common.kl_k3(logp, logp) == 0)
-    p, q = torch.tensor([0.6, 0.3, 0.1]), torch.tensor([0.2, 0.5, 0.3])
-    samples = torch.multinomial(p, 200_000, replacement=True, generator=g)
-    estimate = common.kl_k3(p.log()[samples], q.log()[samples]).mean()
-    assert math.isclose(estimate.item(), (p * (p / q).log()).sum().item(), rel_tol=0.02)
-
-
-def test_clip_limits_the_ratio_and_zeroes_the_gradient_where_active():
-    old = torch.zeros(4)
-    logp = torch.log(torch.tensor([1.5, 0.5, 0.5, 1.1])).requires_grad_()
-    advantages = torch.tensor([1.0, 1.0, -1.0, 1.0])
-    loss, active = common.clipped_surrogate(logp, old, advantages, clip_eps=0.2)
-    torch.testing.assert_close(loss.detach(), torch.tensor([-1.2, -0.5, 0.8, -1.1]))
-    assert active.tolist() == [True, False, True, False]
-    loss.sum().backward()
-    torch.testing.assert_close(logp.grad, torch.tensor([0.0, -0.5, 0.0, -1.1]))  # d(-ρA)/dlogρ = -ρA
-
-
-def test_each_loss_normalisation_on_a_hand_case():
-    per_token = torch.tensor([[1.0, 2.0, 3.0, 9.0], [4.0, 9.0, 9.0, 9.0]])
-    mask = torch.tensor([[True, True, True, False], [True, False, False, False]])
-    assert common.masked_loss(per_token, mask, "sequence", 4).item() == pytest.approx((2.0 + 4.0) / 2)
-    assert common.masked_loss(per_token, mask, "token", 4).item() == pytest.approx(10.0 / 4)
-    assert common.masked_loss(per_token, mask, "constant", 4).item() == pytest.approx(10.0 / 8)
-    with pytest.raises(ValueError, match="loss normalisation"):
-        common.masked_loss(per_token, mask, "median", 4)
-
-
-def test_policy_gradient_step_moves_probability_toward_positive_advantages():
-    model, tok = tiny_model(1)
-    ids, mask = common.encode_prompts(tok, ["1+2\n"] * 8)
-    r = common.sample_completions(model, ids, mask, 10, tok.eos_token_id, tok.pad_token_id,
-                                  torch.Generator().manual_seed(0))
-    advantages = torch.tensor([1.0, -1.0] * 4)[:, None] * r.completion_mask
-    before, _ = common.token_logprobs(model, r.sequences, r.attention_mask, r.prompt_length)
-    ref = before.detach()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
-    stats = common.policy_gradient_step(model, optimizer, r, advantages, ref, clip_eps=0.2, beta=0.1,
-                                        inner_iters=3, loss_norm="sequence", max_new_tokens=10, max_grad_norm=100.0)
-    after, _ = common.token_logprobs(model, r.sequences, r.attention_mask, r.prompt_length)
-    change = ((after - before) * r.completion_mask).sum(1).detach()
-    assert change[0::2].mean() > 0 > change[1::2].mean()
-    assert stats["kl"] == 0.0 and stats["grad_norm"] > 0 and 0 <= stats["clip_fraction"] <= 1
-    assert set(stats) == {"loss", "kl", "entropy", "clip_fraction", "grad_norm"}
 
 
 # ----------------------------------------------------------------------------- evaluation
@@ -256,11 +219,6 @@ def test_load_pretrained_reads_any_saved_causal_lm(tmp_path):
     assert loaded_tok.padding_side == "left" and loaded_tok.pad_token_id is not None
     ids, mask = common.encode_prompts(loaded_tok, ["3*3\n"])
     torch.testing.assert_close(loaded(input_ids=ids).logits, model(input_ids=ids).logits)
-
-
-def test_lm_args_reject_a_group_of_one():
-    with pytest.raises(ValueError, match="--group-size must be at least 2"):
-        common.LMArgs(group_size=1)
 
 
 # -------------------------------------------------------------------- credit localisation
