@@ -39,16 +39,18 @@ from torch.func import functional_call, grad, vmap
 from tqdm import tqdm
 
 from common import (
+    SEED_BOUNDS,
     RunArgs,
     arg,
+    as_list,
     claim,
     format_claims,
     format_table,
     moving_average,
-    parse_args,
     plot_curves,
     require,
     require_positive,
+    run_script,
     save_figure,
     seed_everything,
     start_run,
@@ -239,21 +241,20 @@ class Pong:
         return hit, reached & ~hit
 
     def _serve(self, mask: torch.Tensor) -> None:
-        """New point: ball on the centre line at a random height, toward the agent, shallow angle."""
-        n = int(mask.sum())
-        if n == 0:
-            return
-        u = torch.rand(n, 2, generator=self.generator, device=self.device)
-        self.ball_x[mask] = self.size / 2
-        self.ball_y[mask] = self.size * (0.25 + 0.5 * u[:, 0])
-        self.vel_x[mask] = self.serve_speed  # always toward the agent: it must return to score
-        self.vel_y[mask] = (2 * u[:, 1] - 1) * 0.5 * self.max_vy
+        """New point: ball on the centre line at a random height, toward the agent, shallow angle.
+        Every game draws its numbers, used where mask is true: no count of the masked games, so
+        no wait for a GPU on every frame."""
+        u = torch.rand(self.num_envs, 2, generator=self.generator, device=self.device)
+        self.ball_x.masked_fill_(mask, self.size / 2)
+        self.ball_y = torch.where(mask, self.size * (0.25 + 0.5 * u[:, 0]), self.ball_y)
+        self.vel_x.masked_fill_(mask, self.serve_speed)  # always toward the agent: it must return to score
+        self.vel_y = torch.where(mask, (2 * u[:, 1] - 1) * 0.5 * self.max_vy, self.vel_y)
 
     def _reset_games(self, mask: torch.Tensor) -> None:
         for state in (self.agent_y, self.opponent_y):
-            state[mask] = self.size / 2
+            state.masked_fill_(mask, self.size / 2)
         for state in (self.score_agent, self.score_opponent, self.game_frames):
-            state[mask] = 0
+            state.masked_fill_(mask, 0)
         self._serve(mask)
 
 
@@ -501,11 +502,11 @@ def frames_to_reach(curve: dict, level: float, smooth: int = 5) -> float:
 # ============================================================================================
 @dataclass
 class Args(RunArgs):
-    seed: int = arg(0, "first seed; variant runs use seed, seed+1, ...")
+    seed: int = arg(0, "first seed; variant runs use seed, seed+1, ...", bounds=SEED_BOUNDS)
     out: str = arg("runs/01_reinforce_pong", "output folder for figures and results.json")
     env: str = arg("torch", "torch: our vectorised Pong; ale: gymnasium ALE/Pong-v5",
                    choices=("torch", "ale"))
-    variants: str = arg(",".join(VARIANTS), "comma-separated credit variants to compare")
+    variants: str = arg(",".join(VARIANTS), "comma-separated credit variants to compare", VARIANTS, item=str)
     seeds: int = arg(2, "seeds per variant")
     frames: int = arg(2_500_000, "training frames per run (summed over parallel games)")
     num_envs: int = arg(128, "parallel games")
@@ -528,12 +529,12 @@ class Args(RunArgs):
         require(0 < self.gamma <= 1, f"--gamma must be in (0, 1], got {self.gamma}")
         require(self.size >= 16, f"--size must be at least 16 pixels, got {self.size}")
         require(self.opponent_speed >= 0, "--opponent-speed must be non-negative")
-        unknown = set(self.variant_list) - set(VARIANTS)
-        require(not unknown, f"--variants: unknown {sorted(unknown)}; choose from {VARIANTS}")
+        require(self.variant_list and set(self.variant_list) <= set(VARIANTS),
+                f"--variants must be among {', '.join(VARIANTS)}")
 
     @property
     def variant_list(self) -> list[str]:
-        return [v.strip() for v in self.variants.split(",") if v.strip()]
+        return as_list(self.variants, str)
 
 
 # ============================================================================================
@@ -634,14 +635,15 @@ class GroupedVariance:
     tr Cov = (Σ||g||² - ||Σg||²/n) / (n - 1), in float64.
     """
 
-    def __init__(self, groups: int, dim: int):
-        self.count = torch.zeros(groups, dtype=torch.float64)
-        self.total = torch.zeros(groups, dim, dtype=torch.float64)
-        self.total_sq = torch.zeros(groups, dtype=torch.float64)
+    def __init__(self, groups: int, dim: int, device: torch.device | str = "cpu"):
+        self.count = torch.zeros(groups, dtype=torch.float64, device=device)
+        self.total = torch.zeros(groups, dim, dtype=torch.float64, device=device)
+        self.total_sq = torch.zeros(groups, dtype=torch.float64, device=device)
 
     def add(self, vectors: torch.Tensor, group: torch.Tensor) -> None:
-        v = vectors.double()
-        self.count.index_add_(0, group, torch.ones(len(v), dtype=torch.float64))
+        """Add vectors (M, dim), vector i to group[i]; they may live on another device."""
+        v, group = vectors.to(self.total.device, torch.float64), group.to(self.total.device)
+        self.count.index_add_(0, group, torch.ones_like(v[:, 0]))
         self.total.index_add_(0, group, v)
         self.total_sq.index_add_(0, group, v.pow(2).sum(1))
 
@@ -692,7 +694,7 @@ def gradient_variance_study(args: Args, policy: PixelPolicy, seed: int, device: 
     setups = {"flat, no baseline": ("flat", 0.0), "flat - mean": ("flat", mean_of["flat"]),
               "rtg, no baseline": ("rtg", 0.0), "rtg - mean": ("rtg", mean_of["rtg"])}
     n_params = sum(p.numel() for p in policy.parameters())
-    variances = {name: GroupedVariance(n_bins, n_params) for name in setups}
+    variances = {name: GroupedVariance(n_bins, n_params, device) for name in setups}
     for i in range(0, len(points), chunk):
         for name, (key, baseline) in setups.items():
             grads = per_point_gradients(policy, points[i:i + chunk], key, baseline)
@@ -863,4 +865,4 @@ def main(args: Args) -> dict:
 
 
 if __name__ == "__main__":
-    main(parse_args(Args))
+    run_script(main, Args)

@@ -40,15 +40,16 @@ from common import (
     KeyToDoor,
     RunArgs,
     arg,
+    as_list,
     claim,
     evaluate_policy,
     format_claims,
     format_table,
-    parse_args,
     play_episodes,
     plot_curves,
     require,
     require_positive,
+    run_script,
     save_figure,
     seed_everything,
     start_run,
@@ -223,12 +224,12 @@ def actor_critic(args: Args, L: int, lam: float, seed: int, device) -> int:
 @dataclass
 class Args(RunArgs):
     out: str = arg("runs/02_gae", "output folder for figures and results.json")
-    lengths: str = arg("5,10,20,40,80", "corridor lengths L (the delay), comma-separated")
+    lengths: str = arg("5,10,20,40,80", "corridor lengths L (the delay), comma-separated", item=int)
     distractor_prob: float = arg(0.5, "probability of a distractor reward at each corridor step")
     distractor: float = arg(0.2, "size of a distractor reward (the key is worth 1)")
     noise: float = arg(0.0, "std of Gaussian noise added to every reward")
-    lambdas: str = arg("0,0.5,0.8,0.9,0.95,0.99,1", "GAE λ values for the bias-variance study")
-    nsteps: str = arg("1,2,4,8,16,32", "n values for the n-step study")
+    lambdas: str = arg("0,0.5,0.8,0.9,0.95,0.99,1", "GAE λ values for the bias-variance study", item=float)
+    nsteps: str = arg("1,2,4,8,16,32", "n values for the n-step study", item=int)
     value_noise: float = arg(0.2, "std of the error added to the exact V (the 'noisy V')")
     critics: int = arg(8, "noisy critics (independent draws of that error) averaged over")
     episodes: int = arg(20_000, "sampled episodes per corridor length in the exact-truth study")
@@ -256,15 +257,15 @@ class Args(RunArgs):
 
     @property
     def length_list(self) -> list[int]:
-        return [int(v) for v in self.lengths.split(",")]
+        return as_list(self.lengths, int)
 
     @property
     def lambda_list(self) -> list[float]:
-        return [float(v) for v in self.lambdas.split(",")]
+        return as_list(self.lambdas, float)
 
     @property
     def nstep_list(self) -> list[int]:
-        return [int(v) for v in self.nsteps.split(",")]
+        return as_list(self.nsteps, int)
 
 
 # ============================================================================================
@@ -526,4 +527,4 @@ def main(args: Args) -> dict:
 
 
 if __name__ == "__main__":
-    main(parse_args(Args))
+    run_script(main, Args)

@@ -40,15 +40,16 @@ from common import (
     KeyToDoor,
     RunArgs,
     arg,
+    as_list,
     claim,
     format_claims,
     format_table,
     moving_average,
-    parse_args,
     play_episodes,
     plot_curves,
     require,
     require_positive,
+    run_script,
     save_figure,
     start_run,
     write_results,
@@ -511,7 +512,8 @@ class Args(RunArgs):
     watch_steps: int = arg(50, "pocket watch: steps per episode (the delay of the sale)")
     unrepaired: float = arg(19.0, "pocket watch: price of an unrepaired watch (our choice; any value "
                             "in (16.5, 21.5) makes [sell, repair, repair, sell] optimal)")
-    watch_alphas: str = arg("0.03,0.1,0.3,0.5", "pocket watch: step sizes tried for every method (its best is reported)")
+    watch_alphas: str = arg("0.03,0.1,0.3,0.5", "pocket watch: step sizes tried for every method (its best is reported)",
+                            item=float)
     watch_epsilon: float = arg(0.1, "pocket watch: exploration rate of the decision (ε-greedy)")
     watch_window: int = arg(750, "pocket watch: solved when the greedy decision was optimal in ...")
     watch_target: float = arg(0.95, "... this share of the last watch-window episodes")
@@ -521,7 +523,7 @@ class Args(RunArgs):
     watch_refit_every: int = arg(25, "pocket watch, RUDDER: episodes between predictor refits")
     watch_refit_steps: int = arg(5, "pocket watch, RUDDER: predictor steps per refit")
     # task 2: key-to-door, delay sweep (γ = 1) and transport study (γ < 1, distractors)
-    sweep: str = arg("5,10,20,40,80", "corridor lengths of the delay sweep")
+    sweep: str = arg("5,10,20,40,80", "corridor lengths of the delay sweep", item=int)
     sweep_seeds: int = arg(3, "seeds per (method, corridor) in the sweeps")
     learn_batch: int = arg(16, "episodes per learner update")
     max_episodes: int = arg(10_000, "learner budget; unsolved runs count as this")
@@ -530,7 +532,7 @@ class Args(RunArgs):
     stable: int = arg(30, "solved once the greedy policy has taken the key for this many updates in a row")
     refit_steps: int = arg(10, "RUDDER, TRT: model steps per learner update")
     buffer_batches: int = arg(32, "RUDDER, TRT: stored batches of episodes the model trains on")
-    trt_sweep: str = arg("5,10,20,40", "corridor lengths of the transport study")
+    trt_sweep: str = arg("5,10,20,40", "corridor lengths of the transport study", item=int)
     trt_gamma: float = arg(0.9, "discount of the transport study (τ_γ = 1 / (1 - γ) steps)")
     trt_distractor_prob: float = arg(0.5, "distractor probability per corridor step in the transport study")
     trt_epsilon: float = arg(1.0, "exploration in the transport study (1: uniform, both branches seen alike)")
@@ -555,18 +557,20 @@ class Args(RunArgs):
         require(self.aux_weight >= 0, "--aux-weight must be non-negative")
         require(self.watch_steps >= 2, "--watch-steps must be at least 2")
         require(all(a > 0 for a in self.watch_alpha_list), "--watch-alphas must be positive")
+        require(all(L > 0 for L in self.sweep_list), "--sweep: corridor lengths must be positive")
+        require(all(L > 0 for L in self.trt_sweep_list), "--trt-sweep: corridor lengths must be positive")
 
     @property
     def sweep_list(self) -> list[int]:
-        return [int(v) for v in self.sweep.split(",")]
+        return as_list(self.sweep, int)
 
     @property
     def trt_sweep_list(self) -> list[int]:
-        return [int(v) for v in self.trt_sweep.split(",")]
+        return as_list(self.trt_sweep, int)
 
     @property
     def watch_alpha_list(self) -> list[float]:
-        return [float(v) for v in self.watch_alphas.split(",")]
+        return as_list(self.watch_alphas, float)
 
 
 # ============================================================================================
@@ -850,4 +854,4 @@ def main(args: Args) -> dict:
 
 
 if __name__ == "__main__":
-    main(parse_args(Args))
+    run_script(main, Args)

@@ -45,6 +45,7 @@ from common import (
     KeyToDoor,
     RunArgs,
     arg,
+    as_list,
     claim,
     evaluate_policy,
     format_claims,
@@ -679,7 +680,7 @@ def learn(args: Args, task: TabularTask, method: str, seed: int, device) -> list
 class Args(RunArgs):
     out: str = arg("runs/04_her_hca", "output folder for figures and results.json")
     # HER on bit flipping
-    bits: str = arg("5,10,15,20,30", "bit-string lengths n of the HER sweep, comma-separated")
+    bits: str = arg("5,10,15,20,30", "bit-string lengths n of the HER sweep, comma-separated", item=int)
     her_seeds: int = arg(2, "seeds per (n, method) in the HER sweep")
     strategy: str = arg("future", "HER goal-sampling strategy", choices=("future", "final"))
     relabel_k: int = arg(4, "HER 'future': relabelled goals per original one (a goal is replaced "
@@ -696,7 +697,7 @@ class Args(RunArgs):
     buffer_episodes: int = arg(20_000, "replay buffer capacity, in episodes")
     eval_episodes: int = arg(512, "greedy episodes for each success rate")
     # HCA on tabular tasks
-    sigmas: str = arg("0.25,0.5,1,2,4", "reward noise levels σ of the gradient study, comma-separated")
+    sigmas: str = arg("0.25,0.5,1,2,4", "reward noise levels σ of the gradient study, comma-separated", item=float)
     chain: int = arg(8, "shortcut chain length")
     corridor: int = arg(10, "delayed effect: steps between the decisive action and its reward")
     crossover: float = arg(0.2, "ambiguous bandit: probability that an arm pays the other arm's amount")
@@ -740,11 +741,11 @@ class Args(RunArgs):
 
     @property
     def bit_list(self) -> list[int]:
-        return [int(v) for v in self.bits.split(",")]
+        return as_list(self.bits, int)
 
     @property
     def sigma_list(self) -> list[float]:
-        return [float(v) for v in self.sigmas.split(",")]
+        return as_list(self.sigmas, float)
 
 
 # ============================================================================================

@@ -42,6 +42,7 @@ from common import (
     Completions,
     LMArgs,
     arg,
+    as_list,
     claim,
     encode_prompts,
     evaluate,
@@ -49,9 +50,9 @@ from common import (
     format_table,
     frozen_copy,
     moving_average,
-    parse_args,
     require,
     require_positive,
+    run_script,
     sample,
     save_figure,
     start_lm_run,
@@ -122,8 +123,8 @@ def masked_loss(per_token: torch.Tensor, mask: torch.Tensor, norm: str, max_new_
       token     sum over all tokens / number of tokens (DAPO; long completions weigh more)
       constant  sum over all tokens / (B · max_new_tokens) (Dr. GRPO: no length bias)
     """
+    total = torch.where(mask.bool(), per_token, 0.0)  # a NaN or inf in a masked cell stays out
     mask = mask.float()
-    total = per_token * mask
     if norm == "sequence":
         return (total.sum(1) / mask.sum(1).clamp(min=1)).mean()
     if norm == "token":
@@ -158,8 +159,9 @@ def policy_gradient_step(policy, optimizer: torch.optim.Optimizer, completions: 
         logp, entropy = token_logprobs(policy, *batch, with_entropy=iteration == 0)
         if iteration == 0:
             old_logp = logp.detach()
-            stats["kl"] = float((kl_k3(old_logp, ref_logp) * mask).sum() / mask.sum())
-            stats["entropy"] = float((entropy.detach() * mask).sum() / mask.sum())
+            tokens = mask.sum().clamp(min=1)  # an all-padding batch has no token: statistics 0, not NaN
+            stats["kl"] = float(torch.where(mask, kl_k3(old_logp, ref_logp), 0.0).sum() / tokens)
+            stats["entropy"] = float(torch.where(mask, entropy.detach(), 0.0).sum() / tokens)
         per_token, clip_active = clipped_surrogate(logp, old_logp, advantages, clip_eps)
         if beta > 0:
             per_token = per_token + beta * kl_k3(logp, ref_logp)
@@ -169,7 +171,7 @@ def policy_gradient_step(policy, optimizer: torch.optim.Optimizer, completions: 
         grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
         optimizer.step()
         stats["loss"] += loss.item() / inner_iters
-        stats["clip_fraction"] += float((clip_active & mask).sum() / mask.sum()) / inner_iters
+        stats["clip_fraction"] += float((clip_active & mask).sum() / tokens) / inner_iters
         stats["grad_norm"] += grad_norm.item() / inner_iters
     return stats
 
@@ -267,7 +269,7 @@ def train(policy, reference, tokenizer, args: Args, method: str, held_out: list,
 class Args(LMArgs):
     out: str = arg("runs/05_grpo_rloo", "output folder for figures and results.json")
     methods: str = arg("reinforce,rloo,grpo,dr_grpo", "advantage estimators to compare, comma-separated (grpo "
-                       "divides by the group std, TRL's scale_rewards; dr_grpo does not)")
+                       "divides by the group std, TRL's scale_rewards; dr_grpo does not)", ESTIMATORS, item=str)
     rl_steps: int = arg(80, "policy updates")
     prompts: int = arg(16, "prompts per update")
     group_size: int = arg(8, "completions per prompt, G (TRL: num_generations)")
@@ -281,8 +283,9 @@ class Args(LMArgs):
                          "constant ('dr_grpo'); Dr. GRPO always uses constant", choices=LOSS_NORMS)
     max_grad_norm: float = arg(1.0, "gradient clipping (TRL: max_grad_norm)")
     eval_every: int = arg(20, "updates between held-out evaluations")
-    betas: str = arg("0,0.5", "extra KL weights β for the GRPO sweep (the default --beta run is reused)")
-    group_sizes: str = arg("2,4,8,16", "group sizes G of the zero-spread study (at most --final-samples)")
+    betas: str = arg("0,0.5", "extra KL weights β for the GRPO sweep (the default --beta run is reused)",
+                     item=float, empty=True)
+    group_sizes: str = arg("2,4,8,16", "group sizes G of the zero-spread study (at most --final-samples)", item=int)
     final_samples: int = arg(16, "samples per held-out problem before/after RL (pass@1 and pass@k)")
     bench: bool = arg(False, "time RL steps (generation vs update, own loop vs model.generate) and stop")
     bench_steps: int = arg(5, "RL steps timed by --bench")
@@ -292,26 +295,28 @@ class Args(LMArgs):
 
     def __post_init__(self):
         super().__post_init__()
-        require_positive(self, "rl_steps", "prompts", "lr", "warmup", "inner_iters", "max_grad_norm", "eval_every")
+        require_positive(self, "rl_steps", "prompts", "lr", "warmup", "inner_iters", "max_grad_norm", "eval_every",
+                         "final_samples", "bench_steps")
         require(self.group_size >= 2, f"--group-size must be at least 2: RLOO and GRPO take the baseline "
                 f"from the other completions of the same prompt, got {self.group_size}")
         require(self.clip_eps > 0 and self.beta >= 0, "--clip-eps must be positive and --beta non-negative")
-        require(all(m in ESTIMATORS for m in self.method_list), f"--methods must be among {','.join(ESTIMATORS)}")
+        require(self.method_list and all(m in ESTIMATORS for m in self.method_list),
+                f"--methods must be among {','.join(ESTIMATORS)}")
         require(all(b >= 0 for b in self.beta_list), "--betas must be non-negative")
         require(all(2 <= g <= self.final_samples for g in self.group_list),
                 "--group-sizes must be in 2..--final-samples")
 
     @property
     def method_list(self) -> list[str]:
-        return self.methods.split(",")
+        return as_list(self.methods, str)
 
     @property
     def beta_list(self) -> list[float]:
-        return [float(b) for b in self.betas.split(",") if b]
+        return as_list(self.betas, float)
 
     @property
     def group_list(self) -> list[int]:
-        return [int(g) for g in self.group_sizes.split(",")]
+        return as_list(self.group_sizes, int)
 
     @property
     def ks(self) -> tuple[int, ...]:
@@ -658,4 +663,4 @@ def main(args: Args) -> dict:
 
 
 if __name__ == "__main__":
-    main(parse_args(Args))
+    run_script(main, Args)

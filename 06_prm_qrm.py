@@ -43,6 +43,7 @@ from common import (
     Completions,
     LMArgs,
     arg,
+    as_list,
     auroc,
     claim,
     evaluate,
@@ -53,11 +54,11 @@ from common import (
     localisation,
     mean_or_nan,
     moving_average,
-    parse_args,
     pass_at_k,
     positions_from_mask,
     require,
     require_positive,
+    run_script,
     sample,
     save_figure,
     seed_everything,
@@ -122,11 +123,11 @@ def math_shepherd_labels(outcomes: np.ndarray, final: float, n: int) -> tuple[li
 
 def step_targets(ends: torch.Tensor, labels: list[list[float]]) -> torch.Tensor:
     """Place label k of each solution on the last token of its step k, (B, T); 0 elsewhere."""
-    targets = torch.zeros(ends.shape)
+    targets = torch.zeros(ends.shape, device=ends.device)
     for row, row_labels in enumerate(labels):
         columns = ends[row].nonzero().squeeze(1)
-        targets[row, columns] = torch.tensor(row_labels[:len(columns)], dtype=torch.float)
-    return targets.to(ends.device)
+        targets[row, columns] = torch.tensor(row_labels[:len(columns)], dtype=torch.float, device=ends.device)
+    return targets
 
 
 def step_bce(scores: torch.Tensor, targets: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
@@ -229,7 +230,7 @@ def process_advantages(step_rewards: torch.Tensor, rewarded: torch.Tensor, group
     B, T = step_rewards.shape
     r = step_rewards.view(-1, group_size, T)
     m = rewarded.view(-1, group_size, T).float()
-    count = m.sum((1, 2), keepdim=True)
+    count = m.sum((1, 2), keepdim=True).clamp(min=1)  # a group with no rewarded cell gets 0, not NaN
     mean = (r * m).sum((1, 2), keepdim=True) / count
     std = (((r - mean) ** 2 * m).sum((1, 2), keepdim=True) / (count - 1).clamp(min=1)).sqrt()
     # r̃_k = (r_k - mean_group) / (std_group + eps)
@@ -436,14 +437,14 @@ def policy_gradient_step(policy, optimizer, completions: Completions, advantages
     per_token = -advantages * logp
     if beta > 0:
         per_token = per_token + beta * kl_k3(logp, ref_logp)
-    weights = mask.float()
-    loss = ((per_token * weights).sum(1) / weights.sum(1).clamp(min=1)).mean()
+    loss = (torch.where(mask, per_token, 0.0).sum(1) / mask.float().sum(1).clamp(min=1)).mean()
     optimizer.zero_grad()
     loss.backward()
     grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
     optimizer.step()
-    return {"kl": float((kl_k3(logp.detach(), ref_logp) * mask).sum() / mask.sum()),
-            "entropy": float((entropy.detach() * mask).sum() / mask.sum()), "grad_norm": grad_norm.item()}
+    tokens = mask.sum().clamp(min=1)  # an all-padding batch has no token: statistics 0, not NaN
+    return {"kl": float(torch.where(mask, kl_k3(logp.detach(), ref_logp), 0.0).sum() / tokens),
+            "entropy": float(torch.where(mask, entropy.detach(), 0.0).sum() / tokens), "grad_norm": grad_norm.item()}
 
 
 def train(policy, reference, tokenizer, args: Args, advantage_fn, held_out: list, device, desc: str = "RL") -> dict:
@@ -500,7 +501,7 @@ class Args(LMArgs):
     label_samples: int = arg(6, "solutions sampled per training problem")
     rollouts_per_prefix: int = arg(16, "Math-Shepherd: completions rolled out from each step prefix (largest N)")
     label_ns: str = arg("1,2,4,8,16", "Math-Shepherd: the N at which label quality is measured (at most "
-                        "--rollouts-per-prefix)")
+                        "--rollouts-per-prefix)", item=int)
     label_n: int = arg(8, "Math-Shepherd: N of the labels the PRM trains on (the paper's N = 8)")
     labels: str = arg("hard", "PRM training labels: Math-Shepherd hard or soft, or the gold step labels",
                       choices=("hard", "soft", "gold"))
@@ -523,7 +524,7 @@ class Args(LMArgs):
     max_grad_norm: float = arg(1.0, "RL: gradient clipping (TRL: max_grad_norm)")
     eval_every: int = arg(10, "RL: updates between held-out evaluations")
     rl_methods: str = arg("outcome,prm,prm_outcome,qrm", "RL: advantages to compare (outcome GRPO, PRM steps, "
-                          "PRM steps with the verifier on the last step, Q-RM tokens)")
+                          "PRM steps with the verifier on the last step, Q-RM tokens)", RL_METHODS, item=str)
     overopt_steps: int = arg(120, "over-optimisation: RL updates against the learned ORM")
     overopt_lr: float = arg(3e-4, "over-optimisation: learning rate, 3x --lr's default (β = 0: nothing holds the policy back)")
 
@@ -544,15 +545,16 @@ class Args(LMArgs):
                 "--label-ns and --label-n must be in 1..--rollouts-per-prefix")
         require(self.label_samples >= 2, "--label-samples must be at least 2: Q-RM pairs a right and a wrong "
                 "solution of the same problem")
-        require(set(self.rl_method_list) <= set(RL_METHODS), f"--rl-methods must be among {','.join(RL_METHODS)}")
+        require(self.rl_method_list and set(self.rl_method_list) <= set(RL_METHODS),
+                f"--rl-methods must be among {','.join(RL_METHODS)}")
 
     @property
     def label_n_list(self) -> list[int]:
-        return [int(n) for n in self.label_ns.split(",")]
+        return as_list(self.label_ns, int)
 
     @property
     def rl_method_list(self) -> list[str]:
-        return [m for m in self.rl_methods.split(",") if m]
+        return as_list(self.rl_methods, str)
 
 
 # ============================================================================================
@@ -666,10 +668,11 @@ def held_out_study(policy, tokenizer, models: dict, args: Args, device) -> dict:
     correct = verifier_rewards(repeated, texts, r.truncated).numpy()
     step_ids = token_step_ids(tokenizer, r.completion_ids, r.completion_mask)
     ends = step_end_mask(step_ids)
-    prm_probs = torch.sigmoid(reward_model_logits(models["prm"], r))
-    orm_probs = torch.sigmoid(reward_model_logits(models["orm"], r))[last_token_mask(r.completion_mask)]
-    z = reward_model_logits(models["qrm"], r)
-    mask = r.completion_mask.float()
+    prm_probs = torch.sigmoid(reward_model_logits(models["prm"], r)).cpu()  # the analysis below is on the CPU
+    orm_probs = torch.sigmoid(reward_model_logits(models["orm"], r))[last_token_mask(r.completion_mask)].cpu()
+    z = reward_model_logits(models["qrm"], r).cpu()
+    step_ids, ends, completion_mask = step_ids.cpu(), ends.cpu(), r.completion_mask.cpu()
+    mask = completion_mask.float()
     rankers = {"PRM-min": prm_min(prm_probs, ends), "PRM-product": prm_product(prm_probs, ends),
                "ORM": orm_probs, "Q-RM (mean Z)": (z * mask).sum(1) / mask.sum(1)}
     ns = [2 ** i for i in range(int(math.log2(M)) + 1)]
@@ -683,7 +686,7 @@ def held_out_study(policy, tokenizer, models: dict, args: Args, device) -> dict:
     curves["oracle (pass@N)"] = {N: float(np.mean([pass_at_k(M, int(c), N) for c in counts])) for N in ns}
     orm_pm = orm_probs.numpy().reshape(shape)
     proxy_of_pick = best_of_n(orm_pm, orm_pm, ns, args.bon_repeats, np.random.default_rng(args.seed + 5))
-    credit = credit_study(repeated, texts, correct, r.truncated, step_ids, ends, prm_probs, z, r.completion_mask)
+    credit = credit_study(repeated, texts, correct, r.truncated.cpu(), step_ids, ends, prm_probs, z, completion_mask)
     print(f"best-of-N at N={ns[-1]}: " + ", ".join(f"{k} {v[ns[-1]]:.3f}" for k, v in curves.items()))
     return {"ns": ns, "curves": curves, "orm_proxy_of_pick": proxy_of_pick, "credit": credit,
             "pass@1": float(correct.mean()), "samples": len(texts)}
@@ -1080,4 +1083,4 @@ def main(args: Args) -> dict:
 
 
 if __name__ == "__main__":
-    main(parse_args(Args))
+    run_script(main, Args)

@@ -11,16 +11,21 @@ teaches it. Tested in tests/test_common.py and tests/test_lm_common.py.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import dataclasses
 import hashlib
 import json
 import math
+import os
 import random
+import shutil
+import socket
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import matplotlib
 
@@ -41,19 +46,27 @@ LMArgsT = TypeVar("LMArgsT", bound="LMArgs")
 # --------------------------------------------------------------------------------------------
 # Command line: a @dataclass Args becomes an argparse CLI
 # --------------------------------------------------------------------------------------------
-def arg(default: Any, help: str, choices: tuple | None = None) -> Any:
-    """A dataclass field with its one-line help (and optional choices) for the CLI."""
-    return dataclasses.field(default=default, metadata={"help": help, "choices": choices})
+def arg(default: Any, help: str, choices: tuple | None = None, item: type | None = None,
+        bounds: tuple[float, float] | None = None, empty: bool = False) -> Any:
+    """A dataclass field with its one-line help for the CLI. `choices`: the allowed values (of each
+    item, for a list). `item`: the field is a comma-separated list of int, float or str (`empty`:
+    the empty list is allowed). `bounds`: the inclusive range of a number."""
+    return dataclasses.field(default=default, metadata={"help": help, "choices": choices, "item": item,
+                                                        "bounds": bounds, "empty": empty})
+
+
+SEED_BOUNDS = (0, 2**32 - 1)  # numpy's legacy seed range
 
 
 @dataclasses.dataclass
 class RunArgs:
     """The flags every script has; a script's `Args(RunArgs)` sets its own `out` and adds the rest."""
 
-    seed: int = arg(0, "random seed")
-    device: str = arg("auto", "torch device: auto (cuda if present), cpu, cuda, cuda:1 ...")
+    seed: int = arg(0, "random seed", bounds=SEED_BOUNDS)
+    device: str = arg("auto", "torch device: auto (cuda if present), cpu, cuda, cuda:1, mps ...")
     out: str = arg("runs", "output folder for figures and results.json")
-    smoke: bool = arg(False, "a seconds-long run that exercises every code path (for tests)")
+    smoke: bool = arg(False, "a seconds-long run that exercises every code path (for tests); "
+                             "flags you pass keep their values")
 
 
 def require(condition: bool, message: str) -> None:
@@ -69,6 +82,17 @@ def require_positive(args: Any, *names: str) -> None:
         require(value > 0, f"--{name.replace('_', '-')} must be positive, got {value}")
 
 
+def as_list(value: str, item: type) -> list:
+    """A comma-separated flag as a list of `item` (int, float or str); "" is the empty list."""
+    return [item(part.strip()) for part in value.split(",")] if value.strip() else []
+
+
+def fail(message: str) -> NoReturn:
+    """End the program with one line on stderr and exit code 2 (a bad flag, value or input)."""
+    print(f"{Path(sys.argv[0]).name}: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 class _OneLineErrors(argparse.ArgumentParser):
     """argparse, but a bad flag or value ends with one line (no usage block)."""
 
@@ -76,25 +100,65 @@ class _OneLineErrors(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
+def _number(kind: type, bounds: tuple[float, float] | None) -> Callable[[str], Any]:
+    """An argparse type for an int or float: finite, and within bounds when given."""
+    def convert(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, "
+                                             f"got {text!r}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+        if bounds is not None and not bounds[0] <= value <= bounds[1]:
+            raise argparse.ArgumentTypeError(f"must be in {bounds[0]}..{bounds[1]}, got {text!r}")
+        return value
+    return convert
+
+
+def _listing(field: dataclasses.Field) -> Callable[[str], str]:
+    """An argparse type for a comma-separated list flag: every item parses (and is a known
+    choice), numbers are finite; the string is kept as it is."""
+    item, choices, empty = field.metadata["item"], field.metadata["choices"], field.metadata["empty"]
+    kind = {int: "integers", float: "numbers", str: "names"}[item]
+
+    def convert(text: str) -> str:
+        parts = [part.strip() for part in text.split(",")] if text.strip() else []
+        if not parts and not empty:
+            raise argparse.ArgumentTypeError(f"expected a comma-separated list of {kind}, got {text!r}")
+        for part in parts:
+            if item is str:
+                if not part or (choices and part not in choices):
+                    raise argparse.ArgumentTypeError(f"{part!r} is not one of {', '.join(choices or ())}")
+            else:
+                _number(item, None)(part)
+        return text
+    return convert
+
+
 def parse_args(args_class: type[ArgsT], argv: list[str] | None = None) -> ArgsT:
     """Build a CLI from a dataclass: one `--flag-with-dashes` per field, with its help.
 
-    Booleans become `--flag/--no-flag`. The dataclass validates itself in `__post_init__`
-    (see `require`); a ValueError there ends the program with a one-line message, no trace.
+    Booleans become `--flag/--no-flag`; numbers must be finite (and within `bounds`); list flags
+    are checked item by item. The dataclass then validates itself in `__post_init__` (see
+    `require`); a ValueError there ends the program with a one-line message, no trace.
     """
     parser = _OneLineErrors(
         description=(sys.modules[args_class.__module__].__doc__ or "").split("\n")[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     for f in dataclasses.fields(args_class):
-        flag = "--" + f.name.replace("_", "-")
-        help_text = f.metadata.get("help", "")
+        flag, meta = "--" + f.name.replace("_", "-"), f.metadata
         if isinstance(f.default, bool):
-            parser.add_argument(flag, default=f.default, help=help_text,
+            parser.add_argument(flag, default=f.default, help=meta.get("help", ""),
                                 action=argparse.BooleanOptionalAction)
+        elif meta.get("item"):
+            parser.add_argument(flag, default=f.default, help=meta["help"], type=_listing(f))
+        elif isinstance(f.default, (int, float)):
+            parser.add_argument(flag, default=f.default, help=meta.get("help", ""),
+                                type=_number(type(f.default), meta.get("bounds")), choices=meta.get("choices"))
         else:
-            parser.add_argument(flag, default=f.default, help=help_text,
-                                type=type(f.default), choices=f.metadata.get("choices"))
+            parser.add_argument(flag, default=f.default, help=meta.get("help", ""), choices=meta.get("choices"))
     values = vars(parser.parse_args(argv))
     try:
         return args_class(**values)
@@ -103,47 +167,80 @@ def parse_args(args_class: type[ArgsT], argv: list[str] | None = None) -> ArgsT:
 
 
 def apply_smoke(args: ArgsT) -> ArgsT:
-    """With `--smoke`, replace the fields listed in the class's SMOKE dict (a seconds-long run)."""
+    """With `--smoke`, the values of the class's SMOKE dict (a seconds-long run) replace the fields
+    still at their defaults; a field set to anything else (a flag you passed) keeps its value."""
     if not getattr(args, "smoke", False):
         return args
-    return dataclasses.replace(args, **type(args).SMOKE)
+    defaults = {f.name: f.default for f in dataclasses.fields(args)}
+    changes = {k: v for k, v in type(args).SMOKE.items() if getattr(args, k) == defaults[k]}
+    return dataclasses.replace(args, **changes)
+
+
+def run_script(main: Callable[[ArgsT], Any], args_class: type[ArgsT]) -> None:
+    """What a script does when run: parse its flags, run `main`, and end a Ctrl-C with one line
+    (exit code 130). Results, figures and the cold-start cache are written whole or not at all."""
+    args = parse_args(args_class)
+    try:
+        main(args)
+    except KeyboardInterrupt:
+        print(f"\n{Path(sys.argv[0]).name}: interrupted; what it wrote is complete, nothing was left half-written",
+              file=sys.stderr)
+        raise SystemExit(130) from None
 
 
 # --------------------------------------------------------------------------------------------
 # Reproducibility and devices
 # --------------------------------------------------------------------------------------------
 def seed_everything(seed: int) -> None:
-    """Seed python, numpy and torch (CPU and every GPU) from one integer."""
+    """Seed python, numpy and torch (CPU and every GPU) from one integer (numpy's legacy
+    generator takes it modulo 2^32, so that seed + i stays valid near the top of the range)."""
     random.seed(seed)
-    np.random.seed(seed)
+    np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
 
 
-def resolve_device(name: str) -> torch.device:
-    """'auto' picks cuda when present, else cpu; any other name is passed to torch.
+def _available(device: torch.device) -> bool:
+    """Whether this machine has the device: cpu always; cuda, mps and xpu when torch sees them."""
+    if device.type == "cpu":
+        return True
+    if device.type == "cuda":
+        return torch.cuda.is_available() and (device.index or 0) < torch.cuda.device_count()
+    if device.type == "mps":
+        return torch.backends.mps.is_available()
+    if device.type == "xpu":
+        return hasattr(torch, "xpu") and torch.xpu.is_available()
+    return False  # meta, or a type we never run on
 
-    A device this machine lacks stops the program with one line instead of failing later.
-    """
+
+def resolve_device(name: str) -> torch.device:
+    """'auto' picks cuda when present, else cpu. A device this machine lacks, or a name that is
+    no device, stops the program with one line (exit code 2) instead of failing later."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
         device = torch.device(name)
     except RuntimeError:
-        raise SystemExit(f"error: --device {name!r} is not a torch device") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise SystemExit(f"error: --device {name}: no CUDA GPU on this machine (try --device cpu)")
+        fail(f"--device {name!r} is not a torch device (try auto, cpu or cuda)")
+    if not _available(device):
+        fail(f"--device {name}: this machine cannot run on it (available: cpu"
+             + (", cuda" if torch.cuda.is_available() else "") + ")")
     return device
 
 
 def make_out_dir(path: str | Path) -> Path:
-    """Create (if needed) and return the run's output folder."""
+    """Create (if needed) and return the run's output folder; one line if that cannot be done."""
     out = Path(path)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        fail(f"--out {path}: cannot make a folder there ({error.strerror or error})")
+    if not os.access(out, os.W_OK):
+        fail(f"--out {path}: the folder is not writable")
     return out
 
 
 def start_run(args: ArgsT) -> tuple[ArgsT, torch.device, Path]:
-    """The first lines of every script's main: smoke overrides, seeding, device, out folder."""
+    """The first lines of every script's main: smoke values, seeding, device, out folder."""
     args = apply_smoke(args)
     seed_everything(args.seed)
     return args, resolve_device(args.device), make_out_dir(args.out)
@@ -160,25 +257,49 @@ def claim(source: str, statement: str, measured: str, holds: bool | None) -> dic
     return {"source": source, "claim": statement, "measured": measured, "holds": holds}
 
 
-def _to_json(value: Any) -> Any:
-    """json.dump fallback for numpy and torch scalars/arrays."""
-    if isinstance(value, (np.generic, torch.Tensor)) and np.ndim(value) == 0:
-        return value.item()
+def json_ready(value: Any) -> Any:
+    """The value as strict JSON can hold it: numpy and torch numbers as Python's, NaN and ±inf
+    (an undefined number: no such case, nothing measured) as None, which JSON writes null."""
+    if isinstance(value, dict):
+        return {(k.item() if isinstance(k, np.generic) else k): json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_ready(v) for v in value]
     if isinstance(value, (np.ndarray, torch.Tensor)):
-        return value.tolist()
+        return json_ready(value.tolist())
+    if isinstance(value, np.generic):
+        return json_ready(value.item())
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
     if isinstance(value, Path):
         return str(value)
+    return value
+
+
+def _not_json(value: Any) -> Any:
     raise TypeError(f"cannot write {type(value).__name__} to results.json")
+
+
+def write_atomically(path: Path, write: Callable[[Path], Any]) -> Path:
+    """`write(temporary path)` in the same folder, then rename it to `path`: a reader (or a run
+    stopped half-way) sees the old file or the whole new one, never half of it."""
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.partial")
+    try:
+        write(temporary)
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+    return path
 
 
 def write_results(out: Path, args: Any, wall_clock_s: float, metrics: dict,
                   claims: list[dict], **extra: Any) -> Path:
-    """Write results.json: args, wall-clock, flat headline metrics, checked claims, extras."""
-    payload = {"args": dataclasses.asdict(args), "wall_clock_s": wall_clock_s,
-               "metrics": metrics, "claims": claims, **extra}
-    path = Path(out) / "results.json"
-    path.write_text(json.dumps(payload, indent=1, default=_to_json))
-    return path
+    """Write results.json (strict JSON: undefined numbers are null): args, wall-clock, flat
+    headline metrics, checked claims, extras."""
+    payload = json_ready({"args": dataclasses.asdict(args), "wall_clock_s": wall_clock_s,
+                           "metrics": metrics, "claims": claims, **extra})
+    text = json.dumps(payload, indent=1, allow_nan=False, default=_not_json)
+    return write_atomically(Path(out) / "results.json", lambda temporary: temporary.write_text(text))
 
 
 def format_table(rows: list[list[Any]], header: list[str]) -> str:
@@ -248,9 +369,9 @@ def mean_or_nan(values: Any) -> float:
 
 
 def save_figure(fig: plt.Figure, path: Path) -> Path:
-    """Save a figure as PNG and close it."""
+    """Save a figure as PNG (whole or not at all) and close it."""
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    write_atomically(path, lambda temporary: fig.savefig(temporary, dpi=110, format="png"))
     plt.close(fig)
     return path
 
@@ -579,7 +700,15 @@ def sample_completions(model: PreTrainedModel, prompt_ids: torch.Tensor, prompt_
     (model.generate does the same; on CPU with a tiny model our loop is as fast or faster,
     and it records the log-probs and masks we need; see 05's --bench.) Rows that have ended
     keep receiving <pad> with attention 0, so they change nothing; we stop when all have ended.
+    temperature 0 is greedy decoding (the sampling policy is then deterministic: log π = 0).
     """
+    if temperature < 0:
+        raise ValueError(f"temperature must be ≥ 0, got {temperature}")
+    if max_new_tokens == 0:  # nothing to generate: no token, so no EOS either
+        nothing = prompt_ids.new_zeros(len(prompt_ids), 0)
+        return Completions(prompt_ids, prompt_mask.long(), nothing.bool(), nothing.float(),
+                           torch.ones(len(prompt_ids), dtype=torch.bool, device=prompt_ids.device),
+                           prompt_length=prompt_ids.shape[1])
     was_training = model.training
     model.eval()
     attention = prompt_mask.long()
@@ -587,16 +716,23 @@ def sample_completions(model: PreTrainedModel, prompt_ids: torch.Tensor, prompt_
     out = model(input_ids=prompt_ids, attention_mask=attention, position_ids=positions, use_cache=True)
     next_position = positions[:, -1:] + 1
     alive = torch.ones(len(prompt_ids), dtype=torch.bool, device=prompt_ids.device)
+    # on a GPU each look at `alive` waits for the device: look every 8 tokens, trim the surplus below
+    check_every = 1 if prompt_ids.device.type == "cpu" else 8
     tokens, logprobs, masks = [], [], []
-    for _ in range(max_new_tokens):
-        logp = torch.log_softmax(out.logits[:, -1].float() / temperature, dim=-1)
-        token = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)
+    for step in range(max_new_tokens):
+        logits = out.logits[:, -1].float()
+        if temperature > 0:
+            logp = torch.log_softmax(logits / temperature, dim=-1)
+            token = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)
+            token_logp = logp.gather(1, token[:, None]).squeeze(1)
+        else:
+            token, token_logp = logits.argmax(-1), torch.zeros_like(logits[:, 0])
         token = torch.where(alive, token, torch.full_like(token, pad_id))
         tokens.append(token)
-        logprobs.append(torch.where(alive, logp.gather(1, token[:, None]).squeeze(1), 0.0))
+        logprobs.append(torch.where(alive, token_logp, 0.0))
         masks.append(alive)
         alive = alive & (token != eos_id)
-        if not alive.any():
+        if step == max_new_tokens - 1 or ((step + 1) % check_every == 0 and not alive.any()):
             break
         attention = torch.cat([attention, alive[:, None].long()], dim=1)
         out = model(input_ids=token[:, None], attention_mask=attention, position_ids=next_position,
@@ -604,9 +740,11 @@ def sample_completions(model: PreTrainedModel, prompt_ids: torch.Tensor, prompt_
         next_position = next_position + 1
     model.train(was_training)
     completion_mask = torch.stack(masks, 1)
-    return Completions(sequences=torch.cat([prompt_ids, torch.stack(tokens, 1)], 1),
+    width = int(completion_mask.any(0).sum())  # the columns up to the step where the last row ended
+    completion_mask = completion_mask[:, :width]
+    return Completions(sequences=torch.cat([prompt_ids, torch.stack(tokens, 1)[:, :width]], 1),
                        attention_mask=torch.cat([prompt_mask.long(), completion_mask.long()], 1),
-                       completion_mask=completion_mask, logprobs=torch.stack(logprobs, 1),
+                       completion_mask=completion_mask, logprobs=torch.stack(logprobs, 1)[:, :width],
                        truncated=alive, prompt_length=prompt_ids.shape[1])
 
 
@@ -738,18 +876,50 @@ def supervised_finetune(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBa
     return losses
 
 
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """No progress bars from transformers (loading or writing a one-shard tiny model: noise)."""
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        transformers_logging.enable_progress_bar()
+
+
+def load_cold_start(folder: Path, config: ColdStart,
+                    device: torch.device | str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, dict]:
+    """The cached cold start in `folder`, checked: its record names this config, and its
+    tokenizer still knows its padding and end-of-sequence tokens."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    info = json.loads((folder / "cold_start.json").read_text())
+    if info["config"] != dataclasses.asdict(config):
+        raise ValueError("its cold_start.json records another config")
+    with quiet_transformers():
+        model = AutoModelForCausalLM.from_pretrained(folder).to(device)
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+    if tokenizer.pad_token_id is None or tokenizer.eos_token_id is None:
+        raise ValueError("its tokenizer has lost its padding or end-of-sequence token")
+    return model, tokenizer, {**info, "trained_now": False}
+
+
 def cold_start_policy(config: ColdStart, device: torch.device | str, cache_root: str | Path = "runs/cold_start",
                       progress: bool = True) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, dict]:
     """The cold-start model and tokenizer: loaded from cache_root/<config hash>/ if it was made
-    before, else trained from scratch by SFT and saved there with save_pretrained.
+    before, else trained from scratch by SFT and saved there with save_pretrained. A cache that
+    does not load (a file missing, truncated or garbled) is said so in one line and rebuilt; the
+    cache is written to a temporary folder first, then renamed, so a stopped run leaves none.
     Returns (model, tokenizer, info); info says where, and whether it was trained now."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     folder = Path(cache_root) / config.key
-    if (folder / "cold_start.json").exists():
-        info = json.loads((folder / "cold_start.json").read_text())
-        model = AutoModelForCausalLM.from_pretrained(folder).to(device)
-        return model, AutoTokenizer.from_pretrained(folder), {**info, "trained_now": False}
+    if folder.exists():
+        try:
+            return load_cold_start(folder, config, device)
+        except Exception as error:  # whatever the damage, the cure is the same: train it again
+            reason = str(error).strip().split("\n")[0][:120]
+            print(f"cold start cache {folder} does not load ({type(error).__name__}: {reason}); rebuilding it",
+                  file=sys.stderr)
     start = time.time()
     torch.manual_seed(config.seed)
     tokenizer = make_char_tokenizer()
@@ -760,21 +930,63 @@ def cold_start_policy(config: ColdStart, device: torch.device | str, cache_root:
     info = {"config": dataclasses.asdict(config), "path": str(folder), "sft_losses": losses,
             "parameters": sum(p.numel() for p in model.parameters()),
             "sft_wall_clock_s": time.time() - start}
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    (folder / "cold_start.json").write_text(json.dumps(info))
+    save_whole(folder, model, tokenizer, info)
     return model, tokenizer, {**info, "trained_now": True}
+
+
+def save_whole(folder: Path, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, info: dict) -> None:
+    """save_pretrained into a temporary folder beside `folder`, then rename it: never half a cache."""
+    building = folder.with_name(f".{folder.name}.partial-{os.getpid()}")
+    shutil.rmtree(building, ignore_errors=True)
+    try:
+        with quiet_transformers():
+            model.save_pretrained(building)
+            tokenizer.save_pretrained(building)
+        (building / "cold_start.json").write_text(json.dumps(info))
+        shutil.rmtree(folder, ignore_errors=True)
+        os.replace(building, folder)
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+
+
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the Hugging Face hub answers at all (one quick try, no retries)."""
+    from huggingface_hub import constants
+
+    host = constants.ENDPOINT.split("://")[-1].split("/")[0]
+    try:
+        socket.create_connection((host, 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
 
 
 def load_pretrained(name_or_path: str,
                     device: torch.device | str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Any causal LM and its tokenizer (a hub name or a folder): left padding, a pad token."""
+    """Any causal LM and its tokenizer (a folder, or a hub name): left padding, a pad token.
+    Anything that cannot be loaded stops the program with one line, at once: a missing or empty
+    folder, a folder without a causal LM, a hub name that is not cached here while the hub cannot
+    be reached (no retry loop)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(name_or_path, padding_side="left")
+    path = Path(name_or_path).expanduser()
+    is_folder = path.exists() or name_or_path.startswith((".", "/", "~")) or name_or_path.count("/") > 1
+    if is_folder and not path.is_dir():
+        fail(f"--model {name_or_path}: no such folder")
+    if is_folder and not (path / "config.json").exists():
+        fail(f"--model {name_or_path}: no model in that folder (no config.json); save one there with save_pretrained")
+    offline = not is_folder and not _hub_reachable()
+    source = str(path) if is_folder else name_or_path
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, padding_side="left", local_files_only=offline)
+        model = AutoModelForCausalLM.from_pretrained(source, local_files_only=offline).to(device)
+    except Exception as error:  # a CLI boundary: any failure to load is the same answer for the user
+        reason = str(error).strip().split("\n")[0][:160]
+        hint = (" The hub cannot be reached from here: save the model with save_pretrained on a machine that can, "
+                "and pass its folder." if offline else "")
+        fail(f"--model {name_or_path}: cannot load a causal LM and its tokenizer ({reason}).{hint}")
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(name_or_path).to(device)
     return model, tokenizer
 
 
@@ -791,11 +1003,13 @@ def localisation(credits: list[np.ndarray], first_wrong: list[int]) -> dict:
     """How well low credit points at the first wrong step (06 and 07's metric), one credit per
     step of each failed solution: AUROC of -credit for "this is the first wrong step" (all steps
     of all solutions pooled), and top-1, the chance that the lowest-credit step is the first
-    wrong one (ties split evenly). No solutions: both NaN."""
-    if not credits:
+    wrong one (ties split evenly). A solution with no step credit counts for nothing; none
+    left: both NaN."""
+    pairs = [(np.asarray(c), w) for c, w in zip(credits, first_wrong) if len(c)]
+    if not pairs:
         return {"auroc": float("nan"), "top1": float("nan")}
     positives, negatives, top1 = [], [], []
-    for credit, wrong in zip(credits, first_wrong):
+    for credit, wrong in pairs:
         is_wrong = np.arange(len(credit)) == wrong
         positives.append(-credit[is_wrong])
         negatives.append(-credit[~is_wrong])
@@ -807,6 +1021,8 @@ def localisation(credits: list[np.ndarray], first_wrong: list[int]) -> dict:
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k from n samples of which c are right (Chen et al., 2021):
     1 - C(n-c, k) / C(n, k), the chance that k of the n, drawn without replacement, miss."""
+    if not (0 <= c <= n and 1 <= k <= n):
+        raise ValueError(f"pass@k needs 0 ≤ c ≤ n and 1 ≤ k ≤ n, got n={n}, c={c}, k={k}")
     if n - c < k:
         return 1.0
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)

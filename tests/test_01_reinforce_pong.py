@@ -2,7 +2,6 @@
 per-point gradients, runs."""
 
 import importlib
-import json
 import math
 
 import numpy as np
@@ -131,6 +130,17 @@ def test_points_are_scored_and_the_ball_is_served_again():
     assert env.score_opponent.tolist() == [1.0, 0.0] and env.score_agent.tolist() == [0.0, 1.0]
     assert torch.all(env.ball_x == 16.0)  # served from the centre line
     assert not terminated.any() and not truncated.any()
+
+
+def test_a_serve_moves_only_the_balls_of_the_games_it_serves():
+    env = make_pong(3)
+    place_ball(env, 1, 20.0, 10.0, -1.0, 0.5)
+    before = (env.ball_x.clone(), env.ball_y.clone(), env.vel_x.clone(), env.vel_y.clone())
+    env._serve(torch.tensor([True, False, True]))
+    for state, old in zip((env.ball_x, env.ball_y, env.vel_x, env.vel_y), before):
+        assert state[1] == old[1]  # game 1 was not served
+    assert env.ball_x[[0, 2]].tolist() == [16.0, 16.0] and torch.all(env.vel_x[[0, 2]] > 0)
+    assert torch.all((env.ball_y[[0, 2]] >= 8) & (env.ball_y[[0, 2]] <= 24))
 
 
 def test_only_finished_games_are_reset():
@@ -292,6 +302,14 @@ def test_grouped_variance_is_the_trace_of_the_covariance():
     assert math.isclose(variance.overall(), np.trace(np.cov(g.numpy(), rowvar=False)), rel_tol=1e-6)
 
 
+def test_grouped_variance_keeps_its_sums_on_the_device_it_was_made_for():
+    # "meta" stands in for a second device (a GPU) on a CPU-only machine: the per-point gradients
+    # arrive there while the bins come from numpy, on the CPU
+    variance = pong.GroupedVariance(3, 4, device="meta")
+    variance.add(torch.empty(5, 4, device="meta"), torch.tensor([0, 1, 2, 0, 1]))
+    assert variance.total.device.type == "meta" and variance.count.device.type == "meta"
+
+
 def test_point_spans_keep_complete_points_with_an_outcome():
     window = window_of([[0, 0], [1, 0], [0, -1], [-1, 0], [0, 0]])
     window.segment_ends[4, 1] = True  # game 1: a game cut by the frame limit, no outcome
@@ -308,7 +326,7 @@ def test_loglog_slope_recovers_a_power_law():
 @pytest.mark.parametrize("flag,value,message", [
     ("--lr", "-0.1", "--lr must be positive"),
     ("--gamma", "1.5", "--gamma must be in (0, 1]"),
-    ("--variants", "flat,magic", "--variants: unknown ['magic']"),
+    ("--variants", "flat,magic", "argument --variants: 'magic' is not one of flat, rtg, rtg_baseline"),
 ])
 def test_cli_rejects_bad_values_with_one_line(cli_error, flag, value, message):
     assert message in cli_error("01_reinforce_pong.py", flag, value)
@@ -321,9 +339,9 @@ def smoke_runs(tmp_path_factory):
     return [pong.main(pong.Args(smoke=True, device="cpu", out=str(o))) for o in outs], outs
 
 
-def test_smoke_run_writes_results_and_figures(smoke_runs):
+def test_smoke_run_writes_results_and_figures(smoke_runs, read_results):
     _, outs = smoke_runs
-    data = json.loads((outs[0] / "results.json").read_text())
+    data = read_results(outs[0] / "results.json")
     assert {"args", "wall_clock_s", "metrics", "claims", "curves", "variance_study"} <= data.keys()
     for name in ("learning_curves.png", "gradient_variance.png", "who_gets_the_score.png"):
         assert (outs[0] / name).stat().st_size > 1000

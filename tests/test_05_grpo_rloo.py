@@ -4,7 +4,6 @@ zero-spread study, the gradient of all-equal groups, CLI checks, smoke runs."""
 import dataclasses
 import importlib
 import itertools
-import json
 import math
 
 import numpy as np
@@ -95,6 +94,17 @@ def test_each_loss_normalisation_on_a_hand_case():
         grpo.masked_loss(per_token, mask, "median", 4)
 
 
+@pytest.mark.parametrize("norm", grpo.LOSS_NORMS)
+def test_a_non_finite_value_in_a_masked_cell_stays_out_of_the_loss(norm):
+    per_token = torch.tensor([[1.0, 2.0, float("nan")], [4.0, float("inf"), float("-inf")]], requires_grad=True)
+    mask = torch.tensor([[True, True, False], [True, False, False]])
+    loss = grpo.masked_loss(per_token, mask, norm, 3)
+    clean = grpo.masked_loss(torch.tensor([[1.0, 2.0, 0.0], [4.0, 0.0, 0.0]]), mask, norm, 3)
+    assert loss.item() == clean.item()
+    loss.backward()
+    assert torch.isfinite(per_token.grad).all() and torch.all(per_token.grad[~mask] == 0)
+
+
 def test_policy_gradient_step_moves_probability_toward_positive_advantages():
     model, tok = tiny_model(1)
     ids, mask = common.encode_prompts(tok, ["1+2\n"] * 8)
@@ -111,6 +121,21 @@ def test_policy_gradient_step_moves_probability_toward_positive_advantages():
     assert change[0::2].mean() > 0 > change[1::2].mean()
     assert stats["kl"] == 0.0 and stats["grad_norm"] > 0 and 0 <= stats["clip_fraction"] <= 1
     assert set(stats) == {"loss", "kl", "entropy", "clip_fraction", "grad_norm"}
+
+
+def test_the_step_on_an_all_padding_batch_reports_zeros_not_nan():
+    model, tok = tiny_model(1)
+    ids, mask = common.encode_prompts(tok, ["1+2\n"] * 2)
+    r = common.sample_completions(model, ids, mask, 4, tok.eos_token_id, tok.pad_token_id,
+                                  torch.Generator().manual_seed(0))
+    r.completion_mask[:] = False
+    before = [p.clone() for p in model.parameters()]
+    stats = grpo.policy_gradient_step(model, torch.optim.SGD(model.parameters(), lr=0.1), r,
+                                      torch.ones(r.completion_mask.shape), torch.zeros(r.completion_mask.shape),
+                                      clip_eps=0.2, beta=0.1, inner_iters=1, loss_norm="sequence", max_new_tokens=4,
+                                      max_grad_norm=1.0)
+    assert all(math.isfinite(v) for v in stats.values()) and stats["kl"] == 0 and stats["entropy"] == 0
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
 
 
 # --------------------------------------------------------------------------- zero-spread study
@@ -144,7 +169,7 @@ def test_zero_spread_groups_give_no_policy_gradient(tmp_path):
 
 @pytest.mark.parametrize("flag,value,message", [
     ("--group-size", "1", "--group-size must be at least 2"),
-    ("--methods", "grpo,ppo", "--methods must be among"),
+    ("--methods", "grpo,ppo", "argument --methods: 'ppo' is not one of reinforce"),
     ("--group-sizes", "1,4", "--group-sizes must be in 2..--final-samples"),
 ])
 def test_cli_rejects_bad_values_with_one_line(cli_error, flag, value, message):
@@ -155,9 +180,9 @@ def without_timing(metrics: dict) -> dict:
     return {k: v for k, v in metrics.items() if "wall_clock" not in k}
 
 
-def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path):
+def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path, read_results):
     first = grpo.main(smoke_args(tmp_path))
-    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    data = read_results(tmp_path / "out" / "results.json")
     for name in ("learning_curves.png", "training.png", "reward_kl.png", "zero_spread.png"):
         assert (tmp_path / "out" / name).stat().st_size > 1000
     assert data["metrics"] == first["metrics"] and all(np.isfinite(v) for v in first["metrics"].values())
@@ -165,7 +190,7 @@ def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path):
     assert {"reward", "kl", "entropy", "length", "zero_spread", "clip_fraction", "grad_norm"} <= set(history[0])
     again = grpo.main(smoke_args(tmp_path))  # the cold start now comes from the cache
     assert without_timing(again["metrics"]) == without_timing(first["metrics"])
-    rerun = json.loads((tmp_path / "out" / "results.json").read_text())["runs"]["grpo beta=0.04"]["history"]
+    rerun = read_results(tmp_path / "out" / "results.json")["runs"]["grpo beta=0.04"]["history"]
     timing = ("generate_s", "update_s")
     assert [{k: v for k, v in h.items() if k not in timing} for h in rerun] == \
         [{k: v for k, v in h.items() if k not in timing} for h in history]

@@ -126,6 +126,13 @@ def test_step_rewards_broadcast_to_their_step_and_every_earlier_token():
     assert torch.allclose(A, expected)
 
 
+def test_a_group_with_no_rewarded_position_gets_zero_advantages_not_nan():
+    rewards = torch.tensor([[1.0, 0.0], [0.5, 0.0], [1.0, 1.0], [0.0, 1.0]])
+    rewarded = torch.tensor([[False, False], [False, False], [True, False], [True, True]])
+    A = prm.process_advantages(rewards, rewarded, group_size=2)
+    assert torch.isfinite(A).all() and torch.equal(A[:2], torch.zeros(2, 2)) and A[2:].abs().sum() > 0
+
+
 def test_token_advantages_are_standardised_within_each_group():
     z = torch.tensor([[1.0, 2.0, 9.0], [3.0, 4.0, 9.0], [5.0, 5.0, 5.0], [5.0, 5.0, 5.0]])
     mask = torch.tensor([[1, 1, 0], [1, 1, 0], [1, 1, 1], [1, 1, 1]], dtype=torch.bool)
@@ -169,7 +176,7 @@ def test_gao_fit_recovers_alpha_and_beta(form):
 @pytest.mark.parametrize("flag,value,message", [
     ("--label-ns", "1,32", "--label-ns and --label-n must be in 1..--rollouts-per-prefix"),
     ("--label-samples", "1", "--label-samples must be at least 2"),
-    ("--rl-methods", "outcome,ppo", "--rl-methods must be among"),
+    ("--rl-methods", "outcome,ppo", "argument --rl-methods: 'ppo' is not one of outcome"),
     ("--rm-steps", "0", "--rm-steps must be positive"),
 ])
 def test_cli_rejects_bad_values_with_one_line(cli_error, flag, value, message):
@@ -180,14 +187,14 @@ def without_timing(metrics: dict) -> dict:
     return {k: v for k, v in metrics.items() if "wall_clock" not in k}
 
 
-def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path):
+def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path, read_results):
     args = prm.Args(smoke=True, device="cpu", out=str(tmp_path / "out"), cache=str(tmp_path / "cache"))
     first = prm.main(args)
-    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    data = read_results(tmp_path / "out" / "results.json")
     for name in ("label_quality.png", "best_of_n.png", "rl.png", "overoptimisation.png"):
         assert (tmp_path / "out" / name).stat().st_size > 1000
     assert {"best_of_n[PRM-min][N=1]", "best_of_n[majority vote][N=4]", "hard_label_accuracy[N=4]",
             "rl[qrm]_pass@1_final"} <= set(first["metrics"])
-    assert data["metrics"] == json.loads(json.dumps(first["metrics"]))
+    assert data["metrics"] == common.json_ready(first["metrics"])
     again = prm.main(dataclasses.replace(args))
     assert json.dumps(without_timing(again["metrics"])) == json.dumps(without_timing(first["metrics"]))

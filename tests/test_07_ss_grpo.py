@@ -167,6 +167,41 @@ def test_blame_and_entropy_diagnostics():
     assert torch.allclose(uniform, torch.tensor([1.0, 0.0]), atol=1e-4)
 
 
+def test_blame_and_padding_diagnostics_equal_a_loop_over_completions():
+    g = torch.Generator().manual_seed(0)
+    B, T = 48, 9
+    lengths = torch.randint(3, T + 1, (B,), generator=g)
+    step_ids = torch.sort(torch.randint(0, 4, (B, T), generator=g), 1).values  # steps in order
+    step_ids = torch.where(torch.arange(T)[None] < lengths[:, None], step_ids, -1)
+    step_ids[:, 0] = 0
+    rewards = (torch.rand(12, 4, generator=g) > 0.5).float()
+    A = ss.grpo_advantages(rewards).flatten()
+    advantages = torch.randn(B, T, generator=g) * (step_ids >= 0)
+    wrong = [int(w) if w < 4 else None for w in torch.randint(0, 5, (B,), generator=g)]
+    mixed = ~ss.zero_spread(rewards).repeat_interleave(4)
+    shares = [float(advantages[b][step_ids[b] == w].mean() / A[b]) for b, w in enumerate(wrong)
+              if w is not None and mixed[b] and A[b] < 0 and (step_ids[b] == w).any()]
+    stats = ss.blame_stats(advantages, A, step_ids, wrong, rewards)
+    assert len(shares) > 1 and math.isclose(stats["wrong_step_blame"], float(np.mean(shares)), rel_tol=1e-5)
+    padding = []
+    for row in step_ids:
+        counts = torch.bincount(row[row >= 0])
+        padding.append(1 - float(counts.sum()) / (len(counts) * int(counts.max())))
+    got = ss.article_padding(step_ids)
+    assert math.isclose(got["padding_share"], np.mean(padding)) and math.isclose(got["padding_share_max"], max(padding))
+
+
+def test_a_step_with_no_token_of_its_own_gets_no_row_and_no_nan():
+    r = hand_completions(["12+7\n"], ["12+7=19\n#19"])
+    step_ids = step_ids_of(r)
+    step_ids = torch.where(step_ids == 1, 2, step_ids)  # as if one token had held two newlines: step 1 is empty
+    batch = ss.step_batch(r, step_ids, chunk=512, pad_id=TOK.pad_token_id)
+    assert batch.step_index.tolist() == [0, 2]
+    with torch.no_grad():
+        grid = ss.step_grid(estimator().step_weights(batch), batch)
+    assert torch.isfinite(grid).all() and grid[0, 1] == 0 and grid[0, 2] > 0
+
+
 def test_process_advantages_are_06s_and_zero_spread_is_05s():
     g = torch.Generator().manual_seed(0)
     rewards = torch.rand(6, 5, generator=g)
@@ -196,7 +231,7 @@ def test_rl_loop_is_05s(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("flag,value,message", [
     ("--group-size", "1", "--group-size (K) must be at least 2"),
-    ("--methods", "grpo,ppo", "--methods must be among"),
+    ("--methods", "grpo,ppo", "argument --methods: 'ppo' is not one of grpo"),
     ("--est-heads", "3", "--est-hidden must be a multiple of --est-heads"),
 ])
 def test_cli_rejects_bad_values_with_one_line(cli_error, flag, value, message):
@@ -204,17 +239,21 @@ def test_cli_rejects_bad_values_with_one_line(cli_error, flag, value, message):
 
 
 def without_timing(metrics: dict) -> dict:
-    return {k: v for k, v in metrics.items() if not any(t in k for t in ("_s", "vs_grpo", "share"))}
+    """The metrics that must repeat exactly: all but the wall-clock ones, which say so in their name."""
+    return {k: v for k, v in metrics.items() if "wall_clock" not in k}
 
 
-def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path):
+def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path, read_results):
     args = ss.Args(smoke=True, device="cpu", out=str(tmp_path / "out"), cache=str(tmp_path / "cache"))
     first = ss.main(args)
-    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    data = read_results(tmp_path / "out" / "results.json")
     for name in ("learning_curves.png", "step_weights.png", "localisation.png"):
         assert (tmp_path / "out" / name).stat().st_size > 1000
     assert set(data["per_seed"]) == set(ss.METHODS)
     assert data["metrics"]["estimator_params"] > 0 and len(data["claims"]) >= 4
     assert {"w_right", "estimator_tokens", "credit_s"} <= set(data["runs"]["ss_grpo"][0]["credit"][0])
+    timing = set(first["metrics"]) - set(without_timing(first["metrics"]))
+    assert timing == {f"{m}_{k}" for m in ss.METHODS for k in ("train_wall_clock_s", "train_wall_clock_vs_grpo",
+                                                               "credit_wall_clock_share")}
     again = ss.main(args)
     assert json.dumps(without_timing(again["metrics"])) == json.dumps(without_timing(first["metrics"]))

@@ -53,7 +53,7 @@ def test_cli_rejects_bad_value_with_one_line(capsys):
 
 @pytest.mark.parametrize("argv,message", [
     (["--name", "c"], "invalid choice: 'c'"),
-    (["--seed", "1.5"], "invalid int value: '1.5'"),
+    (["--seed", "1.5"], "argument --seed: expected an integer, got '1.5'"),
     (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
 ])
 def test_cli_rejects_bad_flags_with_one_line(capsys, argv, message):
@@ -72,9 +72,48 @@ def test_require_positive_names_the_flag():
         common.require_positive(bad, "learning_rate")
 
 
-def test_apply_smoke_only_when_asked():
+def test_apply_smoke_only_when_asked_and_never_over_a_flag_you_passed():
     assert common.apply_smoke(ToyArgs()) == ToyArgs()
     assert common.apply_smoke(ToyArgs(smoke=True)).learning_rate == 0.5
+    assert common.apply_smoke(ToyArgs(smoke=True, learning_rate=0.25)).learning_rate == 0.25
+    parsed = common.parse_args(ToyArgs, ["--smoke", "--learning-rate", "0.3"])
+    assert common.apply_smoke(parsed).learning_rate == 0.3
+
+
+@dataclasses.dataclass
+class ListArgs:
+    sizes: str = common.arg("1,2", "sizes", item=int)
+    rates: str = common.arg("0.5", "rates", item=float, bounds=None)
+    names: str = common.arg("a,b", "names", ("a", "b", "c"), item=str)
+    extra: str = common.arg("", "optional extras", item=float, empty=True)
+    scale: float = common.arg(1.0, "a float")
+    seed: int = common.arg(0, "seed", bounds=common.SEED_BOUNDS)
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--sizes", ""], "argument --sizes: expected a comma-separated list of integers, got ''"),
+    (["--sizes", "1,,2"], "argument --sizes: expected an integer, got ''"),
+    (["--sizes", "1,x"], "argument --sizes: expected an integer, got 'x'"),
+    (["--rates", "0.1,nan"], "argument --rates: must be a finite number, got 'nan'"),
+    (["--names", "a,d"], "argument --names: 'd' is not one of a, b, c"),
+    (["--scale", "inf"], "argument --scale: must be a finite number, got 'inf'"),
+    (["--scale=-inf"], "argument --scale: must be a finite number"),
+    (["--scale", "nan"], "argument --scale: must be a finite number"),
+    (["--seed", "-1"], "argument --seed: must be in 0..4294967295, got '-1'"),
+    (["--seed", str(2**32)], "argument --seed: must be in 0..4294967295"),
+])
+def test_list_float_and_bounded_flags_are_checked_in_one_line(capsys, argv, message):
+    with pytest.raises(SystemExit) as stop:
+        common.parse_args(ListArgs, argv)
+    err = capsys.readouterr().err.strip()
+    assert stop.value.code == 2 and err.count("\n") == 0 and message in err
+
+
+def test_list_flags_parse_and_may_be_empty_where_allowed():
+    args = common.parse_args(ListArgs, ["--sizes", " 3, 4", "--extra", "", "--seed", str(2**32 - 1)])
+    assert common.as_list(args.sizes, int) == [3, 4] and common.as_list(args.extra, float) == []
+    assert common.as_list(args.names, str) == ["a", "b"] and args.seed == 2**32 - 1
+    common.seed_everything(args.seed + 5)  # derived seeds past 2^32 - 1 still seed every generator
 
 
 def test_seed_everything_repeats_all_three_generators():
@@ -94,11 +133,28 @@ def test_resolve_device():
     expected = "cuda" if torch.cuda.is_available() else "cpu"
     assert common.resolve_device("auto").type == expected
     assert common.resolve_device("cpu") == torch.device("cpu")
-    with pytest.raises(SystemExit, match="not a torch device"):
-        common.resolve_device("gpu-please")
-    if not torch.cuda.is_available():
-        with pytest.raises(SystemExit, match="no CUDA GPU"):
-            common.resolve_device("cuda")
+
+
+@pytest.mark.parametrize("name,message", [
+    ("gpu-please", "is not a torch device"), ("tpu", "is not a torch device"), ("meta", "cannot run on it"),
+    ("mps", "cannot run on it"), ("xpu", "cannot run on it"), ("cuda:99", "cannot run on it"),
+])
+def test_a_device_this_machine_lacks_stops_in_one_line(capsys, name, message):
+    if name in ("mps", "xpu") and common._available(torch.device(name)):
+        pytest.skip(f"this machine has {name}")
+    with pytest.raises(SystemExit) as stop:
+        common.resolve_device(name)
+    err = capsys.readouterr().err.strip()
+    assert stop.value.code == 2 and err.count("\n") == 0 and message in err
+
+
+def test_an_out_folder_that_cannot_be_made_stops_in_one_line(tmp_path, capsys):
+    (tmp_path / "a_file").write_text("x")
+    for bad in (tmp_path / "a_file", tmp_path / "a_file" / "below"):
+        with pytest.raises(SystemExit) as stop:
+            common.make_out_dir(bad)
+        err = capsys.readouterr().err.strip()
+        assert stop.value.code == 2 and err.count("\n") == 0 and "cannot make a folder there" in err
 
 
 def test_make_out_dir_and_write_results(tmp_path):
@@ -114,6 +170,32 @@ def test_make_out_dir_and_write_results(tmp_path):
     assert data["claims"] == [{"source": "essay §1", "claim": "x is small", "measured": "x = 0.1",
                                "holds": True}]
     assert data["curve"] == [1, 2]
+
+
+def test_results_are_strict_json_with_null_for_undefined_numbers(tmp_path, read_results):
+    metrics = {"nan": float("nan"), "inf": np.float64("inf"), "tensor_nan": torch.tensor(float("nan")),
+               "nested": {np.int64(3): [1.0, float("-inf")]}, "fine": 0.25}
+    path = common.write_results(tmp_path, ToyArgs(), 1.0, metrics, [])
+    data = read_results(path)  # fails on a bare NaN or Infinity
+    assert data["metrics"] == {"nan": None, "inf": None, "tensor_nan": None, "nested": {"3": [1.0, None]},
+                               "fine": 0.25}
+    with pytest.raises(TypeError, match="cannot write object"):
+        common.write_results(tmp_path, ToyArgs(), 1.0, {"x": object()}, [])
+    assert read_results(path) == data  # a failed write leaves the last whole file
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]
+
+
+def test_write_atomically_leaves_the_old_file_or_the_new_one(tmp_path):
+    path = tmp_path / "f.txt"
+    common.write_atomically(path, lambda temporary: temporary.write_text("old"))
+
+    def stopped_half_way(temporary):
+        temporary.write_text("half")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        common.write_atomically(path, stopped_half_way)
+    assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["f.txt"]
 
 
 def test_format_table_aligns_columns():

@@ -3,6 +3,7 @@ log-probs, step segmentation, the cold-start cache, evaluation."""
 
 import itertools
 import math
+import time
 from types import SimpleNamespace
 
 import numpy as np
@@ -180,6 +181,26 @@ def test_evaluate_pairs_each_sample_with_its_own_problem():
     assert result["length"] == pytest.approx((3 + 3 + 3 + 4) / 4)  # the tokens and EOS
 
 
+def test_a_budget_of_zero_tokens_samples_nothing():
+    model, tok = tiny_model()
+    ids, mask = common.encode_prompts(tok, ["1+2\n", "45\n"])
+    r = common.sample_completions(model, ids, mask, 0, tok.eos_token_id, tok.pad_token_id)
+    assert r.completion_mask.shape == (2, 0) and r.logprobs.shape == (2, 0) and torch.equal(r.sequences, ids)
+    assert r.truncated.tolist() == [True, True] and common.completion_texts(tok, r) == ["", ""]
+
+
+def test_temperature_zero_is_greedy():
+    model, tok = tiny_model()
+    ids, mask = common.encode_prompts(tok, ["1+2\n", "45*2-1\n"])
+    first = common.sample_completions(model, ids, mask, 6, tok.eos_token_id, tok.pad_token_id, temperature=0)
+    again = common.sample_completions(model, ids, mask, 6, tok.eos_token_id, tok.pad_token_id, temperature=0)
+    assert torch.equal(first.sequences, again.sequences) and torch.all(first.logprobs == 0)
+    logits = model(input_ids=ids, attention_mask=mask, position_ids=common.positions_from_mask(mask)).logits
+    assert torch.equal(first.completion_ids[:, 0], logits[:, -1].argmax(-1))  # the most likely first token
+    with pytest.raises(ValueError, match="temperature must be"):
+        common.sample_completions(model, ids, mask, 6, tok.eos_token_id, tok.pad_token_id, temperature=-1)
+
+
 def test_token_step_ids_and_step_ends():
     tok = common.make_char_tokenizer()
     ids = torch.tensor([tok("1+2=3\n#3", add_special_tokens=False)["input_ids"] + [tok.eos_token_id, 0]])
@@ -192,11 +213,14 @@ def test_token_step_ids_and_step_ends():
 
 
 # ----------------------------------------------------------------------------- evaluation
-def test_pass_at_k_matches_enumeration():
+def test_pass_at_k_matches_enumeration_and_refuses_k_beyond_n():
     for n, c, k in [(5, 2, 1), (5, 2, 3), (6, 0, 2), (6, 6, 4), (7, 3, 5)]:
         outcomes = [1] * c + [0] * (n - c)
         subsets = list(itertools.combinations(outcomes, k))
         assert math.isclose(common.pass_at_k(n, c, k), np.mean([any(s) for s in subsets]))
+    for n, c, k in [(2, 0, 3), (2, 3, 1), (2, 1, 0)]:
+        with pytest.raises(ValueError, match="pass@k needs"):
+            common.pass_at_k(n, c, k)
 
 
 # --------------------------------------------------------------- cold start and --model
@@ -211,6 +235,40 @@ def test_cold_start_is_trained_once_then_loaded_from_its_cache(tmp_path):
     assert config.key != common.ColdStart(hidden=16, layers=1, heads=2, sft_steps=4, sft_batch=4).key
 
 
+def tiny_cache(tmp_path):
+    config = common.ColdStart(hidden=16, layers=1, heads=2, sft_steps=3, sft_batch=4)
+    common.cold_start_policy(config, "cpu", tmp_path, progress=False)
+    return config, tmp_path / config.key
+
+
+def truncate(path):
+    path.write_bytes(path.read_bytes()[:100])
+
+
+@pytest.mark.parametrize("damage", [
+    lambda folder: truncate(folder / "model.safetensors"),
+    lambda folder: (folder / "model.safetensors").unlink(),
+    lambda folder: (folder / "config.json").unlink(),
+    lambda folder: (folder / "tokenizer.json").unlink(),
+    lambda folder: (folder / "tokenizer_config.json").unlink(),
+    lambda folder: (folder / "cold_start.json").unlink(),
+    lambda folder: (folder / "cold_start.json").write_text("{not json"),
+    lambda folder: (folder / "cold_start.json").write_text('{"config": {"hidden": 99}}'),
+], ids=["truncated weights", "no weights", "no config", "no tokenizer", "no tokenizer config", "no record",
+        "garbled record", "record of another config"])
+def test_a_damaged_cache_says_so_in_one_line_and_rebuilds(tmp_path, capsys, damage):
+    config, folder = tiny_cache(tmp_path)
+    capsys.readouterr()
+    damage(folder)
+    model, tok, info = common.cold_start_policy(config, "cpu", tmp_path, progress=False)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert info["trained_now"] and len(err) == 1 and "does not load" in err[0] and "rebuilding" in err[0]
+    again, _, info = common.cold_start_policy(config, "cpu", tmp_path, progress=False)
+    assert not info["trained_now"] and not capsys.readouterr().err  # healed: it loads, silently
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [config.key]  # no half-written folder left
+
+
 def test_load_pretrained_reads_any_saved_causal_lm(tmp_path):
     model, tok = tiny_model(2)
     model.save_pretrained(tmp_path)
@@ -219,6 +277,24 @@ def test_load_pretrained_reads_any_saved_causal_lm(tmp_path):
     assert loaded_tok.padding_side == "left" and loaded_tok.pad_token_id is not None
     ids, mask = common.encode_prompts(loaded_tok, ["3*3\n"])
     torch.testing.assert_close(loaded(input_ids=ids).logits, model(input_ids=ids).logits)
+
+
+@pytest.mark.parametrize("name,message", [
+    ("{tmp}/no_such_folder", "no such folder"),
+    ("{tmp}/empty", "no model in that folder"),
+    ("{tmp}/not_a_model", "cannot load a causal LM and its tokenizer"),
+    ("no-such-org/no-such-model", "cannot load a causal LM and its tokenizer"),
+])
+def test_a_model_that_cannot_be_loaded_stops_in_one_line_and_fast(tmp_path, capsys, name, message):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "not_a_model").mkdir()
+    (tmp_path / "not_a_model" / "config.json").write_text('{"model_type": "no-such-family"}')
+    start = time.time()
+    with pytest.raises(SystemExit) as stop:
+        common.load_pretrained(name.format(tmp=tmp_path), "cpu")
+    err = capsys.readouterr().err.strip()
+    assert stop.value.code == 2 and err.count("\n") == 0 and message in err
+    assert time.time() - start < 20  # no retry loop against an unreachable hub
 
 
 # -------------------------------------------------------------------- credit localisation
@@ -233,3 +309,6 @@ def test_auroc_and_localisation_by_hand():
     assert result["auroc"] == pytest.approx(6.5 / 12)
     flat = common.localisation([np.zeros(3), np.zeros(2)], [2, 0])
     assert flat["auroc"] == 0.5
+    # a solution with no step credit counts for nothing; with none left, both are NaN
+    assert common.localisation(credits + [np.array([])], [1, 0, 1, 0]) == result
+    assert all(math.isnan(v) for v in common.localisation([np.array([])], [0]).values())
