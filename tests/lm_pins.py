@@ -62,15 +62,18 @@ def assert_step_matches_05(module) -> None:
 def assert_loop_matches_05(module, advantage_fn, monkeypatch, tmp_path) -> None:
     """The copy of 05's loop, given 05's GRPO advantage, trains exactly as 05's loop with μ = 1:
     the same samples, rewards, held-out evaluations and final parameters. The verifier is
-    replaced by a reward that differs between completions (odd text length), so that the
-    groups have a spread even for a random model."""
-    def odd_length(problems, texts, truncated):
-        return torch.tensor([float(len(t) % 2) for t in texts]) * (~truncated).float()
+    replaced by a reward that depends on the problem and on the text (the parity of the text's
+    length plus the problem's first number), so that the groups have a spread even for a random
+    model, and a completion scored against another problem would show."""
+    def parity_reward(problems, texts, truncated):
+        return torch.tensor([float((len(t) + p.start) % 2) for p, t in zip(problems, texts)]) * (~truncated).float()
 
-    monkeypatch.setattr(grpo, "verifier_rewards", odd_length)
-    monkeypatch.setattr(module, "verifier_rewards", odd_length)
+    monkeypatch.setattr(grpo, "verifier_rewards", parity_reward)
+    monkeypatch.setattr(module, "verifier_rewards", parity_reward)
+    # a small task space (one step, values up to 30) that the held-out prompts mostly cover: a copy
+    # that trained on them would draw other problems than 05
     shared = dict(rl_steps=3, prompts=2, group_size=4, eval_every=2, beta=0.1, lr=1e-2, warmup=2,
-                  max_grad_norm=0.5)
+                  max_grad_norm=0.5, min_steps=1, max_steps=1, max_value=30, max_operand=3)
     runs, policies = [], []
     for name, script in (("05", grpo), ("copy", module)):
         args = common.apply_smoke(script.Args(smoke=True, device="cpu", out=str(tmp_path / name)))

@@ -26,7 +26,7 @@ def naive_gae(rewards, values, next_values, ends, gamma, lam):
     """The O(T²) definition: A_t = Σ_l (γλ)^l δ_{t+l}, stopping after an episode's end."""
     T, N = rewards.shape
     delta = rewards + gamma * next_values * (~ends) - values
-    out = torch.zeros(T, N)
+    out = torch.zeros_like(delta)
     for n in range(N):
         for t in range(T):
             for lag in range(T - t):
@@ -128,13 +128,13 @@ def test_sampled_mc_advantage_is_unbiased_against_the_exact_one():
 
 
 def test_bias_and_variance_on_a_hand_case():
-    estimate = torch.tensor([[1.0, 3.0, 0.0, 2.0], [0.5, -0.5, 0.5, -0.5], [0.0, 0.0, 0.0, 0.0]])
-    truth = torch.zeros(3, 4)
-    actions = torch.tensor([[1, 1, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]])
+    # key step: errors [1, 5] when taking (mean 3, var 8), [0, 2] when leaving (mean 1, var 2);
+    # the corridor row counts its error against a nonzero truth; the door row (last) is left out
+    estimate = torch.tensor([[1.0, 5.0, 1.0, 3.0], [1.0, -0.5, 0.5, -0.5], [9.0, 9.0, 9.0, 9.0]])
+    truth = torch.tensor([[0.0, 0.0, 1.0, 1.0], [1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
+    actions = torch.tensor([[1, 1, 0, 0], [0, 0, 1, 1], [1, 0, 1, 0]])
     got = gae_script.bias_and_variance(estimate, truth, actions)
-    assert got["key_bias2"] == (2.0 - 1.0) ** 2
-    assert got["key_var"] == 2.0  # sample variances 2 and 2
-    assert got["corridor_mse"] == 0.25
+    assert got == {"key_bias2": (3.0 - 1.0) ** 2, "key_var": (8.0 + 2.0) / 2, "corridor_mse": 0.75 / 4}
 
 
 @pytest.mark.parametrize("flag,value,message", [
@@ -145,11 +145,431 @@ def test_cli_rejects_bad_values_with_one_line(cli_error, flag, value, message):
     assert message in cli_error("02_gae.py", flag, value)
 
 
+# --------------------------------------------------------------------------------------------
+# Small helpers: the world, its episodes and its exact values, built without the script
+# --------------------------------------------------------------------------------------------
+P_DISTRACTOR, DISTRACTOR = 0.5, 0.2
+
+
+def small_args(**changes):
+    return gae_script.Args(**{"distractor_prob": P_DISTRACTOR, "distractor": DISTRACTOR, **changes})
+
+
+def uniform_episodes(args, L, num_envs):
+    """The episodes a uniform policy plays on a fresh key-to-door world seeded with args.seed."""
+    env = common.KeyToDoor(num_envs, corridor=L, distractor_prob=args.distractor_prob,
+                           distractor=args.distractor, noise=args.noise, seed=args.seed)
+    return env, common.play_episodes(env, torch.full((env.num_states + 1, 2), 0.5))
+
+
+def exact_values(env, gamma=1.0):
+    P, R = env.model()
+    V, _ = common.evaluate_policy(P, R, torch.full((env.num_states + 1, 2), 0.5, dtype=torch.float64), gamma)
+    return V
+
+
+def gae_by_weights(rewards, values, next_values, ends, lam):
+    """GAE(γ = 1, λ) on one whole episode per column, as a matrix: A_t = Σ_{t' ≥ t} λ^(t'-t) δ_t'."""
+    delta = rewards + next_values * ~ends - values
+    lag = torch.arange(len(rewards))[None, :] - torch.arange(len(rewards))[:, None]
+    weights = torch.where(lag >= 0, float(lam) ** lag.clamp(min=0).double(), 0.0)
+    return (weights @ delta.double()).float()
+
+
+def key_metrics(error, took):
+    """bias² of the take-vs-leave contrast and the mean within-action variance of a key-step error."""
+    return ((error[took].mean() - error[~took].mean()) ** 2).item(), \
+        ((error[took].var() + error[~took].var()) / 2).item()
+
+
+def test_make_env_and_uniform_policy_carry_the_arguments():
+    args = small_args(distractor_prob=0.3, distractor=0.7, noise=0.1)
+    env = gae_script.make_env(args, 4, 9, seed=5, device="cpu")
+    assert (env.corridor, env.num_envs, env.distractor_prob, env.distractor, env.noise) == (4, 9, 0.3, 0.7, 0.1)
+    assert torch.equal(env.generator.get_state(), torch.Generator().manual_seed(5).get_state())
+    torch.testing.assert_close(gae_script.uniform_policy(env), torch.full((env.num_states + 1, 2), 0.5))
+
+
+def test_all_estimates_names_each_estimator_after_its_own_parameter():
+    args = small_args(noise=0.3)
+    env, episode = uniform_episodes(args, 3, 7)
+    V = torch.randn(env.num_states + 1, generator=torch.Generator().manual_seed(0))
+    r, ends = episode["rewards"], episode["ends"]
+    v, v_next = V[episode["states"]], V[episode["next_states"]]
+    got = gae_script.all_estimates(episode, V, 0.8, [0.0, 0.6], [2, 3])
+    assert set(got) == {"GAE λ=0", "GAE λ=0.6", "2-step", "3-step", "MC", "flat"}
+    want = {"GAE λ=0": naive_gae(r, v, v_next, ends, 0.8, 0.0), "GAE λ=0.6": naive_gae(r, v, v_next, ends, 0.8, 0.6),
+            "2-step": naive_nstep(r, v, v_next, ends, 0.8, 2), "3-step": naive_nstep(r, v, v_next, ends, 0.8, 3),
+            "MC": gae_script.reward_to_go(r, ends, 0.8) - v,
+            "flat": (r.sum(0) - v[0]).expand_as(r)}  # one episode per column
+    for name, psi in want.items():
+        torch.testing.assert_close(got[name], psi, msg=name)
+
+
+def test_mean_over_draws_averages_each_metric_of_each_estimator():
+    draws = [{"MC": {"key_var": 1.0, "key_bias2": 0.0}, "TD": {"key_var": 4.0, "key_bias2": 2.0}},
+             {"MC": {"key_var": 3.0, "key_bias2": 1.0}, "TD": {"key_var": 0.0, "key_bias2": 6.0}}]
+    assert gae_script.mean_over_draws(draws) == {"MC": {"key_var": 2.0, "key_bias2": 0.5},
+                                                 "TD": {"key_var": 2.0, "key_bias2": 4.0}}
+
+
+# --------------------------------------------------------------------------------------------
+# The exact-truth study: the episodes, the critics and the truth each estimator is measured with
+# --------------------------------------------------------------------------------------------
+STUDY_ARGS = dict(lengths="2,4", episodes=600, critics=3, lambdas="0,0.5,1", nsteps="1,100",
+                  value_noise=0.3, seed=4)
+
+
+@pytest.fixture(scope="module")
+def study():
+    return gae_script.exact_truth_study(small_args(**STUDY_ARGS), "cpu")
+
+
+def noisy_critic_errors(args, L):
+    """The critics' errors ε, one per draw, as the study draws them (seeded once per L)."""
+    generator = torch.Generator().manual_seed(args.seed)
+    return [args.value_noise * torch.randn(2 * (L + 2) + 1, generator=generator) for _ in range(args.critics)]
+
+
+def test_study_measures_every_estimator_at_every_length_with_both_critics(study):
+    names = {"GAE λ=0", "GAE λ=0.5", "GAE λ=1", "1-step", "100-step", "MC", "flat"}
+    assert set(study) == {2, 4}
+    for L in study:
+        assert set(study[L]) == {"exact V", "noisy V"}
+        assert all(set(study[L][critic]) == names for critic in study[L])
+
+
+@pytest.mark.parametrize("L", [2, 4])
+def test_study_mc_error_at_the_key_is_the_distractors_noise_on_the_studys_episodes(study, L):
+    """G - V(s_0) - A(s_0, a) = (sum of distractors) - L p d on both actions: its contrast and
+    variance, on the episodes the study must have played (args.episodes, args.seed), with either
+    critic (an error in V(s_0) is shared by both actions, so it cannot move bias² or variance)."""
+    args = small_args(**STUDY_ARGS)
+    _, episode = uniform_episodes(args, L, args.episodes)
+    took = episode["actions"][0] == 1
+    error = episode["rewards"].sum(0) - took.float() - L * P_DISTRACTOR * DISTRACTOR
+    bias2, var = key_metrics(error, took)
+    assert bias2 > 1e-6 and var > 0.01  # a finite sample: neither is zero
+    for critic in ("exact V", "noisy V"):
+        for name in ("MC", "GAE λ=1", "100-step", "flat"):  # flat is G - V(s_0) at the key step too
+            got = study[L][critic][name]
+            assert math.isclose(got["key_bias2"], bias2, rel_tol=1e-3, abs_tol=1e-9), (critic, name)
+            assert math.isclose(got["key_var"], var, rel_tol=1e-4), (critic, name)
+
+
+@pytest.mark.parametrize("L", [2, 4])
+def test_study_corridor_mse_of_mc_against_its_own_definition(study, L):
+    args = small_args(**STUDY_ARGS)
+    _, episode = uniform_episodes(args, L, args.episodes)
+    r = episode["rewards"]
+    # rows 1..L are the corridor: G_t - V(s_t) = Σ_{u ≥ t} r_u - (L - t + 1) p d (the door is worth
+    # the key on both sides); the door row is not part of it
+    errors = torch.stack([r[t:L + 1].sum(0) - (L - t + 1) * P_DISTRACTOR * DISTRACTOR for t in range(1, L + 1)])
+    want = float((errors**2).mean())
+    assert math.isclose(study[L]["exact V"]["MC"]["corridor_mse"], want, rel_tol=1e-4)
+
+
+@pytest.mark.parametrize("L", [2, 4])
+def test_study_td_with_the_exact_critic_is_exact_at_the_key_and_the_noisy_critics_bias_is_theirs(study, L):
+    """δ_0 = V(s_1) - V(s_0) = A(s_0, a) exactly when V is exact: no bias, no variance. With V + ε
+    the key error is ε(s_1) - ε(s_0): bias² (ε(key, 1) - ε(no key, 1))², averaged over the critics.
+    In the corridor, with p = 1/2, every exact δ_t = r_t - p d is ±d/2."""
+    args = small_args(**STUDY_ARGS)
+    for name in ("GAE λ=0", "1-step"):
+        exact, noisy = study[L]["exact V"][name], study[L]["noisy V"][name]
+        assert exact["key_bias2"] < 1e-10 and exact["key_var"] < 1e-10, name
+        assert math.isclose(exact["corridor_mse"], (DISTRACTOR / 2) ** 2, rel_tol=1e-4), name
+        want = np.mean([float(eps[3] - eps[2]) ** 2 for eps in noisy_critic_errors(args, L)])
+        assert math.isclose(noisy["key_bias2"], want, rel_tol=1e-4), name
+        assert noisy["key_var"] < 1e-10, name
+
+
+def test_study_gae_between_td_and_mc_weighs_the_corridor_by_lambda(study):
+    """With the exact V, GAE(λ=1/2)'s key error is Σ_{l=1..L} (1/2)^l (r_l - p d)."""
+    args = small_args(**STUDY_ARGS)
+    L = 4
+    _, episode = uniform_episodes(args, L, args.episodes)
+    weights = torch.tensor([0.5**lag for lag in range(1, L + 1)])[:, None]
+    error = (weights * (episode["rewards"][1:L + 1] - P_DISTRACTOR * DISTRACTOR)).sum(0)
+    bias2, var = key_metrics(error, episode["actions"][0] == 1)
+    got = study[L]["exact V"]["GAE λ=0.5"]
+    assert math.isclose(got["key_bias2"], bias2, rel_tol=1e-3, abs_tol=1e-9)
+    assert math.isclose(got["key_var"], var, rel_tol=1e-4)
+
+
+def test_study_noisy_critic_is_the_exact_v_plus_each_drawn_error_averaged_over_draws(study):
+    """GAE(λ=1/2) fed V + ε, for each of the study's draws of ε, measured against the exact A."""
+    args = small_args(**STUDY_ARGS)
+    L = 2
+    env, episode = uniform_episodes(args, L, args.episodes)
+    V = exact_values(env).float()
+    s, a, took = episode["states"], episode["actions"][0], episode["actions"][0] == 1
+    truth_at_key = torch.where(took, 0.5, -0.5)  # A(s_0, take) = 1 - 1/2, A(s_0, leave) = -1/2
+    draws = []
+    for eps in noisy_critic_errors(args, L):
+        table = V + eps
+        psi = gae_by_weights(episode["rewards"], table[s], table[episode["next_states"]], episode["ends"], 0.5)
+        draws.append(key_metrics(psi[0] - truth_at_key, a == 1))
+    bias2, var = np.mean(draws, axis=0)
+    got = study[L]["noisy V"]["GAE λ=0.5"]
+    assert math.isclose(got["key_bias2"], bias2, rel_tol=1e-3)
+    assert math.isclose(got["key_var"], var, rel_tol=1e-4)
+
+
+# --------------------------------------------------------------------------------------------
+# The dilemmas, the γ = 1 gaps and Diagram 4
+# --------------------------------------------------------------------------------------------
+def test_discount_dilemma_credit_is_gamma_to_the_delay_and_dilution_is_measured_on_the_return():
+    args = small_args(lengths="2,5", episodes=400, seed=1)
+    got = gae_script.dilemmas(args, "cpu")
+    assert got["lengths"] == [2, 5]
+    assert list(got["relative_credit"]) == list(gae_script.DISCOUNTS)
+    for gamma, credit in got["relative_credit"].items():
+        # the door's 1 is L + 1 steps after the key step
+        np.testing.assert_allclose(credit, [gamma ** (L + 1) for L in (2, 5)], rtol=1e-5)
+    for i, L in enumerate((2, 5)):
+        _, episode = uniform_episodes(args, L, args.episodes)
+        R, took = episode["rewards"].sum(0), episode["actions"][0] == 1
+        signal = float(R[took].mean() - R[~took].mean())
+        variance = float((R[took].var() + R[~took].var()) / 2)
+        assert math.isclose(got["key_var"][i], variance, rel_tol=1e-5)
+        assert math.isclose(got["snr"][i], signal**2 / variance, rel_tol=1e-4)
+        # and it is what it means: the distractors' variance L p (1 - p) d², a signal near 1
+        assert math.isclose(variance, L * P_DISTRACTOR * (1 - P_DISTRACTOR) * DISTRACTOR**2, rel_tol=0.35)
+        assert math.isclose(signal, 1.0, abs_tol=0.1)
+
+
+def test_gae_vs_mc_gaps_on_the_first_length_against_the_naive_definition():
+    args = small_args(lengths="3,8", seed=2, noise=0.1)
+    got = gae_script.gae_vs_mc_at_gamma_one(args, "cpu")
+    env, episode = uniform_episodes(args, 3, 256)
+    r, ends = episode["rewards"], episode["ends"]
+    assert list(got) == ["exact V", "V = 0"]
+    for critic, table in (("exact V", exact_values(env).float()), ("V = 0", torch.zeros(env.num_states + 1))):
+        v, v_next = table[episode["states"]], table[episode["next_states"]]
+        mc = r.flip(0).cumsum(0).flip(0) - v  # one episode per column, γ = 1
+        assert list(got[critic]) == [0.0, 0.5, 0.9, 0.99, 1.0]
+        for lam, gap in got[critic].items():
+            want = float((gae_by_weights(r, v, v_next, ends, lam) - mc).abs().max())
+            assert math.isclose(gap, want, rel_tol=1e-4, abs_tol=1e-5), (critic, lam)
+    assert got["exact V"][1.0] < 1e-5 and got["exact V"][0.0] > 0.05 and got["V = 0"][0.9] > 0.05
+
+
+@pytest.mark.parametrize("lengths,L", [("3,5", 5), ("4", 4)])
+def test_diagram4_draws_the_first_key_taking_trajectory_of_the_second_length(lengths, L):
+    args = small_args(lengths=lengths, gae_lambda=0.8, seed=2, noise=0.1)  # no two trajectories alike
+    got = gae_script.diagram4(args, "cpu")
+    env, episode = uniform_episodes(args, L, 64)
+    n = int(torch.nonzero(episode["actions"][0] == 1)[0])
+    V = exact_values(env).float()
+    r, ends = episode["rewards"][:, n:n + 1], episode["ends"][:, n:n + 1]
+    v, v_next = V[episode["states"][:, n:n + 1]], V[episode["next_states"][:, n:n + 1]]
+    flat, per_step = got.values()
+    assert "flat" in list(got)[0] and "λ=0.8" in list(got)[1]
+    start_value = 0.5 + L * P_DISTRACTOR * DISTRACTOR  # V(s_0) under the uniform policy
+    np.testing.assert_allclose(flat, [float(r.sum()) - start_value] * (L + 2), rtol=1e-5)
+    np.testing.assert_allclose(per_step, naive_gae(r, v, v_next, ends, 1.0, 0.8)[:, 0].tolist(), rtol=1e-5, atol=1e-6)
+
+
+# --------------------------------------------------------------------------------------------
+# The actor-critic: a recorded spy of every update, replayed by hand
+# --------------------------------------------------------------------------------------------
+def record_actor_critic(monkeypatch, args, L, lam, seed):
+    """Run actor_critic, recording for each update the policy that played, the episodes, and
+    what the advantage estimator was given."""
+    updates = []
+    play, estimate = gae_script.play_episodes, gae_script.gae
+
+    def recording_play(env, policy):
+        episode = play(env, policy)
+        updates.append({"env": env, "policy": policy.detach().clone(), "episode": episode})
+        return episode
+
+    def recording_gae(rewards, values, next_values, ends, gamma, lam):
+        updates[-1]["gae"] = {"rewards": rewards, "values": values.clone(), "next_values": next_values.clone(),
+                              "ends": ends, "gamma": gamma, "lam": lam}
+        return estimate(rewards, values, next_values, ends, gamma, lam)
+
+    monkeypatch.setattr(gae_script, "play_episodes", recording_play)
+    monkeypatch.setattr(gae_script, "gae", recording_gae)
+    return gae_script.actor_critic(args, L, lam, seed, "cpu"), updates
+
+
+def replay_by_hand(args, lam, updates):
+    """The tabular actor-critic, step by step in float64 on the recorded episodes. Checks that each
+    update's policy and critic are the ones the previous updates lead to; returns π(take | key room)
+    after each update."""
+    num_states = updates[0]["policy"].shape[0]
+    logits = torch.zeros(num_states, 2, dtype=torch.float64)
+    V = torch.zeros(num_states, dtype=torch.float64)
+    take_probs = []
+    for k, update in enumerate(updates):
+        episode, seen = update["episode"], update["gae"]
+        s, a, r, ends = episode["states"], episode["actions"], episode["rewards"].double(), episode["ends"]
+        policy = torch.softmax(logits, 1)
+        torch.testing.assert_close(update["policy"].double(), policy, atol=1e-5, rtol=0, msg=f"policy, update {k}")
+        torch.testing.assert_close(seen["values"].double(), V[s], atol=1e-5, rtol=0, msg=f"V(s_t), update {k}")
+        torch.testing.assert_close(seen["next_values"].double(), V[episode["next_states"]], atol=1e-5, rtol=0)
+        assert (seen["gamma"], seen["lam"]) == (1.0, lam) and seen["rewards"] is episode["rewards"]
+        assert seen["ends"] is episode["ends"]
+        advantages = naive_gae(r, V[s], V[episode["next_states"]], ends, 1.0, lam)
+        T, N = s.shape
+        step_logits, step_V = torch.zeros_like(logits), torch.zeros_like(V)
+        visits = torch.zeros_like(V)
+        for t in range(T):
+            for n in range(N):
+                state, action, psi = s[t, n], a[t, n], advantages[t, n]
+                # ascent on Σ_t Ψ_t log π(a_t | s_t), averaged over the batch's episodes
+                step_logits[state] += psi * (torch.nn.functional.one_hot(action, 2) - policy[state]) / N
+                step_V[state] += psi  # the critic moves toward Ψ + V, the λ-return
+                visits[state] += 1
+        logits += args.actor_lr * step_logits
+        V += args.critic_lr * step_V / visits.clamp(min=1)
+        take_probs.append(float(torch.softmax(logits[0], 0)[1]))
+    return take_probs
+
+
+@pytest.mark.parametrize("lam", [0.5, 1.0])
+def test_actor_critic_updates_actor_and_critic_as_the_equations_say_and_stops_when_solved(monkeypatch, lam):
+    args = small_args(batch=8, max_episodes=400, actor_lr=0.5, critic_lr=0.3, success=0.7, noise=0.1)
+    result, updates = record_actor_critic(monkeypatch, args, 3, lam, seed=6)
+    take_probs = replay_by_hand(args, lam, updates)
+    assert 3 <= len(updates) < 50  # it learns, after a few updates
+    assert all(p < args.success for p in take_probs[:-1]) and take_probs[-1] >= args.success
+    assert result == len(updates) * args.batch
+
+
+def test_actor_critic_plays_its_own_seeded_world_and_returns_the_budget_when_unsolved(monkeypatch):
+    args = small_args(batch=6, max_episodes=24, actor_lr=0.1, critic_lr=0.5, success=0.99, seed=0)
+    result, updates = record_actor_critic(monkeypatch, args, 4, 0.0, seed=9)
+    replay_by_hand(args, 0.0, updates)
+    assert result == args.max_episodes and len(updates) == args.max_episodes // args.batch
+    env = updates[0]["env"]
+    assert (env.corridor, env.num_envs, env.distractor_prob, env.distractor) == (4, 6, P_DISTRACTOR, DISTRACTOR)
+    _, first = uniform_episodes(small_args(seed=9), 4, 6)  # seeded with the run's seed, not args.seed
+    for key in first:
+        assert torch.equal(updates[0]["episode"][key], first[key]), key
+
+
+def test_actor_critic_counts_as_solved_on_reaching_the_success_level_not_only_on_passing_it(monkeypatch):
+    """TD(0)'s first update cannot move the key room's logits: V = 0 and the key step pays 0, so
+    every δ_0 is 0 and π(take | key room) stays exactly 1/2, which reaches --success 0.5."""
+    args = small_args(batch=4, max_episodes=40, success=0.5)
+    result, updates = record_actor_critic(monkeypatch, args, 2, 0.0, seed=1)
+    assert replay_by_hand(args, 0.0, updates) == [0.5] and result == args.batch
+
+
+def test_learning_study_runs_each_learner_at_its_lambda_for_every_length_and_seed(monkeypatch):
+    def fake_actor_critic(args, L, lam, seed, device):
+        return (L, lam, seed)
+
+    monkeypatch.setattr(gae_script, "actor_critic", fake_actor_critic)
+    args = small_args(lengths="3,7", learn_seeds=2, gae_lambda=0.8, seed=5)
+    got = gae_script.learning_study(args, "cpu")
+    assert got == {name: {L: [(L, lam, 5), (L, lam, 6)] for L in (3, 7)}
+                   for name, lam in (("MC (λ=1)", 1.0), ("GAE (λ=0.8)", 0.8), ("TD(0) (λ=0)", 0.0))}
+    assert list(got) == ["MC (λ=1)", "GAE (λ=0.8)", "TD(0) (λ=0)"]
+
+
+# --------------------------------------------------------------------------------------------
+# The claim checker: every verdict computed from the numbers, both ways
+# --------------------------------------------------------------------------------------------
+def summary(td_var, mc_var, td_bias2, mc_bias2):
+    """A hand-made study entry; the exact-V numbers say the opposite, so that only the noisy
+    critic can decide the verdict."""
+    noisy = {gae_script.gae_name(0): {"key_var": td_var, "key_bias2": td_bias2},
+             gae_script.gae_name(1): {"key_var": mc_var, "key_bias2": mc_bias2}}
+    exact = {gae_script.gae_name(0): {"key_var": mc_var, "key_bias2": mc_bias2},
+             gae_script.gae_name(1): {"key_var": td_var, "key_bias2": td_bias2}}
+    return {"noisy V": noisy, "exact V": exact}
+
+
+HOLDS = summary(td_var=0.01, mc_var=0.5, td_bias2=0.2, mc_bias2=0.001)
+FAILS = summary(td_var=0.01, mc_var=0.5, td_bias2=0.0001, mc_bias2=0.001)
+
+
+def gaps_with(**changes):
+    gaps = {"exact V": {0.0: 1e-6, 0.5: 2e-6, 0.9: 1e-6, 1.0: 1e-7}, "V = 0": {0.0: 1e-6, 0.9: 3e-5, 1.0: 0.0}}
+    for key, value in changes.items():
+        critic, lam = key.split("_")
+        gaps["exact V" if critic == "exact" else "V = 0"][float(lam) / 10] = value
+    return gaps
+
+
+def test_claims_the_discount_arithmetic_is_checked_and_each_claim_names_its_source():
+    claims = gae_script.check_claims({10: HOLDS}, gaps_with())
+    assert [c["holds"] for c in claims[:3]] == [True, False, True]  # 0.999^999 is 0.37, not 0.00043
+    assert [c["source"] for c in claims] == ["survey §2.1", "survey §3", "over-long-generations",
+                                             "survey §4.1.1", "survey §4.1.1"]
+    assert "0.99^500" in claims[0]["claim"] and "0.99^500 = 0.0066" in claims[0]["measured"]
+
+
+@pytest.mark.parametrize("study,holds", [
+    ({10: HOLDS}, True),
+    ({10: FAILS}, False),  # TD's bias² below MC's
+    ({10: summary(td_var=0.6, mc_var=0.5, td_bias2=0.2, mc_bias2=0.001)}, False),  # TD's variance above MC's
+    ({10: summary(td_var=0.5, mc_var=0.5, td_bias2=0.2, mc_bias2=0.001)}, False),  # equal variance: not lower
+    ({10: summary(td_var=0.01, mc_var=0.5, td_bias2=0.001, mc_bias2=0.001)}, False),  # equal bias²: not higher
+    ({3: FAILS, 10: HOLDS}, True),  # measured at the longest L
+    ({3: HOLDS, 10: FAILS}, False),
+])
+def test_claims_td_vs_mc_verdict_follows_the_noisy_critic_at_the_longest_length(study, holds):
+    claims = gae_script.check_claims(study, gaps_with())
+    assert len(claims) == 5
+    assert claims[3]["holds"] is holds
+    assert "L=10" in claims[3]["measured"]
+
+
+def test_claims_td_vs_mc_is_skipped_without_both_estimators():
+    study = {10: {critic: {gae_script.gae_name(0): {"key_var": 1.0, "key_bias2": 1.0}}  # no λ = 1
+                  for critic in ("noisy V", "exact V")}}
+    claims = gae_script.check_claims(study, gaps_with())
+    assert len(claims) == 4 and "reduces to the Monte Carlo" in claims[3]["claim"]
+
+
+@pytest.mark.parametrize("changes,holds", [
+    ({}, True),  # every gap below 1e-4: GAE would be MC for every λ
+    ({"exact_5": 0.3}, False),  # λ < 1 keeps bootstrapping on the exact critic
+    ({"zero_9": 2e-4}, False),  # without a critic λ discounts
+    ({"exact_10": 1e-3}, False),  # even λ = 1 off
+])
+def test_claims_gae_reduces_to_mc_verdict_is_computed_from_the_gaps(changes, holds):
+    claim = gae_script.check_claims({10: HOLDS}, gaps_with(**changes))[-1]
+    assert "reduces to the Monte Carlo" in claim["claim"] and claim["holds"] is holds
+
+
+def test_claims_gae_vs_mc_reports_the_largest_gap_below_lambda_one():
+    gaps = {"exact V": {0.0: 0.3, 0.5: 0.25, 1.0: 0.7}, "V = 0": {0.9: 0.46, 1.0: 0.0}}
+    measured = gae_script.check_claims({10: HOLDS}, gaps)[-1]["measured"]
+    assert "λ=1 7.0e-01" in measured and "λ<1 up to 0.30" in measured and "λ=0.9: 0.46" in measured
+
+
+# --------------------------------------------------------------------------------------------
+# The whole run
+# --------------------------------------------------------------------------------------------
 def test_smoke_run_writes_results_and_figures(tmp_path, read_results):
-    result = gae_script.main(gae_script.Args(smoke=True, device="cpu", out=str(tmp_path)))
+    args = gae_script.Args(smoke=True, device="cpu", out=str(tmp_path))
+    result = gae_script.main(args)
     data = read_results(tmp_path / "results.json")
     for name in ("bias_variance_lambda.png", "bias_variance_nstep.png", "dilemmas.png",
                  "episodes_to_solve.png", "diagram4.png"):
         assert (tmp_path / name).stat().st_size > 1000
     assert data["metrics"] == common.json_ready(result["metrics"]) and len(data["claims"]) == 5
-    assert all(np.isfinite(v) for v in data["metrics"].values())
+    metrics = data["metrics"]
+    assert all(np.isfinite(v) for v in metrics.values())
+    smoke = common.apply_smoke(args)
+    for L in smoke.length_list:
+        # the discount dilemma, exactly: the door's credit reaches the key as γ^(L+1)
+        assert math.isclose(metrics[f"L{L}_credit_gamma0.99"], 0.99 ** (L + 1), rel_tol=1e-5)
+        for name in ("MC (λ=1)", "TD(0) (λ=0)"):
+            solved = metrics[f"L{L}_episodes_to_solve[{name}]"]
+            assert solved % smoke.batch == 0 and smoke.batch <= solved <= smoke.max_episodes
+    # with the exact critic TD(0) is exact at the key step; the noisy critic biases it
+    L_max = max(smoke.length_list)
+    assert metrics[f"L{L_max}[exact V][GAE λ=0]_key_bias2"] < 1e-10
+    assert metrics[f"L{L_max}[exact V][GAE λ=0]_key_var"] < 1e-10
+    assert metrics[f"L{L_max}[noisy V][GAE λ=0]_key_bias2"] > 1e-4
+    # and the dilution dilemma: the return's variance at the key grows with the corridor
+    assert metrics[f"L{L_max}_key_return_var_gamma1"] > metrics[f"L{min(smoke.length_list)}_key_return_var_gamma1"]
+    verdict = {c["claim"]: c["holds"] for c in data["claims"]}
+    assert verdict["with γ = 1, GAE with any λ reduces to the Monte Carlo return"] is False

@@ -1,24 +1,21 @@
-"""05_grpo_rloo: the group advantages, k3, the clip, the loss normalisations and the step; the
-zero-spread study, the gradient of all-equal groups, CLI checks, smoke runs."""
+"""05_grpo_rloo: the group advantages, k3, the clip, the loss normalisations and the step (against
+a token-by-token update); the RL loop's wiring (recorded with spies), the studies, the gradient by
+reward spread, the claim checker's verdicts both ways, CLI checks, smoke runs."""
 
 import dataclasses
 import importlib
 import itertools
 import math
+import time
 
 import numpy as np
 import pytest
 import torch
 
 import common
+from lm_pins import tiny_model
 
 grpo = importlib.import_module("05_grpo_rloo")
-
-
-def tiny_model(seed=0):
-    torch.manual_seed(seed)
-    tok = common.make_char_tokenizer()
-    return common.make_tiny_lm(tok, hidden=16, layers=2, heads=2), tok
 
 
 # -------------------------------------------------------------------------------- advantages
@@ -27,10 +24,10 @@ def test_appendix_a_exactly():
     assert grpo.group_advantages(rewards, "dr_grpo").tolist() == [[-0.5, 0.5, -0.5, 0.5]]
     assert math.isclose(grpo.group_advantages(rewards, "rloo")[0, 1].item(), 2 / 3, rel_tol=1e-6)
     torch.testing.assert_close(grpo.group_advantages(rewards, "rloo"), torch.tensor([[-2 / 3, 2 / 3, -2 / 3, 2 / 3]]))
-    # GRPO divides by the sample std (G - 1 in the denominator, as TRL): 0.5 / sqrt(1/3) = 0.866
-    expected = 0.5 / math.sqrt(1 / 3)
+    # GRPO divides by the sample std (G - 1 in the denominator, as TRL) plus ε: 0.5 / (sqrt(1/3) + 1e-4)
+    expected = 0.5 / (math.sqrt(1 / 3) + 1e-4)
     torch.testing.assert_close(grpo.group_advantages(rewards, "grpo"),
-                               torch.tensor([[-expected, expected, -expected, expected]]), atol=1e-3, rtol=1e-3)
+                               torch.tensor([[-expected, expected, -expected, expected]]), atol=0, rtol=1e-6)
 
 
 def test_rloo_is_a_rescaled_centred_reward_and_reinforce_uses_the_batch_mean():
@@ -95,6 +92,12 @@ def test_each_loss_normalisation_on_a_hand_case():
 
 
 @pytest.mark.parametrize("norm", grpo.LOSS_NORMS)
+def test_a_batch_with_no_completion_token_has_loss_zero_not_nan(norm):
+    loss = grpo.masked_loss(torch.ones(2, 3), torch.zeros(2, 3, dtype=torch.bool), norm, 3)
+    assert loss.item() == 0.0
+
+
+@pytest.mark.parametrize("norm", grpo.LOSS_NORMS)
 def test_a_non_finite_value_in_a_masked_cell_stays_out_of_the_loss(norm):
     per_token = torch.tensor([[1.0, 2.0, float("nan")], [4.0, float("inf"), float("-inf")]], requires_grad=True)
     mask = torch.tensor([[True, True, False], [True, False, False]])
@@ -106,24 +109,32 @@ def test_a_non_finite_value_in_a_masked_cell_stays_out_of_the_loss(norm):
 
 
 def test_policy_gradient_step_moves_probability_toward_positive_advantages():
+    """On a real tiny LM: completions with A > 0 gain log-probability, those with A < 0 lose it;
+    the reported KL is the sampling policy's k3 to the reference, and with three inner
+    iterations of a large step the clip acts."""
     model, tok = tiny_model(1)
+    reference = common.frozen_copy(tiny_model(2)[0])
     ids, mask = common.encode_prompts(tok, ["1+2\n"] * 8)
     r = common.sample_completions(model, ids, mask, 10, tok.eos_token_id, tok.pad_token_id,
                                   torch.Generator().manual_seed(0))
     advantages = torch.tensor([1.0, -1.0] * 4)[:, None] * r.completion_mask
     before, _ = common.token_logprobs(model, r.sequences, r.attention_mask, r.prompt_length)
-    ref = before.detach()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    with torch.no_grad():
+        ref, _ = common.token_logprobs(reference, r.sequences, r.attention_mask, r.prompt_length)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.2)
     stats = grpo.policy_gradient_step(model, optimizer, r, advantages, ref, clip_eps=0.2, beta=0.1,
                                       inner_iters=3, loss_norm="sequence", max_new_tokens=10, max_grad_norm=100.0)
     after, _ = common.token_logprobs(model, r.sequences, r.attention_mask, r.prompt_length)
     change = ((after - before) * r.completion_mask).sum(1).detach()
     assert change[0::2].mean() > 0 > change[1::2].mean()
-    assert stats["kl"] == 0.0 and stats["grad_norm"] > 0 and 0 <= stats["clip_fraction"] <= 1
+    log_ratio = (ref - before.detach())[r.completion_mask]
+    assert stats["kl"] == pytest.approx(float((log_ratio.exp() - log_ratio - 1).mean()), rel=1e-5)
+    assert stats["kl"] > 0 and stats["grad_norm"] > 0 and stats["clip_fraction"] > 0
     assert set(stats) == {"loss", "kl", "entropy", "clip_fraction", "grad_norm"}
 
 
-def test_the_step_on_an_all_padding_batch_reports_zeros_not_nan():
+@pytest.mark.parametrize("norm", grpo.LOSS_NORMS)
+def test_the_step_on_an_all_padding_batch_reports_zeros_not_nan(norm):
     model, tok = tiny_model(1)
     ids, mask = common.encode_prompts(tok, ["1+2\n"] * 2)
     r = common.sample_completions(model, ids, mask, 4, tok.eos_token_id, tok.pad_token_id,
@@ -132,10 +143,134 @@ def test_the_step_on_an_all_padding_batch_reports_zeros_not_nan():
     before = [p.clone() for p in model.parameters()]
     stats = grpo.policy_gradient_step(model, torch.optim.SGD(model.parameters(), lr=0.1), r,
                                       torch.ones(r.completion_mask.shape), torch.zeros(r.completion_mask.shape),
-                                      clip_eps=0.2, beta=0.1, inner_iters=1, loss_norm="sequence", max_new_tokens=4,
+                                      clip_eps=0.2, beta=0.1, inner_iters=1, loss_norm=norm, max_new_tokens=4,
                                       max_grad_norm=1.0)
     assert all(math.isfinite(v) for v in stats.values()) and stats["kl"] == 0 and stats["entropy"] == 0
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+# ------------------------------------------------------- the step on a table of log-probs
+class TokenTable(torch.nn.Module):
+    """A stand-in policy whose log-prob of each completion token is a free parameter (B, T), so
+    that the step's update can be followed token by token; `entropy` is what it reports."""
+
+    def __init__(self, logp: torch.Tensor, entropy: torch.Tensor):
+        super().__init__()
+        self.logp = torch.nn.Parameter(logp.clone())
+        self.register_buffer("entropy", entropy.clone())
+
+
+def table_logprobs(policy, sequences, attention_mask, prompt_length, with_entropy=False):
+    return policy.logp * 1.0, (policy.entropy.clone() if with_entropy else None)
+
+
+def table_completions(mask: torch.Tensor) -> common.Completions:
+    B, T = mask.shape
+    return common.Completions(sequences=torch.zeros(B, 2 + T, dtype=torch.long),
+                              attention_mask=torch.ones(B, 2 + T, dtype=torch.long), completion_mask=mask,
+                              logprobs=torch.zeros(B, T), truncated=torch.zeros(B, dtype=torch.bool),
+                              prompt_length=2)
+
+
+def naive_step(theta, mask, advantages, ref, clip_eps, beta, inner_iters, norm, max_new_tokens, lr,
+               max_grad_norm):
+    """The step token by token in plain floats: SGD on -min(ρA, clip(ρ)A) + β k3(π_θ, π_ref),
+    ρ = π_θ/π_old with π_old the sampling policy, d k3/d log π = 1 - π_ref/π."""
+    theta = [row[:] for row in theta]
+    old = [row[:] for row in theta]
+    B, T = len(theta), len(theta[0])
+    count = sum(sum(row) for row in mask)
+    stats = {"loss": 0.0, "clip_fraction": 0.0, "grad_norm": 0.0}
+    stats["kl"] = sum(math.exp(ref[b][t] - old[b][t]) - (ref[b][t] - old[b][t]) - 1
+                      for b in range(B) for t in range(T) if mask[b][t]) / count
+    for _ in range(inner_iters):
+        grad = [[0.0] * T for _ in range(B)]
+        loss, clipped = 0.0, 0
+        for b in range(B):
+            weight = {"sequence": 1 / (sum(mask[b]) * B), "token": 1 / count, "constant": 1 / (B * max_new_tokens)}[norm]
+            for t in range(T):
+                if not mask[b][t]:
+                    continue
+                ratio, a = math.exp(theta[b][t] - old[b][t]), advantages[b][t]
+                bounded = min(max(ratio, 1 - clip_eps), 1 + clip_eps)
+                active = bounded * a < ratio * a
+                clipped += active
+                k3 = math.exp(ref[b][t] - theta[b][t]) - (ref[b][t] - theta[b][t]) - 1
+                loss += weight * (-min(ratio * a, bounded * a) + beta * k3)
+                grad[b][t] = weight * ((0.0 if active else -ratio * a) + beta * (1 - math.exp(ref[b][t] - theta[b][t])))
+        norm_ = math.sqrt(sum(g * g for row in grad for g in row))
+        scale = min(1.0, max_grad_norm / (norm_ + 1e-6))
+        theta = [[theta[b][t] - lr * scale * grad[b][t] for t in range(T)] for b in range(B)]
+        stats["loss"] += loss / inner_iters
+        stats["clip_fraction"] += clipped / count / inner_iters
+        stats["grad_norm"] += norm_ / inner_iters
+    return theta, stats
+
+
+MASK = torch.tensor([[True, True, True, False], [True, True, False, False], [True, False, False, False]])
+THETA = torch.tensor([[-1.0, -0.5, -2.0, -3.0], [-0.2, -1.5, -0.7, -0.1], [-0.9, -2.5, -0.3, -1.1]])
+REF = torch.tensor([[-1.3, -0.4, -1.0, -0.6], [-0.2, -2.0, -0.5, -2.2], [-0.5, -0.8, -1.9, -0.4]])
+ADV = torch.tensor([[1.5], [-1.0], [0.5]]) * MASK
+ENTROPY = torch.tensor([[0.5, 1.0, 1.5, 9.0], [2.0, 0.25, 9.0, 9.0], [0.75, 9.0, 9.0, 9.0]])
+
+
+def table_step(monkeypatch, theta=THETA, advantages=ADV, ref=REF, lr=1.0, **changes):
+    monkeypatch.setattr(grpo, "token_logprobs", table_logprobs)
+    policy = TokenTable(theta, ENTROPY)
+    settings = dict(clip_eps=0.2, beta=0.3, inner_iters=3, loss_norm="sequence", max_new_tokens=5,
+                    max_grad_norm=100.0) | changes
+    stats = grpo.policy_gradient_step(policy, torch.optim.SGD(policy.parameters(), lr=lr), table_completions(MASK),
+                                      advantages, ref, **settings)
+    return policy.logp.detach(), stats, settings
+
+
+@pytest.mark.parametrize("loss_norm", grpo.LOSS_NORMS)
+@pytest.mark.parametrize("inner_iters,max_grad_norm", [(1, 100.0), (3, 100.0), (3, 0.5)])
+def test_the_step_matches_a_token_by_token_update(monkeypatch, loss_norm, inner_iters, max_grad_norm):
+    """The whole step against plain floats: the clipped surrogate against the sampling policy
+    (held fixed over the μ iterations), the β·k3 term, the normalisation, gradient clipping, and
+    the statistics (KL and entropy of the sampling policy, means over iterations)."""
+    theta, stats, s = table_step(monkeypatch, inner_iters=inner_iters, loss_norm=loss_norm,
+                                 max_grad_norm=max_grad_norm)
+    expected, expected_stats = naive_step(THETA.tolist(), MASK.tolist(), ADV.tolist(), REF.tolist(), s["clip_eps"],
+                                          s["beta"], inner_iters, loss_norm, s["max_new_tokens"], 1.0, max_grad_norm)
+    torch.testing.assert_close(theta, torch.tensor(expected), rtol=1e-5, atol=1e-6)
+    entropy = (ENTROPY * MASK).sum().item() / MASK.sum().item()
+    assert stats.keys() == {"loss", "kl", "entropy", "clip_fraction", "grad_norm"}
+    assert stats["entropy"] == pytest.approx(entropy)
+    for key, value in expected_stats.items():
+        assert stats[key] == pytest.approx(value, rel=1e-5), key
+
+
+def test_the_clip_acts_from_the_second_iteration_against_the_sampling_policy(monkeypatch):
+    """With a large step, the second iteration's ratio π_θ/π_old leaves [1-ε, 1+ε] on some
+    tokens: the clip fraction is 0 on the first iteration and positive after."""
+    _, one, _ = table_step(monkeypatch, inner_iters=1)
+    _, two, _ = table_step(monkeypatch, inner_iters=2)
+    assert one["clip_fraction"] == 0 and two["clip_fraction"] > 0
+
+
+def test_masked_cells_change_nothing_in_the_step(monkeypatch):
+    noise = torch.where(MASK, 0.0, 7.0)
+    theta, stats, _ = table_step(monkeypatch)
+    theta2, stats2, _ = table_step(monkeypatch, theta=THETA - noise, advantages=ADV + noise, ref=REF + noise)
+    assert torch.equal(theta[MASK], theta2[MASK]) and stats == pytest.approx(stats2)
+    assert torch.equal(theta[~MASK], THETA[~MASK])  # no gradient reaches a masked cell
+
+
+def test_the_kl_term_pulls_toward_the_reference_with_the_gradient_of_k3_policy_against_reference(monkeypatch):
+    """No advantage, β = 1, one SGD step of size 1, token normalisation: each log-prob moves by
+    -(1 - π_ref/π)/n, the gradient of k3(π_θ, π_ref) = π_ref/π - log(π_ref/π) - 1 (the reverse
+    k3(π_ref, π_θ) would give π/π_ref - 1)."""
+    theta, stats, _ = table_step(monkeypatch, advantages=torch.zeros_like(ADV), beta=1.0, inner_iters=1,
+                                 loss_norm="token")
+    n = MASK.sum()
+    expected = THETA - (1 - torch.exp(REF - THETA)) / n
+    torch.testing.assert_close(theta[MASK], expected[MASK])
+    toward = (theta - THETA).sign() == (REF - THETA).sign()
+    assert toward[MASK & (REF != THETA)].all()
+    k3 = torch.exp(REF - THETA) - (REF - THETA) - 1
+    assert stats["kl"] == pytest.approx(float(k3[MASK].mean()))
 
 
 # --------------------------------------------------------------------------- zero-spread study
@@ -153,20 +288,363 @@ def test_zero_spread_table_by_difficulty():
     assert table[2]["pass@1"] == 0.75 and table[2][4] == 0.5 and math.isclose(table[2][2], (2 / 6 + 1) / 2)  # C(2,2)+C(2,2) of C(4,2)
 
 
-def smoke_args(tmp_path, **changes):
-    return dataclasses.replace(grpo.Args(smoke=True, device="cpu", out=str(tmp_path / "out"),
-                                         cache=str(tmp_path / "cache")), **changes)
+# ------------------------------------------------------------------------------ the RL loop
+def text_reward(problems, texts, truncated):
+    """A verifier stand-in whose reward depends on the problem and on the text, so that a random
+    model's groups have a spread, and a completion scored against another's text shows."""
+    return torch.tensor([float((len(t) + p.start) % 2) for p, t in zip(problems, texts)]) * (~truncated).float()
 
 
-def test_zero_spread_groups_give_no_policy_gradient(tmp_path):
-    args = common.apply_smoke(smoke_args(tmp_path, prompts=4, group_size=4))
-    model, tok = common.make_tiny_lm(common.make_char_tokenizer(), 16, 1, 2), common.make_char_tokenizer()
-    norms = grpo.gradient_by_spread(model, common.frozen_copy(model), tok, args, "cpu")
-    # a random model never answers right: every group is all-wrong, so the policy gradient is 0
-    assert norms["zero-spread share"] == 1.0 and norms["zero-spread pg"] == 0.0
-    assert norms["zero-spread kl"] == 0.0  # the policy still equals its reference
+def loop_args(tmp_path, **changes):
+    """A small task space (one step, values up to 30): the 512 held-out prompts cover most of it,
+    so a training batch that ignored the exclusion would hit them."""
+    settings = dict(rl_steps=3, prompts=4, group_size=4, eval_every=2, max_new_tokens=8, eval_problems=4,
+                    eval_samples=2, min_steps=1, max_steps=1, max_value=30, max_operand=3, clip_eps=0.3, beta=0.07,
+                    inner_iters=2, max_grad_norm=0.9, warmup=3, lr=0.01, loss_norm="token", seed=5)
+    return grpo.Args(device="cpu", out=str(tmp_path / "out"), **settings | changes)
 
 
+def spy_on_train(monkeypatch, tmp_path, method, **changes):
+    """Run `train` with the verifier replaced by `text_reward`, and record what it passes to the
+    verifier, to `policy_gradient_step` (which only records) and to the held-out evaluation."""
+    calls = {"rewards": [], "steps": [], "evals": [], "generators": set(), "eval_generators": set()}
+
+    def verifier(problems, texts, truncated):
+        rewards = text_reward(problems, texts, truncated)
+        calls["rewards"].append((list(problems), list(texts), rewards))
+        return rewards
+
+    def step(policy, optimizer, completions, advantages, ref_logp, *rest):
+        calls["steps"].append(dict(policy=policy, lr=optimizer.param_groups[0]["lr"], completions=completions,
+                                   advantages=advantages, ref_logp=ref_logp, rest=rest))
+        optimizer.step()  # no gradient: nothing moves, but the schedule sees a step
+        return {"loss": 0.5, "kl": float(len(calls["steps"])), "entropy": 1.0, "clip_fraction": 0.0, "grad_norm": 2.0}
+
+    def evaluate(policy, tokenizer, problems, samples, max_new_tokens, generator, device):
+        calls["evals"].append((problems, samples, max_new_tokens))
+        calls["eval_generators"].add(generator)
+        return {"pass@1": len(calls["evals"]) / 10, "length": 3.0}
+
+    def sample(policy, tokenizer, prompts, max_new_tokens, generator, device):
+        calls["generators"].add(generator)
+        return real_sample(policy, tokenizer, prompts, max_new_tokens, generator, device)
+
+    real_sample = grpo.sample
+    monkeypatch.setattr(grpo, "sample", sample)
+    monkeypatch.setattr(grpo, "verifier_rewards", verifier)
+    monkeypatch.setattr(grpo, "policy_gradient_step", step)
+    monkeypatch.setattr(grpo, "evaluate", evaluate)
+    args = loop_args(tmp_path, **changes)
+    policy, tok = tiny_model(6)
+    reference = common.frozen_copy(tiny_model(7)[0])
+    held_out = args.task.held_out(args.eval_problems)
+    start = time.time()
+    result = grpo.train(policy, reference, tok, args, method, held_out, "cpu")
+    calls["seconds"] = time.time() - start
+    return result, calls, args, policy, reference, tok, held_out
+
+
+@pytest.mark.parametrize("method", grpo.ESTIMATORS)
+def test_train_pairs_each_completion_with_its_own_problem_reward_and_advantage(monkeypatch, tmp_path, method):
+    """What `train` hands to the step: each completion's own group advantage (from its own
+    problem and text) on each of its tokens, the reference's log-probs of those tokens, the
+    method's loss normalisation and the run's knobs; the held-out problems never train."""
+    result, calls, args, policy, reference, tok, held_out = spy_on_train(monkeypatch, tmp_path, method)
+    N, G = args.prompts, args.group_size
+    assert len(calls["steps"]) == args.rl_steps == len(calls["rewards"]) == len(result["history"])
+    held_prompts = {p.prompt for p in args.task.held_out()}
+    spreads = 0
+    for step, (problems, _, _), record in zip(calls["steps"], calls["rewards"], result["history"]):
+        completions = step["completions"]
+        assert all(problems[i * G + j] == problems[i * G] for i in range(N) for j in range(G))  # grouped rows
+        assert not {p.prompt for p in problems} & held_prompts
+        texts = common.completion_texts(tok, completions)
+        rewards = text_reward(problems, texts, completions.truncated).view(N, G)
+        spreads += int((~grpo.zero_spread(rewards)).sum())
+        expected = grpo.group_advantages(rewards, method).flatten()[:, None] * completions.completion_mask
+        assert torch.equal(step["advantages"], expected)
+        with torch.no_grad():
+            ref_logp, _ = common.token_logprobs(reference, completions.sequences, completions.attention_mask,
+                                                completions.prompt_length)
+        torch.testing.assert_close(step["ref_logp"], ref_logp)
+        assert step["policy"] is policy
+        norm = "constant" if method == "dr_grpo" else "token"
+        assert step["rest"] == (args.clip_eps, args.beta, args.inner_iters, norm, args.max_new_tokens,
+                                args.max_grad_norm)
+        assert record["reward"] == pytest.approx(float(rewards.mean()))
+        assert record["zero_spread"] == pytest.approx(float(grpo.zero_spread(rewards).float().mean()))
+        assert record["length"] == pytest.approx(float(completions.completion_mask.sum(1).float().mean()))
+        assert record["truncated"] == pytest.approx(float(completions.truncated.float().mean()))
+        assert 0 < record["generate_s"] and 0 < record["update_s"] and record["generate_s"] + record["update_s"] < calls["seconds"]
+    assert spreads > 0  # some groups have a spread: their advantages are not all zero
+    assert [h["kl"] for h in result["history"]] == [1.0, 2.0, 3.0]  # the step's statistics, in order
+    assert [s["lr"] for s in calls["steps"]] == pytest.approx([args.lr / 3, 2 * args.lr / 3, args.lr])  # warmup
+    assert result["evals"] == [{"step": s, "samples": s * N * G, "pass@1": (i + 1) / 10, "length": 3.0}
+                               for i, s in enumerate([0, 2, 3])]
+    assert all(e == (held_out, args.eval_samples, args.max_new_tokens) for e in calls["evals"])
+    (train_draws,), (eval_draws,) = calls["generators"], calls["eval_generators"]  # one stream each
+    assert train_draws.initial_seed() != eval_draws.initial_seed()
+
+
+# ---------------------------------------------------------------- optimiser and studies
+@pytest.mark.parametrize("name,kind", [("adam", torch.optim.AdamW), ("sgd", torch.optim.SGD)])
+def test_optimizer_warms_the_learning_rate_up_linearly(tmp_path, name, kind):
+    model, _ = tiny_model()
+    optimizer, schedule = grpo.make_optimizer(model, loop_args(tmp_path, optimizer=name, lr=0.02, warmup=4))
+    assert type(optimizer) is kind and optimizer.param_groups[0].get("weight_decay", 0.0) == 0.0
+    assert len(optimizer.param_groups[0]["params"]) == len(list(model.parameters()))
+    rates = []
+    for _ in range(6):
+        rates.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        schedule.step()
+    assert rates == pytest.approx([0.005, 0.01, 0.015, 0.02, 0.02, 0.02])
+
+
+def test_run_method_trains_a_copy_at_its_beta_and_reports_the_late_kl(monkeypatch, tmp_path):
+    """`run_method` trains a copy (the cold start stays as it was) against a frozen copy of the
+    cold start, at the β it is given, and reports the KL of the last 10% of updates."""
+    initial, tok = tiny_model(2)
+    snapshot = [p.detach().clone() for p in initial.parameters()]
+    seen = {}
+
+    def fake_train(policy, reference, tokenizer, args, method, held_out, device, desc=""):
+        seen.update(policy=policy, reference=reference, beta=args.beta, method=method, held_out=held_out)
+        assert policy is not initial and not any(p.requires_grad for p in reference.parameters())
+        assert all(torch.equal(a, b) for a, b in zip(reference.parameters(), snapshot))
+        with torch.no_grad():
+            next(policy.parameters()).add_(1.0)
+        return {"history": [{"kl": float(i)} for i in range(30)], "evals": [{"pass@1": 0.0}]}
+
+    def fake_final(policy, tokenizer, args, held_out, device):
+        seen["evaluated"] = policy
+        return {"pass@1": 0.25}
+
+    monkeypatch.setattr(grpo, "train", fake_train)
+    monkeypatch.setattr(grpo, "final_evaluation", fake_final)
+    args = loop_args(tmp_path, beta=0.04)
+    start = time.time()
+    result = grpo.run_method(initial, tok, args, "rloo", ["held"], "cpu", beta=0.5)
+    assert 0 < result["wall_clock_s"] < time.time() - start
+    assert seen["beta"] == 0.5 and seen["method"] == "rloo" and seen["held_out"] == ["held"]
+    assert result["policy"] is seen["policy"] is seen["evaluated"] and result["final"] == {"pass@1": 0.25}
+    assert result["final_kl"] == pytest.approx((27 + 28 + 29) / 3)  # the last 3 of 30 updates
+    assert all(torch.equal(a, b) for a, b in zip(initial.parameters(), snapshot))
+    assert not torch.equal(next(result["policy"].parameters()), snapshot[0])
+
+
+def test_a_short_run_reports_the_kl_of_its_last_update(monkeypatch, tmp_path):
+    def fake_train(policy, reference, tokenizer, args, method, held_out, device, desc=""):
+        return {"history": [{"kl": float(i)} for i in range(5)], "evals": [{"pass@1": 0.0}]}
+
+    monkeypatch.setattr(grpo, "train", fake_train)
+    monkeypatch.setattr(grpo, "final_evaluation", lambda *args: {"pass@1": 0.0})
+    initial, tok = tiny_model(2)
+    assert grpo.run_method(initial, tok, loop_args(tmp_path), "grpo", [], "cpu", beta=0.1)["final_kl"] == 4.0
+
+
+def test_every_estimator_runs_at_the_default_beta_and_the_sweep_reuses_the_grpo_run(monkeypatch, tmp_path):
+    calls = []
+
+    def fake_run_method(initial, tokenizer, args, method, held_out, device, beta):
+        calls.append((method, beta))
+        return {"method": method, "beta": beta}
+
+    monkeypatch.setattr(grpo, "run_method", fake_run_method)
+    args = loop_args(tmp_path, methods="rloo,grpo", beta=0.04, betas="0,0.04,0.5")
+    runs = grpo.compare_estimators(None, None, args, [], "cpu")
+    assert runs == {"rloo": {"method": "rloo", "beta": 0.04}, "grpo": {"method": "grpo", "beta": 0.04}}
+    sweep = grpo.beta_sweep(None, None, args, [], "cpu", runs)
+    assert sweep == {0.04: runs["grpo"], 0.0: {"method": "grpo", "beta": 0.0}, 0.5: {"method": "grpo", "beta": 0.5}}
+    assert calls[2:] == [("grpo", 0.0), ("grpo", 0.5)]  # the default β is not trained twice
+    assert grpo.beta_sweep(None, None, args, [], "cpu", {"rloo": runs["rloo"]}) == {
+        b: {"method": "grpo", "beta": b} for b in (0.0, 0.04, 0.5)}
+
+
+def test_zero_spread_study_reads_each_policy_counts_by_difficulty():
+    args = grpo.Args(final_samples=4, group_sizes="2,4")
+    held_out = [common.ChainProblem(1, (("+", 1),)), common.ChainProblem(2, (("+", 1), ("+", 1))),
+                common.ChainProblem(3, (("+", 1),))]
+    before, after = {"correct": [0, 2, 4]}, {"correct": [1, 4, 3]}
+    tables = grpo.zero_spread_study(args, held_out, before, {"grpo": {"final": after}})
+    assert tables == {"cold start": grpo.zero_spread_table([0, 2, 4], [1, 2, 1], 4, [2, 4]),
+                      "after GRPO": grpo.zero_spread_table([1, 4, 3], [1, 2, 1], 4, [2, 4])}
+    assert list(grpo.zero_spread_study(args, held_out, before, {})) == ["cold start"]
+
+
+def test_final_evaluation_uses_the_same_draws_before_and_after_with_every_k(monkeypatch, tmp_path):
+    calls = []
+
+    def fake_evaluate(policy, tokenizer, problems, samples, max_new_tokens, generator, device, ks=(1,)):
+        calls.append((problems, samples, max_new_tokens, ks, generator.get_state()))
+        return {}
+
+    monkeypatch.setattr(grpo, "evaluate", fake_evaluate)
+    args = loop_args(tmp_path, final_samples=8, group_sizes="2,4")
+    for _ in range(2):
+        grpo.final_evaluation(None, None, args, ["held"], "cpu")
+    assert calls[0][:4] == (["held"], 8, args.max_new_tokens, (1, 4, 8))
+    assert torch.equal(calls[0][4], calls[1][4])
+# --------------------------------------------------------------------- gradient by spread
+def spread_reward(problems, texts, truncated):
+    """By problem: always right (start divisible by 3), always wrong (remainder 1), or by the
+    text's length (remainder 2): zero-spread groups of both kinds, and mixed ones."""
+    return torch.tensor([1.0 if p.start % 3 == 0 else 0.0 if p.start % 3 == 1 else float(len(t) % 2)
+                         for p, t in zip(problems, texts)])
+
+
+def test_gradient_by_spread_splits_rows_by_their_group_and_uses_their_grpo_advantages(monkeypatch, tmp_path):
+    """Against a direct computation: the zero-spread part is the rows of groups whose G rewards
+    are all equal (all right or all wrong), the mixed part the others; the policy-gradient term
+    uses each row's GRPO advantage, the KL term β·k3 to the reference, each normalised by its
+    part's tokens. Zero-spread rows give no policy gradient, but their KL term still pulls."""
+    sampled = []
+
+    def recorded_sample_groups(*args):
+        completions, rewards = real_sample_groups(*args)
+        sampled.append((completions, rewards))
+        return completions, rewards
+
+    real_sample_groups = grpo.sample_groups
+    monkeypatch.setattr(grpo, "verifier_rewards", spread_reward)
+    monkeypatch.setattr(grpo, "sample_groups", recorded_sample_groups)
+    args = loop_args(tmp_path, prompts=8, beta=0.3)
+    policy, tok = tiny_model(8)
+    reference = common.frozen_copy(tiny_model(9)[0])
+    norms = grpo.gradient_by_spread(policy, reference, tok, args, "cpu")
+    (completions, rewards), = sampled
+    G = args.group_size
+    flat = [len(set(group.tolist())) == 1 for group in rewards]
+    assert {group[0].item() for group, same in zip(rewards, flat) if same} == {0.0, 1.0} and not all(flat)
+    same = torch.tensor([flat[i // G] for i in range(len(flat) * G)])
+    advantages = grpo.group_advantages(rewards, "grpo").flatten()
+    batch = (completions.sequences, completions.attention_mask, completions.prompt_length)
+    with torch.no_grad():
+        ref_logp, _ = common.token_logprobs(reference, *batch)
+    expected = {"zero-spread share": sum(flat) / len(flat)}
+    for part, rows in (("zero-spread", same), ("mixed", ~same)):
+        mask = completions.completion_mask & rows[:, None]
+        for term in ("pg", "kl"):
+            policy.zero_grad()
+            logp, _ = common.token_logprobs(policy, *batch)
+            log_ratio = ref_logp - logp
+            per_token = -advantages[:, None] * logp if term == "pg" else args.beta * (log_ratio.exp() - log_ratio - 1)
+            (per_token[mask].sum() / mask.sum()).backward()
+            expected[f"{part} {term}"] = math.sqrt(sum(float((p.grad ** 2).sum()) for p in policy.parameters()
+                                                       if p.grad is not None))
+    assert norms["zero-spread pg"] == 0.0 and norms["zero-spread kl"] > 0 and norms["mixed pg"] > 0
+    assert norms == pytest.approx(expected, rel=1e-4)
+
+
+def test_gradient_by_spread_leaves_no_gradient_behind(tmp_path):
+    model, tok = tiny_model(8)
+    grpo.gradient_by_spread(model, common.frozen_copy(tiny_model(9)[0]), tok, loop_args(tmp_path), "cpu")
+    assert all(p.grad is None or not p.grad.any() for p in model.parameters())
+
+
+def test_with_only_all_wrong_groups_the_mixed_part_reads_zero(tmp_path):
+    """A random model never answers right: every group is all-wrong, the mixed part is empty and
+    reads 0 (not NaN), and with the policy as its own reference the KL term is 0 too."""
+    model, tok = tiny_model(10)
+    norms = grpo.gradient_by_spread(model, common.frozen_copy(model), tok, loop_args(tmp_path), "cpu")
+    assert norms == {"zero-spread share": 1.0, "zero-spread pg": 0.0, "zero-spread kl": 0.0, "mixed pg": 0.0,
+                     "mixed kl": 0.0}
+
+
+# ------------------------------------------------------------------------------ claims
+CLAIM_KEYS = {"appendix A": "R = [0, 1, 0, 1]", "GAE": "GAE is the default", "homogeneous": "homogeneous",
+              "vanishes": "the gradient vanishes", "medium": "medium-difficulty", "GRPO learns": "GRPO on the sparse",
+              "RLOO learns": "RLOO on the sparse", "pass@1": "GRPO on groups improves pass@1",
+              "beta": "small β allows"}
+
+
+def claim_summary(**changes):
+    """A hand-made summary of a run in which every computed verdict holds: at G = 4 the
+    difficulty with pass@1 nearest 0.5 (2 steps) has the most groups with a signal (at G = 2 it
+    would be 3 steps); GRPO gains 0.2 (RLOO 0.15, the threshold); β = 0 drifts furthest."""
+    summary = dict(
+        args=grpo.Args(group_size=4, group_sizes="2,4", final_samples=8, beta=0.04),
+        runs={"grpo": {"final": {"pass@1": 0.5, "pass@8": 0.75}}, "rloo": {"final": {"pass@1": 0.45, "pass@8": 0.5}}},
+        sweep={0.0: {"final_kl": 0.5, "final": {"pass@1": 0.5}}, 0.04: {"final_kl": 0.5, "final": {"pass@1": 0.5}},
+               0.5: {"final_kl": 0.125, "final": {"pass@1": 0.25}}},
+        before={"pass@1": 0.3, "pass@8": 0.5},
+        tables={"cold start": {1: {"pass@1": 0.875, 2: 0.75, 4: 0.625}, 2: {"pass@1": 0.375, 2: 0.5, 4: 0.25},
+                               3: {"pass@1": 0.0625, 2: 0.375, 4: 0.875}}},
+        grads={"zero-spread share": 0.5, "zero-spread pg": 0.0, "mixed pg": 1.5, "zero-spread kl": 0.25})
+    return summary | changes
+
+
+def verdicts(claims):
+    found = {}
+    for c in claims:
+        (name,) = [n for n, key in CLAIM_KEYS.items() if key in c["claim"]]
+        found[name] = c["holds"]
+    return found
+
+
+def test_claim_verdicts_on_a_hand_made_summary():
+    claims = grpo.check_claims(**claim_summary())
+    assert verdicts(claims) == {"appendix A": True, "GAE": False, "homogeneous": None, "vanishes": True,
+                                "medium": True, "GRPO learns": True, "RLOO learns": True, "pass@1": True,
+                                "beta": True}
+    assert [c["source"] for c in claims] == ["whole-game App. A", "survey §4.1.1", "whole-game §7.8",
+                                             "over-long-generations", "over-long-generations",
+                                             "whole-game §2, §8", "whole-game §2, §8", "whole-game §8",
+                                             "over-long-generations"]
+    assert claims[0]["measured"] == "[-0.5, 0.5, -0.5, 0.5]; RLOO 0.6667"
+    assert "A = 0 " in claims[2]["measured"] and "1.50 at G=4" in claims[2]["measured"]  # (G-1)/√G
+    assert claims[4]["measured"] == ("share of G=4 groups with a signal, cold start, by steps: 1: 0.38 (pass@1 0.88), "
+                                     "2: 0.75 (pass@1 0.38), 3: 0.12 (pass@1 0.06)")
+
+
+def with_runs(grpo_after=0.5, rloo_after=0.45, before=0.3):
+    summary = claim_summary()
+    summary["runs"]["grpo"]["final"]["pass@1"] = grpo_after
+    summary["runs"]["rloo"]["final"]["pass@1"] = rloo_after
+    summary["before"]["pass@1"] = before
+    return summary
+
+
+def with_table(steps, column, value):
+    summary = claim_summary()
+    summary["tables"]["cold start"][steps][column] = value
+    return summary
+
+
+def with_kl(beta, kl):
+    summary = claim_summary()
+    summary["sweep"][beta]["final_kl"] = kl
+    return summary
+
+
+@pytest.mark.parametrize("summary,flipped", [
+    (claim_summary(grads={"zero-spread share": 0.5, "zero-spread pg": 1e-9, "mixed pg": 1.5, "zero-spread kl": 0.25}),
+     {"vanishes": False}),
+    (with_table(1, 4, 0.125), {"medium": False}),  # 1 step now has the most signal at G = 4
+    (with_table(3, "pass@1", 0.5), {"medium": False}),  # 3 steps is now the medium difficulty
+    (claim_summary(args=grpo.Args(group_size=2, group_sizes="2,4", final_samples=8, beta=0.04)), {"medium": False}),
+    (claim_summary(args=grpo.Args(group_size=8, group_sizes="2,4", final_samples=8, beta=0.04)), {"medium": True}),
+    (with_runs(before=0.0, grpo_after=0.15, rloo_after=0.1499), {"RLOO learns": False}),  # 0.15 exactly holds
+    (with_runs(grpo_after=0.4499), {"GRPO learns": False}),
+    (with_runs(grpo_after=0.3), {"GRPO learns": False, "pass@1": False}),
+    (with_runs(grpo_after=0.3001), {"GRPO learns": False, "pass@1": True}),
+    (with_kl(0.5, 0.5001), {"beta": False}),  # a larger β drifted further than β = 0
+    (with_kl(0.04, 0.6), {"beta": False}),
+])
+def test_each_claim_verdict_flips_with_its_measurement(summary, flipped):
+    baseline = verdicts(grpo.check_claims(**claim_summary()))
+    assert verdicts(grpo.check_claims(**summary)) == baseline | flipped
+
+
+def test_claims_that_need_a_run_are_left_out_without_it():
+    summary = claim_summary(grads=None, runs={"rloo": claim_summary()["runs"]["rloo"]},
+                            sweep={0.0: claim_summary()["sweep"][0.0]})
+    assert set(verdicts(grpo.check_claims(**summary))) == {"appendix A", "GAE", "homogeneous", "medium", "RLOO learns"}
+    no_free = claim_summary(sweep={b: r for b, r in claim_summary()["sweep"].items() if b > 0})
+    assert "beta" not in verdicts(grpo.check_claims(**no_free))
+
+
+# ------------------------------------------------------------------ CLI and smoke runs
 @pytest.mark.parametrize("flag,value,message", [
     ("--group-size", "1", "--group-size must be at least 2"),
     ("--methods", "grpo,ppo", "argument --methods: 'ppo' is not one of reinforce"),
@@ -174,6 +652,11 @@ def test_zero_spread_groups_give_no_policy_gradient(tmp_path):
 ])
 def test_cli_rejects_bad_values_with_one_line(cli_error, flag, value, message):
     assert message in cli_error("05_grpo_rloo.py", flag, value)
+
+
+def smoke_args(tmp_path, **changes):
+    return dataclasses.replace(grpo.Args(smoke=True, device="cpu", out=str(tmp_path / "out"),
+                                         cache=str(tmp_path / "cache")), **changes)
 
 
 def without_timing(metrics: dict) -> dict:

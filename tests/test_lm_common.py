@@ -1,6 +1,7 @@
 """common.py's small-LM world: the task and its verifier, tokenizer, sampling with masks and
 log-probs, step segmentation, the cold-start cache, evaluation."""
 
+import copy
 import itertools
 import math
 import time
@@ -169,6 +170,21 @@ def test_verifier_rewards_score_zero_for_a_truncated_completion():
     assert rewards.tolist() == [1.0, 0.0, 0.0]
 
 
+def test_a_completion_cut_at_the_budget_scores_zero_even_when_its_text_is_right():
+    """Sampled end to end: row 0 writes the full worked solution (8 tokens) and is cut before its
+    EOS, so its text "3+4=7\n#7" is right but it scores 0; row 1 answers "#5" and ends."""
+    tok = common.make_char_tokenizer()
+    problems = [common.ChainProblem(3, (("+", 4),)), common.ChainProblem(2, (("+", 3),))]
+    scripts = [tok(text, add_special_tokens=False)["input_ids"] for text in ("3+4=7\n#7", "#5")]
+    model = ScriptedLM(scripts, len(tok), tok.eos_token_id)
+    completions, texts = common.sample(model, tok, [p.prompt for p in problems], 8, None, "cpu")
+    assert texts == ["3+4=7\n#7", "#5"] and completions.truncated.tolist() == [True, False]
+    assert [common.verify(p, t) for p, t in zip(problems, texts)] == [1.0, 1.0]
+    assert common.verifier_rewards(problems, texts, completions.truncated).tolist() == [0.0, 1.0]
+    result = common.evaluate(model, tok, problems, samples=1, max_new_tokens=8, generator=None, device="cpu")
+    assert result["correct"] == [0, 1]
+
+
 def test_evaluate_pairs_each_sample_with_its_own_problem():
     tok = common.make_char_tokenizer()
     problems = [common.ChainProblem(3, (("+", 4),)), common.ChainProblem(5, (("*", 2),))]
@@ -224,6 +240,47 @@ def test_pass_at_k_matches_enumeration_and_refuses_k_beyond_n():
 
 
 # --------------------------------------------------------------- cold start and --model
+def test_sft_batch_marks_the_target_and_eos_and_pads_on_the_right():
+    tok = common.make_char_tokenizer()
+    p = common.ChainProblem(3, (("+", 4),))  # prompt "3+4\n", solution "3+4=7\n#7"
+    ids, attention, loss_mask = common.sft_batch(tok, [p, p], [False, True], "cpu")
+    eos, pad = tok.eos_token_id, tok.pad_token_id
+    assert tok.decode(ids[0, :12].tolist()) == "3+4\n3+4=7\n#7" and ids[0, 12] == eos
+    assert tok.decode(ids[1, :6].tolist()) == "3+4\n#7" and ids[1, 6] == eos and torch.all(ids[1, 7:] == pad)
+    assert loss_mask.tolist() == [[False] * 4 + [True] * 9, [False] * 4 + [True] * 3 + [False] * 6]
+    assert attention.tolist() == [[1] * 13, [1] * 7 + [0] * 6]
+
+
+def test_sft_loss_is_the_mean_nll_of_exactly_the_target_tokens_and_eos(monkeypatch):
+    """The first step's loss against each row alone, without padding: the mean over every
+    target token and EOS of -log π(token | what precedes it); the prompt is never a target."""
+    model, tok = tiny_model(3)
+    before = copy.deepcopy(model)
+    batches = []
+
+    def recorded_sft_batch(*args):
+        batches.append(real_sft_batch(*args))
+        return batches[-1]
+
+    real_sft_batch = common.sft_batch
+    monkeypatch.setattr(common, "sft_batch", recorded_sft_batch)
+    losses = common.supervised_finetune(model, tok, common.ChainTask(max_steps=3), steps=2, batch=6, lr=1e-2,
+                                        rng=np.random.default_rng(1), device="cpu", shortcut_prob=0.5, progress=False)
+    ids, attention, _ = batches[0]
+    newline = tok.convert_tokens_to_ids("\n")
+    nll, targets = [], set()
+    for row, real in zip(ids, attention.bool()):
+        tokens = row[real]
+        start = int((tokens == newline).nonzero()[0]) + 1  # the prompt ends at its newline
+        targets.add(tok.decode(tokens[start:].tolist(), skip_special_tokens=True).startswith("#"))
+        logp = torch.log_softmax(before(input_ids=tokens[None]).logits[0], -1)
+        nll += [-logp[j - 1, tokens[j]].item() for j in range(start, len(tokens))]
+        assert tokens[-1] == tok.eos_token_id
+    assert targets == {True, False}  # bare answers and worked solutions, of different lengths
+    assert abs(losses[0] - float(np.mean(nll))) < 1e-5
+    assert len(losses) == 2 and losses[1] != losses[0]  # the second batch, after a step
+
+
 def test_cold_start_is_trained_once_then_loaded_from_its_cache(tmp_path):
     config = common.ColdStart(hidden=16, layers=1, heads=2, sft_steps=3, sft_batch=4)
     model, tok, info = common.cold_start_policy(config, "cpu", tmp_path, progress=False)
