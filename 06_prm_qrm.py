@@ -64,6 +64,7 @@ from common import (
     seed_everything,
     start_lm_run,
     step_end_mask,
+    step_end_tokens,
     token_logprobs,
     token_step_ids,
     verifier_rewards,
@@ -121,13 +122,18 @@ def math_shepherd_labels(outcomes: np.ndarray, final: float, n: int) -> tuple[li
 # ============================================================================================
 
 
-def step_targets(ends: torch.Tensor, labels: list[list[float]]) -> torch.Tensor:
-    """Place label k of each solution on the last token of its step k, (B, T); 0 elsewhere."""
-    targets = torch.zeros(ends.shape, device=ends.device)
+def step_targets(end_tokens: torch.Tensor, labels: list[list[float]], width: int) -> torch.Tensor:
+    """Label k of each solution on the token where its line k ends (end_tokens (B, S), from
+    common.step_end_tokens), as a (B, width) grid, 0 elsewhere. Where several lines end in one
+    token (a token that holds two newlines), its target is the mean of their labels."""
+    per_step = torch.zeros(end_tokens.shape, device=end_tokens.device)
     for row, row_labels in enumerate(labels):
-        columns = ends[row].nonzero().squeeze(1)
-        targets[row, columns] = torch.tensor(row_labels[:len(columns)], dtype=torch.float, device=ends.device)
-    return targets
+        per_step[row, :len(row_labels)] = torch.tensor(row_labels, dtype=torch.float, device=end_tokens.device)
+    valid = (end_tokens >= 0).float()
+    at = end_tokens.clamp(min=0)
+    sums = torch.zeros(len(end_tokens), width, device=end_tokens.device).scatter_add_(1, at, per_step * valid)
+    counts = torch.zeros_like(sums).scatter_add_(1, at, valid)
+    return sums / counts.clamp(min=1)
 
 
 def step_bce(scores: torch.Tensor, targets: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
@@ -158,14 +164,20 @@ def qrm_loss(z_w: torch.Tensor, mask_w: torch.Tensor, z_l: torch.Tensor, mask_l:
 # ============================================================================================
 
 
-def prm_min(step_probs: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
+def per_step(token_values: torch.Tensor, end_tokens: torch.Tensor, fill: float) -> torch.Tensor:
+    """A per-token value read where each step ends, (B, S); `fill` beyond a row's steps."""
+    values = token_values.gather(1, end_tokens.clamp(min=0))
+    return torch.where(end_tokens >= 0, values, torch.full_like(values, fill))
+
+
+def prm_min(token_probs: torch.Tensor, end_tokens: torch.Tensor) -> torch.Tensor:
     """A solution's PRM score = its worst step's P(right) (Lightman et al.: catches the first error)."""
-    return torch.where(ends, step_probs, torch.ones_like(step_probs)).min(1).values
+    return per_step(token_probs, end_tokens, 1.0).min(1).values
 
 
-def prm_product(step_probs: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
+def prm_product(token_probs: torch.Tensor, end_tokens: torch.Tensor) -> torch.Tensor:
     """A solution's PRM score = Π_k P(step k right) (Lightman et al.'s choice; penalises length)."""
-    return torch.where(ends, step_probs, torch.ones_like(step_probs)).prod(1)
+    return per_step(token_probs, end_tokens, 1.0).prod(1)
 
 
 def answer_codes(texts: list[str]) -> np.ndarray:
@@ -395,9 +407,11 @@ def fit_scorer(scorer, loss_of_batch, n_items: int, args: Args, rng: np.random.G
     return losses
 
 
-def step_means(token_values: torch.Tensor, step_ids: torch.Tensor, steps: int) -> np.ndarray:
-    """The mean of a per-token value over the tokens of each step (one row)."""
-    return np.array([float(token_values[step_ids == k].mean()) for k in range(steps)])
+def step_means(token_values: torch.Tensor, step_ids: torch.Tensor, end_tokens: torch.Tensor, steps: int) -> np.ndarray:
+    """The mean of a per-token value over the tokens of each step (one row); a step with no token
+    of its own (it begins and ends inside one token) takes the value of the token it ends in."""
+    return np.array([float(token_values[step_ids == k].mean()) if (step_ids == k).any()
+                     else float(token_values[end_tokens[k]]) for k in range(steps)])
 
 
 # ============================================================================================
@@ -622,7 +636,8 @@ def train_reward_models(policy, tokenizer, data: dict, args: Args) -> dict:
     ends = step_end_mask(token_step_ids(tokenizer, r.completion_ids, r.completion_mask))
     step_labels = {"hard": data["hard"], "soft": data["soft"],
                    "gold": [[float(g) for g in gold] for gold in data["gold"]]}[args.labels]
-    prm_targets = step_targets(ends, step_labels)
+    prm_targets = step_targets(step_end_tokens(tokenizer, r.completion_ids, r.completion_mask), step_labels,
+                               r.completion_mask.shape[1])
     last = last_token_mask(r.completion_mask)
     orm_targets = last.float() * data["rewards"].to(last.device)[:, None]
     pairs = torch.tensor(preference_pairs(data["problems"], data["rewards"]), dtype=torch.long).view(-1, 2)
@@ -667,7 +682,7 @@ def held_out_study(policy, tokenizer, models: dict, args: Args, device) -> dict:
                       chunk=1024)
     correct = verifier_rewards(repeated, texts, r.truncated).numpy()
     step_ids = token_step_ids(tokenizer, r.completion_ids, r.completion_mask)
-    ends = step_end_mask(step_ids)
+    ends = step_end_tokens(tokenizer, r.completion_ids, r.completion_mask)
     prm_probs = torch.sigmoid(reward_model_logits(models["prm"], r)).cpu()  # the analysis below is on the CPU
     orm_probs = torch.sigmoid(reward_model_logits(models["orm"], r))[last_token_mask(r.completion_mask)].cpu()
     z = reward_model_logits(models["qrm"], r).cpu()
@@ -693,15 +708,15 @@ def held_out_study(policy, tokenizer, models: dict, args: Args, device) -> dict:
 
 
 def step_credits(prm_probs_row, z_row, step_ids_row, ends_row, gold: list[bool]) -> dict[str, np.ndarray]:
-    """Each method's credit for each step of one solution."""
+    """Each method's credit for each step (line) of one solution; ends_row: where each line ends."""
     n = len(gold)
-    prm = prm_probs_row[ends_row].numpy()[:n]
+    prm = prm_probs_row[ends_row[:n]].numpy()
     before = np.concatenate([[1.0], prm[:-1]])
     gold_value = np.array(gold, float)
     return {"outcome only (flat)": np.zeros(n),
             "PRM step score": prm,
             "PRM drop (score - previous)": prm - before,
-            "Q-RM (mean Z of the step)": step_means(z_row, step_ids_row, n),
+            "Q-RM (mean Z of the step)": step_means(z_row, step_ids_row, ends_row, n),
             "gold verifier": gold_value - np.concatenate([[1.0], gold_value[:-1]])}
 
 
@@ -737,7 +752,7 @@ def example_rows(problem, text: str, step_ids_row, ends_row, prm_probs_row, z_ro
     ids = step_ids_row[:n_tokens].numpy()
     credits = step_credits(prm_probs_row, z_row, step_ids_row, ends_row, gold_step_labels(problem, text))
     z = z_row[:n_tokens].numpy()
-    return {"text": text, "problem": problem.prompt.strip(),
+    return {"text": text, "problem": problem.question.strip(),
             "rows": {"outcome only (flat)": np.full(n_tokens, -1.0).tolist(),
                      "PRM drop": credits["PRM drop (score - previous)"][ids].tolist(),
                      "Q-RM Z (standardised)": ((z - z.mean()) / (z.std() + 1e-8)).tolist(),

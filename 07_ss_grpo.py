@@ -62,7 +62,7 @@ from common import (
     sample,
     save_figure,
     start_lm_run,
-    step_end_mask,
+    step_end_tokens,
     token_logprobs,
     token_step_ids,
     verifier_rewards,
@@ -170,19 +170,19 @@ class StepBatch:
         return int(self.attention.sum())
 
 
-def step_batch(completions: Completions, step_ids: torch.Tensor, chunk: int, pad_id: int) -> StepBatch:
-    """Cut each completion into its steps (token_step_ids) and each step into windows of at
-    most `chunk` tokens; each window becomes a row prompt + window. A step with no token of its
-    own (a token that holds two newlines ends two lines at once) gets no row and no weight."""
+def step_batch(completions: Completions, step_ids: torch.Tensor, end_tokens: torch.Tensor, chunk: int,
+               pad_id: int) -> StepBatch:
+    """Cut each completion into its steps (common.token_step_ids) and each step into windows of
+    at most `chunk` tokens; each window becomes a row prompt + window. A step with no token of its
+    own (it begins and ends inside one token, as the empty line of "\n\n") reads the token it
+    ends in (common.step_end_tokens), so every line of the text gets a weight."""
     P = completions.prompt_length
     prompts = [row[m.bool()].tolist() for row, m in zip(completions.sequences[:, :P], completions.attention_mask[:, :P])]
     rows, pools, window_step, step_completion, step_index = [], [], [], [], []
-    for b, (ids, steps) in enumerate(zip(completions.completion_ids.tolist(), step_ids.tolist())):
-        n_steps = max(steps) + 1
-        for j in range(n_steps):
-            tokens = [t for t, s in zip(ids, steps) if s == j]
-            if not tokens:
-                continue
+    for b, (ids, steps, ends) in enumerate(zip(completions.completion_ids.tolist(), step_ids.tolist(),
+                                               end_tokens.tolist())):
+        for j in range(max(steps) + 1):
+            tokens = [t for t, s in zip(ids, steps) if s == j] or [ids[ends[j]]]
             for start in range(0, len(tokens), chunk):
                 window = tokens[start:start + chunk]
                 rows.append(prompts[b] + window)
@@ -275,6 +275,7 @@ class Credit:
     def __call__(self, completions: Completions, rewards: torch.Tensor, problems: list) -> torch.Tensor:
         G = self.args.group_size
         step_ids = token_step_ids(self.tokenizer, completions.completion_ids, completions.completion_mask)
+        end_tokens = step_end_tokens(self.tokenizer, completions.completion_ids, completions.completion_mask)
         steps = step_ids.max(1).values + 1
         texts = completion_texts(self.tokenizer, completions)
         wrong = [first_wrong_step(p, t) for p, t in zip([p for p in problems for _ in range(G)], texts)]
@@ -287,9 +288,9 @@ class Credit:
         elif self.method == "prm_grpo":  # (the gold labels `wrong` are string compares: ~free here)
             grid = process_advantages(*gold_step_rewards(wrong, steps), G)
             entry["evaluator_calls"] = float(steps.float().mean())  # one verification per step
-            entry["prm_tokens"] = prefix_tokens(completions, step_ids)
+            entry["prm_tokens"] = prefix_tokens(completions, end_tokens)
         else:
-            batch = step_batch(completions, step_ids, self.args.chunk, self.tokenizer.pad_token_id)
+            batch = step_batch(completions, step_ids, end_tokens, self.args.chunk, self.tokenizer.pad_token_id)
             targets = minmax_targets(rewards)
             entry.update(self.fit(batch, targets.flatten()))
             with torch.no_grad():
@@ -373,13 +374,12 @@ def article_padding(step_ids: torch.Tensor) -> dict:
     return {"padding_share": float(shares.mean()), "padding_share_max": float(shares.max())}
 
 
-def prefix_tokens(completions: Completions, step_ids: torch.Tensor) -> float:
+def prefix_tokens(completions: Completions, end_tokens: torch.Tensor) -> float:
     """Tokens a per-step evaluator reads per completion when it scores each step prefix
-    (prompt + completion up to that step's end) in its own forward pass."""
+    (prompt + completion up to that step's end token) in its own forward pass."""
     prompt = completions.attention_mask[:, :completions.prompt_length].sum(1)
-    ends = step_end_mask(step_ids)
-    position = torch.arange(1, step_ids.shape[1] + 1, device=step_ids.device)[None]
-    return float(((position + prompt[:, None]) * ends).sum()) / len(step_ids)
+    lengths = torch.where(end_tokens >= 0, end_tokens + 1 + prompt[:, None], 0)
+    return float(lengths.sum()) / len(end_tokens)
 
 
 # ============================================================================================
@@ -568,7 +568,8 @@ def probe_weights(policy, estimator: StepValueEstimator, tokenizer, held_out: li
                                 torch.Generator(device).manual_seed(args.seed + 3), device)
     right = verifier_rewards(problems, texts, completions.truncated).bool().tolist()
     step_ids = token_step_ids(tokenizer, completions.completion_ids, completions.completion_mask)
-    batch = step_batch(completions, step_ids, args.chunk, tokenizer.pad_token_id)
+    end_tokens = step_end_tokens(tokenizer, completions.completion_ids, completions.completion_mask)
+    batch = step_batch(completions, step_ids, end_tokens, args.chunk, tokenizer.pad_token_id)
     with torch.no_grad():
         w = step_grid(estimator.step_weights(batch), batch).cpu().numpy()
     steps = (step_ids.max(1).values + 1).tolist()

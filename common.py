@@ -505,16 +505,23 @@ HELD_OUT_SIZE = 512  # never trained on (SFT and RL skip these prompts); evaluat
 class ChainProblem:
     """A chain of operations applied left to right: start, then (op, operand) pairs.
 
-    Prompt "12+7*3-5\\n"; worked solution, one step per line, then the answer line:
+    Question "12+7*3-5\\n"; worked solution, one step per line, then the answer line:
     "12+7=19\\n19*3=57\\n57-5=52\\n#52" (the model ends it with its end-of-sequence token).
+    The prompt the model sees is the question put into `prompt_format` at "{prompt}" (bare by
+    default, as a base model and our cold start see it; a chat template for an instruct model).
     """
 
     start: int
     ops: tuple[tuple[str, int], ...]
+    prompt_format: str = "{prompt}"
+
+    @property
+    def question(self) -> str:
+        return f"{self.start}" + "".join(f"{op}{b}" for op, b in self.ops) + "\n"
 
     @property
     def prompt(self) -> str:
-        return f"{self.start}" + "".join(f"{op}{b}" for op, b in self.ops) + "\n"
+        return self.prompt_format.replace("{prompt}", self.question)
 
     @property
     def values(self) -> list[int]:
@@ -550,6 +557,7 @@ class ChainTask:
     max_steps: int = 4
     max_value: int = 99
     max_operand: int = 9
+    prompt_format: str = "{prompt}"
 
     def _next_op(self, value: int, rng: np.random.Generator) -> tuple[str, int]:
         valid = {"+": [b for b in range(1, self.max_operand + 1) if value + b <= self.max_value],
@@ -567,7 +575,7 @@ class ChainTask:
             op, b = self._next_op(value, rng)
             ops.append((op, b))
             value = ChainProblem(value, ((op, b),)).answer
-        return ChainProblem(start, tuple(ops))
+        return ChainProblem(start, tuple(ops), self.prompt_format)
 
     def sample(self, n: int, rng: np.random.Generator, steps: int | None = None,
                exclude: frozenset[str] = frozenset()) -> list[ChainProblem]:
@@ -788,20 +796,46 @@ def token_logprobs(model: PreTrainedModel, sequences: torch.Tensor, attention_ma
     return logp, entropy
 
 
-def token_step_ids(tokenizer: PreTrainedTokenizerBase, completion_ids: torch.Tensor,
+# Steps are the lines of a completion's decoded text. A token may hold several characters, a
+# newline among them ("\n#5" in a byte-level BPE) or several newlines ("\n\n"): the newlines are
+# counted in each token's own text, so lines map back to tokens whatever the tokenizer.
+def newline_counts(tokenizer: PreTrainedTokenizerBase, completion_ids: torch.Tensor,
                    completion_mask: torch.Tensor) -> torch.Tensor:
-    """For each completion token, the index of the solution line (step) it belongs to, (B, T);
-    -1 where masked. A token containing the newline ends its step; EOS joins the last line.
-    Works for any tokenizer: a token's newlines are counted in its decoded text."""
+    """The number of newlines in each completion token's text, (B, T); 0 where masked."""
     newline_count = {i: tokenizer.decode([i]).count("\n") for i in completion_ids.unique().tolist()}
     # apply_ works in place: on a copy, or it would overwrite the caller's ids (on CPU, .cpu() is no copy)
     counts = completion_ids.to("cpu", copy=True).apply_(newline_count.__getitem__).to(completion_ids.device)
+    return counts * completion_mask
+
+
+def token_step_ids(tokenizer: PreTrainedTokenizerBase, completion_ids: torch.Tensor,
+                   completion_mask: torch.Tensor) -> torch.Tensor:
+    """For each completion token, the line (step) its text begins in, (B, T); -1 where masked. A
+    token holding a newline ends its step; EOS joins the last line. A line that begins and ends
+    inside one token (the empty line of "\n\n") has no token of its own: see `step_end_tokens`."""
+    counts = newline_counts(tokenizer, completion_ids, completion_mask)
     before = counts.cumsum(1) - counts  # newlines strictly before each token
     return torch.where(completion_mask, before, torch.full_like(before, -1))
 
 
+def step_end_tokens(tokenizer: PreTrainedTokenizerBase, completion_ids: torch.Tensor,
+                    completion_mask: torch.Tensor) -> torch.Tensor:
+    """For each line (step) k of each completion, the token where it ends, (B, S): the token that
+    holds its newline, or the last token (EOS) for the last line; -1 beyond a row's lines. Every
+    line has one, also a line that begins and ends inside one token (then several lines end at the
+    same token), so line k of the text is step k here: step labels and rewards stay aligned."""
+    through = newline_counts(tokenizer, completion_ids, completion_mask).cumsum(1)  # newlines up to each token
+    lines = through[:, -1] + 1
+    k = torch.arange(int(lines.max()), device=completion_ids.device).expand(len(lines), -1)
+    ends = torch.searchsorted(through.contiguous(), (k + 1).contiguous())  # the first token that holds newline k+1
+    last_token = completion_mask.long().sum(1, keepdim=True) - 1
+    ends = torch.where(k == lines[:, None] - 1, last_token, ends)
+    return torch.where(k < lines[:, None], ends, torch.full_like(ends, -1))
+
+
 def step_end_mask(step_ids: torch.Tensor) -> torch.Tensor:
-    """True on the last token of each step (where a process reward is read), (B, T)."""
+    """True on the last token of each step (where a process reward is read), (B, T); a token
+    where several lines end is marked once."""
     following = torch.cat([step_ids[:, 1:], torch.full_like(step_ids[:, :1], -1)], 1)
     return (step_ids >= 0) & (following != step_ids)
 
@@ -1062,6 +1096,10 @@ class LMArgs(RunArgs):
     shortcut_prob: float = arg(0.5, "cold start: share of demonstrations that give the bare answer, no steps")
     max_new_tokens: int = arg(48, "completion budget in tokens; a longer completion is cut and scores 0 "
                                   "(TRL: max_completion_length)")
+    prompt_format: str = arg("{prompt}", "how a problem is put to the model, {prompt} standing for its text "
+                                         "(e.g. 'Question: {prompt}Answer:\\n'); bare by default, as a base model sees it")
+    chat_template: bool = arg(False, "put each problem to the model as a user turn of its tokenizer's chat template "
+                                     "(instruct models; replaces --prompt-format)")
     eval_problems: int = arg(128, "held-out problems")
     eval_samples: int = arg(4, "samples per held-out problem during training (pass@1 estimate)")
 
@@ -1076,6 +1114,7 @@ class LMArgs(RunArgs):
         require(self.min_steps <= self.max_steps, "--min-steps must be at most --max-steps")
         require(self.max_operand < self.max_value, "--max-operand must be below --max-value")
         require(0 <= self.shortcut_prob <= 1, "--shortcut-prob must be in [0, 1]")
+        require("{prompt}" in self.prompt_format, "--prompt-format must contain {prompt}")
 
     @property
     def cold_start(self) -> ColdStart:
@@ -1085,7 +1124,18 @@ class LMArgs(RunArgs):
 
     @property
     def task(self) -> ChainTask:
-        return self.cold_start.task
+        return dataclasses.replace(self.cold_start.task, prompt_format=self.prompt_format)
+
+
+def chat_prompt_format(tokenizer: PreTrainedTokenizerBase) -> str:
+    """The tokenizer's chat template around one user turn, up to where the assistant begins, with
+    {prompt} where the problem goes."""
+    if not getattr(tokenizer, "chat_template", None):
+        fail("--chat-template: this model's tokenizer has no chat template (leave the flag off for a base model)")
+    marker = "\x00problem\x00"
+    rendered = tokenizer.apply_chat_template([{"role": "user", "content": marker}], add_generation_prompt=True,
+                                             tokenize=False)
+    return rendered.replace(marker, "{prompt}")
 
 
 def start_lm_run(args: LMArgsT) -> tuple[LMArgsT, torch.device, Path, PreTrainedModel,
@@ -1098,6 +1148,8 @@ def start_lm_run(args: LMArgsT) -> tuple[LMArgsT, torch.device, Path, PreTrained
         info = {"path": args.model, "trained_now": False}
     else:
         policy, tokenizer, info = cold_start_policy(args.cold_start, device, args.cache)
+    if args.chat_template:
+        args = dataclasses.replace(args, prompt_format=chat_prompt_format(tokenizer))
     return args, device, out, policy, tokenizer, info
 
 
