@@ -51,9 +51,12 @@ def test_label_quality_is_the_exact_expectation_over_subsets_of_rollouts():
 def test_prm_loss_reads_only_step_end_tokens():
     tok = common.make_char_tokenizer()
     ids = torch.tensor([tok("12+7=19\n#19", add_special_tokens=False)["input_ids"] + [tok.eos_token_id]])
-    ends = common.step_end_mask(common.token_step_ids(tok, ids, torch.ones_like(ids, dtype=torch.bool)))
+    mask = torch.ones_like(ids, dtype=torch.bool)
+    ends = common.step_end_mask(common.token_step_ids(tok, ids, mask))
     assert ends[0].nonzero().squeeze(1).tolist() == [7, 11]  # the newline and EOS
-    targets = prm.step_targets(ends, [[1.0, 0.0]])
+    end_tokens = common.step_end_tokens(tok, ids, mask)
+    assert end_tokens.tolist() == [[7, 11]]
+    targets = prm.step_targets(end_tokens, [[1.0, 0.0]], ids.shape[1])
     assert targets[0, 7] == 1.0 and targets[0].sum() == 1.0
     scores = torch.randn(1, 12, requires_grad=True)
     loss = prm.step_bce(scores, targets, ends)
@@ -72,9 +75,9 @@ def test_orm_reads_the_last_completion_token():
 
 def test_min_and_product_aggregation_by_hand():
     probs = torch.tensor([[0.9, 0.5, 0.8, 0.1], [0.7, 0.2, 0.6, 0.3]])
-    ends = torch.tensor([[True, False, True, False], [False, True, True, True]])
-    assert torch.allclose(prm.prm_min(probs, ends), torch.tensor([0.8, 0.2]))
-    assert torch.allclose(prm.prm_product(probs, ends), torch.tensor([0.72, 0.036]))
+    end_tokens = torch.tensor([[0, 2, -1], [1, 2, 3]])  # row 0 has two steps, row 1 three
+    assert torch.allclose(prm.prm_min(probs, end_tokens), torch.tensor([0.8, 0.2]))
+    assert torch.allclose(prm.prm_product(probs, end_tokens), torch.tensor([0.72, 0.036]))
 
 
 def test_qrm_loss_on_a_hand_case_ignores_padding():

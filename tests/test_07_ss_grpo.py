@@ -35,6 +35,10 @@ def step_ids_of(r: common.Completions) -> torch.Tensor:
     return common.token_step_ids(TOK, r.completion_ids, r.completion_mask)
 
 
+def end_tokens_of(r: common.Completions) -> torch.Tensor:
+    return common.step_end_tokens(TOK, r.completion_ids, r.completion_mask)
+
+
 def estimator(seed: int = 0, **sizes) -> ss.StepValueEstimator:
     torch.manual_seed(seed)
     shape = {"hidden": 32, "layers": 2, "heads": 4, "ffn": 64} | sizes
@@ -66,14 +70,14 @@ def test_estimator_output_in_unit_interval_and_blind_to_padding():
 def test_step_batch_rows_are_prompt_plus_each_step_and_long_steps_are_windowed():
     r = hand_completions(["12+7*3\n", "5+1\n"], ["12+7=19\n19*3=57\n#57", "#6"])
     step_ids = step_ids_of(r)
-    batch = ss.step_batch(r, step_ids, chunk=512, pad_id=TOK.pad_token_id)
+    batch = ss.step_batch(r, step_ids, end_tokens_of(r), chunk=512, pad_id=TOK.pad_token_id)
     rows = [TOK.decode(row[a].tolist()) for row, a in zip(batch.ids, batch.attention)]
     assert rows == ["12+7*3\n12+7=19\n", "12+7*3\n19*3=57\n", "12+7*3\n#57<eos>", "5+1\n#6<eos>"]
     pooled = [TOK.decode(row[p].tolist()) for row, p in zip(batch.ids, batch.pool)]
     assert pooled == ["12+7=19\n", "19*3=57\n", "#57<eos>", "#6<eos>"]
     assert batch.step_completion.tolist() == [0, 0, 0, 1] and batch.step_index.tolist() == [0, 1, 2, 0]
     # chunk = 3: "12+7=19\n" (8 tokens) becomes 3 windows; its weight is their mean
-    chunked = ss.step_batch(r, step_ids, chunk=3, pad_id=TOK.pad_token_id)
+    chunked = ss.step_batch(r, step_ids, end_tokens_of(r), chunk=3, pad_id=TOK.pad_token_id)
     assert [TOK.decode(row[p].tolist()) for row, p in zip(chunked.ids, chunked.pool)][:3] == ["12+", "7=1", "9\n"]
     model = estimator()
     with torch.no_grad():
@@ -106,7 +110,7 @@ def test_article_targets_on_a_hand_made_group():
 
 def test_estimator_loss_is_the_articles_per_rollout_mse_and_training_follows_the_target():
     r = hand_completions(["3+4\n"] * 4, ["3+4=7\n#7", "3+4=8\n#8", "#7", "3+4=7\n7+1=8\n#8"])
-    batch = ss.step_batch(r, step_ids_of(r), chunk=512, pad_id=TOK.pad_token_id)
+    batch = ss.step_batch(r, step_ids_of(r), end_tokens_of(r), chunk=512, pad_id=TOK.pad_token_id)
     targets = ss.minmax_targets(torch.tensor([[1.0, 0.0, 1.0, 0.0]])).flatten()
     model = estimator()
     w = model.step_weights(batch).detach()
@@ -191,15 +195,19 @@ def test_blame_and_padding_diagnostics_equal_a_loop_over_completions():
     assert math.isclose(got["padding_share"], np.mean(padding)) and math.isclose(got["padding_share_max"], max(padding))
 
 
-def test_a_step_with_no_token_of_its_own_gets_no_row_and_no_nan():
+def test_a_step_with_no_token_of_its_own_reads_the_token_it_ends_in():
+    """As if the newline token of "12+7=19\n" had held two newlines (as "\n\n" is one token in a
+    byte-level BPE): line 1 is empty and ends in that token, so its row is prompt + that token."""
     r = hand_completions(["12+7\n"], ["12+7=19\n#19"])
-    step_ids = step_ids_of(r)
-    step_ids = torch.where(step_ids == 1, 2, step_ids)  # as if one token had held two newlines: step 1 is empty
-    batch = ss.step_batch(r, step_ids, chunk=512, pad_id=TOK.pad_token_id)
-    assert batch.step_index.tolist() == [0, 2]
+    step_ids = torch.where(step_ids_of(r) == 1, 2, step_ids_of(r))
+    end_tokens = torch.tensor([[7, 7, 11]])
+    batch = ss.step_batch(r, step_ids, end_tokens, chunk=512, pad_id=TOK.pad_token_id)
+    assert batch.step_index.tolist() == [0, 1, 2]
+    pooled = [TOK.decode(row[p].tolist()) for row, p in zip(batch.ids, batch.pool)]
+    assert pooled == ["12+7=19\n", "\n", "#19<eos>"]
     with torch.no_grad():
         grid = ss.step_grid(estimator().step_weights(batch), batch)
-    assert torch.isfinite(grid).all() and grid[0, 1] == 0 and grid[0, 2] > 0
+    assert torch.isfinite(grid).all() and (grid[0] > 0).all()
 
 
 def test_process_advantages_are_06s_and_zero_spread_is_05s():
