@@ -98,6 +98,12 @@ def zero_spread(rewards: torch.Tensor) -> torch.Tensor:
     return rewards.max(1).values == rewards.min(1).values
 
 
+def token_advantages(rewards: torch.Tensor, method: str, completion_mask: torch.Tensor) -> torch.Tensor:
+    """Ψ for the loss, (N·G, T): completion i's group advantage on each of its tokens, 0 on padding.
+    There is no critic, so no per-token estimate (no GAE): every token of a completion shares one A_i."""
+    return group_advantages(rewards, method).flatten()[:, None] * completion_mask.float()
+
+
 def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     """Per-token KL(π || π_ref) estimate at the sampled token (GRPO's choice; Schulman 2020)."""
     # k3 = r - log r - 1 with r = π_ref/π: unbiased, and ≥ 0 always
@@ -245,8 +251,7 @@ def train(policy, reference, tokenizer, args: Args, method: str, held_out: list,
         problems = args.task.sample(args.prompts, rng, exclude=exclude)
         completions, rewards = sample_groups(policy, tokenizer, problems, args, generator, device)
         generated = time.time()
-        # Ψ: completion i's group advantage on each of its tokens (0 on padding)
-        advantages = group_advantages(rewards, method).flatten()[:, None] * completions.completion_mask.float()
+        advantages = token_advantages(rewards, method, completions.completion_mask)
         with torch.no_grad():
             ref_logp, _ = token_logprobs(reference, completions.sequences, completions.attention_mask,
                                          completions.prompt_length)
@@ -529,19 +534,23 @@ def plot_all(args: Args, out: Path, runs: dict, sweep: dict, before: dict, table
 def check_claims(args: Args, runs: dict, sweep: dict, before: dict, tables: dict, grads: dict | None) -> list[dict]:
     A = group_advantages(torch.tensor([[0.0, 1.0, 0.0, 1.0]]), "dr_grpo")[0].tolist()
     rloo = group_advantages(torch.tensor([[0.0, 1.0, 0.0, 1.0]]), "rloo")[0, 1].item()
+    # the advantages the loop hands to the loss, for one group of completions of 5 tokens
+    per_token = token_advantages(torch.tensor([[0.0, 1.0, 0.0, 1.0]]), "grpo", torch.ones(4, 5, dtype=torch.bool))
+    varies = bool((per_token != per_token[:, :1]).any())
     claims = [claim("whole-game App. A", "R = [0, 1, 0, 1]: centred advantages [-0.5, 0.5, -0.5, 0.5]; RLOO "
                     "advantage of sample 2 = 2/3", f"{A}; RLOO {rloo:.4f}",
                     A == [-0.5, 0.5, -0.5, 0.5] and math.isclose(rloo, 2 / 3, rel_tol=1e-6)),
               claim("survey §4.1.1", "GAE is the default in PPO, GRPO and most modern policy gradient methods",
-                    "GRPO has no critic, so no GAE: its advantage is the group z-score of the outcome "
-                    "reward, the same on every token (group_advantages)", False)]
+                    f"GRPO's token advantages within a completion {'vary' if varies else 'are all equal'} "
+                    f"(completion 2: {[round(a, 3) for a in per_token[1].tolist()]}): no critic, so no GAE; "
+                    "its advantage is the group z-score of the outcome reward", varies)]
     G = args.group_size
     lone = group_advantages(torch.eye(G)[:1], "grpo")[0, 0].item()  # one right answer in the group
     same = group_advantages(torch.ones(1, G), "grpo").abs().max().item()
     claims.append(claim(
         "whole-game §7.8", "when group rewards are homogeneous, the normalisation blows up or flattens",
         f"all-equal group: A = {same:g} (flattens, no NaN thanks to ε); with 0/1 rewards |A| is at most "
-        f"(G-1)/√G, reached by a lone right answer: {lone:.2f} at G={G} (no blow-up)", None))
+        f"(G-1)/√G, reached by a lone right answer: {lone:.2f} at G={G} (no blow-up)", same == 0.0 or not math.isfinite(same)))
     if grads is not None:
         claims.append(claim(
             "over-long-generations", "if all G samples get the same reward, the normalised advantage is zero "

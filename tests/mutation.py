@@ -4,6 +4,7 @@ that script's tests, and count the bugs they catch. Not a test itself (pytest co
     python tests/mutation.py 05_grpo_rloo                 # 40 mutants drawn at random, 2 at a time
     python tests/mutation.py 05_grpo_rloo --mutants 0     # every mutant
     python tests/mutation.py 03_rudder --only solve,transport --show-survivors
+    python tests/mutation.py 02_gae --survivors-of runs/mutation/02_gae.before.json  # after new tests
 
 A mutant changes one place of the script's source: a comparison (< to <=, == to !=), an
 arithmetic operator (+ to -, * to /), a constant (0 to 1, n to n + 1), a boolean (and to or,
@@ -204,6 +205,9 @@ def main() -> None:
     parser.add_argument("--only", default="", help="comma-separated function names to mutate (default: all)")
     parser.add_argument("--jobs", type=int, default=2, help="test runs at once")
     parser.add_argument("--show-survivors", action="store_true", help="print each surviving mutant")
+    parser.add_argument("--survivors-of", default="", help="a results file: run again only the mutants that "
+                        "survived there (the same line and change: for a script unchanged since), e.g. once new "
+                        "tests are written")
     args = parser.parse_args()
 
     source = (ROOT / f"{args.script}.py").read_text()
@@ -211,7 +215,12 @@ def main() -> None:
     if args.only:
         wanted = set(args.only.split(","))
         mutants = [m for m in mutants if m[0].function.split(".")[-1] in wanted or m[0].function in wanted]
-    if args.mutants and len(mutants) > args.mutants:
+    if args.survivors_of:
+        earlier = json.loads(Path(args.survivors_of).read_text())["all"]
+        wanted = {(m["function"], m["line"], m["kind"], m["before"], m["after"]) for m in earlier if not m["caught"]}
+        by_key = {(m.function, m.line, m.kind, m.before, m.after): (m, mutated) for m, mutated in reversed(mutants)}
+        mutants = [by_key[key] for key in sorted(wanted) if key in by_key]  # one mutant per place, as drawn there
+    elif args.mutants and len(mutants) > args.mutants:
         mutants = random.Random(args.seed).sample(mutants, args.mutants)
     clean, baseline = run_tests(args.script, source, timeout=1800)
     if clean:
@@ -232,7 +241,8 @@ def main() -> None:
             print(f"  survived: {m.function}:{m.line} {m.kind}: {m.before!r} -> {m.after!r}")
     out = ROOT / "runs" / "mutation"
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"{args.script}.json").write_text(json.dumps(
+    name = f"{args.script}.survivors" if args.survivors_of else args.script
+    (out / f"{name}.json").write_text(json.dumps(
         {"script": args.script, "seed": args.seed, "mutants": len(mutants), "caught": caught,
          "score": caught / max(1, len(mutants)), "baseline_test_seconds": baseline,
          "all": [asdict(m) for m, _ in mutants]}, indent=1))

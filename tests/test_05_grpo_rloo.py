@@ -584,7 +584,7 @@ def verdicts(claims):
 
 def test_claim_verdicts_on_a_hand_made_summary():
     claims = grpo.check_claims(**claim_summary())
-    assert verdicts(claims) == {"appendix A": True, "GAE": False, "homogeneous": None, "vanishes": True,
+    assert verdicts(claims) == {"appendix A": True, "GAE": False, "homogeneous": True, "vanishes": True,
                                 "medium": True, "GRPO learns": True, "RLOO learns": True, "pass@1": True,
                                 "beta": True}
     assert [c["source"] for c in claims] == ["whole-game App. A", "survey §4.1.1", "whole-game §7.8",
@@ -634,6 +634,35 @@ def with_kl(beta, kl):
 def test_each_claim_verdict_flips_with_its_measurement(summary, flipped):
     baseline = verdicts(grpo.check_claims(**claim_summary()))
     assert verdicts(grpo.check_claims(**summary)) == baseline | flipped
+
+
+def test_the_gae_verdict_reads_the_advantages_the_loop_hands_to_the_loss(monkeypatch):
+    """GRPO's verdict is "no GAE" because every token of a completion gets the same A_i; a per-token
+    estimate (here A_i scaled along the completion, as a critic would give) flips it."""
+    shared = grpo.token_advantages
+
+    def per_token_estimate(rewards, method, completion_mask):
+        return shared(rewards, method, completion_mask) * torch.linspace(1, 2, completion_mask.shape[1])
+
+    monkeypatch.setattr(grpo, "token_advantages", per_token_estimate)
+    assert verdicts(grpo.check_claims(**claim_summary()))["GAE"] is True
+
+
+@pytest.mark.parametrize("advantage,holds", [
+    (lambda r, m: (r - r.mean(1, keepdim=True)) / r.std(1, keepdim=True), True),  # no ε: 0/0 blows up
+    (lambda r, m: r - 0.5, False),  # an all-equal group keeps a non-zero advantage: neither
+])
+def test_the_homogeneous_group_verdict_follows_the_all_equal_groups_advantage(monkeypatch, advantage, holds):
+    monkeypatch.setattr(grpo, "group_advantages", advantage)
+    claims = [c for c in grpo.check_claims(**claim_summary(grads=None)) if CLAIM_KEYS["homogeneous"] in c["claim"]]
+    assert claims[0]["holds"] is holds
+
+
+def test_token_advantages_give_each_completion_its_own_group_advantage_on_its_tokens_only():
+    rewards = torch.tensor([[1.0, 0.0], [0.0, 0.0]])
+    mask = torch.tensor([[True, True, False], [True, False, False], [True, True, True], [False, False, False]])
+    per_token = grpo.token_advantages(rewards, "dr_grpo", mask)
+    assert per_token.tolist() == [[0.5, 0.5, 0.0], [-0.5, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
 
 
 def test_claims_that_need_a_run_are_left_out_without_it():

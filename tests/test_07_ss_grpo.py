@@ -1,6 +1,9 @@
 """07_ss_grpo: the step-value estimator, the article's targets and loss, per-step advantages,
-the gold process advantages, the diagnostics, CLI checks and a smoke run."""
+the gold process advantages, the diagnostics; the wiring of each method's credit (which advantage
+each completion gets, what the estimator trains on, what each method costs), the probe, the
+pairing of runs by seed, the claims' verdicts; CLI checks and a smoke run."""
 
+import copy
 import dataclasses
 import importlib
 import json
@@ -247,8 +250,9 @@ def test_cli_rejects_bad_values_with_one_line(cli_error, flag, value, message):
 
 
 def without_timing(metrics: dict) -> dict:
-    """The metrics that must repeat exactly: all but the wall-clock ones, which say so in their name."""
-    return {k: v for k, v in metrics.items() if "wall_clock" not in k}
+    """The metrics that must repeat exactly: all but the wall-clock ones (the seconds, and the
+    ratio and share computed from them), which say so in their name."""
+    return {k: v for k, v in metrics.items() if not k.endswith(("wall_clock_s", "wall_clock_vs_grpo", "wall_clock_share"))}
 
 
 def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path, read_results):
@@ -263,5 +267,561 @@ def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path, read
     timing = set(first["metrics"]) - set(without_timing(first["metrics"]))
     assert timing == {f"{m}_{k}" for m in ss.METHODS for k in ("train_wall_clock_s", "train_wall_clock_vs_grpo",
                                                                "credit_wall_clock_share")}
+    # what this run must show: GRPO is its own cost unit; the estimator and the PRM add inference;
+    # the PRM verifies every step; the estimator retrains every update (N = 1); the article's own
+    # table does not reach its claim
+    m = first["metrics"]
+    assert m["grpo_inference_flops_vs_grpo"] == 1.0 and m["grpo_train_wall_clock_vs_grpo"] == 1.0
+    assert m["grpo_evaluator_calls"] == 1.0 == m["ss_grpo_evaluator_calls"] and m["prm_grpo_evaluator_calls"] >= 1
+    assert m["ss_grpo_inference_flops_vs_grpo"] > 1 and m["prm_grpo_inference_flops_vs_grpo"] > 1
+    for method in ("ss_grpo", "ss_grpo_signed"):
+        log = data["runs"][method][0]["credit"]
+        assert len(log) == common.apply_smoke(args).rl_steps and all(e["estimator_loss"] >= 0 for e in log)
+    assert first["claims"][0]["holds"] is False
     again = ss.main(args)
     assert json.dumps(without_timing(again["metrics"])) == json.dumps(without_timing(first["metrics"]))
+
+
+# -------------------------------------------------- the wiring of the credit: pairing, targets, costs
+PROBLEMS = [common.ChainProblem(47, (("-", 7), ("*", 2))), common.ChainProblem(4, (("+", 8), ("*", 3))),
+            common.ChainProblem(31, (("*", 2), ("+", 8)))]
+TEXTS = ["47-7=40\n40*2=80\n#80", "47-7=41\n41*2=82\n#82", "47-7=40\n40*2=81\n#81", "#80",
+         "4+8=12\n12*3=36\n#36", "4+8=12\n#36", "4+8=12\n12*3=36\n#37", "4+8=13\n#39",
+         "31*2=62\n62+8=70\n#70", "31*2=62\n62+8=70\n#70", "31*2=62\n#70", "1\n2\n3\n#4"]
+# not 0/1, and different in every group, so that a completion paired with another's reward shows
+REWARDS = torch.tensor([[0.9, 0.1, 0.3, 0.6], [0.0, 0.5, 1.0, 0.2], [0.4, 0.4, 0.8, 0.0]])
+
+
+def credit_args(tmp_path, **changes) -> ss.Args:
+    args = common.apply_smoke(ss.Args(smoke=True, device="cpu", out=str(tmp_path)))
+    return dataclasses.replace(args, **({"prompts": 3, "group_size": 4} | changes))
+
+
+def naive_group_z(rewards: torch.Tensor) -> list[float]:
+    """GRPO's advantage of completion g·G + i: its reward's z-score within group g (sample std)."""
+    out = []
+    for group in rewards.tolist():
+        mean = sum(group) / len(group)
+        std = math.sqrt(sum((r - mean) ** 2 for r in group) / (len(group) - 1))
+        out += [(r - mean) / (std + 1e-4) for r in group]
+    return out
+
+
+def naive_gold_process(step_ids: torch.Tensor, G: int) -> torch.Tensor:
+    """06's process advantage with the gold step labels, one completion and one step at a time:
+    each completion is judged against its own group's problem."""
+    steps = (step_ids.max(1).values + 1).tolist()
+    labels = []
+    for b, n in enumerate(steps):
+        wrong = common.first_wrong_step(PROBLEMS[b // G], TEXTS[b])
+        labels.append([1.0 if wrong is None or k < wrong else 0.0 for k in range(n)])
+    out = torch.zeros(step_ids.shape)
+    for g in range(len(steps) // G):
+        pooled = [r for b in range(g * G, (g + 1) * G) for r in labels[b]]
+        mean = sum(pooled) / len(pooled)
+        std = math.sqrt(sum((r - mean) ** 2 for r in pooled) / (len(pooled) - 1))
+        for b in range(g * G, (g + 1) * G):
+            z = [(r - mean) / (std + 1e-4) for r in labels[b]]
+            for t, k in enumerate(step_ids[b].tolist()):
+                out[b, t] = sum(z[k:]) if k >= 0 else 0.0
+    return out
+
+
+def test_each_method_scales_its_own_completions_group_advantage(tmp_path):
+    """GRPO: every token of completion g·G + i carries the z-score of reward[g, i]; SS-GRPO: that
+    advantage times the (post-training) estimator's w of the token's step, (1 - w) for SS-GRPO ±
+    where it is negative; PRM-GRPO: 06's process advantage of the gold labels against the
+    completion's own problem."""
+    r = hand_completions([p.prompt for p in PROBLEMS for _ in range(4)], TEXTS)
+    step_ids = step_ids_of(r)
+    A = naive_group_z(REWARDS)
+    args = credit_args(tmp_path, est_iters=3)
+    for method in ss.METHODS:
+        model = estimator(hidden=16, layers=1, heads=2, ffn=32) if method.startswith("ss_") else None
+        credit = ss.Credit(method, TOK, args, model, seed=0)
+        got = credit(r, REWARDS, PROBLEMS)
+        if method == "prm_grpo":
+            torch.testing.assert_close(got, naive_gold_process(step_ids, 4), rtol=1e-5, atol=1e-5)
+            continue
+        if model is not None:
+            batch = ss.step_batch(r, step_ids, end_tokens_of(r), 512, TOK.pad_token_id)
+            with torch.no_grad():
+                w = ss.step_grid(model.step_weights(batch), batch).tolist()
+        expected = torch.zeros(step_ids.shape)
+        for b, row in enumerate(step_ids.tolist()):
+            for t, k in enumerate(row):
+                if k < 0:
+                    continue
+                weight = 1.0 if model is None else w[b][k]
+                if method == "ss_grpo_signed" and A[b] < 0:
+                    weight = 1 - weight
+                expected[b, t] = A[b] * weight
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6, msg=method)
+
+
+def tagged_update(u: int, G: int = 4, groups: int = 3) -> common.Completions:
+    """Update u's completions; completion (g, i) opens with the line "ugi" (its name)."""
+    texts = [f"{u}{g}{i}\n" + "1+1=2\n" * ((u + g + i) % 3) + "#2" for g in range(groups) for i in range(G)]
+    return hand_completions([PROBLEMS[g].prompt for g in range(groups) for _ in range(G)], texts)
+
+
+def names_of(part: ss.StepBatch) -> list[str]:
+    """The name (first line) of each completion of a batch, in its order."""
+    names = []
+    for c in range(part.num_completions):
+        first = int(((part.step_completion == c) & (part.step_index == 0)).nonzero()[0, 0])
+        row = int((part.window_step == first).nonzero()[0, 0])
+        names.append(TOK.decode(part.ids[row][part.pool[row]].tolist()).strip())
+    return names
+
+
+def test_estimator_trains_every_n_updates_on_whole_groups_of_recent_updates_toward_their_own_targets(
+        tmp_path, monkeypatch):
+    """Each of est_iters Adam steps of a retraining (updates 0, N, 2N, ...) sees est_groups whole
+    groups of one of the last N updates, each completion with the min-max target of its own
+    group's rewards in that update; the logged loss is the mean of those steps' losses."""
+    calls = []
+
+    def spy(weights, part, targets):
+        loss = original(weights, part, targets)
+        calls.append((names_of(part), targets.tolist(), loss.item()))
+        return loss
+
+    original = ss.estimator_loss
+    monkeypatch.setattr(ss, "estimator_loss", spy)
+    G, N, iters = 4, 2, 6
+    rewards = [torch.tensor([[0.0, 1.0, 0.5, 0.25], [1.0, 1.0, 1.0, 1.0], [0.2, 0.6, 0.6, 1.0]]),
+               torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.3, 0.9, 0.1, 0.5], [0.0, 0.0, 0.0, 0.0]]),
+               torch.tensor([[0.5, 0.0, 1.0, 0.5], [0.0, 0.25, 0.75, 1.0], [0.4, 0.8, 0.2, 0.0]])]
+    targets = {}
+    for u, rw in enumerate(rewards):  # the article's r̂, one completion at a time
+        for g, group in enumerate(rw.tolist()):
+            for i, x in enumerate(group):
+                targets[f"{u}{g}{i}"] = (x - min(group)) / (max(group) - min(group) + 1e-8)
+    for est_groups in (2, 5):  # 5 > 3 groups: every group
+        calls.clear()
+        args = credit_args(tmp_path, est_iters=iters, est_groups=est_groups, retrain_every=N, est_lr=1e-2)
+        credit = ss.Credit("ss_grpo", TOK, args, estimator(hidden=16, layers=1, heads=2, ffn=32), seed=0)
+        seen = []
+        for u, rw in enumerate(rewards):
+            before = len(calls)
+            credit(tagged_update(u), rw, PROBLEMS)
+            entry_loss = credit.log[-1].get("estimator_loss")
+            now = calls[before:]
+            assert len(now) == (iters if u % N == 0 else 0), (u, len(now))
+            if now:
+                assert math.isclose(entry_loss, float(np.mean([loss for *_, loss in now])), rel_tol=1e-6)
+            else:
+                assert entry_loss is None
+            for names, got, _ in now:
+                assert len(names) == G * min(est_groups, 3)
+                updates = {n[0] for n in names}
+                assert len(updates) == 1 and int(names[0][0]) in range(max(0, u - N + 1), u + 1)  # one recent update
+                groups = [names[k:k + G] for k in range(0, len(names), G)]
+                assert all(grp == [grp[0][:2] + str(i) for i in range(G)] for grp in groups)  # whole groups, in order
+                assert len({grp[0][1] for grp in groups}) == len(groups)  # distinct groups
+                assert np.allclose(got, [targets[n] for n in names], atol=1e-6)
+                seen.append((names[0][0], tuple(grp[0][1] for grp in groups)))
+        # the draws are random: more than one choice of groups, and both stored updates at update 2
+        assert len({s for s in seen if s[0] != "0"}) > 1 and {s[0] for s in seen[iters:]} == {"1", "2"}
+
+
+def test_selecting_completions_equals_building_the_batch_of_those_completions():
+    r = hand_completions([p.prompt for p in PROBLEMS for _ in range(4)], TEXTS)
+    batch = ss.step_batch(r, step_ids_of(r), end_tokens_of(r), chunk=4, pad_id=TOK.pad_token_id)
+    for kept in ([1, 3], [0, 4, 5, 6, 7, 11], [8, 9, 10, 11]):
+        keep = torch.zeros(12, dtype=torch.bool)
+        keep[kept] = True
+        sub = hand_completions([PROBLEMS[b // 4].prompt for b in kept], [TEXTS[b] for b in kept])
+        direct = ss.step_batch(sub, step_ids_of(sub), end_tokens_of(sub), chunk=4, pad_id=TOK.pad_token_id)
+        selected = batch.select(keep)
+        assert selected.num_completions == len(kept) == direct.num_completions
+        for field in ("ids", "attention", "pool", "window_step", "step_completion", "step_index"):
+            assert torch.equal(getattr(selected, field), getattr(direct, field)), (kept, field)
+
+
+def test_cost_row_by_hand():
+    """Inference FLOPs per completion relative to GRPO: 2·params per token read, the policy on its
+    tokens, the estimator on its rows, a policy-sized PRM on every step prefix; means over updates
+    (a key an update did not log counts 0); the credit's share of an update's seconds."""
+    run = {"credit": [{"policy_tokens": 10.0, "estimator_tokens": 30.0, "evaluator_calls": 1.0, "credit_s": 0.5},
+                      {"policy_tokens": 14.0, "prm_tokens": 40.0, "evaluator_calls": 3.0, "credit_s": 1.5}],
+           "history": [{"generate_s": 1.0, "update_s": 2.0}, {"generate_s": 3.0, "update_s": 2.0}],
+           "wall_clock_s": 30.0}
+    row = ss.cost_row(run, {"wall_clock_s": 20.0}, policy_params=100, est_params=7)
+    generation = 100 * 12.0
+    expected = {"train_wall_clock_s": 30.0, "train_wall_clock_vs_grpo": 1.5,
+                "inference_flops_vs_grpo": (generation + 7 * 15.0 + 100 * 20.0) / generation,
+                "evaluator_calls": 2.0, "credit_wall_clock_share": 1.0 / 4.0}
+    assert set(row) == set(expected)
+    for key, value in expected.items():
+        assert math.isclose(row[key], value, rel_tol=1e-12), key
+
+
+def test_prefix_tokens_by_hand():
+    """A per-step evaluator reads prompt + completion through each step's end token, per step."""
+    r = hand_completions(["12+7*3\n", "5+1\n"], ["12+7=19\n19*3=57\n#57", "#6"])
+    assert ss.prefix_tokens(r, torch.tensor([[7, 15, 19], [1, -1, -1]])) == ((7 + 8) + (7 + 16) + (7 + 20) + (4 + 2)) / 2
+    assert ss.prefix_tokens(r, end_tokens_of(r)) == ((7 + 8) + (7 + 16) + (7 + 20) + (4 + 3)) / 2
+    empty_first = hand_completions(["5+1\n"], ["\n#6"])  # line 0 is empty and ends at token 0
+    assert end_tokens_of(empty_first).tolist() == [[0, 3]]
+    assert ss.prefix_tokens(empty_first, end_tokens_of(empty_first)) == (4 + 1) + (4 + 4)
+
+
+def test_each_method_logs_what_its_credit_costs(tmp_path):
+    """Per completion: the policy's tokens, one outcome verification (GRPO, SS-GRPO) or one step
+    verification per line (PRM-GRPO, which reads every step prefix), the estimator's row tokens."""
+    prompts = [p.prompt for p in PROBLEMS for _ in range(4)]
+    r = hand_completions(prompts, TEXTS)
+    lines = [t.split("\n") for t in TEXTS]
+    policy = np.mean([len(p) + len(t) + 1 for p, t in zip(prompts, TEXTS)])  # + EOS
+    prefixes = np.mean([sum(len(p) + len("\n".join(ls[:k + 1])) + 1 for k in range(len(ls)))
+                        for p, ls in zip(prompts, lines)])
+    rows = np.mean([len(p) * len(ls) + len(t) + 1 for p, ls, t in zip(prompts, lines, TEXTS)])
+    expected = {"grpo": {"evaluator_calls": 1.0},
+                "prm_grpo": {"evaluator_calls": np.mean([len(ls) for ls in lines]), "prm_tokens": prefixes},
+                "ss_grpo": {"evaluator_calls": 1.0, "estimator_tokens": rows},
+                "ss_grpo_signed": {"evaluator_calls": 1.0, "estimator_tokens": rows}}
+    for method in ss.METHODS:
+        model = estimator(hidden=16, layers=1, heads=2, ffn=32) if method.startswith("ss_") else None
+        credit = ss.Credit(method, TOK, credit_args(tmp_path), model, seed=0)
+        credit(r, REWARDS, PROBLEMS)
+        entry = credit.log[0]
+        assert math.isclose(entry["policy_tokens"], policy, rel_tol=1e-6), method
+        assert 0 <= entry["credit_s"] < 60, method  # seconds, measured
+        for key in ("prm_tokens", "estimator_tokens"):
+            assert (key in entry) == (key in expected[method]), (method, key)
+        for key, value in expected[method].items():
+            assert math.isclose(entry[key], value, rel_tol=1e-6), (method, key)
+
+
+def test_the_credit_keeps_every_tensor_on_the_device_of_its_inputs(tmp_path):
+    """With factory functions defaulting to another device ("meta"), the credit of CPU inputs
+    still runs and stays on the CPU: each tensor it builds says which device it goes on."""
+    r = hand_completions([p.prompt for p in PROBLEMS for _ in range(4)], TEXTS)
+    args = credit_args(tmp_path, est_groups=2)
+    keep = torch.arange(12) % 3 == 0
+    for method in ss.METHODS:
+        model = estimator(hidden=16, layers=1, heads=2, ffn=32) if method.startswith("ss_") else None
+        credit = ss.Credit(method, TOK, args, model, seed=0)
+        with torch.device("meta"):
+            advantages = credit(r, REWARDS, PROBLEMS)
+            batch = ss.step_batch(r, step_ids_of(r), end_tokens_of(r), chunk=4, pad_id=TOK.pad_token_id)
+            selected = batch.select(keep)
+        assert advantages.device.type == "cpu" and torch.isfinite(advantages).all(), method
+        for part in (batch, selected):
+            for value in dataclasses.astuple(part):
+                assert not isinstance(value, torch.Tensor) or value.device.type == "cpu"
+
+
+# -------------------------------------------------- the verdicts, each flipped both ways
+HOLDING_ARTICLE = {"grpo": (70.0, 100, 1.0), "prm_grpo": (80.0, 100, 1000.0), "ss_grpo": (79.7, 4, 50.0)}
+
+
+def claims_summary(**changes) -> dict:
+    """A summary on which every verdict holds, with some numbers changed: {"method.key": value}."""
+    ss_numbers = {"localisation_auroc": 0.7, "auroc_step_right_in_failed": 0.7, "auroc_outcome": 0.8,
+                  "localisation_top1": 0.5, "chance_top1": 0.3, "w_entropy": 0.5, "right_target_zero": 0.3,
+                  "credit_wall_clock_share": 0.05, "inference_flops_vs_grpo": 1.2}
+    summary = {"grpo": {"pass@1": 0.25, "train_wall_clock_s": 50.0, "inference_flops_vs_grpo": 1.0, "wrong_step_blame": 1.0},
+               "prm_grpo": {"pass@1": 0.875, "train_wall_clock_s": 100.0, "inference_flops_vs_grpo": 3.0,
+                            "wrong_step_blame": 1.0},
+               # 0.5625 of a 0.625 gain: exactly 90%; 10 of 100 s: exactly 10%
+               "ss_grpo": {"pass@1": 0.8125, "train_wall_clock_s": 10.0, "wrong_step_blame": 0.2, **ss_numbers},
+               "ss_grpo_signed": {"pass@1": 0.8125, "train_wall_clock_s": 12.0, "wrong_step_blame": 0.6, **ss_numbers}}
+    for name, value in changes.items():
+        method, key = name.split(".")
+        summary[method][key] = value
+    return summary
+
+
+def verdicts(summary: dict) -> dict:
+    """The verdict of each claim, by the first words of its statement."""
+    per_seed = {m: [{"pass@1": s["pass@1"]}] for m, s in summary.items()}
+    claims = ss.check_claims(summary, per_seed)
+    names = {"97% of the accuracy gain": "table", "SS-GRPO gets 97%": "accuracy",
+             "SS-GRPO: the estimator learns": "causal", "SS-GRPO ±: the estimator learns": "causal signed",
+             "a sign-aware weight": "signed", "the estimator is trained with a contrastive": "entropy",
+             "the estimator adds only": "overhead"}
+    out = {}
+    for c in claims:
+        (name,) = [n for start, n in names.items() if c["claim"].startswith(start)]
+        assert isinstance(c["holds"], bool) and name not in out
+        out[name] = c["holds"]
+    return out
+
+
+def test_the_article_table_verdict_is_computed_from_its_numbers(monkeypatch):
+    # as published: 5.2 of 5.8 points (90%) at 28 of 120 hours (23%): the claim does not hold
+    assert verdicts(claims_summary())["table"] is False
+    for article, holds in [
+            (HOLDING_ARTICLE, True),  # exactly 97% at exactly 4%
+            ({**HOLDING_ARTICLE, "ss_grpo": (79.655, 4.49, 50.0)}, True),  # 96.55% and 4.49% round to 97% and 4%
+            ({**HOLDING_ARTICLE, "ss_grpo": (79.6, 4, 50.0)}, False),  # 96%
+            ({**HOLDING_ARTICLE, "ss_grpo": (79.7, 5, 50.0)}, False),  # 5% of the hours
+            ({**HOLDING_ARTICLE, "grpo": (72.0, 100, 1.0)}, False),  # 7.7 of 8 points
+            ({**HOLDING_ARTICLE, "prm_grpo": (80.0, 80, 1000.0)}, False)]:  # 4 of 80 hours
+        monkeypatch.setattr(ss, "ARTICLE", article)
+        assert verdicts(claims_summary())["table"] is holds, article
+
+
+@pytest.mark.parametrize("changes,flipped", [
+    ({}, set()),
+    ({"ss_grpo.pass@1": 0.8}, {"accuracy"}),  # 88% of the PRM's gain
+    ({"ss_grpo.train_wall_clock_s": 11.0}, {"accuracy"}),  # 11% of its training time
+    ({"prm_grpo.pass@1": 0.25}, {"accuracy"}),  # no PRM gain
+    ({"prm_grpo.pass@1": 0.2, "ss_grpo.pass@1": 0.1}, {"accuracy"}),  # a PRM loss: no share of a gain
+    ({"ss_grpo.localisation_auroc": 0.6}, {"causal"}),
+    ({"ss_grpo.auroc_step_right_in_failed": 0.6}, {"causal"}),
+    ({"ss_grpo_signed.localisation_auroc": 0.55}, {"causal signed"}),
+    ({"ss_grpo_signed.auroc_step_right_in_failed": 0.5}, {"causal signed"}),
+    ({"ss_grpo_signed.wrong_step_blame": 0.2}, {"signed"}),  # no more blame than the faithful one
+    ({"ss_grpo_signed.pass@1": 0.75}, {"signed"}),  # worse pass@1
+    ({"ss_grpo.w_entropy": 0.9}, {"entropy"}),
+    ({"ss_grpo.credit_wall_clock_share": 0.051}, {"overhead"}),
+])
+def test_each_verdict_flips_with_its_own_numbers(changes, flipped, monkeypatch):
+    monkeypatch.setattr(ss, "ARTICLE", HOLDING_ARTICLE)
+    got = verdicts(claims_summary(**changes))
+    assert set(got) == {"table", "accuracy", "causal", "causal signed", "signed", "entropy", "overhead"}
+    assert {name for name, holds in got.items() if not holds} == flipped
+
+
+def test_claims_need_only_the_methods_they_compare(monkeypatch):
+    monkeypatch.setattr(ss, "ARTICLE", HOLDING_ARTICLE)
+    full = claims_summary()
+    assert set(verdicts({m: full[m] for m in ("grpo", "prm_grpo", "ss_grpo")})) == {
+        "table", "accuracy", "causal", "entropy", "overhead"}
+    assert set(verdicts({m: full[m] for m in ("ss_grpo", "ss_grpo_signed")})) == {
+        "table", "causal", "causal signed", "signed", "entropy", "overhead"}
+    assert set(verdicts({m: full[m] for m in ("grpo", "prm_grpo")})) == {"table"}
+    assert verdicts({"ss_grpo": full["ss_grpo"] | {"w_entropy": 0.89, "credit_wall_clock_share": 0.04}}) == {
+        "table": True, "causal": True, "entropy": True, "overhead": True}
+
+
+# -------------------------------------------------- the held-out probe of w(s), on hand-made samples
+PROBE_TEXTS = ["47-7=40\n40*2=80\n#80", "47-7=41\n41*2=82\n#82", "47-7=40\n40*2=81\n#81", "47-7=40\n40*2=80",
+               "4+8=12\n12*3=36\n#36", "4+8=12\n#36", "4+8=12\n12*3=36\n#37", "4+8=13\n#39",
+               "31*2=62\n62+8=70\n#70", "31*2=62\n62+8=71\n#71", "#70", "1\n2\n3\n#4"]
+
+
+def probe_weight(b: int, k: int) -> float:
+    return ((7 * b + 3 * k) % 11) / 10
+
+
+class TableEstimator:
+    """w(s) read from a table by (completion, line): no model."""
+
+    def step_weights(self, batch: ss.StepBatch) -> torch.Tensor:
+        return torch.tensor([probe_weight(int(b), int(k)) for b, k in zip(batch.step_completion, batch.step_index)])
+
+
+def test_probe_scores_each_held_out_step_against_its_gold_labels(tmp_path, monkeypatch):
+    """The probe's AUROCs, localisation and offsets equal a loop over the sampled solutions: w by
+    outcome; within failed solutions, the steps before the first wrong one against it and those
+    after; the first wrong step's localisation among failed solutions with ≥ 2 steps (a solution
+    that stops before its first wrong line has no such step and is left out)."""
+    args = credit_args(tmp_path, probe_samples=4)
+    prompts = [p.prompt for p in PROBLEMS for _ in range(4)]
+
+    policy = object()
+
+    def fake_sample(model, tokenizer, asked, max_new_tokens, generator, device):
+        assert model is policy and tokenizer is TOK and asked == prompts and max_new_tokens == args.max_new_tokens
+        # its own samples: a seed apart from training's (seed), the evaluations' (seed + 1, seed + 2)
+        assert generator.initial_seed() == args.seed + 3
+        return hand_completions(asked, PROBE_TEXTS), list(PROBE_TEXTS)
+
+    monkeypatch.setattr(ss, "sample", fake_sample)
+    got = ss.probe_weights(policy, TableEstimator(), TOK, PROBLEMS, args, "cpu")
+    by_outcome, good, bad, credits, wrongs, offsets, chance = {True: [], False: []}, [], [], [], [], {}, []
+    for b, text in enumerate(PROBE_TEXTS):
+        problem, lines = PROBLEMS[b // 4], text.split("\n")
+        weights = np.array([probe_weight(b, k) for k in range(len(lines))])
+        right = lines[-1] == f"#{problem.answer}"
+        by_outcome[right] += list(weights)
+        if len(lines) >= 2:
+            chance.append(1 / len(lines))
+        wrong = common.first_wrong_step(problem, text)
+        if right or wrong is None or wrong >= len(lines):
+            continue
+        good += list(weights[:wrong])
+        bad += list(weights[wrong:])
+        for k, value in enumerate(weights):
+            offsets.setdefault(k - wrong, []).append(value)
+        if len(lines) >= 2:
+            credits.append(weights)
+            wrongs.append(wrong)
+    located = common.localisation(credits, wrongs)
+    assert len(credits) == 6 and sorted(k for k, v in offsets.items() if len(v) >= 5) == [0, 1]
+    expected = {"auroc_outcome": common.auroc(np.array(by_outcome[True]), np.array(by_outcome[False])),
+                "auroc_step_right_in_failed": common.auroc(np.array(good), np.array(bad)),
+                "localisation_auroc": located["auroc"], "localisation_top1": located["top1"],
+                "chance_top1": np.mean(chance), "failed_solutions": 6,
+                "w_right_solutions": np.mean(by_outcome[True]), "w_failed_solutions": np.mean(by_outcome[False])}
+    assert set(got) == set(expected) | {"w_by_offset"}
+    for key, value in expected.items():
+        assert math.isclose(got[key], value, rel_tol=1e-6), key
+    assert list(got["w_by_offset"]) == [0, 1]
+    for k in (0, 1):
+        assert math.isclose(got["w_by_offset"][k], np.mean(offsets[k]), rel_tol=1e-6)
+
+
+# -------------------------------------------------- the numbers of each run, and their pairing by seed
+def hand_run(wall: float, blames: list[float], probe: bool) -> dict:
+    credit = [{"policy_tokens": 10.0, "evaluator_calls": 1.0, "credit_s": 0.1, "wrong_step_blame": b,
+               "negative_share": 0.5 + i, "padding_share": 0.1 * i, "w_right": 0.6, "w_failed": 0.2 + i,
+               "w_entropy": 0.8, "right_target_zero": 0.25} for i, b in enumerate(blames)]
+    run = {"credit": credit, "history": [{"generate_s": 1.0, "update_s": 1.0}] * len(blames), "wall_clock_s": wall,
+           "final": {"pass@1": wall / 100}}
+    if probe:
+        run["probe"] = {"auroc_outcome": wall / 50, "w_by_offset": {0: 0.5}}
+    return run
+
+
+def test_run_metrics_average_the_second_half_of_training_and_pair_each_run_with_grpo_of_its_seed():
+    nan = math.nan
+    runs = {"grpo": [hand_run(10.0, [nan] * 4, False), hand_run(20.0, [nan] * 4, False)],
+            "ss_grpo": [hand_run(30.0, [0.9, 0.8, 0.3, nan], True), hand_run(40.0, [0.9, nan, 0.1, 0.2], True)]}
+    model, tok = lm_pins.tiny_model()
+    args = dataclasses.replace(common.apply_smoke(ss.Args(smoke=True, device="cpu")), est_hidden=8, est_heads=2,
+                               est_layers=1, est_ffn=16)
+    per_seed, summary, sizes = ss.summarise(model, tok, args, runs)
+    assert sizes["estimator_params"] == ss.parameters(ss.make_estimator(tok, args, "cpu")) > 0
+    first, second = per_seed["ss_grpo"]
+    assert first["train_wall_clock_vs_grpo"] == 3.0 and second["train_wall_clock_vs_grpo"] == 2.0  # its own seed's GRPO
+    assert first["wrong_step_blame"] == 0.3 and second["wrong_step_blame"] == pytest.approx(0.15)  # updates 2 and 3
+    assert first["negative_share"] == 3.0 and first["padding_share"] == pytest.approx(0.25)
+    assert first["w_failed"] == pytest.approx(2.7) and first["w_right"] == pytest.approx(0.6)
+    assert first["auroc_outcome"] == 0.6 and "w_by_offset" not in first
+    assert summary["ss_grpo"]["pass@1"] == pytest.approx(0.35) and summary["ss_grpo"]["wrong_step_blame"] == pytest.approx(0.225)
+    assert "w_right" not in per_seed["grpo"][0] and math.isnan(summary["grpo"]["wrong_step_blame"])
+    assert summary["grpo"]["train_wall_clock_vs_grpo"] == 1.0
+
+
+def test_seed_curve_is_the_nan_aware_mean_over_seeds_then_smoothed():
+    runs = [{"credit": [{"k": 1.0}, {"k": math.nan}, {}, {"k": 4.0}, {"k": 2.0}, {"k": 0.0}, {"k": 6.0}]},
+            {"credit": [{"k": 3.0}, {"k": 5.0}, {}, {}, {"k": math.nan}, {"k": 1.0}, {"k": 8.0}]}]
+    per_update = [2.0, 5.0, math.nan, 4.0, 2.0, 0.5, 7.0]
+    np.testing.assert_allclose(ss.seed_curve(runs, "k"), common.moving_average(per_update, 5))
+
+
+def test_weight_stats_by_hand():
+    """w on the real steps of right and of failed completions, the weights' entropy over
+    completions with ≥ 2 steps, and the share of right completions trained toward 0."""
+    w = torch.tensor([[0.8, 0.4, 0.7], [0.2, 0.9, 0.0], [0.5, 0.5, 0.5], [0.3, 0.0, 0.0]])
+    steps = torch.tensor([3, 2, 3, 1])
+    rewards = torch.tensor([[1.0, 0.0], [1.0, 1.0]])
+    targets = ss.minmax_targets(rewards)
+    got = ss.weight_stats(w, steps, rewards, targets)
+    assert math.isclose(got["w_right"], (0.8 + 0.4 + 0.7 + 0.5 * 3 + 0.3) / 7, rel_tol=1e-6)
+    assert math.isclose(got["w_failed"], (0.2 + 0.9) / 2, rel_tol=1e-6)
+    assert got["right_target_zero"] == 2 / 3  # the all-right group's two completions
+    entropies = ss.weight_entropy(w, steps).tolist()
+    assert len(entropies) == 3 and math.isclose(entropies[2], 1.0, rel_tol=1e-6)
+    p = np.array([0.2, 0.9]) / 1.1
+    assert math.isclose(entropies[1], float(-(p * np.log(p)).sum() / np.log(2)), rel_tol=1e-5)
+    assert math.isclose(got["w_entropy"], float(np.mean(entropies)), rel_tol=1e-6)
+
+
+def test_each_run_trains_a_copy_of_the_cold_start_with_its_methods_credit(tmp_path, monkeypatch):
+    """run_method: the policy trained is a copy of the cold start (left untouched), the reference a
+    frozen copy; the credit is the method's, with a fresh estimator (seeded by the run's seed) for
+    SS-GRPO only; the trained policy is the one evaluated and probed, with the final-evaluation seed.
+    compare_methods: every method for every seed, in order."""
+    initial, tok = lm_pins.tiny_model(7)
+    start = [p.detach().clone() for p in initial.parameters()]
+    args = dataclasses.replace(credit_args(tmp_path, est_hidden=8, est_heads=2, est_ffn=16, est_layers=1), seed=3)
+    seen = {}
+
+    def fake_train(policy, reference, tokenizer, run_args, advantage_fn, held_out, device, desc="RL"):
+        assert policy is not initial and all(torch.equal(a, b) for a, b in zip(policy.parameters(), start))
+        assert all(torch.equal(a, b) and not a.requires_grad for a, b in zip(reference.parameters(), start))
+        seen.update(policy=policy, credit=advantage_fn, args=run_args)
+        assert advantage_fn.args is run_args and advantage_fn.rng.bit_generator.state == np.random.default_rng(
+            run_args.seed).bit_generator.state
+        if advantage_fn.estimator is not None:
+            torch.manual_seed(run_args.seed)
+            fresh = ss.make_estimator(tok, run_args, "cpu")
+            assert all(torch.equal(a, b) for a, b in zip(advantage_fn.estimator.parameters(), fresh.parameters()))
+        with torch.no_grad():
+            next(policy.parameters()).add_(1.0)
+        advantage_fn.log.append({"marker": run_args.seed})
+        return {"history": [], "evals": [{"pass@1": 0.0}]}
+
+    def fake_evaluate(model, tokenizer, problems, samples, max_new_tokens, generator, device):
+        assert model is seen["policy"] and samples == args.final_samples and generator.initial_seed() == args.seed + 2
+        return {"pass@1": 0.5}
+
+    def fake_probe(policy, model, tokenizer, held_out, run_args, device):
+        assert policy is seen["policy"] and model is seen["credit"].estimator
+        return {"probed": True}
+
+    monkeypatch.setattr(ss, "train", fake_train)
+    monkeypatch.setattr(ss, "evaluate", fake_evaluate)
+    monkeypatch.setattr(ss, "probe_weights", fake_probe)
+    for method in ss.METHODS:
+        result = ss.run_method(initial, tok, args, method, [], "cpu")
+        credit = seen["credit"]
+        assert credit.method == method and (credit.estimator is not None) == method.startswith("ss_")
+        assert result["credit"] == [{"marker": 3}] and result["seed"] == 3 and result["final"] == {"pass@1": 0.5}
+        assert ("probe" in result) == method.startswith("ss_") and 0 <= result["wall_clock_s"] < 60
+    assert all(torch.equal(a, b) for a, b in zip(initial.parameters(), start))
+
+    def fake_run(model, tokenizer, run_args, method, held_out, device):
+        assert model is initial and tokenizer is tok
+        return (method, run_args.seed)
+
+    monkeypatch.setattr(ss, "run_method", fake_run)
+    two = dataclasses.replace(args, repeats=2, methods="ss_grpo,grpo")
+    assert ss.compare_methods(initial, tok, two, [], "cpu") == {"ss_grpo": [("ss_grpo", 3), ("ss_grpo", 4)],
+                                                                "grpo": [("grpo", 3), ("grpo", 4)]}
+
+
+def test_each_update_logs_the_diagnostics_of_the_advantages_it_returns(tmp_path):
+    """The blame on the first wrong step, the negative share, the article's padding share (every
+    method), and w(s) on right and failed completions (SS-GRPO), of this very update."""
+    r = hand_completions([p.prompt for p in PROBLEMS for _ in range(4)], TEXTS)
+    step_ids = step_ids_of(r)
+    wrong = [common.first_wrong_step(PROBLEMS[b // 4], t) for b, t in enumerate(TEXTS)]
+    A = ss.grpo_advantages(REWARDS).flatten()
+    for method in ss.METHODS:
+        model = estimator(hidden=16, layers=1, heads=2, ffn=32) if method.startswith("ss_") else None
+        credit = ss.Credit(method, TOK, credit_args(tmp_path), model, seed=0)
+        advantages = credit(r, REWARDS, PROBLEMS)
+        expected = ss.blame_stats(advantages, A, step_ids, wrong, REWARDS) | ss.article_padding(step_ids)
+        if model is not None:
+            batch = ss.step_batch(r, step_ids, end_tokens_of(r), 512, TOK.pad_token_id)
+            with torch.no_grad():
+                w = ss.step_grid(model.step_weights(batch), batch)
+            expected |= ss.weight_stats(w, step_ids.max(1).values + 1, REWARDS, ss.minmax_targets(REWARDS))
+        entry = credit.log[0]
+        for key, value in expected.items():
+            assert math.isclose(entry[key], value, rel_tol=1e-6), (method, key)
+
+
+def test_each_estimator_step_is_one_adam_step_on_the_chosen_groups_loss(tmp_path, monkeypatch):
+    """Replaying the losses the estimator was trained on, one Adam step (lr = est_lr) each from
+    fresh gradients, gives the trained estimator's parameters."""
+    parts = []
+
+    def spy(weights, part, targets):
+        parts.append((part, targets))
+        return original(weights, part, targets)
+
+    original = ss.estimator_loss
+    monkeypatch.setattr(ss, "estimator_loss", spy)
+    args = credit_args(tmp_path, est_iters=4, est_groups=2, est_lr=3e-2)
+    model = estimator(hidden=16, layers=1, heads=2, ffn=32)
+    replica = copy.deepcopy(model)
+    ss.Credit("ss_grpo", TOK, args, model, seed=0)(tagged_update(0), REWARDS, PROBLEMS)
+    assert len(parts) == 4
+    optimizer = torch.optim.Adam(replica.parameters(), lr=3e-2)
+    for part, targets in parts:
+        optimizer.zero_grad()
+        original(replica.step_weights(part), part, targets).backward()
+        optimizer.step()
+    start = estimator(hidden=16, layers=1, heads=2, ffn=32)
+    assert not all(torch.equal(a, b) for a, b in zip(model.parameters(), start.parameters()))
+    for a, b in zip(model.parameters(), replica.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
