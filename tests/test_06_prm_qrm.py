@@ -1,6 +1,8 @@
 """06_prm_qrm: Math-Shepherd labels, the PRM/ORM/Q-RM losses, aggregation, best-of-N and its KL,
-dense advantages, credit localisation, Gao et al.'s fits, the CLI and a smoke run."""
+dense advantages, credit localisation, Gao et al.'s fits, the studies' wiring (on a fake sampler
+and fake reward models), the claims, the CLI and a smoke run."""
 
+import copy
 import dataclasses
 import importlib
 import json
@@ -15,6 +17,74 @@ import lm_pins
 
 prm = importlib.import_module("06_prm_qrm")
 PROBLEM = common.ChainProblem(12, (("+", 7), ("*", 3), ("-", 5)))  # 12+7=19, 19*3=57, 57-5=52
+SMALL = common.ChainProblem(3, (("+", 1),))  # 3+1=4
+RIGHT, SLIP = PROBLEM.solution, "12+7=19\n19*3=56\n56-5=51\n#51"  # SLIP goes wrong at step 1
+SMALL_RIGHT, SMALL_SLIP = SMALL.solution, "3+1=5\n#5"  # SMALL_SLIP goes wrong at step 0
+TOK = common.make_char_tokenizer()
+
+
+def hand_completions(prompts: list[str], texts: list[str], cut: list[bool] | None = None) -> common.Completions:
+    """Completions built from text with the one-character-a-token tokenizer: left-padded prompts,
+    each text + EOS (none where cut by the budget), right-padded."""
+    cut = cut or [False] * len(texts)
+    ids, mask = common.encode_prompts(TOK, prompts)
+    rows = [TOK(t, add_special_tokens=False)["input_ids"] + ([] if c else [TOK.eos_token_id]) for t, c in zip(texts, cut)]
+    width = max(len(r) for r in rows)
+    completion = torch.tensor([r + [TOK.pad_token_id] * (width - len(r)) for r in rows])
+    completion_mask = torch.tensor([[True] * len(r) + [False] * (width - len(r)) for r in rows])
+    return common.Completions(sequences=torch.cat([ids, completion], 1),
+                              attention_mask=torch.cat([mask, completion_mask.long()], 1),
+                              completion_mask=completion_mask, logprobs=torch.zeros(completion.shape),
+                              truncated=torch.tensor(cut), prompt_length=ids.shape[1])
+
+
+def step_ends_by_hand(text: str) -> list[int]:
+    """Where each line of a completion ends with one token a character: its newline, or EOS."""
+    return [i for i, c in enumerate(text) if c == "\n"] + [len(text)]
+
+
+POLICY = "the policy"  # what the studies are given as their policy, checked where it is passed on
+
+
+def fake_sampler(monkeypatch, answers: dict[str, list], max_new_tokens: int = 48) -> list[list[str]]:
+    """The script's sampler replaced: each prompt gets its next (text, cut) from answers[prompt],
+    in order of appearance. Returns the prompts of each call."""
+    queues = {prompt: list(texts) for prompt, texts in answers.items()}
+    calls = []
+
+    def sample(policy, tokenizer, prompts, budget, generator, device, chunk=512):
+        assert (policy, tokenizer, budget) == (POLICY, TOK, max_new_tokens)
+        calls.append(list(prompts))
+        drawn = [queues[p].pop(0) for p in prompts]
+        texts = [t for t, _ in drawn]
+        return hand_completions(list(prompts), texts, [c for _, c in drawn]), texts
+
+    monkeypatch.setattr(prm, "sample", sample)
+    return calls
+
+
+class HandTask:
+    """A task whose training draws and held-out set are the given problems, in order."""
+
+    def __init__(self, problems):
+        self.problems = list(problems)
+
+    def sample(self, n, rng, steps=None, exclude=frozenset()):
+        return self.problems[:n]
+
+    def held_out(self, n=None):
+        return self.problems[:n]
+
+
+@dataclasses.dataclass
+class HandArgs(prm.Args):
+    """The script's flags, on a hand-picked list of problems."""
+
+    hand_problems: tuple = ()
+
+    @property
+    def task(self):
+        return HandTask(self.hand_problems)
 
 
 # ----------------------------------------------------------------------- Math-Shepherd labels
@@ -47,6 +117,64 @@ def test_label_quality_is_the_exact_expectation_over_subsets_of_rollouts():
     assert abs(draws[:, 2:].mean() - q["false_positive_rate"]) < 0.01
 
 
+def test_rollouts_continue_each_solution_from_exactly_its_first_k_steps(monkeypatch):
+    p0, p1 = PROBLEM.prompt + "12+7=19\n", PROBLEM.prompt + "12+7=19\n19*3=56\n"
+    p2, q0 = p1 + "56-5=51\n", SMALL.prompt + "3+1=4\n"
+    right, wrong, lucky_but_cut = ("#52", False), ("#0", False), ("#52", True)
+    calls = fake_sampler(monkeypatch, {
+        p0: [right, wrong, lucky_but_cut], p1: [wrong, right, wrong], p2: [wrong, wrong, right],
+        q0: [("#4", False), ("#4", False), ("#52", False)]})  # "#52" is right for PROBLEM, not for SMALL
+    checked = []
+
+    def verifier_spy(problems, texts, truncated):
+        checked.append((list(problems), list(texts)))
+        return common.verifier_rewards(problems, texts, truncated)
+
+    monkeypatch.setattr(prm, "verifier_rewards", verifier_spy)
+    outcomes = prm.rollout_outcomes(POLICY, TOK, [PROBLEM, SMALL, SMALL], [SLIP, SMALL_RIGHT, "#4"], rollouts=3,
+                                    max_new_tokens=48, generator=None, device="cpu")
+    assert calls == [[p0] * 3 + [p1] * 3 + [p2] * 3 + [q0] * 3]  # N rollouts of each prefix, in order
+    assert checked[0][0] == [PROBLEM] * 9 + [SMALL] * 3  # each rollout verified against its own problem
+    assert checked[0][1][:4] == ["12+7=19\n#52", "12+7=19\n#0", "12+7=19\n#52", "12+7=19\n19*3=56\n#0"]
+    assert [o.tolist() for o in outcomes] == [[[True, False, False], [False, True, False], [False, False, True]],
+                                              [[True, True, False]], []]
+    assert outcomes[2].shape == (0, 3)  # a one-line solution has nothing to roll out
+    nothing = prm.rollout_outcomes(POLICY, TOK, [SMALL], ["#4"], 3, 48, None, "cpu")
+    assert len(calls) == 1 and len(nothing) == 1 and nothing[0].shape == (0, 3)  # and no sampling
+
+
+def test_label_study_scores_each_step_from_its_rollouts(monkeypatch):
+    """Solutions of two problems, two each (right, wrong); every step prefix rolled out 4 times."""
+    g0, g1 = PROBLEM.prompt + "12+7=19\n", PROBLEM.prompt + "12+7=19\n19*3=57\n"
+    g2, w1 = g1 + "57-5=52\n", g0 + "19*3=56\n"
+    w2, h0, h0_slip = w1 + "56-5=51\n", SMALL.prompt + "3+1=4\n", SMALL.prompt + "3+1=5\n"
+    R, W, r, w = ("#52", False), ("#0", False), ("#4", False), ("#0", False)
+    fake_sampler(monkeypatch, {
+        PROBLEM.prompt: [(RIGHT, False), (SLIP, False)], SMALL.prompt: [(SMALL_RIGHT, False), (SMALL_SLIP, False)],
+        g0: [R, R, W, R] + [R, W, R, R],  # the right solution's rollouts from here, then the slip's
+        g1: [R, R, R, R], g2: [W, R, R, W], w1: [W, W, W, R], w2: [W, W, W, W],
+        h0: [w, r, w, w], h0_slip: [w, w, r, r]})
+    args = HandArgs(hand_problems=(PROBLEM, SMALL), label_prompts=2, label_samples=2, rollouts_per_prefix=4,
+                    label_ns="1,4", label_n=2)
+    data = prm.label_study(POLICY, TOK, args, "cpu")
+    assert data["problems"] == [PROBLEM, PROBLEM, SMALL, SMALL] and data["rewards"].tolist() == [1, 0, 1, 0]
+    assert data["gold"] == [[True] * 4, [True, False, False, False], [True, True], [False, False]]
+    # labels from the first label_n = 2 rollouts; the last step's is the verifier's verdict
+    assert data["hard"] == [[1, 1, 1, 1], [1, 0, 0, 0], [1, 1], [0, 0]]
+    assert data["soft"] == [[1, 1, 0.5, 1], [0.5, 0, 0, 0], [0.5, 1], [0, 0]]
+    gold = np.array([True] * 5 + [False] * 3 + [True, True, False, False])
+    right_of_4 = np.array([3, 4, 2, 4, 3, 1, 0, 0, 1, 4, 2, 0])  # of all 4 rollouts; the last steps: 4 or 0
+    for n in (1, 4):
+        assert data["quality"][n] == prm.label_quality(gold, right_of_4, 4, n)
+    inner = np.array([1, 1, 1, 0, 1, 1, 1, 0, 1, 0, 1, 0], dtype=bool)
+    assert data["quality_inner_steps"][4] == prm.label_quality(gold[inner], right_of_4[inner], 4, 4)
+    soft = right_of_4 / 4
+    assert data["soft_auroc"] == pytest.approx(common.auroc(soft[gold], soft[~gold])) and data["soft_auroc"] > 0.8
+    assert data["soft_mean_on_gold_right"] == pytest.approx(soft[gold].mean())
+    assert data["soft_mean_on_gold_wrong"] == pytest.approx(soft[~gold].mean())
+    assert data["steps_labelled"] == 12 and data["prefixes_rolled_out"] == 8
+
+
 # ------------------------------------------------------------------------- reward model losses
 def test_prm_loss_reads_only_step_end_tokens():
     tok = common.make_char_tokenizer()
@@ -66,6 +194,82 @@ def test_prm_loss_reads_only_step_end_tokens():
     assert torch.isclose(loss, expected)
     noise = torch.where(ends, 0.0, 100 * torch.randn(1, 12))  # anything between steps changes nothing
     assert torch.isclose(prm.step_bce(scores + noise, targets, ends), loss)
+
+
+LABELLED = [RIGHT, SLIP, "12+7=19\n#19", SMALL_RIGHT, SMALL_SLIP]
+
+
+def labelled_data() -> dict:
+    """label_study's output for five hand solutions (one right and two wrong of one problem, one
+    right and one wrong of another): three (right, wrong) pairs."""
+    problems = [PROBLEM, PROBLEM, PROBLEM, SMALL, SMALL]
+    return {"problems": problems, "completions": hand_completions([p.prompt for p in problems], LABELLED),
+            "texts": LABELLED, "rewards": torch.tensor([1.0, 0.0, 0.0, 1.0, 0.0]),
+            "hard": [[1.0, 1.0, 1.0, 1.0], [1.0, 0.0, 0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 0.0]],
+            "soft": [[1.0, 1.0, 0.5, 1.0], [0.5, 0.0, 0.0, 0.0], [0.25, 0.0], [0.5, 1.0], [0.0, 0.0]],
+            "gold": [[True] * 4, [True, False, False, False], [True, False], [True, True], [False, False]]}
+
+
+def test_scorer_is_a_one_output_head_on_the_policys_body():
+    policy, _ = lm_pins.tiny_model(0)
+    scorer = prm.make_scorer(policy)
+    assert scorer.config.num_labels == 1
+    for (name, a), b in zip(policy.base_model.state_dict().items(), scorer.base_model.state_dict().values()):
+        assert torch.equal(a, b), name
+    r = hand_completions([SMALL.prompt], [SMALL_RIGHT])
+    assert prm.scorer_logits(scorer, r.sequences, r.attention_mask, r.prompt_length).shape == r.completion_mask.shape
+
+
+@pytest.mark.parametrize("labels", ["hard", "soft", "gold"])
+def test_reward_models_train_on_their_own_targets_and_masks(monkeypatch, labels):
+    """A spy on each loss: the PRM gets the chosen step labels on the tokens where steps end, the
+    ORM the verifier's verdict on the last token, Q-RM the (right, wrong) pairs of one problem."""
+    data = labelled_data()
+    fits, bce, pairwise = {}, [], []
+    real_bce, real_qrm = prm.step_bce, prm.qrm_loss
+
+    def fit_once(scorer, loss_of_batch, n_items, args, rng, desc):
+        fits[desc] = (scorer, n_items)
+        scorer.eval()  # no dropout: the scores seen can be recomputed below
+        return [loss_of_batch(torch.arange(n_items)).item()]
+
+    def bce_spy(scores, targets, ends):
+        bce.append((scores.detach(), targets, ends))
+        return real_bce(scores, targets, ends)
+
+    def qrm_spy(z_w, mask_w, z_l, mask_l, beta, gamma):
+        pairwise.append((z_w.detach(), mask_w, z_l.detach(), mask_l, beta, gamma))
+        return real_qrm(z_w, mask_w, z_l, mask_l, beta, gamma)
+
+    monkeypatch.setattr(prm, "fit_scorer", fit_once)
+    monkeypatch.setattr(prm, "step_bce", bce_spy)
+    monkeypatch.setattr(prm, "qrm_loss", qrm_spy)
+    policy, _ = lm_pins.tiny_model(0)
+    args = prm.Args(labels=labels, qrm_beta=0.3, qrm_gamma=1.5)
+    models = prm.train_reward_models(policy, TOK, data, args)
+    assert list(fits) == ["PRM", "ORM", "Q-RM"] and models["pairs"] == 3
+    assert [fits[k][1] for k in fits] == [5, 5, 3] and [fits[k][0] for k in fits] == [models[k] for k in ("prm", "orm", "qrm")]
+    r = data["completions"]
+    step_labels = {"hard": data["hard"], "soft": data["soft"], "gold": [[float(g) for g in x] for x in data["gold"]]}
+    prm_targets, prm_ends = torch.zeros(r.completion_mask.shape), torch.zeros(r.completion_mask.shape, dtype=torch.bool)
+    orm_targets, orm_ends = torch.zeros(r.completion_mask.shape), torch.zeros(r.completion_mask.shape, dtype=torch.bool)
+    for row, (text, step_label) in enumerate(zip(LABELLED, step_labels[labels])):
+        prm_targets[row, step_ends_by_hand(text)] = torch.tensor(step_label)
+        prm_ends[row, step_ends_by_hand(text)] = True
+        orm_targets[row, len(text)], orm_ends[row, len(text)] = data["rewards"][row], True
+    (prm_scores, *prm_seen), (orm_scores, *orm_seen) = bce
+    assert torch.equal(prm_seen[0], prm_targets) and torch.equal(prm_seen[1], prm_ends)
+    assert torch.equal(orm_seen[0], orm_targets) and torch.equal(orm_seen[1], orm_ends)
+    mask = r.completion_mask
+    for scores, model in ((prm_scores, models["prm"]), (orm_scores, models["orm"])):  # each model's own scores
+        full = prm.scorer_logits(model, r.sequences, r.attention_mask, r.prompt_length).detach()
+        torch.testing.assert_close(scores[mask], full[mask])
+    ((z_w, mask_w, z_l, mask_l, beta, gamma),) = pairwise
+    winners, losers = [0, 0, 3], [1, 2, 4]
+    assert torch.equal(mask_w, mask[winners]) and torch.equal(mask_l, mask[losers]) and (beta, gamma) == (0.3, 1.5)
+    z = prm.scorer_logits(models["qrm"], r.sequences, r.attention_mask, r.prompt_length).detach()
+    torch.testing.assert_close(z_w[mask_w], z[winners][mask_w])
+    torch.testing.assert_close(z_l[mask_l], z[losers][mask_l])
 
 
 def test_orm_reads_the_last_completion_token():
@@ -116,6 +320,79 @@ def test_best_of_n_and_majority_by_hand():
     assert majority[3] == 1.0
 
 
+def test_held_out_study_pairs_every_score_with_its_own_sample(monkeypatch):
+    """Four samples of each of two problems; the fake reward models' scores are read back by hand
+    (PRM where steps end, ORM on EOS, Q-RM over the tokens) and each reranker's best-of-N is
+    recomputed on them with the study's own random draws."""
+    cut_right = "12+7=19\n19*3=57\n57-5=52\n#52"  # right text, but no EOS within the budget: scores 0
+    samples = {PROBLEM.prompt: [(SLIP, False), (RIGHT, False), (cut_right, True), ("12+7=19\n#19", False)],
+               SMALL.prompt: [(SMALL_SLIP, False), ("3+1=4\n#5", False), ("#4", False), (SMALL_RIGHT, False)]}
+    fake_sampler(monkeypatch, samples)
+    # the ORM ranks the right samples first: its best-of-4 is the oracle's, if its scores stay with their samples
+    given = fake_reward_models(monkeypatch, {"ORM": [0.0, 2.0, 1.5, -1.0, 0.5, 1.0, 3.0, 2.5]})
+    args = HandArgs(hand_problems=(PROBLEM, SMALL), eval_problems=2, bon_samples=4, bon_repeats=8)
+    held = prm.held_out_study(POLICY, TOK, {"prm": "PRM", "orm": "ORM", "qrm": "QRM"}, args, "cpu")
+    texts = [t for p in (PROBLEM, SMALL) for t, _ in samples[p.prompt]]
+    correct = np.array([0, 1, 0, 0, 0, 0, 1, 1.0])
+    assert held["ns"] == [1, 2, 4] and held["samples"] == 8 and held["pass@1"] == 3 / 8
+    p_step = torch.sigmoid(given["PRM"])
+    ends = [step_ends_by_hand(t)[:-1] + [len(t) - (i == 2)] for i, t in enumerate(texts)]  # the cut one ends on "2"
+    z = given["QRM"]
+    scores = {"PRM-min": [float(p_step[i, e].min()) for i, e in enumerate(ends)],
+              "PRM-product": [float(p_step[i, e].prod()) for i, e in enumerate(ends)],
+              "ORM": [float(torch.sigmoid(given["ORM"][i, e[-1]])) for i, e in enumerate(ends)],
+              "Q-RM (mean Z)": [float(z[i, :e[-1] + 1].mean()) for i, e in enumerate(ends)]}
+    for name, s in scores.items():
+        expected = prm.best_of_n(np.reshape(s, (2, 4)), correct.reshape(2, 4), [1, 2, 4], 8, np.random.default_rng(5))
+        assert held["curves"][name] == pytest.approx(expected), name
+    assert held["curves"]["ORM"][4] == 1.0 and held["curves"]["PRM-min"][4] < 1.0
+    codes = prm.answer_codes(texts).reshape(2, 4)
+    assert held["curves"]["majority vote"] == prm.majority_of_n(codes, correct.reshape(2, 4), [1, 2, 4], 8,
+                                                                np.random.default_rng(5))
+    assert held["curves"]["oracle (pass@N)"] == pytest.approx({1: 3 / 8, 2: (0.5 + 5 / 6) / 2, 4: 1.0})
+    orm = np.reshape(scores["ORM"], (2, 4))
+    assert held["orm_proxy_of_pick"] == pytest.approx(prm.best_of_n(orm, orm, [1, 2, 4], 8, np.random.default_rng(5)))
+    assert held["orm_proxy_of_pick"][4] == pytest.approx(orm.max(1).mean())
+    # the failed, complete solutions whose first wrong step is a line: SLIP, "12+7=19\n#19", SMALL_SLIP, "3+1=4\n#5"
+    credit = held["credit"]
+    assert credit["solutions"] == 4
+    failed, wrong = [0, 3, 4, 5], [1, 1, 0, 1]
+    step_scores = [p_step[i, ends[i]].numpy() for i in failed]
+    assert credit["results"]["PRM step score"] == pytest.approx(common.localisation(step_scores, wrong))
+    drops = [s - np.concatenate([[1.0], s[:-1]]) for s in step_scores]
+    assert credit["results"]["PRM drop (score - previous)"] == pytest.approx(common.localisation(drops, wrong))
+    step_means = [[float(z[i, ([-1] + ends[i])[k] + 1:ends[i][k] + 1].mean()) for k in range(len(ends[i]))] for i in failed]
+    assert credit["results"]["Q-RM (mean Z of the step)"] == pytest.approx(
+        common.localisation([np.array(m) for m in step_means], wrong))
+    example = credit["example"]  # the first with a right step before the slip and a step after it
+    assert example["text"] == SLIP and example["problem"] == "12+7*3-5"
+    assert all(len(row) == len(SLIP) + 1 for row in example["rows"].values())  # one value a token, EOS included
+    steps_of_tokens = np.cumsum([0] + [c == "\n" for c in SLIP])  # the step each token is in
+    assert example["rows"]["PRM drop"] == pytest.approx(drops[0][steps_of_tokens].tolist())
+    assert example["rows"]["gold verifier"] == [0.0 if k == 0 else (-1.0 if k == 1 else 0.0) for k in steps_of_tokens]
+
+
+def test_the_example_is_the_first_failure_with_a_right_step_before_and_a_step_after_its_slip():
+    texts = ["3+1=4\n#5", SMALL_SLIP, SLIP, "12+7=19\n#19"]
+    # first wrong steps: the answer line (nothing after it), step 0 (nothing right before), step 1 of 4
+    assert prm.pick_example(None, texts, [0, 1, 2, 3], [1, 0, 1, 1]) == 2
+    assert prm.pick_example(None, texts, [1, 0], [0, 1]) == 1  # none fits: the first failure
+    assert prm.pick_example(None, texts, [], []) is None
+
+
+def test_reward_model_logits_in_chunks_equal_one_pass():
+    scorer = prm.make_scorer(lm_pins.tiny_model(0)[0]).eval()
+    r = hand_completions([SMALL.prompt] * 2 + [PROBLEM.prompt] * 3, [SMALL_RIGHT, SMALL_SLIP, SLIP, RIGHT, "#52"])
+    whole = prm.scorer_logits(scorer, r.sequences, r.attention_mask, r.prompt_length)
+    torch.testing.assert_close(prm.reward_model_logits(scorer, r, chunk=2), whole)
+
+
+def test_step_means_average_each_steps_tokens_and_an_empty_step_takes_its_end_token():
+    values = torch.tensor([1.0, 3.0, 5.0, 7.0, 9.0])
+    step_ids = torch.tensor([0, 0, 2, 2, 2])  # line 1 begins and ends inside token 1 (a "\n\n" token)
+    assert prm.step_means(values, step_ids, torch.tensor([1, 1, 4]), 3).tolist() == [2.0, 3.0, 7.0]
+
+
 # ------------------------------------------------------------------------- dense advantages
 def test_step_rewards_broadcast_to_their_step_and_every_earlier_token():
     # two completions of one prompt: steps of lengths 2, 2 (+ pad) and 3, 1
@@ -143,6 +420,99 @@ def test_token_advantages_are_standardised_within_each_group():
     assert A[0, 2] == 0 and torch.isclose(A[:2][mask[:2]].mean(), torch.tensor(0.0), atol=1e-6)
     assert torch.isclose(A[:2][mask[:2]].std(), torch.tensor(1.0), atol=1e-3)
     assert (A[2:] == 0).all()  # all-equal credit: no signal, no NaN
+
+
+GROUPED = [SMALL_RIGHT, SMALL_SLIP, SLIP, RIGHT]  # two prompts, G = 2 completions each
+GROUPED_REWARDS = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+
+
+def fake_reward_models(monkeypatch, last_logits: dict | None = None) -> dict:
+    """reward_model_logits replaced: the "model" is a name, its logits fixed random numbers per
+    name (the same for the same completions), but last_logits[name] on each row's last token
+    where given; returns the logits it gave, by name."""
+    given = {}
+
+    def logits(model, completions, chunk=1024):
+        seed = {"PRM": 1, "ORM": 2, "QRM": 3}[model]
+        given[model] = torch.randn(completions.completion_mask.shape, generator=torch.Generator().manual_seed(seed))
+        if model in (last_logits or {}):
+            last = completions.completion_mask.sum(1) - 1
+            given[model][torch.arange(len(last)), last] = torch.tensor(last_logits[model])
+        return given[model]
+
+    monkeypatch.setattr(prm, "reward_model_logits", logits)
+    return given
+
+
+@pytest.mark.parametrize("with_outcome", [False, True])
+def test_prm_advantages_reward_each_step_end_and_the_verifier_takes_the_last(monkeypatch, with_outcome):
+    given = fake_reward_models(monkeypatch)
+    r = hand_completions([SMALL.prompt] * 2 + [PROBLEM.prompt] * 2, GROUPED)
+    A = prm.prm_advantage_fn("PRM", TOK, 2, with_outcome)(r, GROUPED_REWARDS, [SMALL, PROBLEM])
+    ends, step_rewards = torch.zeros(r.completion_mask.shape, dtype=torch.bool), torch.zeros(r.completion_mask.shape)
+    p = torch.sigmoid(given["PRM"])
+    for row, text in enumerate(GROUPED):
+        ends[row, step_ends_by_hand(text)] = True
+        step_rewards[row, step_ends_by_hand(text)] = p[row, step_ends_by_hand(text)]
+        if with_outcome:  # the answer step: the verifier's verdict instead of the PRM's
+            step_rewards[row, len(text)] = GROUPED_REWARDS.flatten()[row]
+    torch.testing.assert_close(A, prm.process_advantages(step_rewards, ends, 2))
+
+
+def test_qrm_advantages_are_its_token_scores_standardised_per_group(monkeypatch):
+    given = fake_reward_models(monkeypatch)
+    r = hand_completions([SMALL.prompt] * 2 + [PROBLEM.prompt] * 2, GROUPED)
+    A = prm.qrm_advantage_fn("QRM", 2)(r, GROUPED_REWARDS, [SMALL, PROBLEM])
+    torch.testing.assert_close(A, prm.token_advantages(given["QRM"], r.completion_mask, 2))
+
+
+def test_proxy_advantages_centre_the_orm_score_and_log_proxy_kl_and_gold(monkeypatch):
+    given = fake_reward_models(monkeypatch)
+    policy, reference = lm_pins.tiny_model(1)[0], common.frozen_copy(lm_pins.tiny_model(2)[0])
+    r = hand_completions([SMALL.prompt] * 2 + [PROBLEM.prompt] * 2, GROUPED)
+    with torch.no_grad():
+        logp, _ = common.token_logprobs(policy, r.sequences, r.attention_mask, r.prompt_length)
+    r.logprobs = logp * r.completion_mask  # as sampled from the policy
+    log = []
+    A = prm.proxy_advantage_fn("ORM", reference, 2, log)(r, GROUPED_REWARDS, [SMALL, PROBLEM])
+    proxy = torch.sigmoid(given["ORM"][torch.arange(4), [len(t) for t in GROUPED]])  # read on EOS
+    centred = proxy.view(2, 2) - proxy.view(2, 2).mean(1, keepdim=True)
+    torch.testing.assert_close(A, centred.flatten()[:, None] * r.completion_mask)
+    ref_logp, _ = common.token_logprobs(reference, r.sequences, r.attention_mask, r.prompt_length)
+    kl = sum(float((logp[i] - ref_logp[i])[r.completion_mask[i]].sum()) for i in range(4)) / 4
+    assert log == [{"proxy": pytest.approx(float(proxy.mean())), "kl": pytest.approx(kl, abs=1e-5), "gold": 0.5}]
+    assert abs(kl) > 0.1
+
+
+def test_rl_study_runs_each_method_from_a_copy_of_the_cold_start_with_its_own_advantages(monkeypatch):
+    given = fake_reward_models(monkeypatch)
+    r = hand_completions([SMALL.prompt] * 2 + [PROBLEM.prompt] * 2, GROUPED)
+    initial, _ = lm_pins.tiny_model(0)
+    seen = {}
+
+    def train_spy(policy, reference, tokenizer, args, advantage_fn, held_out, device, desc="RL"):
+        assert policy is not initial and reference is not initial and not any(q.requires_grad for q in reference.parameters())
+        for a, b, c in zip(policy.parameters(), reference.parameters(), initial.parameters()):
+            assert torch.equal(a, c) and torch.equal(b, c)
+        with torch.no_grad():
+            next(policy.parameters()).add_(1.0)  # training moves this copy only
+        seen[desc] = (advantage_fn(r, GROUPED_REWARDS, [SMALL, PROBLEM]), held_out, args.group_size)
+        return {"history": [], "evals": [{"step": 0, "pass@1": 0.0}]}
+
+    monkeypatch.setattr(prm, "train", train_spy)
+    monkeypatch.setattr(prm, "what_it_writes", lambda *a, **k: ["", ""])
+    args = HandArgs(hand_problems=(PROBLEM, SMALL, PROBLEM), eval_problems=2, group_size=2)
+    runs = prm.rl_study(initial, TOK, {"prm": "PRM", "orm": "ORM", "qrm": "QRM"}, args, "cpu")
+    assert list(runs) == list(prm.RL_METHODS) and list(seen) == [f"RL {m}" for m in prm.RL_METHODS]
+    expected = {"outcome": prm.outcome_advantage_fn(r, GROUPED_REWARDS, None),
+                "prm": prm.prm_advantage_fn("PRM", TOK, 2)(r, GROUPED_REWARDS, None),
+                "prm_outcome": prm.prm_advantage_fn("PRM", TOK, 2, with_outcome=True)(r, GROUPED_REWARDS, None),
+                "qrm": prm.token_advantages(given["QRM"], r.completion_mask, 2)}
+    for method in prm.RL_METHODS:
+        advantages, held_out, group_size = seen[f"RL {method}"]
+        torch.testing.assert_close(advantages, expected[method])
+        assert held_out == [PROBLEM, SMALL] and group_size == 2
+    assert not torch.equal(expected["prm"], expected["prm_outcome"])
 
 
 def test_proxy_advantages_are_05s_dr_grpo_centring():
@@ -175,6 +545,216 @@ def test_gao_fit_recovers_alpha_and_beta(form):
     assert prm.gao_curve(np.array([d_peak]), truth, "bon")[0] == pytest.approx(0.4 ** 2 / (4 * 0.15))
 
 
+def test_overoptimisation_rl_optimises_the_orm_without_kl_and_reads_kl_and_proxy_at_each_evaluation(monkeypatch):
+    """A fake loop logs kl = -6, -6, -6, -6, 10, 30 and proxy 0.1 .. 0.6 over 6 updates, evaluating
+    every 3: each point takes the 5-update trailing means at its update (the last at the last
+    update), KL clipped at 0, and 0 at the reference itself."""
+    initial, _ = lm_pins.tiny_model(0)
+    made, ran = [], []
+
+    def proxy_fn(orm, reference, group_size, log):
+        made.append((orm, reference, group_size, log))
+        return "proxy advantages"
+
+    def train_spy(policy, reference, tokenizer, args, advantage_fn, held_out, device, desc="RL"):
+        ran.append((policy, args, advantage_fn, held_out))
+        log = made[0][3]
+        for kl, proxy in zip([-6, -6, -6, -6, 10, 30], [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]):
+            log.append({"proxy": proxy, "kl": kl, "gold": 0.0})
+        return {"history": [], "evals": [{"step": s, "pass@1": g} for s, g in ((0, 0.25), (3, 0.5), (6, 0.375))]}
+
+    monkeypatch.setattr(prm, "proxy_advantage_fn", proxy_fn)
+    monkeypatch.setattr(prm, "train", train_spy)
+    args = HandArgs(hand_problems=(PROBLEM, SMALL, PROBLEM), eval_problems=2, group_size=3, beta=0.04, lr=1e-4,
+                    rl_steps=80, overopt_steps=6, overopt_lr=3e-4, eval_every=3)
+    result = prm.overoptimisation_rl(initial, TOK, {"prm": "PRM", "orm": "ORM", "qrm": "QRM"}, args, "cpu")
+    ((orm, reference, group_size, _),) = made
+    assert orm == "ORM" and group_size == 3 and reference is not initial
+    ((policy, run_args, advantage_fn, held_out),) = ran
+    assert policy is not initial and advantage_fn == "proxy advantages" and held_out == [PROBLEM, SMALL]
+    assert (run_args.beta, run_args.lr, run_args.rl_steps) == (0.0, 3e-4, 6)
+    assert dataclasses.replace(run_args, beta=0.04, lr=1e-4, rl_steps=80) == args  # nothing else changes
+    assert result["points"] == [{"step": 0, "gold": 0.25, "kl": 0.0, "proxy": pytest.approx(0.1)},
+                                {"step": 3, "gold": 0.5, "kl": 0.0, "proxy": pytest.approx(0.25)},
+                                {"step": 6, "gold": 0.375, "kl": pytest.approx(4.4), "proxy": pytest.approx(0.4)}]
+
+
+def test_overoptimisation_fits_recover_known_alpha_and_beta_of_each_form():
+    """Best-of-N gold gains built on d(α - βd) and RL gold gains on d(α - β log d): each fit
+    gets its own data's α, β back, against d = sqrt(KL) (the best-of-N KL for best-of-N)."""
+    ns = [1, 2, 4, 8, 16, 32]
+    d_bon = np.sqrt(prm.best_of_n_kl(np.array(ns)))
+    bon_truth, rl_truth = {"alpha": 0.5, "beta": 0.2}, {"alpha": 0.3, "beta": 0.1}
+    gains = prm.gao_curve(d_bon, bon_truth, "bon")
+    held = {"ns": ns, "curves": {"ORM": {N: 0.4 + g for N, g in zip(ns, gains)}},
+            "orm_proxy_of_pick": {N: 0.5 + 0.01 * N for N in ns}}
+    kls = [0.0, 0.5, 1.0, 2.0, 4.0, 8.0]
+    rl_gains = prm.gao_curve(np.sqrt(kls), rl_truth, "rl")
+    proxy_rl = {"points": [{"kl": kl, "gold": 0.3 + g, "proxy": 0.1 * i} for i, (kl, g) in enumerate(zip(kls, rl_gains))]}
+    fits = prm.overoptimisation_fits(held, proxy_rl)
+    assert fits["bon"]["d"] == pytest.approx(d_bon.tolist()) and fits["bon"]["gain"] == pytest.approx(gains.tolist())
+    assert fits["bon"]["proxy"] == [held["orm_proxy_of_pick"][N] for N in ns]
+    assert fits["rl"]["d"] == pytest.approx(np.sqrt(kls).tolist()) and fits["rl"]["gain"] == pytest.approx(rl_gains.tolist())
+    assert fits["rl"]["proxy"] == [0.1 * i for i in range(6)]
+    for kind, form, truth in (("bon", "bon", bon_truth), ("rl", "rl", rl_truth)):
+        fit = fits[kind][f"fit_{form}"]
+        assert (fit["alpha"], fit["beta"], fit["r2"]) == pytest.approx((truth["alpha"], truth["beta"], 1.0)), kind
+    for kind, form, d, gain in (("bon", "rl", d_bon, gains), ("rl", "bon", np.sqrt(kls), rl_gains)):
+        assert fits[kind][f"fit_{form}"] == pytest.approx(prm.fit_gao(d, gain, form)), kind  # the other form, same data
+        assert fits[kind][f"fit_{form}"]["r2"] < 0.999  # fits worse
+
+
+def test_fit_scorer_is_adamw_on_random_minibatches_and_leaves_the_scorer_in_eval_mode():
+    """Against AdamW written out: the same minibatches (distinct items, rm_batch of them, or all
+    when fewer), the same updates, one loss per step."""
+    target = torch.arange(6.0)
+    batches = []
+
+    def loss_of_batch(rows):
+        batches.append(rows.tolist())
+        return ((scorer.weight[0, rows] - target[rows]) ** 2).sum()
+
+    scorer = torch.nn.Linear(6, 1)
+    reference = copy.deepcopy(scorer)
+    args = prm.Args(rm_steps=5, rm_batch=4, rm_lr=0.1)
+    losses = prm.fit_scorer(scorer, loss_of_batch, 6, args, np.random.default_rng(0), "test")
+    assert not scorer.training and len(losses) == 5 and len(batches) == 5
+    rng = np.random.default_rng(0)
+    optimizer = torch.optim.AdamW(reference.parameters(), lr=0.1, weight_decay=0.0)
+    for rows, loss in zip(batches, losses):
+        assert rows == rng.choice(6, 4, replace=False).tolist()
+        expected = ((reference.weight[0, rows] - target[rows]) ** 2).sum()
+        assert loss == pytest.approx(expected.item())
+        optimizer.zero_grad()
+        expected.backward()
+        optimizer.step()
+    torch.testing.assert_close(scorer.weight, reference.weight)
+    assert losses[-1] < losses[0]
+    batches.clear()  # fewer items than a batch: each step takes them all
+    prm.fit_scorer(scorer, loss_of_batch, 3, prm.Args(rm_steps=1, rm_batch=4), np.random.default_rng(0), "all")
+    assert sorted(batches[0]) == [0, 1, 2]
+
+
+def test_what_it_writes_samples_each_problem_in_turn(monkeypatch):
+    calls = fake_sampler(monkeypatch, {SMALL.prompt: [("#4", False), ("#5", False)],
+                                       PROBLEM.prompt: [("#52", False), ("#1", False)]})
+    texts = prm.what_it_writes(POLICY, TOK, [SMALL, PROBLEM], prm.Args(), "cpu", samples=2)
+    assert calls == [[SMALL.prompt] * 2 + [PROBLEM.prompt] * 2]
+    assert texts == [SMALL.prompt + "#4", SMALL.prompt + "#5", PROBLEM.prompt + "#52", PROBLEM.prompt + "#1"]
+
+
+def test_an_all_padding_batch_gives_zero_statistics_not_nan():
+    model, _ = lm_pins.tiny_model(0)
+    r = hand_completions([SMALL.prompt], [SMALL_RIGHT])
+    r.completion_mask = torch.zeros_like(r.completion_mask)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    stats = prm.policy_gradient_step(model, optimizer, r, torch.ones(r.completion_mask.shape),
+                                     torch.zeros(r.completion_mask.shape), beta=0.1, max_grad_norm=1.0)
+    assert stats == {"kl": 0.0, "entropy": 0.0, "grad_norm": 0.0}
+
+
+# ------------------------------------------------------------------------------------ claims
+def rerank_inputs(false_positives=0.1, at_largest_n=(0.75, 0.75, 0.5, 0.25), drop_auroc=0.75, qrm_auroc=0.75):
+    """label_and_rerank_claims' inputs; at_largest_n = (PRM-min, PRM-product, ORM, majority) at
+    the largest N, whose order makes the verdicts (at N = 1 every verdict would go the other way)."""
+    data = {"quality": {4: {"accuracy": 0.8, "false_positive_rate": false_positives, "false_negative_rate": 0.1},
+                        1: {"accuracy": 0.8, "false_positive_rate": 0.0, "false_negative_rate": 0.1}}}
+    names = ("PRM-min", "PRM-product", "ORM", "majority vote")
+    curves = {name: {1: first, 8: last} for name, first, last in zip(names, (0.0, 0.5, 0.5, 0.5), at_largest_n)}
+    curves["oracle (pass@N)"] = {1: 0.5, 8: 1.0}
+    results = {"outcome only (flat)": {"auroc": 0.5, "top1": 0.25}, "PRM step score": {"auroc": 0.6, "top1": 0.3},
+               "PRM drop (score - previous)": {"auroc": drop_auroc, "top1": 0.5},
+               "Q-RM (mean Z of the step)": {"auroc": qrm_auroc, "top1": 0.5}}
+    held = {"ns": [1, 8], "curves": curves, "credit": {"solutions": 7, "results": results}}
+    return prm.Args(label_n=4), data, held
+
+
+def verdicts(claims: list[dict]) -> list:
+    return [c["holds"] for c in claims]
+
+
+@pytest.mark.parametrize("change,expected", [
+    ({}, [True, True, True, True, True]),
+    ({"false_positives": 0.0}, [False, True, True, True, True]),  # labels without noise
+    ({"at_largest_n": (0.5, 0.5, 0.5, 0.25)}, [True, False, True, True, True]),  # PRM = ORM
+    ({"at_largest_n": (0.75, 0.5, 0.5, 0.5)}, [True, False, True, True, True]),  # ORM = majority
+    ({"at_largest_n": (0.5, 0.75, 0.25, 0.125)}, [True, True, False, True, True]),  # product beats min
+    ({"drop_auroc": 0.5}, [True, True, True, False, True]),  # PRM drop no better than chance
+    ({"qrm_auroc": 0.5}, [True, True, True, True, False]),
+])
+def test_label_and_rerank_verdicts_follow_the_measurements(change, expected):
+    assert verdicts(prm.label_and_rerank_claims(*rerank_inputs(**change))) == expected
+
+
+def test_label_and_rerank_claims_skip_localisation_without_failed_solutions():
+    args, data, held = rerank_inputs()
+    held["credit"] = {"solutions": 0, "results": {}}
+    assert verdicts(prm.label_and_rerank_claims(args, data, held)) == [True, True, True]
+
+
+def rl_runs(qrm=((0, 0.25), (2, 0.5), (36, 0.875)), prm_final=0.875, outcome=((0, 0.25), (12, 0.375), (24, 0.5), (36, 0.75))):
+    """rl_claims' input: held-out (update, pass@1) of each method. Outcome GRPO goes 0.25 -> 0.75,
+    so halfway is 0.5, reached at update 24; Q-RM reaches it at update 2 (12x faster) by default."""
+    def run(points):
+        return {"evals": [{"step": s, "pass@1": p} for s, p in points]}
+    return {"outcome": run(outcome), "prm": run(((0, 0.25), (36, prm_final))),
+            "prm_outcome": run(((0, 0.25), (36, 0.5))), "qrm": run(qrm)}
+
+
+@pytest.mark.parametrize("change,expected", [
+    ({}, [True, True, True, None]),
+    ({"qrm": ((0, 0.25), (3, 0.5), (36, 0.75))}, [False, False, True, None]),  # 8x faster; no gain
+    ({"qrm": ((0, 0.25), (36, 0.375))}, [None, False, True, None]),  # never halfway: no ratio
+    ({"prm_final": 0.75}, [True, True, False, None]),  # the PRM run ends level with outcome GRPO
+    ({"outcome": ((0, 0.0), (36, 0.0)), "qrm": ((0, 0.0), (36, 0.05))}, [None, True, True, None]),  # +5 points
+    ({"outcome": ((0, 0.0), (36, 0.0)), "qrm": ((0, 0.0), (36, 0.04))}, [None, False, True, None]),
+])
+def test_rl_verdicts_follow_the_measurements(change, expected):
+    claims = prm.rl_claims(prm.Args(rl_steps=36), rl_runs(**change))
+    assert verdicts(claims) == expected
+    assert "12x faster" in claims[0]["claim"] and "second proxy" in claims[3]["claim"]
+
+
+def test_rl_claims_need_the_outcome_baseline_and_skip_missing_methods():
+    runs = rl_runs()
+    assert prm.rl_claims(prm.Args(), {k: v for k, v in runs.items() if k != "outcome"}) == []
+    assert verdicts(prm.rl_claims(prm.Args(), {"outcome": runs["outcome"], "prm": runs["prm"]})) == [True]
+    assert verdicts(prm.rl_claims(prm.Args(), {"outcome": runs["outcome"], "qrm": runs["qrm"]})) == [True, True]
+
+
+def overoptimisation_inputs(golds, proxies):
+    fits = {"bon": {"fit_bon": {"alpha": 0.5, "beta": 0.2, "r2": 0.9}}}
+    points = [{"gold": g, "proxy": p, "kl": float(i)} for i, (g, p) in enumerate(zip(golds, proxies))]
+    return fits, {"points": points}
+
+
+@pytest.mark.parametrize("golds,proxies,holds", [
+    ((0.3, 0.5, 0.4), (0.1, 0.2, 0.3), True),  # proxy up, gold peaks inside then falls
+    ((0.3, 0.5, 0.48), (0.1, 0.2, 0.3), False),  # falls by only 0.02
+    ((0.3, 0.5, 0.4), (0.3, 0.2, 0.3), False),  # the proxy did not rise
+    ((0.3, 0.4, 0.5), (0.1, 0.2, 0.3), False),  # gold peaks at the end
+    ((0.5, 0.4, 0.3), (0.1, 0.2, 0.3), False),  # gold peaks at the start
+])
+def test_overoptimisation_verdict_needs_a_rising_proxy_and_an_inner_gold_peak(golds, proxies, holds):
+    claims = prm.overoptimisation_claims(*overoptimisation_inputs(golds, proxies))
+    assert verdicts(claims) == [holds, None]
+
+
+def test_check_claims_are_the_three_studies_claims_in_order():
+    args, data, held = rerank_inputs()
+    fits, proxy_rl = overoptimisation_inputs((0.3, 0.5, 0.4), (0.1, 0.2, 0.3))
+    runs = rl_runs()
+    assert prm.check_claims(dataclasses.replace(args, rl_steps=36), data, held, runs, fits, proxy_rl) == (
+        prm.label_and_rerank_claims(args, data, held) + prm.rl_claims(dataclasses.replace(args, rl_steps=36), runs)
+        + prm.overoptimisation_claims(fits, proxy_rl))
+
+
+def test_overoptimisation_claims_without_the_rl_run_keep_the_fit_only():
+    fits, _ = overoptimisation_inputs((0.3, 0.5, 0.4), (0.1, 0.2, 0.3))
+    (only,) = prm.overoptimisation_claims(fits, None)
+    assert only["holds"] is None and "α=0.500, β=0.200" in only["measured"]
+
+
 # ------------------------------------------------------------------------------ CLI and smoke
 @pytest.mark.parametrize("flag,value,message", [
     ("--label-ns", "1,32", "--label-ns and --label-n must be in 1..--rollouts-per-prefix"),
@@ -190,7 +770,15 @@ def without_timing(metrics: dict) -> dict:
     return {k: v for k, v in metrics.items() if "wall_clock" not in k}
 
 
-def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path, read_results):
+def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path, read_results, monkeypatch):
+    sampled, real_sample = [], prm.sample
+
+    def sample_spy(policy, tokenizer, prompts, *rest, **options):
+        completions, texts = real_sample(policy, tokenizer, prompts, *rest, **options)
+        sampled.append((list(prompts), texts))
+        return completions, texts
+
+    monkeypatch.setattr(prm, "sample", sample_spy)
     args = prm.Args(smoke=True, device="cpu", out=str(tmp_path / "out"), cache=str(tmp_path / "cache"))
     first = prm.main(args)
     data = read_results(tmp_path / "out" / "results.json")
@@ -199,5 +787,17 @@ def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path, read
     assert {"best_of_n[PRM-min][N=1]", "best_of_n[majority vote][N=4]", "hard_label_accuracy[N=4]",
             "rl[qrm]_pass@1_final"} <= set(first["metrics"])
     assert data["metrics"] == common.json_ready(first["metrics"])
+    # the labels' rollouts: 4 (--rollouts-per-prefix) from each step prefix of each sampled solution
+    (solution_prompts, solutions), (rollout_prompts, _) = sampled[:2]
+    assert len(solutions) == 16 == first["metrics"]["label_solutions"]
+    prefixes = [prompt + "\n".join(text.split("\n")[:k + 1]) + "\n"
+                for prompt, text in zip(solution_prompts, solutions) for k in range(text.count("\n"))]
+    assert prefixes and rollout_prompts == [prefix for prefix in prefixes for _ in range(4)]
+    # the gold verifier's credit (-1 on the first wrong step, 0 elsewhere) localises every failure exactly
+    metrics = first["metrics"]
+    assert metrics["localisation_auroc[gold verifier]"] == 1.0 and metrics["localisation_top1[gold verifier]"] == 1.0
+    largest = max(data["best_of_n"]["ns"])  # with N = all samples, no reranker's pick beats the oracle
+    for name in ("PRM-min", "PRM-product", "ORM", "Q-RM (mean Z)", "majority vote"):
+        assert metrics[f"best_of_n[{name}][N={largest}]"] <= metrics[f"best_of_n[oracle (pass@N)][N={largest}]"]
     again = prm.main(dataclasses.replace(args))
     assert json.dumps(without_timing(again["metrics"])) == json.dumps(without_timing(first["metrics"]))
