@@ -1,5 +1,6 @@
 """Pins for what 06 and 07 restate from 05 (the GRPO advantage, k3, the RL step and loop): each copy
-must give 05's numbers. Shared by tests/test_06_prm_qrm.py and tests/test_07_ss_grpo.py."""
+must give 05's numbers; and the small LM fixtures the LM tests share (a tiny model, completions
+built from text)."""
 
 import copy
 import dataclasses
@@ -16,6 +17,22 @@ def tiny_model(seed: int = 0):
     torch.manual_seed(seed)
     tok = common.make_char_tokenizer()
     return common.make_tiny_lm(tok, hidden=16, layers=2, heads=2), tok
+
+
+def hand_completions(prompts: list[str], texts: list[str], cut: list[bool] | None = None) -> common.Completions:
+    """Completions built from text with the one-character-a-token tokenizer: left-padded prompts,
+    each text + EOS (none where cut by the budget), right-padded."""
+    tok = common.make_char_tokenizer()
+    cut = cut or [False] * len(texts)
+    ids, mask = common.encode_prompts(tok, prompts)
+    rows = [tok(t, add_special_tokens=False)["input_ids"] + ([] if c else [tok.eos_token_id]) for t, c in zip(texts, cut)]
+    width = max(len(r) for r in rows)
+    completion = torch.tensor([r + [tok.pad_token_id] * (width - len(r)) for r in rows])
+    completion_mask = torch.tensor([[True] * len(r) + [False] * (width - len(r)) for r in rows])
+    return common.Completions(sequences=torch.cat([ids, completion], 1),
+                              attention_mask=torch.cat([mask, completion_mask.long()], 1),
+                              completion_mask=completion_mask, logprobs=torch.zeros(completion.shape),
+                              truncated=torch.tensor(cut), prompt_length=ids.shape[1])
 
 
 def assert_advantage_and_kl_match_05(module) -> None:

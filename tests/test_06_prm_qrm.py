@@ -14,6 +14,7 @@ import torch
 
 import common
 import lm_pins
+from lm_pins import hand_completions
 
 prm = importlib.import_module("06_prm_qrm")
 PROBLEM = common.ChainProblem(12, (("+", 7), ("*", 3), ("-", 5)))  # 12+7=19, 19*3=57, 57-5=52
@@ -21,21 +22,6 @@ SMALL = common.ChainProblem(3, (("+", 1),))  # 3+1=4
 RIGHT, SLIP = PROBLEM.solution, "12+7=19\n19*3=56\n56-5=51\n#51"  # SLIP goes wrong at step 1
 SMALL_RIGHT, SMALL_SLIP = SMALL.solution, "3+1=5\n#5"  # SMALL_SLIP goes wrong at step 0
 TOK = common.make_char_tokenizer()
-
-
-def hand_completions(prompts: list[str], texts: list[str], cut: list[bool] | None = None) -> common.Completions:
-    """Completions built from text with the one-character-a-token tokenizer: left-padded prompts,
-    each text + EOS (none where cut by the budget), right-padded."""
-    cut = cut or [False] * len(texts)
-    ids, mask = common.encode_prompts(TOK, prompts)
-    rows = [TOK(t, add_special_tokens=False)["input_ids"] + ([] if c else [TOK.eos_token_id]) for t, c in zip(texts, cut)]
-    width = max(len(r) for r in rows)
-    completion = torch.tensor([r + [TOK.pad_token_id] * (width - len(r)) for r in rows])
-    completion_mask = torch.tensor([[True] * len(r) + [False] * (width - len(r)) for r in rows])
-    return common.Completions(sequences=torch.cat([ids, completion], 1),
-                              attention_mask=torch.cat([mask, completion_mask.long()], 1),
-                              completion_mask=completion_mask, logprobs=torch.zeros(completion.shape),
-                              truncated=torch.tensor(cut), prompt_length=ids.shape[1])
 
 
 def step_ends_by_hand(text: str) -> list[int]:

@@ -15,23 +15,11 @@ import torch
 
 import common
 import lm_pins
+from lm_pins import hand_completions
 
 ss = importlib.import_module("07_ss_grpo")
 prm = importlib.import_module("06_prm_qrm")
 TOK = common.make_char_tokenizer()
-
-
-def hand_completions(prompts: list[str], completions: list[str]) -> common.Completions:
-    """Completions built from text: left-padded prompts, completions + EOS, right-padded."""
-    ids, mask = common.encode_prompts(TOK, prompts)
-    rows = [TOK(c, add_special_tokens=False)["input_ids"] + [TOK.eos_token_id] for c in completions]
-    width = max(len(r) for r in rows)
-    completion = torch.tensor([r + [TOK.pad_token_id] * (width - len(r)) for r in rows])
-    completion_mask = torch.tensor([[True] * len(r) + [False] * (width - len(r)) for r in rows])
-    return common.Completions(sequences=torch.cat([ids, completion], 1),
-                              attention_mask=torch.cat([mask, completion_mask.long()], 1),
-                              completion_mask=completion_mask, logprobs=torch.zeros(completion.shape),
-                              truncated=torch.zeros(len(rows), dtype=torch.bool), prompt_length=ids.shape[1])
 
 
 def step_ids_of(r: common.Completions) -> torch.Tensor:
