@@ -648,6 +648,17 @@ def test_the_gae_verdict_reads_the_advantages_the_loop_hands_to_the_loss(monkeyp
     assert verdicts(grpo.check_claims(**claim_summary()))["GAE"] is True
 
 
+def test_the_appendix_a_verdict_fails_when_rloo_is_off(monkeypatch):
+    """The hand case must hold to the digit: an RLOO advantage of 0.5 instead of 2/3 is no match."""
+    shared = grpo.group_advantages
+
+    def rloo_off(rewards, method):
+        return shared(rewards, method) * (0.75 if method == "rloo" else 1.0)
+
+    monkeypatch.setattr(grpo, "group_advantages", rloo_off)
+    assert verdicts(grpo.check_claims(**claim_summary()))["appendix A"] is False
+
+
 @pytest.mark.parametrize("advantage,holds", [
     (lambda r, m: (r - r.mean(1, keepdim=True)) / r.std(1, keepdim=True), True),  # no ε: 0/0 blows up
     (lambda r, m: r - 0.5, False),  # an all-equal group keeps a non-zero advantage: neither
