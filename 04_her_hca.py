@@ -50,10 +50,10 @@ from common import (
     evaluate_policy,
     format_claims,
     format_table,
-    parse_args,
     plot_curves,
     require,
     require_positive,
+    run_script,
     save_figure,
     seed_everything,
     start_run,
@@ -1068,4 +1068,4 @@ def main(args: Args) -> dict:
 
 if __name__ == "__main__":
     torch.set_num_threads(1)  # every tensor here is small: on a CPU, threads cost more than they save
-    main(parse_args(Args))
+    run_script(main, Args)

@@ -123,7 +123,7 @@ def _listing(field: dataclasses.Field) -> Callable[[str], str]:
     kind = {int: "integers", float: "numbers", str: "names"}[item]
 
     def convert(text: str) -> str:
-        parts = [part.strip() for part in text.split(",")] if text.strip() else []
+        parts = as_list(text, str)
         if not parts and not empty:
             raise argparse.ArgumentTypeError(f"expected a comma-separated list of {kind}, got {text!r}")
         for part in parts:

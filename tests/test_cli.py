@@ -4,6 +4,7 @@ code 2, whatever the script; a Ctrl-C ends with one line and leaves nothing half
 import dataclasses
 import importlib
 import os
+import runpy
 import signal
 import subprocess
 import sys
@@ -103,6 +104,16 @@ def test_ctrl_c_ends_in_one_line_and_leaves_no_half_written_cache(tmp_path):
     assert run.returncode == 130 and "Traceback" not in err and "interrupted" in lines[-1]
     assert not (tmp_path / "out" / "results.json").exists()
     assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_every_script_runs_its_main_through_run_script(monkeypatch, script):
+    """Run as a program, each script hands its main and Args to common.run_script, which turns a
+    Ctrl-C into one line (the test above interrupts one script; this pins the others' entry)."""
+    entries = []
+    monkeypatch.setattr(common, "run_script", lambda main, args_class: entries.append((main, args_class)))
+    namespace = runpy.run_path(str(ROOT / f"{script}.py"), run_name="__main__")
+    assert entries == [(namespace["main"], namespace["Args"])]
 
 
 def test_smoke_keeps_the_flags_you_pass():
