@@ -1,4 +1,5 @@
-"""05 — Group baselines on a small LM: REINFORCE, RLOO, GRPO and Dr. GRPO, with KL to a reference.
+"""05 — Group baselines on a small LM: REINFORCE, RLOO, GRPO and Dr. GRPO, with KL to a reference;
+and the classic alternative they replace, PPO with a learned critic.
 
 Post-training an LM on a verifiable task is policy gradient with one reward per completion: the
 Ψ slot holds one number per completion, copied onto each of its tokens. The methods differ in
@@ -8,19 +9,32 @@ the baseline subtracted from the reward r_i of completion i, one of the G sample
   RLOO        A_i = r_i - mean_{j≠i} r_j         the other G-1 completions of the same prompt
   GRPO        A_i = (r_i - mean_g) / std_g       the group's z-score, no critic
   Dr. GRPO    A_i = r_i - mean_g                 no std, and a constant loss normaliser
+  PPO         A_it = Σ_l λ^l δ_{t+l},  δ_t = r_t + V(s_{t+1}) - V(s_t)
+              GAE(γ = 1, λ) over tokens, V a learned critic (a copy of the policy's trunk)
 
-All four feed one step: PPO's clipped ratio ρ = π_θ/π_old, a k3 estimate of KL(π_θ || π_ref) to
+All five feed one step: PPO's clipped ratio ρ = π_θ/π_old, a k3 estimate of KL(π_θ || π_ref) to
 the frozen cold start weighted by β, and a loss normalisation. The task (common.py) is a chain of
 arithmetic operations solved one step per line; the verifier checks the answer. The cold start,
 a tiny Llama trained here on demonstrations that often skip the working, mostly answers bare and
 wrong: RL has to find out, from one bit per completion, that writing the steps pays.
 
-Read beside: credit-assignment-over-long-generations.txt (GRPO, KL, "when it falls down");
-credit-assignment-is-the-whole-game.txt §5-9 and Appendix A. Papers: Shao et al. 2024
-(DeepSeekMath: GRPO); Ahmadian et al. 2024 (RLOO); Liu et al. 2025 (Dr. GRPO); Schulman 2020 (k3).
+Length is the essays' argument: the score Σ_t ∇ log π(y_t) of a T-token completion sums T terms,
+so a terminal reward's gradient grows noisier with T. We measure each completion's gradient under
+each Ψ (torch.func) and fit the slope of its variance against the completion length; and we ask
+whether the critic tells the truth: its V at the first token and at each step boundary against
+P(success | prefix) estimated by fresh rollouts from that prefix. `--max-steps 16` makes the
+chains (and completions) four times longer.
+
+Read beside: credit-assignment-over-long-generations.txt (all: length, GRPO, KL, "when it falls
+down"); credit-assignment-is-the-whole-game.txt §5 (the decision tree: group baselines or PPO +
+GAE), §7.4, §7.8, §8 and Appendix A. Papers: Shao et al. 2024 (DeepSeekMath: GRPO); Ahmadian et
+al. 2024 (RLOO); Liu et al. 2025 (Dr. GRPO); Schulman 2020 (k3); Schulman et al. 2016 (GAE);
+Ouyang et al. 2022 (InstructGPT: PPO with a value model).
 Figures in runs/05_grpo_rloo/: learning_curves.png (held-out pass@1 per estimator), training.png
 (reward, KL, entropy, length, zero-spread share, grad norm per update), reward_kl.png (the β
-sweep), zero_spread.png (groups with no reward spread vs G, per difficulty, before and after RL).
+sweep), zero_spread.png (groups with no reward spread vs G, per difficulty, before and after RL),
+gradient_variance.png (per-completion gradient variance vs length, log-log, per Ψ),
+critic_truth.png (the critic's V against rollout truth, before and after PPO, per λ).
 """
 
 from __future__ import annotations
@@ -29,6 +43,7 @@ import copy
 import dataclasses
 import math
 import time
+import warnings
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
@@ -36,9 +51,12 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
+import torch.nn.functional as F
+from torch.func import functional_call, grad, vmap
 from tqdm import tqdm
 
 from common import (
+    HELD_OUT_SIZE,
     Completions,
     LMArgs,
     arg,
@@ -50,6 +68,7 @@ from common import (
     format_table,
     frozen_copy,
     moving_average,
+    positions_from_mask,
     require,
     require_positive,
     run_script,
@@ -63,7 +82,9 @@ from common import (
 )
 
 ESTIMATORS = ("reinforce", "rloo", "grpo", "dr_grpo")
-NAMES = {"reinforce": "REINFORCE (batch mean)", "rloo": "RLOO", "grpo": "GRPO", "dr_grpo": "Dr. GRPO"}
+METHODS = (*ESTIMATORS, "ppo")  # the group baselines, and PPO's learned critic
+NAMES = {"reinforce": "REINFORCE (batch mean)", "rloo": "RLOO", "grpo": "GRPO", "dr_grpo": "Dr. GRPO",
+         "ppo": "PPO (critic, GAE)"}
 LOSS_NORMS = ("sequence", "token", "constant")
 
 
@@ -183,6 +204,84 @@ def policy_gradient_step(policy, optimizer: torch.optim.Optimizer, completions: 
 
 
 # ============================================================================================
+# The classic alternative: PPO with a learned token critic and GAE over tokens
+# ============================================================================================
+class TokenCritic(torch.nn.Module):
+    """V(x, y_<t), the value of each prefix, read where completion token y_t is about to be
+    sampled: a transformer trunk that starts as a copy of the policy's (InstructGPT's value model
+    also starts from a trained LM, so the critic costs a second model and its optimiser state) and
+    a linear head on its last hidden state, zero at first."""
+
+    def __init__(self, policy):
+        super().__init__()
+        self.trunk = copy.deepcopy(policy.base_model)
+        self.head = torch.nn.Linear(policy.config.hidden_size, 1)
+        torch.nn.init.zeros_(self.head.weight)
+        torch.nn.init.zeros_(self.head.bias)
+
+    def prefix_values(self, ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """V after each position, (B, L): position j has read tokens 0..j."""
+        hidden = self.trunk(input_ids=ids, attention_mask=attention_mask,
+                            position_ids=positions_from_mask(attention_mask)).last_hidden_state
+        return self.head(hidden.float()).squeeze(-1)
+
+    def forward(self, completions: Completions) -> torch.Tensor:
+        """V(s_t) for each completion token, (B, T): position P-1+t has read x and y_<t."""
+        values = self.prefix_values(completions.sequences, completions.attention_mask)
+        return values[:, completions.prompt_length - 1:-1]
+
+
+def token_gae(values: torch.Tensor, rewards: torch.Tensor, mask: torch.Tensor, gamma: float,
+              lam: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """GAE(γ, λ) over the tokens of each completion (02_gae.py teaches GAE; this is its backward
+    recursion on batch-major, right-padded rows). The outcome reward comes with the last token
+    and the episode ends there, so V = 0 after it (a completion cut by the budget ends too: it
+    scores 0). values, mask (B, T); rewards (B,). Returns the advantages and the critic's targets
+    A_t + V(s_t), both (B, T) and 0 on padding."""
+    mask = mask.float()
+    values = values * mask
+    still_going = F.pad(mask[:, 1:], (0, 1))  # a token follows this one
+    # r_t = R on the last token, 0 before it
+    token_rewards = (mask - still_going) * rewards[:, None]
+    # δ_t = r_t + γ V(s_{t+1}) - V(s_t)
+    deltas = token_rewards + gamma * F.pad(values[:, 1:], (0, 1)) * still_going - values
+    advantages = torch.zeros_like(deltas)
+    running = torch.zeros_like(deltas[:, 0])
+    for t in reversed(range(deltas.shape[1])):
+        # A_t = δ_t + γλ A_{t+1}   (0 on the padding after the end, so nothing leaks back)
+        running = deltas[:, t] + gamma * lam * running
+        advantages[:, t] = running
+    return advantages * mask, (advantages + values) * mask
+
+
+def whiten(advantages: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Advantages to mean 0, std 1 over the batch's completion tokens (PPO for LMs does this, as
+    TRL's PPOTrainer; it puts PPO's step on GRPO's scale)."""
+    real = advantages[mask]
+    return torch.where(mask, (advantages - real.mean()) / (real.std() + 1e-8), 0.0) if real.numel() > 1 else advantages
+
+
+def value_loss(values: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """½ (V(s_t) - target_t)², the mean over completion tokens (no value clipping)."""
+    squared = torch.where(mask, (values - targets) ** 2, 0.0)
+    return 0.5 * squared.sum() / mask.sum().clamp(min=1)
+
+
+def value_step(critic: TokenCritic, optimizer: torch.optim.Optimizer, completions: Completions,
+               targets: torch.Tensor, iters: int, max_grad_norm: float) -> float:
+    """`iters` optimiser steps of the value loss on one batch; returns the mean loss."""
+    total = 0.0
+    for _ in range(iters):
+        loss = value_loss(critic(completions), targets, completions.completion_mask)
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(critic.parameters(), max_grad_norm)
+        optimizer.step()
+        total += loss.item() / iters
+    return total
+
+
+# ============================================================================================
 # Groups with no reward spread: how many, by difficulty and group size
 # ============================================================================================
 def zero_spread_probability(n: int, c: int, G: int) -> float:
@@ -215,6 +314,35 @@ def sample_groups(policy, tokenizer, problems: list, args: Args, generator, devi
     return completions, rewards.view(len(problems), args.group_size)
 
 
+def state_bytes(*parts) -> int:
+    """Bytes held by modules' parameters and gradients and by optimisers' state (Adam: two moments)."""
+    tensors = []
+    for part in parts:
+        if isinstance(part, torch.optim.Optimizer):
+            tensors += [t for state in part.state.values() for t in state.values() if torch.is_tensor(t)]
+        else:
+            tensors += [t for p in part.parameters() for t in (p, p.grad) if t is not None]
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def warm_up_critic(critic: TokenCritic, policy, tokenizer, args: Args, device) -> list[float]:
+    """Fit the critic to the policy as it is before PPO starts (`critic_warmup` updates of fresh
+    groups, value loss only, Monte Carlo targets: V(s_t) -> R): a critic that starts at V = 0
+    would make PPO's first updates plain REINFORCE. Returns the value loss per update."""
+    rng = np.random.default_rng(args.seed + 11)
+    generator = torch.Generator(device).manual_seed(args.seed + 11)
+    optimizer = torch.optim.AdamW(critic.parameters(), lr=args.critic_lr, weight_decay=0.0)
+    exclude = frozenset(p.prompt for p in args.task.held_out())
+    losses = []
+    for _ in tqdm(range(args.critic_warmup), desc="critic warm-up", leave=False):
+        problems = args.task.sample(args.prompts, rng, exclude=exclude)
+        completions, rewards = sample_groups(policy, tokenizer, problems, args, generator, device)
+        mask = completions.completion_mask
+        _, targets = token_gae(torch.zeros(mask.shape, device=device), rewards.flatten(), mask, 1.0, 1.0)
+        losses.append(value_step(critic, optimizer, completions, targets, 1, args.max_grad_norm))
+    return losses
+
+
 def make_optimizer(policy, args: Args) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
     """AdamW (or SGD) with a linear learning-rate warmup: Adam's first steps are large."""
     if args.optimizer == "adam":
@@ -224,18 +352,23 @@ def make_optimizer(policy, args: Args) -> tuple[torch.optim.Optimizer, torch.opt
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: min(1.0, (i + 1) / args.warmup))
 
 
-def train(policy, reference, tokenizer, args: Args, method: str, held_out: list, device, desc: str = "RL") -> dict:
+def train(policy, reference, tokenizer, args: Args, method: str, held_out: list, device, desc: str = "RL",
+          critic: TokenCritic | None = None) -> dict:
     """Each update: `prompts` fresh training problems (never a held-out one), G completions of
-    each scored by the verifier, the group advantage of each completion copied onto its tokens,
-    one `policy_gradient_step`. Every `eval_every` updates, held-out pass@1.
+    each scored by the verifier, the group advantage of each completion copied onto its tokens
+    (or, for PPO, the critic's GAE advantage of each token, and then a step of the critic), one
+    `policy_gradient_step`. Every `eval_every` updates, held-out pass@1.
 
     Returns {"history": one dict per update (reward, KL, entropy, length, zero-spread share,
-    clip fraction, grad norm, seconds in generation and in the update), "evals": [...]}.
+    clip fraction, grad norm, the critic's value loss, seconds in generation and in the update),
+    "evals": [...], "state_bytes": what the training holds (`state_bytes`, the reference too)}.
     """
     rng = np.random.default_rng(args.seed)
     generator = torch.Generator(device).manual_seed(args.seed)
     eval_generator = torch.Generator(device).manual_seed(args.seed + 1)
     optimizer, schedule = make_optimizer(policy, args)
+    if critic is not None:
+        critic_optimizer = torch.optim.AdamW(critic.parameters(), lr=args.critic_lr, weight_decay=0.0)
     exclude = frozenset(p.prompt for p in args.task.held_out())
     history, evals = [], []
 
@@ -251,7 +384,14 @@ def train(policy, reference, tokenizer, args: Args, method: str, held_out: list,
         problems = args.task.sample(args.prompts, rng, exclude=exclude)
         completions, rewards = sample_groups(policy, tokenizer, problems, args, generator, device)
         generated = time.time()
-        advantages = token_advantages(rewards, method, completions.completion_mask)
+        mask = completions.completion_mask
+        if critic is None:
+            advantages = token_advantages(rewards, method, mask)
+        else:
+            with torch.no_grad():
+                values = critic(completions)
+            advantages, targets = token_gae(values, rewards.flatten(), mask, 1.0, args.gae_lambda)
+            advantages = whiten(advantages, mask)
         with torch.no_grad():
             ref_logp, _ = token_logprobs(reference, completions.sequences, completions.attention_mask,
                                          completions.prompt_length)
@@ -259,12 +399,16 @@ def train(policy, reference, tokenizer, args: Args, method: str, held_out: list,
                                      args.beta, args.inner_iters, loss_norm_of(method, args), args.max_new_tokens,
                                      args.max_grad_norm)
         schedule.step()
+        if critic is not None:
+            stats["value_loss"] = value_step(critic, critic_optimizer, completions, targets, args.inner_iters,
+                                             args.max_grad_norm)
         history.append({"reward": float(rewards.mean()), "length": float(completions.lengths.float().mean()),
                         "truncated": float(completions.truncated.float().mean()),
                         "zero_spread": float(zero_spread(rewards).float().mean()), **stats,
                         "generate_s": generated - start, "update_s": time.time() - generated})
     held_out_eval(args.rl_steps)
-    return {"history": history, "evals": evals}
+    trained_parts = (policy, optimizer) if critic is None else (policy, optimizer, critic, critic_optimizer)
+    return {"history": history, "evals": evals, "state_bytes": state_bytes(*trained_parts, reference)}
 
 
 # ============================================================================================
@@ -273,8 +417,9 @@ def train(policy, reference, tokenizer, args: Args, method: str, held_out: list,
 @dataclass
 class Args(LMArgs):
     out: str = arg("runs/05_grpo_rloo", "output folder for figures and results.json")
-    methods: str = arg("reinforce,rloo,grpo,dr_grpo", "advantage estimators to compare, comma-separated (grpo "
-                       "divides by the group std, TRL's scale_rewards; dr_grpo does not)", ESTIMATORS, item=str)
+    methods: str = arg("reinforce,rloo,grpo,dr_grpo,ppo", "advantage estimators to compare, comma-separated (grpo "
+                       "divides by the group std, TRL's scale_rewards; dr_grpo does not; ppo learns a critic)",
+                       METHODS, item=str)
     rl_steps: int = arg(80, "policy updates")
     prompts: int = arg(16, "prompts per update")
     group_size: int = arg(8, "completions per prompt, G (TRL: num_generations)")
@@ -292,21 +437,36 @@ class Args(LMArgs):
                      item=float, empty=True)
     group_sizes: str = arg("2,4,8,16", "group sizes G of the zero-spread study (at most --final-samples)", item=int)
     final_samples: int = arg(16, "samples per held-out problem before/after RL (pass@1 and pass@k)")
+    gae_lambda: float = arg(0.95, "PPO: GAE's λ over tokens (γ = 1)")
+    critic_lr: float = arg(1e-3, "PPO: the critic's AdamW learning rate")
+    critic_warmup: int = arg(10, "PPO: value-only updates on the cold start's samples before PPO begins")
+    critic_lambdas: str = arg("1", "extra GAE λ for PPO runs in the does-the-critic-lie study (the --gae-lambda run "
+                              "is reused)", item=float, empty=True)
+    truth_problems: int = arg(32, "held-out problems whose prefixes test the critic")
+    truth_rollouts: int = arg(16, "fresh completions from each prefix: the rollout estimate of P(success | prefix)")
+    variance_prompts: int = arg(64, "prompts (G completions each) whose per-completion gradients are measured")
+    variance_bins: int = arg(6, "completion-length bins (equal counts) of the gradient-variance study")
     bench: bool = arg(False, "time RL steps (generation vs update, own loop vs model.generate) and stop")
     bench_steps: int = arg(5, "RL steps timed by --bench")
 
     SMOKE = dict(LMArgs.SMOKE_LM, rl_steps=2, prompts=2, group_size=2, eval_every=1, betas="0", group_sizes="2",
-                 final_samples=2, bench_steps=1)
+                 final_samples=2, bench_steps=1, critic_warmup=1, truth_problems=2, truth_rollouts=2,
+                 variance_prompts=4, variance_bins=2)
 
     def __post_init__(self):
         super().__post_init__()
         require_positive(self, "rl_steps", "prompts", "lr", "warmup", "inner_iters", "max_grad_norm", "eval_every",
-                         "final_samples", "bench_steps")
+                         "final_samples", "bench_steps", "critic_lr", "truth_problems", "truth_rollouts",
+                         "variance_prompts", "variance_bins")
+        require(self.critic_warmup >= 0, "--critic-warmup must be non-negative")
+        require(all(0 <= lam <= 1 for lam in [self.gae_lambda, *self.lambda_list]),
+                "--gae-lambda and --critic-lambdas must be in [0, 1]")
+        require(self.truth_problems <= HELD_OUT_SIZE, f"--truth-problems must be at most {HELD_OUT_SIZE}")
         require(self.group_size >= 2, f"--group-size must be at least 2: RLOO and GRPO take the baseline "
                 f"from the other completions of the same prompt, got {self.group_size}")
         require(self.clip_eps > 0 and self.beta >= 0, "--clip-eps must be positive and --beta non-negative")
-        require(self.method_list and all(m in ESTIMATORS for m in self.method_list),
-                f"--methods must be among {','.join(ESTIMATORS)}")
+        require(self.method_list and all(m in METHODS for m in self.method_list),
+                f"--methods must be among {','.join(METHODS)}")
         require(all(b >= 0 for b in self.beta_list), "--betas must be non-negative")
         require(all(2 <= g <= self.final_samples for g in self.group_list),
                 "--group-sizes must be in 2..--final-samples")
@@ -318,6 +478,10 @@ class Args(LMArgs):
     @property
     def beta_list(self) -> list[float]:
         return as_list(self.betas, float)
+
+    @property
+    def lambda_list(self) -> list[float]:
+        return as_list(self.critic_lambdas, float)
 
     @property
     def group_list(self) -> list[int]:
@@ -338,25 +502,42 @@ def final_evaluation(policy, tokenizer, args: Args, held_out: list, device) -> d
                     torch.Generator(device).manual_seed(args.seed + 2), device, ks=args.ks)
 
 
-def run_method(initial, tokenizer, args: Args, method: str, held_out: list, device, beta: float) -> dict:
-    """Train a copy of the cold start with one estimator and β; evaluate it on the held-out set."""
-    policy = copy.deepcopy(initial)
+def run_method(initial, tokenizer, args: Args, method: str, held_out: list, device, beta: float,
+               critic: TokenCritic | None = None) -> dict:
+    """Train a copy of the cold start with one estimator and β (PPO: and a copy of the warmed-up
+    critic); evaluate it on the held-out set. Records the bytes of the training state and, on a
+    GPU, the allocator's peak."""
+    policy, critic = copy.deepcopy(initial), copy.deepcopy(critic)
+    on_gpu = torch.device(device).type == "cuda"
+    if on_gpu:
+        torch.cuda.reset_peak_memory_stats(device)
     start = time.time()
+    name = NAMES[method] + (f" λ={args.gae_lambda:g}" if critic is not None else "")
     result = train(policy, frozen_copy(initial), tokenizer, dataclasses.replace(args, beta=beta), method, held_out,
-                   device, desc=f"{NAMES[method]} β={beta:g}")
+                   device, desc=f"{name} β={beta:g}", critic=critic)
     result["wall_clock_s"] = time.time() - start
+    result["seconds_per_update"] = float(np.mean([h["generate_s"] + h["update_s"] for h in result["history"]]))
+    result["peak_memory_bytes"] = torch.cuda.max_memory_allocated(device) if on_gpu else None
     result["final"] = final_evaluation(policy, tokenizer, args, held_out, device)
     last = result["history"][-max(1, len(result["history"]) // 10):]
     result["final_kl"] = float(np.mean([h["kl"] for h in last]))
-    result["policy"] = policy
-    print(f"  {NAMES[method]:24s} β={beta:<5g} held-out pass@1 {result['evals'][0]['pass@1']:.3f} -> "
+    result["policy"], result["critic"] = policy, critic
+    print(f"  {name:24s} β={beta:<5g} held-out pass@1 {result['evals'][0]['pass@1']:.3f} -> "
           f"{result['final']['pass@1']:.3f}, KL {result['final_kl']:.3f}, {result['wall_clock_s']:.0f} s")
     return result
 
 
-def compare_estimators(initial, tokenizer, args: Args, held_out: list, device) -> dict:
+def warmed_critic(initial, tokenizer, args: Args, device) -> dict:
+    """A critic copied from the cold start and fitted to it (`warm_up_critic`): PPO's starting critic."""
+    critic = TokenCritic(initial).to(device)
+    losses = warm_up_critic(critic, initial, tokenizer, args, device)
+    return {"critic": critic, "losses": losses, "samples": args.critic_warmup * args.prompts * args.group_size}
+
+
+def compare_estimators(initial, tokenizer, args: Args, held_out: list, device, critic: dict | None) -> dict:
     """Every estimator on the same prompts, samples and seed, at the default β."""
-    return {m: run_method(initial, tokenizer, args, m, held_out, device, args.beta) for m in args.method_list}
+    return {m: run_method(initial, tokenizer, args, m, held_out, device, args.beta,
+                          critic["critic"] if m == "ppo" else None) for m in args.method_list}
 
 
 def beta_sweep(initial, tokenizer, args: Args, held_out: list, device, runs: dict) -> dict:
@@ -366,6 +547,150 @@ def beta_sweep(initial, tokenizer, args: Args, held_out: list, device, runs: dic
         if beta not in sweep:
             sweep[beta] = run_method(initial, tokenizer, args, "grpo", held_out, device, beta)
     return sweep
+
+
+def critic_lambda_runs(initial, tokenizer, args: Args, held_out: list, device, runs: dict, critic: dict) -> dict:
+    """PPO at each λ of --critic-lambdas, plus the --gae-lambda run of `compare_estimators`."""
+    by_lambda = {args.gae_lambda: runs["ppo"]} if "ppo" in runs else {}
+    for lam in args.lambda_list:
+        if lam not in by_lambda:
+            by_lambda[lam] = run_method(initial, tokenizer, dataclasses.replace(args, gae_lambda=lam), "ppo",
+                                        held_out, device, args.beta, critic["critic"])
+    return by_lambda
+
+
+def step_prefixes(problem, completion: str) -> list[str]:
+    """Where credit is read: the prompt alone (before the first token) and the prompt followed by
+    each complete line of the completion but the last (each step boundary)."""
+    lines = completion.split("\n")
+    return [problem.prompt + "".join(line + "\n" for line in lines[:k]) for k in range(len(lines))]
+
+
+def critic_against_rollouts(policy, critic: TokenCritic, tokenizer, args: Args, problems: list, device) -> dict:
+    """Does the critic tell the truth? One completion per problem from the policy; at each of its
+    prefixes (`step_prefixes`), the critic's V against P(success | prefix), estimated by
+    `truth_rollouts` fresh completions of the same policy from that prefix. The noise floor is
+    the mean error a perfect V would show against that estimate, √(2/π) · √(p(1-p)/K)."""
+    generator = torch.Generator(device).manual_seed(args.seed + 13)
+    _, texts = sample(policy, tokenizer, [p.prompt for p in problems], args.max_new_tokens, generator, device)
+    owners, prefixes = [], []
+    for problem, text in zip(problems, texts):
+        for prefix in step_prefixes(problem, text):
+            owners.append(problem)
+            prefixes.append(prefix)
+    K = args.truth_rollouts
+    completions, continuations = sample(policy, tokenizer, [p for p in prefixes for _ in range(K)],
+                                        args.max_new_tokens, generator, device)
+    written = [prefix[len(problem.prompt):] for problem, prefix in zip(owners, prefixes)]
+    used = torch.tensor([len(tokenizer(w, add_special_tokens=False)["input_ids"]) for w in written])
+    # a rollout succeeds if the whole completion (the prefix's lines, then its own) passes within the budget
+    texts = [w + c for w, c in zip(np.repeat(written, K), continuations)]
+    within = (used.repeat_interleave(K) + completions.lengths.cpu()) <= args.max_new_tokens
+    wins = verifier_rewards([o for o in owners for _ in range(K)], texts, completions.truncated) * within
+    truth = wins.view(-1, K).mean(1).numpy()
+    with torch.no_grad():
+        ids, mask = encode_prompts(tokenizer, prefixes, device)
+        values = critic.prefix_values(ids, mask)[:, -1].cpu().numpy()  # left-padded: the last column is the prefix's end
+    first = np.array([prefix == problem.prompt for problem, prefix in zip(owners, prefixes)])
+    floor = math.sqrt(2 / math.pi) * np.sqrt(truth * (1 - truth) / K)
+    return {"values": values.tolist(), "truth": truth.tolist(), "first_token": first.tolist(),
+            "error_first_token": float(np.abs(values - truth)[first].mean()),
+            "error_boundaries": float(np.abs(values - truth)[~first].mean()) if (~first).any() else float("nan"),
+            "bias": float((values - truth).mean()), "noise_floor": float(floor.mean()),
+            "correlation": float(np.corrcoef(values, truth)[0, 1]) if values.std() > 0 and truth.std() > 0 else math.nan}
+
+
+def critic_study(initial, tokenizer, args: Args, device, critic: dict, by_lambda: dict) -> dict:
+    """The critic against rollout truth on the first --truth-problems held-out problems, at the
+    cold start (the warmed-up critic) and after PPO at each λ."""
+    problems = args.task.held_out(args.truth_problems)
+    study = {"cold start": critic_against_rollouts(initial, critic["critic"], tokenizer, args, problems, device)}
+    for lam, run in sorted(by_lambda.items()):
+        study[f"after PPO λ={lam:g}"] = critic_against_rollouts(run["policy"], run["critic"], tokenizer, args,
+                                                                 problems, device)
+    return study
+
+
+def per_completion_gradients(policy, completions: Completions, weights: torch.Tensor, chunk: int = 32) -> torch.Tensor:
+    """g_i = Σ_t w_it ∇_θ log π(y_it | x, y_<t) for each completion i, flattened, (B, D): the
+    gradient of one completion's weighted log-likelihood (torch.func), vmapped over completions
+    (01 does the same for Pong points). HF's mask builder looks at the mask's values, which vmap
+    cannot trace, so each row gets its causal-and-padding mask ready made."""
+    params = {name: p.detach() for name, p in policy.named_parameters()}
+    P = completions.prompt_length
+
+    def weighted_logp(p: dict, ids: torch.Tensor, attention: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        L = len(ids)
+        causal = torch.tril(torch.ones(L, L, dtype=torch.bool, device=ids.device))
+        # a padding position attends to itself only (no row of the attention is empty)
+        allowed = causal & attention.bool()[None, :] | torch.eye(L, dtype=torch.bool, device=ids.device)
+        logits = functional_call(policy, p, (), {"input_ids": ids[None], "attention_mask": allowed[None, None],
+                                                 "position_ids": positions_from_mask(attention[None])}).logits
+        logp = torch.log_softmax(logits[0, P - 1:-1].float(), dim=-1).gather(1, ids[P:, None]).squeeze(1)
+        return (w * logp).sum()
+
+    gradient_of = vmap(grad(weighted_logp), in_dims=(None, 0, 0, 0))
+    rows = []
+    with warnings.catch_warnings():  # vmap has no batching rule for CPU attention yet: it loops, correctly
+        warnings.filterwarnings("ignore", message="There is a performance drop")
+        for i in range(0, len(weights), chunk):
+            part = slice(i, i + chunk)
+            g = gradient_of(params, completions.sequences[part], completions.attention_mask[part], weights[part])
+            rows.append(torch.cat([g[name].flatten(1) for name in params], 1))
+    return torch.cat(rows)
+
+
+def variance_by_length(gradients: torch.Tensor, lengths: torch.Tensor, bins: int, min_count: int = 8) -> dict:
+    """Completions in `bins` length bins of equal width in log length (a bin with fewer than
+    `min_count` completions is dropped); per bin, the mean length and the total variance
+    tr Cov(g) = mean_i ||g_i - mean g||² (n - 1 in the denominator); and the slope of log
+    variance on log length."""
+    lengths = lengths.cpu().float()
+    edges = np.geomspace(float(lengths.min()), float(lengths.max()) + 1, bins + 1)
+    which = np.clip(np.searchsorted(edges, lengths.numpy(), side="right") - 1, 0, bins - 1)
+    groups = [torch.from_numpy(np.flatnonzero(which == b)) for b in range(bins)]
+    groups = [rows for rows in groups if len(rows) >= max(min_count, 2)]
+    mean_length = [float(lengths[rows].mean()) for rows in groups]
+    variance = [float(gradients[rows.to(gradients.device)].var(0).sum()) for rows in groups]
+    fits = len(groups) > 1 and min(variance) > 0
+    slope = np.polyfit(np.log(mean_length), np.log(variance), 1)[0] if fits else float("nan")
+    return {"length": mean_length, "variance": variance, "count": [len(rows) for rows in groups],
+            "slope": float(slope)}
+
+
+def critic_name(lam: float) -> str:
+    return f"critic GAE λ={lam:g}"
+
+
+def gradient_variance_study(policy, critic: TokenCritic, tokenizer, args: Args, device) -> dict:
+    """At the cold start: `variance_prompts` fresh problems, G completions each; each completion's
+    policy-gradient vector under each Ψ (the outcome R with no baseline, minus the batch mean,
+    RLOO, GRPO, and the warmed-up critic's GAE(γ = 1, λ) per token for --gae-lambda and each
+    --critic-lambdas), and its total variance binned by completion length. Ψ = 1, the score
+    Σ_t ∇ log π(y_t) alone, shows what length does by itself: R also changes with length."""
+    rng = np.random.default_rng(args.seed + 17)
+    problems = args.task.sample(args.variance_prompts, rng, exclude=frozenset(p.prompt for p in args.task.held_out()))
+    completions, rewards = sample_groups(policy, tokenizer, problems, args,
+                                         torch.Generator(device).manual_seed(args.seed + 17), device)
+    mask = completions.completion_mask
+    with torch.no_grad():
+        values = critic(completions)
+    # every group baseline is one number per completion: g_i = Ψ_i · s_i with s_i = Σ_t ∇ log π(y_it)
+    scores = per_completion_gradients(policy, completions, mask.float())
+    psi = {"Ψ = 1 (the score alone)": torch.ones_like(rewards.flatten()), "Ψ = R (no baseline)": rewards.flatten(),
+           **{NAMES[m]: group_advantages(rewards, m).flatten() for m in ("reinforce", "rloo", "grpo")}}
+    gradients = {name: (lambda w=weights: w[:, None] * scores) for name, weights in psi.items()}
+    for lam in sorted({args.gae_lambda, *args.lambda_list}, reverse=True):
+        with torch.no_grad():
+            advantages, _ = token_gae(values, rewards.flatten(), mask, 1.0, lam)
+        gradients[critic_name(lam)] = lambda a=advantages: per_completion_gradients(policy, completions, a)
+    study = {}
+    for name, make in gradients.items():  # one (B, D) matrix at a time: they are large
+        g = make()
+        study[name] = {**variance_by_length(g, completions.lengths, args.variance_bins),
+                       # tr Cov(g) / ||E g||²: the variance on the scale of the signal (Ψ's scale cancels)
+                       "relative": float(g.var(0).sum() / g.mean(0).square().sum().clamp(min=1e-30))}
+    return study
 
 
 def zero_spread_study(args: Args, held_out: list, before: dict, runs: dict) -> dict:
@@ -519,19 +844,50 @@ def plot_zero_spread(tables: dict, group_sizes: list[int], path) -> None:
     save_figure(fig, path)
 
 
-def plot_all(args: Args, out: Path, runs: dict, sweep: dict, before: dict, tables: dict) -> None:
+def plot_variance(variance: dict, path) -> None:
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    for name, row in variance.items():
+        ax.loglog(row["length"], row["variance"], "o-", label=f"{name} (slope {row['slope']:.2f})")
+    ax.set(xlabel="completion length (tokens, bin mean)", ylabel="tr Cov of the per-completion gradient",
+           title="Policy-gradient variance vs length, at the cold start")
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3, which="both")
+    save_figure(fig, path)
+
+
+def plot_critic_truth(truth: dict, path) -> None:
+    fig, axes = plt.subplots(1, len(truth), figsize=(4.5 * len(truth), 4.2), sharey=True, squeeze=False)
+    for ax, (stage, row) in zip(axes[0], truth.items()):
+        first = np.array(row["first_token"], dtype=bool)
+        values, rollouts = np.array(row["values"]), np.array(row["truth"])
+        ax.plot(rollouts[first], values[first], "o", alpha=0.6, label="first token")
+        ax.plot(rollouts[~first], values[~first], "x", alpha=0.6, label="step boundary")
+        ax.plot([0, 1], [0, 1], color="gray", linestyle="--")
+        ax.set(title=stage, xlabel="P(success | prefix), rollouts", xlim=(-0.05, 1.05))
+        ax.grid(alpha=0.3)
+    axes[0, 0].set_ylabel("critic's V(prefix)")
+    axes[0, 0].legend(fontsize="small")
+    save_figure(fig, path)
+
+
+def plot_all(args: Args, out: Path, runs: dict, sweep: dict, before: dict, tables: dict, variance: dict,
+             by_lambda: dict, truth: dict, **_) -> None:
     plot_learning_curves(runs, out / "learning_curves.png")
     others = {f"GRPO β={b:g}": r for b, r in sweep.items() if b != args.beta}
+    others |= {f"PPO λ={lam:g}": r for lam, r in by_lambda.items() if lam != args.gae_lambda}
     plot_training({NAMES[m]: r for m, r in runs.items()} | others, out / "training.png")
     if sweep:
         plot_frontier(sweep, before["pass@1"], out / "reward_kl.png")
     plot_zero_spread(tables, args.group_list, out / "zero_spread.png")
+    plot_variance(variance, out / "gradient_variance.png")
+    plot_critic_truth(truth, out / "critic_truth.png")
 
 
 # ============================================================================================
 # Claims and report
 # ============================================================================================
-def check_claims(args: Args, runs: dict, sweep: dict, before: dict, tables: dict, grads: dict | None) -> list[dict]:
+def check_claims(args: Args, runs: dict, sweep: dict, before: dict, tables: dict, grads: dict | None,
+                 variance: dict | None = None, by_lambda: dict | None = None, truth: dict | None = None) -> list[dict]:
     A = group_advantages(torch.tensor([[0.0, 1.0, 0.0, 1.0]]), "dr_grpo")[0].tolist()
     rloo = group_advantages(torch.tensor([[0.0, 1.0, 0.0, 1.0]]), "rloo")[0, 1].item()
     # the advantages the loop hands to the loss, for one group of completions of 5 tokens
@@ -590,23 +946,96 @@ def check_claims(args: Args, runs: dict, sweep: dict, before: dict, tables: dict
             "policy close to the reference",
             "; ".join(f"β={b:g}: KL {r['final_kl']:.3f}, pass@1 {r['final']['pass@1']:.3f}" for b, r in sorted(sweep.items())),
             all(free["final_kl"] >= r["final_kl"] for r in others.values())))
+    return claims + variance_claims(args, variance or {}) + critic_claims(args, runs, truth or {})
+
+
+def linear(slope: float) -> bool | None:
+    """Roughly linear: a log-log slope within 1 ± 0.3; no verdict where no slope could be fitted."""
+    return None if math.isnan(slope) else abs(slope - 1) <= 0.3
+
+
+def variance_claims(args: Args, variance: dict) -> list[dict]:
+    """The length claims, on the slopes of log variance against log completion length."""
+    claims = []
+    score, bare = variance.get("Ψ = 1 (the score alone)"), variance.get("Ψ = R (no baseline)")
+    if score is not None and bare is not None:
+        span = (f"completion lengths {bare['length'][0]:.0f}-{bare['length'][-1]:.0f}" if bare["length"]
+                else "no length bin with enough completions")
+        claims.append(claim(
+            "over-long-generations", "the same scalar multiplies every per-token log-probability gradient, so the "
+            "variance grows with episode length (the sum of T per-token scores: log-log slope within 1 ± 0.3)",
+            f"Ψ = 1: slope {score['slope']:.2f} over {span}", linear(score["slope"])))
+        claims.append(claim(
+            "over-long-generations", "with a terminal reward the gradient's variance grows roughly linearly with "
+            "episode length (here: log-log slope within 1 ± 0.3)",
+            f"Ψ = R: slope {bare['slope']:.2f} over {span} (R itself changes with length here)", linear(bare["slope"])))
+    baselines = {name: row for name, row in variance.items() if name in (NAMES["reinforce"], NAMES["rloo"], NAMES["grpo"])}
+    if baselines:
+        claims.append(claim(
+            "over-long-generations", "long reasoning traces amplify variance even with baselines (here: every "
+            "group baseline's log-log slope ≥ 0.5)",
+            "; ".join(f"{name}: slope {row['slope']:.2f}" for name, row in baselines.items()),
+            None if any(math.isnan(row["slope"]) for row in baselines.values())
+            else all(row["slope"] >= 0.5 for row in baselines.values())))
+    lams = sorted(lam for lam in {args.gae_lambda, *args.lambda_list} if critic_name(lam) in variance)
+    if len(lams) > 1:
+        relative = {lam: variance[critic_name(lam)]["relative"] for lam in lams}
+        claims.append(claim(
+            "whole-game §5", "GAE's λ is a bias-variance dial: a smaller λ leans on V and lowers the variance",
+            "tr Cov(g) / ||E g||² with the warmed-up critic: " + ", ".join(f"λ={lam:g}: {r:.3g}" for lam, r in relative.items()),
+            relative[lams[0]] < relative[lams[-1]]))
     return claims
 
 
-def trained(args: Args, runs: dict, sweep: dict) -> list[tuple[str, str, dict]]:
-    """(metric label, results.json key, run) of each trained policy: the estimators, then the sweep."""
+def critic_claims(args: Args, runs: dict, truth: dict) -> list[dict]:
+    """The critic's memory, and whether its V tells the truth."""
+    claims = []
+    if "ppo" in runs and "grpo" in runs:
+        ratio = runs["ppo"]["state_bytes"] / runs["grpo"]["state_bytes"]
+        claims.append(claim(
+            "over-long-generations", "PPO's critic, a copy of the policy, roughly doubles the memory footprint "
+            "(here: training state 1.5-2.5x GRPO's)",
+            f"parameters, gradients, Adam moments and reference: PPO {runs['ppo']['state_bytes'] / 2**20:.2f} MiB, "
+            f"GRPO {runs['grpo']['state_bytes'] / 2**20:.2f} MiB ({ratio:.2f}x)", 1.5 <= ratio <= 2.5))
+    if truth:
+        worst = max(truth, key=lambda stage: truth[stage]["error_boundaries"] / max(truth[stage]["noise_floor"], 1e-9))
+        row = truth[worst]
+        claims.append(claim(
+            "whole-game §5", "a learned V can be wrong on sparse verifiable rewards, and a bad V injects systematic "
+            "lies into Ψ (here: mean |V - P(success | prefix)| at step boundaries > 2x the rollouts' noise floor)",
+            "; ".join(f"{stage}: first token {r['error_first_token']:.3f}, boundaries {r['error_boundaries']:.3f}, "
+                      f"floor {r['noise_floor']:.3f}" for stage, r in truth.items()),
+            bool(row["error_boundaries"] > 2 * row["noise_floor"])))
+    return claims
+
+
+def trained(args: Args, runs: dict, sweep: dict, by_lambda: dict) -> list[tuple[str, str, dict]]:
+    """(metric label, results.json key, run) of each trained policy: the estimators, the β sweep,
+    the λ runs of PPO."""
     return ([(m, f"{m} beta={args.beta}", r) for m, r in runs.items()]
-            + [(f"grpo_beta{b:g}", f"grpo beta={b}", r) for b, r in sweep.items()])
+            + [(f"grpo_beta{b:g}", f"grpo beta={b}", r) for b, r in sweep.items()]
+            + [(f"ppo_lambda{lam:g}", f"ppo lambda={lam}", r) for lam, r in by_lambda.items()])
 
 
-def collect_metrics(args: Args, runs: dict, sweep: dict, before: dict, tables: dict, grads: dict | None) -> dict:
+def collect_metrics(args: Args, runs: dict, sweep: dict, before: dict, tables: dict, grads: dict | None,
+                    variance: dict, by_lambda: dict, truth: dict) -> dict:
     metrics = {f"cold_start_pass@{k}": before[f"pass@{k}"] for k in args.ks}
-    for label, _, run in trained(args, runs, sweep):
+    for label, _, run in trained(args, runs, sweep, by_lambda):
         for k in args.ks:
             metrics[f"{label}_pass@{k}"] = run["final"][f"pass@{k}"]
         metrics[f"{label}_kl"] = run["final_kl"]
         metrics[f"{label}_length"] = run["final"]["length"]
         metrics[f"{label}_wall_clock_s"] = run["wall_clock_s"]
+        metrics[f"{label}_seconds_per_update"] = run["seconds_per_update"]
+        metrics[f"{label}_state_bytes"] = run["state_bytes"]
+        if run["peak_memory_bytes"] is not None:
+            metrics[f"{label}_peak_memory_bytes"] = run["peak_memory_bytes"]
+    for name, row in variance.items():
+        metrics[f"variance_slope[{name}]"] = row["slope"]
+        metrics[f"variance_relative[{name}]"] = row["relative"]
+    for stage, row in truth.items():
+        for key in ("error_first_token", "error_boundaries", "bias", "noise_floor", "correlation"):
+            metrics[f"critic[{stage}]_{key}"] = row[key]
     for name, table in tables.items():
         for k, row in table.items():
             for G in args.group_list:
@@ -616,17 +1045,30 @@ def collect_metrics(args: Args, runs: dict, sweep: dict, before: dict, tables: d
     return metrics
 
 
-def report(args: Args, runs: dict, sweep: dict, before: dict, tables: dict, claims: list[dict]) -> None:
+def report(args: Args, claims: list[dict], runs: dict, sweep: dict, before: dict, tables: dict, variance: dict,
+           by_lambda: dict, truth: dict, **_) -> None:
     k = args.final_samples
-    rows = [["cold start", "-", before["pass@1"], before[f"pass@{k}"], 0.0, before["length"], "-", "-"]]
+    rows = [["cold start", "-", before["pass@1"], before[f"pass@{k}"], 0.0, before["length"], "-", "-", "-", "-"]]
     extra = [(f"GRPO β={b:g}", r) for b, r in sweep.items() if b != args.beta]
+    extra += [(f"PPO λ={lam:g}", r) for lam, r in by_lambda.items() if lam != args.gae_lambda]
     for label, run in [(NAMES[m], r) for m, r in runs.items()] + extra:
         rows.append([label, run["final"]["pass@1"] - before["pass@1"], run["final"]["pass@1"],
                      run["final"][f"pass@{k}"], run["final_kl"], run["final"]["length"],
-                     float(np.mean([h["zero_spread"] for h in run["history"]])), run["wall_clock_s"]])
+                     float(np.mean([h["zero_spread"] for h in run["history"]])), run["state_bytes"] / 2**20,
+                     run["seconds_per_update"], run["wall_clock_s"]])
     print(f"\nHeld-out ({args.eval_problems} problems, {k} samples each), after {args.rl_steps} updates of "
-          f"{args.prompts}x{args.group_size} completions, β={args.beta:g} unless named:")
-    print(format_table(rows, ["policy", "Δ pass@1", "pass@1", f"pass@{k}", "KL", "length", "zero-spread", "seconds"]))
+          f"{args.prompts}x{args.group_size} completions, β={args.beta:g} unless named (PPO: λ={args.gae_lambda:g}):")
+    print(format_table(rows, ["policy", "Δ pass@1", "pass@1", f"pass@{k}", "KL", "length", "zero-spread", "MiB",
+                              "s/update", "seconds"]))
+    rows = [[name, row["slope"], row["relative"], "  ".join(f"{x:.0f}: {v:.3g}" for x, v in zip(row["length"], row["variance"]))]
+            for name, row in variance.items()]
+    print("\nPer-completion gradient variance at the cold start, by completion length:")
+    print(format_table(rows, ["Ψ", "log-log slope", "tr Cov / |E g|²", "mean length: tr Cov, per bin"]))
+    rows = [[stage, r["error_first_token"], r["error_boundaries"], r["bias"], r["correlation"], r["noise_floor"]]
+            for stage, r in truth.items()]
+    print(f"\nThe critic's V against P(success | prefix) from {args.truth_rollouts} rollouts per prefix:")
+    print(format_table(rows, ["critic", "|error| first token", "|error| boundaries", "bias", "correlation",
+                              "noise floor"]))
     rows = [[name, steps, row["pass@1"], *(row[G] for G in args.group_list)]
             for name, table in tables.items() for steps, row in table.items()]
     print("\nShare of groups with zero reward spread (no policy gradient), by difficulty and G:")
@@ -652,21 +1094,29 @@ def main(args: Args) -> dict:
     before = final_evaluation(initial, tokenizer, args, held_out, device)
     print(f"cold start: held-out pass@1 {before['pass@1']:.3f}, pass@{args.final_samples} "
           f"{before[f'pass@{args.final_samples}']:.3f}, length {before['length']:.1f}")
-    runs = compare_estimators(initial, tokenizer, args, held_out, device)
+    critic = warmed_critic(initial, tokenizer, args, device)
+    variance = gradient_variance_study(initial, critic["critic"], tokenizer, args, device)
+    runs = compare_estimators(initial, tokenizer, args, held_out, device, critic)
     sweep = beta_sweep(initial, tokenizer, args, held_out, device, runs)
+    by_lambda = critic_lambda_runs(initial, tokenizer, args, held_out, device, runs, critic) if "ppo" in runs else {}
+    truth = critic_study(initial, tokenizer, args, device, critic, by_lambda)
     tables = zero_spread_study(args, held_out, before, runs)
     grads = None
     if "grpo" in runs:
         grads = gradient_by_spread(runs["grpo"]["policy"], frozen_copy(initial), tokenizer, args, device)
+    found = dict(runs=runs, sweep=sweep, before=before, tables=tables, grads=grads, variance=variance,
+                 by_lambda=by_lambda, truth=truth)
 
-    plot_all(args, out, runs, sweep, before, tables)
-    claims = check_claims(args, runs, sweep, before, tables, grads)
-    metrics = collect_metrics(args, runs, sweep, before, tables, grads)
+    plot_all(args, out, **found)
+    claims = check_claims(args, **found)
+    metrics = collect_metrics(args, **found)
     wall = time.time() - start
-    serialisable = {key: {k: v for k, v in r.items() if k != "policy"} for _, key, r in trained(args, runs, sweep)}
+    serialisable = {key: {k: v for k, v in r.items() if k not in ("policy", "critic")}
+                    for _, key, r in trained(args, runs, sweep, by_lambda)}
     write_results(out, args, wall, metrics, claims, runs=serialisable, zero_spread=tables, cold_start=before,
+                  gradient_variance=variance, critic_truth=truth, critic_warmup_losses=critic["losses"],
                   cold_start_info={k: v for k, v in info.items() if k != "sft_losses"})
-    report(args, runs, sweep, before, tables, claims)
+    report(args, claims, **found)
     print(f"\nwall clock {wall:.0f} s; results in {out}/")
     return {"metrics": metrics, "claims": claims}
 

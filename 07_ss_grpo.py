@@ -24,6 +24,8 @@ Papers: Shao et al. 2024 (GRPO, process supervision); Lightman et al. 2024.
 Figures in runs/07_ss_grpo/: learning_curves.png (held-out pass@1 per method), step_weights.png
 (w(s) on right vs failed solutions, the first wrong step's blame, the weights' entropy),
 localisation.png (w(s) by position relative to the first wrong step, held-out failed solutions).
+With --lengths (e.g. --max-steps 16 --sft-steps 2000 --lengths 2,4,8,16): length_sweep.png,
+held-out pass@1 of every method against the chain length, and what RL added to the cold start.
 """
 
 from __future__ import annotations
@@ -490,6 +492,10 @@ class Args(LMArgs):
     repeats: int = arg(2, "seeds per method: --seed, --seed + 1, ...")
     final_samples: int = arg(16, "samples per held-out problem after RL (pass@1)")
     probe_samples: int = arg(4, "samples per held-out problem for the credit-localisation probe")
+    lengths: str = arg("", "flat against step credit as chains grow: chain lengths (e.g. 2,4,8,16), each method "
+                       "trained and evaluated on problems of exactly that many steps, from one cold start that "
+                       "knows them all (--max-steps 16); this sweep replaces the default study", item=int, empty=True)
+    target_gain: float = arg(0.1, "length sweep: samples until held-out pass@1 first reaches the cold start's + this")
 
     SMOKE = dict(LMArgs.SMOKE_LM, rl_steps=2, prompts=2, group_size=2, eval_every=1, est_layers=1, est_hidden=16, est_heads=2, est_ffn=32, est_iters=2,
                  retrain_every=1, est_groups=1, repeats=1, final_samples=2, probe_samples=2)
@@ -506,10 +512,17 @@ class Args(LMArgs):
         require(self.chunk <= MAX_POSITIONS // 2, f"--chunk must be at most {MAX_POSITIONS // 2}")
         require(self.method_list and all(m in METHODS for m in self.method_list),
                 f"--methods must be among {','.join(METHODS)}")
+        require(all(self.min_steps <= n <= self.max_steps for n in self.length_list),
+                "--lengths must be within --min-steps..--max-steps (the cold start learns those lengths)")
+        require(self.target_gain > 0, "--target-gain must be positive")
 
     @property
     def method_list(self) -> list[str]:
         return as_list(self.methods, str)
+
+    @property
+    def length_list(self) -> list[int]:
+        return as_list(self.lengths, int)
 
     @property
     def seeds(self) -> list[int]:
@@ -641,6 +654,37 @@ def summarise(initial, tokenizer, args: Args, runs: dict) -> tuple[dict, dict, d
     return per_seed, {m: seed_means(v) for m, v in per_seed.items()}, sizes
 
 
+def at_length(args: Args, steps: int) -> Args:
+    """The same run on problems of exactly `steps` operations, with the budget their solutions
+    need (its training and held-out problems are drawn at that length)."""
+    return dataclasses.replace(args, min_steps=steps, max_steps=steps, max_new_tokens=0, lengths="")
+
+
+def samples_to_target(run: dict, target: float) -> float:
+    """Completions sampled before held-out pass@1 first reached `target` (NaN: never)."""
+    return next((e["samples"] for e in run["evals"] if e["pass@1"] >= target), math.nan)
+
+
+def length_sweep(initial, tokenizer, args: Args, device) -> dict:
+    """Every method at each chain length of --lengths, on the same cold start, seeds and budget:
+    {steps: {"before": cold-start pass@1, "target": pass@1 to reach, "per_seed": run metrics,
+    "summary": their means, "to_target": {method: samples per seed}, "curves": {method: evals}}}."""
+    sweep = {}
+    for steps in args.length_list:
+        at = at_length(args, steps)
+        held_out = at.task.held_out(at.eval_problems)
+        before = evaluate(initial, tokenizer, held_out, at.final_samples, at.max_new_tokens,
+                          torch.Generator(device).manual_seed(at.seed + 2), device)["pass@1"]
+        print(f"{steps} steps (budget {at.max_new_tokens} tokens): cold start pass@1 {before:.3f}")
+        runs = compare_methods(initial, tokenizer, at, held_out, device)
+        per_seed, summary, _ = summarise(initial, tokenizer, at, runs)
+        target = before + args.target_gain
+        sweep[steps] = {"before": before, "target": target, "per_seed": per_seed, "summary": summary,
+                        "to_target": {m: [samples_to_target(r, target) for r in rs] for m, rs in runs.items()},
+                        "curves": {m: [r["evals"] for r in rs] for m, rs in runs.items()}}
+    return sweep
+
+
 # ============================================================================================
 # Figures
 # ============================================================================================
@@ -695,6 +739,29 @@ def plot_localisation(runs: dict, path) -> None:
            title="Held-out failed solutions: does w(s) drop at the mistake?")
     ax.legend(fontsize="small")
     ax.grid(alpha=0.3)
+    save_figure(fig, path)
+
+
+def plot_length_sweep(sweep: dict, path) -> None:
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    lengths = sorted(sweep)
+    methods = list(sweep[lengths[0]]["summary"])
+    for method in methods:
+        finals = np.array([[r["pass@1"] for r in sweep[n]["per_seed"][method]] for n in lengths])
+        axes[0].errorbar(lengths, finals.mean(1), yerr=[finals.mean(1) - finals.min(1), finals.max(1) - finals.mean(1)],
+                         marker="o", capsize=3, label=NAMES[method])
+        gains = finals.mean(1) - np.array([sweep[n]["before"] for n in lengths])
+        axes[1].plot(lengths, gains, "o-", label=NAMES[method])
+    axes[0].plot(lengths, [sweep[n]["before"] for n in lengths], "k--", label="cold start")
+    axes[0].set(ylabel="held-out pass@1 after equal samples (seed min-max)", title="pass@1 vs chain length")
+    axes[1].set(ylabel="gain over the cold start", title="what RL added, by chain length")
+    for ax in axes:
+        ax.set(xlabel="operations in the chain")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(lengths, [str(n) for n in lengths])
+        ax.minorticks_off()
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
     save_figure(fig, path)
 
 
@@ -765,6 +832,72 @@ def check_claims(summary: dict, per_seed: dict) -> list[dict]:
     return claims
 
 
+def length_claims(sweep: dict) -> list[dict]:
+    """Does step credit's lead over flat credit grow as chains grow? (shortest against longest)"""
+    shortest, longest = min(sweep), max(sweep)
+    claims = []
+    for method, source, statement in (
+            ("prm_grpo", "over-long-generations", "uniform token-level weighting wastes the policy's capacity to learn "
+             "which decisions matter: step credit (the gold step verifier) gains more over flat GRPO as chains grow"),
+            ("ss_grpo", "SS-GRPO article", "one scalar per rollout cannot tell a good step from a bad one, and the "
+             "learned step weight recovers that credit without per-step evaluation: SS-GRPO's lead over GRPO grows "
+             "with chain length")):
+        if not {method, "grpo"} <= set(sweep[shortest]["summary"]) or shortest == longest:
+            continue
+        lead = {n: sweep[n]["summary"][method]["pass@1"] - sweep[n]["summary"]["grpo"]["pass@1"] for n in sorted(sweep)}
+        claims.append(claim(source, statement, f"{NAMES[method]} - GRPO, held-out pass@1 (mean of seeds), by chain "
+                            "length: " + ", ".join(f"{n}: {gap:+.3f}" for n, gap in lead.items()),
+                            bool(lead[longest] > max(lead[shortest], 0.0))))
+    return claims
+
+
+def length_metrics(sweep: dict) -> dict:
+    metrics = {}
+    for n, at in sweep.items():
+        metrics[f"length{n}_cold_start_pass@1"] = at["before"]
+        for m, s in at["summary"].items():
+            finals = [r["pass@1"] for r in at["per_seed"][m]]
+            reached = [x for x in at["to_target"][m] if not math.isnan(x)]
+            metrics.update({f"length{n}_{m}_pass@1": s["pass@1"], f"length{n}_{m}_pass@1_min": min(finals),
+                            f"length{n}_{m}_pass@1_max": max(finals),
+                            f"length{n}_{m}_samples_to_target": mean_or_nan(reached),
+                            f"length{n}_{m}_seeds_reaching_target": len(reached),
+                            f"length{n}_{m}_wrong_step_blame": s["wrong_step_blame"],
+                            f"length{n}_{m}_train_wall_clock_s": s["train_wall_clock_s"]})
+            if "localisation_auroc" in s:
+                metrics[f"length{n}_{m}_localisation_auroc"] = s["localisation_auroc"]
+                metrics[f"length{n}_{m}_localisation_top1"] = s["localisation_top1"]
+    return metrics
+
+
+def print_length_report(sweep: dict, args: Args) -> None:
+    rows = []
+    for n, at in sweep.items():
+        for m, s in at["summary"].items():
+            finals = [r["pass@1"] for r in at["per_seed"][m]]
+            reached = [x for x in at["to_target"][m] if not math.isnan(x)]
+            rows.append([n, NAMES[m], at["before"], s["pass@1"], f"{min(finals):.3f}-{max(finals):.3f}",
+                         f"{mean_or_nan(reached):.0f} ({len(reached)}/{len(finals)})" if reached else f"never (0/{len(finals)})",
+                         s["wrong_step_blame"], s.get("localisation_auroc", "-"), s["train_wall_clock_s"]])
+    print(f"\nFlat against step credit by chain length: {args.rl_steps} updates of {args.prompts}x{args.group_size}, "
+          f"seeds {args.seeds}; target = cold start + {args.target_gain:g}:")
+    print(format_table(rows, ["steps", "method", "cold start", "pass@1", "seed range", "samples to target",
+                              "blame on 1st wrong step", "loc. AUROC", "train s"]))
+
+
+def run_length_sweep(args: Args, out, initial, tokenizer, device, start: float) -> dict:
+    sweep = length_sweep(initial, tokenizer, args, device)
+    plot_length_sweep(sweep, out / "length_sweep.png")
+    claims = length_claims(sweep)
+    metrics = length_metrics(sweep)
+    wall = time.time() - start
+    write_results(out, args, wall, metrics, claims, length_sweep=sweep)
+    print_length_report(sweep, args)
+    print("\n" + format_claims(claims))
+    print(f"\nwall clock {wall:.0f} s; results in {out}/")
+    return {"metrics": metrics, "claims": claims}
+
+
 def print_report(summary: dict, args: Args, before: float, seeds: list[int]) -> None:
     grpo, prm = summary.get("grpo"), summary.get("prm_grpo")
     prm_gain = prm["pass@1"] - grpo["pass@1"] if grpo and prm else math.nan
@@ -793,6 +926,8 @@ def main(args: Args) -> dict:
     start = time.time()
     args, device, out, initial, tokenizer, info = start_lm_run(args)
     print(f"07 SS-GRPO; policy {info['path']} ({'trained now' if info['trained_now'] else 'cached'}), device {device}")
+    if args.length_list:
+        return run_length_sweep(args, out, initial, tokenizer, device, start)
     held_out = args.task.held_out(args.eval_problems)
     before = evaluate(initial, tokenizer, held_out, args.final_samples, args.max_new_tokens,
                       torch.Generator(device).manual_seed(args.seed + 2), device)

@@ -559,6 +559,18 @@ class ChainTask:
     max_operand: int = 9
     prompt_format: str = "{prompt}"
 
+    @property
+    def longest_prompt(self) -> int:
+        """Characters in the longest question: the start, each (op, operand), the newline."""
+        return len(str(self.max_value)) + self.max_steps * (1 + len(str(self.max_operand))) + 1
+
+    @property
+    def longest_solution(self) -> int:
+        """Characters in the longest worked solution, plus the end-of-sequence token: each step line
+        is "a op b = c" and a newline, then "#answer" (a one-token-per-character model's budget)."""
+        digits, operand = len(str(self.max_value)), len(str(self.max_operand))
+        return self.max_steps * (2 * digits + operand + 3) + 1 + digits + 1
+
     def _next_op(self, value: int, rng: np.random.Generator) -> tuple[str, int]:
         valid = {"+": [b for b in range(1, self.max_operand + 1) if value + b <= self.max_value],
                  "-": [b for b in range(1, self.max_operand + 1) if value - b >= 0],
@@ -957,7 +969,8 @@ def cold_start_policy(config: ColdStart, device: torch.device | str, cache_root:
     start = time.time()
     torch.manual_seed(config.seed)
     tokenizer = make_char_tokenizer()
-    model = make_tiny_lm(tokenizer, config.hidden, config.layers, config.heads).to(device)
+    context = max(128, config.task.longest_prompt + config.task.longest_solution)
+    model = make_tiny_lm(tokenizer, config.hidden, config.layers, config.heads, context).to(device)
     exclude = frozenset(p.prompt for p in config.task.held_out())
     losses = supervised_finetune(model, tokenizer, config.task, config.sft_steps, config.sft_batch, config.sft_lr,
                                  np.random.default_rng(config.seed), device, config.shortcut_prob, exclude, progress)
@@ -1094,8 +1107,8 @@ class LMArgs(RunArgs):
     sft_batch: int = arg(64, "cold start: problems per SFT step")
     sft_lr: float = arg(3e-3, "cold start: AdamW learning rate")
     shortcut_prob: float = arg(0.5, "cold start: share of demonstrations that give the bare answer, no steps")
-    max_new_tokens: int = arg(48, "completion budget in tokens; a longer completion is cut and scores 0 "
-                                  "(TRL: max_completion_length)")
+    max_new_tokens: int = arg(0, "completion budget in tokens; a longer completion is cut and scores 0 (TRL: "
+                                 "max_completion_length); 0: the longest worked solution + 12 (48 at 4 steps)")
     prompt_format: str = arg("{prompt}", "how a problem is put to the model, {prompt} standing for its text "
                                          "(e.g. 'Question: {prompt}Answer:\\n'); bare by default, as a base model sees it")
     chat_template: bool = arg(False, "put each problem to the model as a user turn of its tokenizer's chat template "
@@ -1108,13 +1121,15 @@ class LMArgs(RunArgs):
 
     def __post_init__(self):
         require_positive(self, "threads", "min_steps", "max_steps", "max_value", "max_operand", "hidden",
-                         "layers", "heads", "sft_steps", "sft_batch", "sft_lr", "max_new_tokens", "eval_problems",
-                         "eval_samples")
+                         "layers", "heads", "sft_steps", "sft_batch", "sft_lr", "eval_problems", "eval_samples")
+        require(self.max_new_tokens >= 0, "--max-new-tokens must be non-negative (0: as long as the longest solution)")
         require(self.eval_problems <= HELD_OUT_SIZE, f"--eval-problems must be at most {HELD_OUT_SIZE}")
         require(self.min_steps <= self.max_steps, "--min-steps must be at most --max-steps")
         require(self.max_operand < self.max_value, "--max-operand must be below --max-value")
         require(0 <= self.shortcut_prob <= 1, "--shortcut-prob must be in [0, 1]")
         require("{prompt}" in self.prompt_format, "--prompt-format must contain {prompt}")
+        if self.max_new_tokens == 0:  # room for every step of the longest problem, and a wrong line or two
+            self.max_new_tokens = self.task.longest_solution + 12
 
     @property
     def cold_start(self) -> ColdStart:

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import common
-from lm_pins import tiny_model
+from lm_pins import hand_completions, tiny_model
 
 grpo = importlib.import_module("05_grpo_rloo")
 
@@ -408,13 +408,14 @@ def test_run_method_trains_a_copy_at_its_beta_and_reports_the_late_kl(monkeypatc
     snapshot = [p.detach().clone() for p in initial.parameters()]
     seen = {}
 
-    def fake_train(policy, reference, tokenizer, args, method, held_out, device, desc=""):
+    def fake_train(policy, reference, tokenizer, args, method, held_out, device, desc="", critic=None):
         seen.update(policy=policy, reference=reference, beta=args.beta, method=method, held_out=held_out)
         assert policy is not initial and not any(p.requires_grad for p in reference.parameters())
         assert all(torch.equal(a, b) for a, b in zip(reference.parameters(), snapshot))
         with torch.no_grad():
             next(policy.parameters()).add_(1.0)
-        return {"history": [{"kl": float(i)} for i in range(30)], "evals": [{"pass@1": 0.0}]}
+        return {"history": [{"kl": float(i), "generate_s": 1.0, "update_s": 2.0} for i in range(30)],
+                "evals": [{"pass@1": 0.0}], "state_bytes": 8}
 
     def fake_final(policy, tokenizer, args, held_out, device):
         seen["evaluated"] = policy
@@ -428,14 +429,16 @@ def test_run_method_trains_a_copy_at_its_beta_and_reports_the_late_kl(monkeypatc
     assert 0 < result["wall_clock_s"] < time.time() - start
     assert seen["beta"] == 0.5 and seen["method"] == "rloo" and seen["held_out"] == ["held"]
     assert result["policy"] is seen["policy"] is seen["evaluated"] and result["final"] == {"pass@1": 0.25}
+    assert result["seconds_per_update"] == 3.0 and result["state_bytes"] == 8 and result["critic"] is None
     assert result["final_kl"] == pytest.approx((27 + 28 + 29) / 3)  # the last 3 of 30 updates
     assert all(torch.equal(a, b) for a, b in zip(initial.parameters(), snapshot))
     assert not torch.equal(next(result["policy"].parameters()), snapshot[0])
 
 
 def test_a_short_run_reports_the_kl_of_its_last_update(monkeypatch, tmp_path):
-    def fake_train(policy, reference, tokenizer, args, method, held_out, device, desc=""):
-        return {"history": [{"kl": float(i)} for i in range(5)], "evals": [{"pass@1": 0.0}]}
+    def fake_train(policy, reference, tokenizer, args, method, held_out, device, desc="", critic=None):
+        return {"history": [{"kl": float(i), "generate_s": 0.0, "update_s": 0.0} for i in range(5)],
+                "evals": [{"pass@1": 0.0}], "state_bytes": 8}
 
     monkeypatch.setattr(grpo, "train", fake_train)
     monkeypatch.setattr(grpo, "final_evaluation", lambda *args: {"pass@1": 0.0})
@@ -446,13 +449,13 @@ def test_a_short_run_reports_the_kl_of_its_last_update(monkeypatch, tmp_path):
 def test_every_estimator_runs_at_the_default_beta_and_the_sweep_reuses_the_grpo_run(monkeypatch, tmp_path):
     calls = []
 
-    def fake_run_method(initial, tokenizer, args, method, held_out, device, beta):
+    def fake_run_method(initial, tokenizer, args, method, held_out, device, beta, critic=None):
         calls.append((method, beta))
         return {"method": method, "beta": beta}
 
     monkeypatch.setattr(grpo, "run_method", fake_run_method)
     args = loop_args(tmp_path, methods="rloo,grpo", beta=0.04, betas="0,0.04,0.5")
-    runs = grpo.compare_estimators(None, None, args, [], "cpu")
+    runs = grpo.compare_estimators(None, None, args, [], "cpu", None)
     assert runs == {"rloo": {"method": "rloo", "beta": 0.04}, "grpo": {"method": "grpo", "beta": 0.04}}
     sweep = grpo.beta_sweep(None, None, args, [], "cpu", runs)
     assert sweep == {0.04: runs["grpo"], 0.0: {"method": "grpo", "beta": 0.0}, 0.5: {"method": "grpo", "beta": 0.5}}
@@ -684,10 +687,172 @@ def test_claims_that_need_a_run_are_left_out_without_it():
     assert "beta" not in verdicts(grpo.check_claims(**no_free))
 
 
+# ---------------------------------------------------------------- PPO's critic, GAE over tokens
+gae_script = importlib.import_module("02_gae")
+
+
+def test_token_gae_is_02s_gae_on_each_completion():
+    """The copy in 05 gives 02's GAE, completion by completion laid out as 02's (time, batch)
+    episodes: the reward on the last token, V = 0 after it, the episode ending there."""
+    g = torch.Generator().manual_seed(0)
+    lengths = [5, 1, 3, 5]
+    mask = torch.arange(5)[None, :] < torch.tensor(lengths)[:, None]
+    values, rewards = torch.randn(4, 5, generator=g), torch.tensor([1.0, 0.0, 1.0, 0.5])
+    for gamma, lam in [(1.0, 0.95), (1.0, 1.0), (0.9, 0.5), (1.0, 0.0)]:
+        advantages, targets = grpo.token_gae(values, rewards, mask, gamma, lam)
+        for i, T in enumerate(lengths):
+            r = torch.zeros(T, 1)
+            r[-1] = rewards[i]
+            v = values[i, :T, None]
+            v_next = torch.cat([values[i, 1:T], torch.zeros(1)])[:, None]
+            ends = torch.zeros(T, 1, dtype=torch.bool)
+            ends[-1] = True
+            expected = gae_script.gae(r, v, v_next, ends, gamma, lam)[:, 0]
+            torch.testing.assert_close(advantages[i, :T], expected)
+            torch.testing.assert_close(targets[i, :T], expected + values[i, :T])
+        assert not advantages[~mask].any() and not targets[~mask].any()
+
+
+def test_token_gae_at_lambda_one_is_the_outcome_minus_v_and_at_zero_the_one_step_error():
+    values = torch.tensor([[0.2, 0.4, 0.7, 9.0]])  # the last cell is padding
+    mask = torch.tensor([[True, True, True, False]])
+    advantages, targets = grpo.token_gae(values, torch.tensor([1.0]), mask, 1.0, 1.0)
+    torch.testing.assert_close(advantages, torch.tensor([[0.8, 0.6, 0.3, 0.0]]))
+    torch.testing.assert_close(targets, torch.tensor([[1.0, 1.0, 1.0, 0.0]]))
+    td, _ = grpo.token_gae(values, torch.tensor([1.0]), mask, 1.0, 0.0)
+    torch.testing.assert_close(td, torch.tensor([[0.2, 0.3, 0.3, 0.0]]))
+
+
+def test_value_loss_on_a_hand_case():
+    values = torch.tensor([[1.0, 2.0, float("nan")], [0.0, 0.0, 0.0]])
+    targets = torch.tensor([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0]])
+    mask = torch.tensor([[True, True, False], [True, False, False]])
+    # ½ (1 + 4 + 1) / 3 tokens; the NaN in a padding cell stays out
+    assert grpo.value_loss(values, targets, mask).item() == pytest.approx(1.0)
+    assert grpo.value_loss(values, targets, torch.zeros_like(mask)).item() == 0.0
+
+
+def test_whiten_puts_the_completion_tokens_at_mean_zero_std_one_and_leaves_padding_zero():
+    advantages = torch.tensor([[1.0, 2.0, 7.0], [3.0, 5.0, 5.0]])
+    mask = torch.tensor([[True, True, False], [True, False, False]])
+    white = grpo.whiten(advantages, mask)
+    assert white[mask].mean().abs() < 1e-6 and white[mask].std().item() == pytest.approx(1.0, abs=1e-6)
+    assert white[~mask].tolist() == [0.0, 0.0, 0.0]
+
+
+def test_the_critic_reads_each_token_from_the_prefix_before_it():
+    """V(s_t) sees x and y_<t only: changing token t changes V from t+1 on, not before."""
+    policy, _ = tiny_model(5)
+    critic = grpo.TokenCritic(policy)
+    torch.nn.init.normal_(critic.head.weight, generator=torch.Generator().manual_seed(0))
+    c = hand_completions(["12+3\n"], ["12+3=15\n#15"])
+    values = critic(c)
+    assert values.shape == c.completion_mask.shape
+    changed = dataclasses.replace(c, sequences=c.sequences.clone())
+    changed.sequences[0, c.prompt_length + 3] = 5  # the 4th completion token
+    after = critic(changed)
+    torch.testing.assert_close(after[0, :4], values[0, :4])
+    assert not torch.allclose(after[0, 4:], values[0, 4:])
+    # the trunk is a copy: training the critic leaves the policy alone
+    assert critic.trunk is not policy.base_model
+    assert all(torch.equal(a, b) for a, b in zip(critic.trunk.parameters(), policy.base_model.parameters()))
+
+
+def test_a_fresh_critic_says_zero_and_the_warm_up_fits_it_toward_the_outcome(monkeypatch, tmp_path):
+    policy, tok = tiny_model(6)
+    critic = grpo.TokenCritic(policy)
+    c = hand_completions(["1+1\n"], ["1+1=2\n#2"])
+    assert not critic(c).any()
+    monkeypatch.setattr(grpo, "verifier_rewards", lambda problems, texts, truncated: torch.ones(len(texts)))
+    args = loop_args(tmp_path, critic_warmup=30, critic_lr=1e-2)
+    losses = grpo.warm_up_critic(critic, policy, tok, args, "cpu")
+    assert len(losses) == 30 and losses[-1] < 0.1 * losses[0]
+    assert critic(c).mean().item() == pytest.approx(1.0, abs=0.2)  # every completion scores 1
+
+
+def test_ppo_hands_whitened_gae_advantages_to_the_step_and_trains_the_critic(monkeypatch, tmp_path):
+    """In the loop, PPO's advantages are the critic's GAE over tokens (whitened), not a group
+    advantage; the critic then takes a step toward its targets."""
+    policy, tok = tiny_model(7)
+    critic = grpo.TokenCritic(policy)
+    seen = {}
+    step = grpo.policy_gradient_step
+
+    def spy_step(policy, optimizer, completions, advantages, *rest):
+        seen["advantages"], seen["completions"] = advantages.clone(), completions
+        with torch.no_grad():
+            seen["values"] = critic(completions).clone()
+        return step(policy, optimizer, completions, advantages, *rest)
+
+    monkeypatch.setattr(grpo, "policy_gradient_step", spy_step)
+    monkeypatch.setattr(grpo, "verifier_rewards", lambda problems, texts, truncated: torch.arange(len(texts)) % 2.0)
+    args = loop_args(tmp_path, rl_steps=1, gae_lambda=0.9, critic_lr=1e-2)
+    held_out = args.task.held_out(args.eval_problems)
+    result = grpo.train(policy, common.frozen_copy(policy), tok, args, "ppo", held_out, "cpu", critic=critic)
+    c = seen["completions"]
+    rewards = torch.arange(len(c.sequences)) % 2.0
+    expected, targets = grpo.token_gae(seen["values"], rewards, c.completion_mask, 1.0, 0.9)
+    torch.testing.assert_close(seen["advantages"], grpo.whiten(expected, c.completion_mask))
+    assert "value_loss" in result["history"][0]
+    with torch.no_grad():
+        after = grpo.value_loss(critic(c), targets, c.completion_mask)
+    assert after < grpo.value_loss(seen["values"], targets, c.completion_mask)
+
+
+def test_state_bytes_counts_parameters_gradients_and_adam_moments():
+    layer = torch.nn.Linear(3, 2)  # 8 parameters
+    assert grpo.state_bytes(layer) == 8 * 4
+    optimizer = torch.optim.AdamW(layer.parameters())
+    layer(torch.ones(1, 3)).sum().backward()
+    optimizer.step()
+    # parameters, gradients, two moments: 4 x 8 floats; and Adam's step counter, one per tensor
+    steps = sum(s["step"].numel() * s["step"].element_size() for s in optimizer.state.values())
+    assert grpo.state_bytes(layer, optimizer) == 4 * 8 * 4 + steps
+
+
+# ------------------------------------------------------------------ gradient variance by length
+def test_per_completion_gradients_match_a_backward_pass_per_completion():
+    policy, tok = tiny_model(8)
+    c = hand_completions(["12+3\n", "7\n", "45*2\n"], ["12+3=15\n#15", "#7", "45*2=90"], cut=[False, False, True])
+    weights = torch.randn(c.completion_mask.shape, generator=torch.Generator().manual_seed(0)) * c.completion_mask
+    grads = grpo.per_completion_gradients(policy, c, weights, chunk=2)
+    for i in range(3):
+        policy.zero_grad()
+        logp, _ = common.token_logprobs(policy, c.sequences[i:i + 1], c.attention_mask[i:i + 1], c.prompt_length)
+        (weights[i:i + 1] * logp).sum().backward()
+        expected = torch.cat([p.grad.flatten() for p in policy.parameters()])
+        torch.testing.assert_close(grads[i], expected, atol=1e-5, rtol=1e-4)
+
+
+def test_variance_by_length_bins_in_log_length_and_fits_the_slope():
+    lengths = torch.tensor([10, 10, 11, 20, 20, 21, 40, 40, 40, 80])
+    # per bin gradients ±a (and a zero when the bin has three): tr Cov ∝ a² ∝ length
+    a = torch.sqrt(lengths.float())
+    sign = torch.tensor([1.0, -1.0, 0.0, 1.0, -1.0, 0.0, 1.0, -1.0, 0.0, 1.0])
+    gradients = torch.stack([sign * a, torch.zeros(10)], 1)
+    study = grpo.variance_by_length(gradients, lengths, 4, min_count=3)  # edges 10, 18.9, 35.7, 67.5, 81
+    assert study["count"] == [3, 3, 3]  # the 80 alone is dropped
+    assert study["length"] == pytest.approx([31 / 3, 61 / 3, 40.0])
+    assert study["variance"] == pytest.approx([(10 + 10) / 2, (20 + 20) / 2, (40 + 40) / 2])
+    slope = np.polyfit(np.log([31 / 3, 61 / 3, 40.0]), np.log([10.0, 20.0, 40.0]), 1)[0]
+    assert study["slope"] == pytest.approx(slope)
+    assert math.isnan(grpo.variance_by_length(torch.zeros(10, 2), lengths, 4, min_count=3)["slope"])
+
+
+def test_step_prefixes_are_the_prompt_then_each_complete_line_but_the_last():
+    problem = common.ChainProblem(12, (("+", 3), ("*", 2)))
+    assert grpo.step_prefixes(problem, "12+3=15\n15*2=30\n#30") == [
+        "12+3*2\n", "12+3*2\n12+3=15\n", "12+3*2\n12+3=15\n15*2=30\n"]
+    assert grpo.step_prefixes(problem, "#30") == ["12+3*2\n"]
+
+
 # ------------------------------------------------------------------ CLI and smoke runs
 @pytest.mark.parametrize("flag,value,message", [
     ("--group-size", "1", "--group-size must be at least 2"),
-    ("--methods", "grpo,ppo", "argument --methods: 'ppo' is not one of reinforce"),
+    ("--methods", "grpo,a2c", "argument --methods: 'a2c' is not one of reinforce"),
+    ("--gae-lambda", "1.5", "--gae-lambda and --critic-lambdas must be in [0, 1]"),
+    ("--critic-lambdas", "0.9,-1", "--gae-lambda and --critic-lambdas must be in [0, 1]"),
+    ("--truth-problems", "600", "--truth-problems must be at most 512"),
     ("--group-sizes", "1,4", "--group-sizes must be in 2..--final-samples"),
 ])
 def test_cli_rejects_bad_values_with_one_line(cli_error, flag, value, message):
@@ -700,7 +865,7 @@ def smoke_args(tmp_path, **changes):
 
 
 def without_timing(metrics: dict) -> dict:
-    return {k: v for k, v in metrics.items() if "wall_clock" not in k}
+    return {k: v for k, v in metrics.items() if "wall_clock" not in k and "seconds_per_update" not in k}
 
 
 def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path, read_results):
@@ -708,11 +873,16 @@ def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path, read
     data = read_results(tmp_path / "out" / "results.json")
     for name in ("learning_curves.png", "training.png", "reward_kl.png", "zero_spread.png"):
         assert (tmp_path / "out" / name).stat().st_size > 1000
-    assert data["metrics"] == first["metrics"] and all(np.isfinite(v) for v in first["metrics"].values())
+    # a smoke cold start never succeeds: no variance slope or critic correlation can be measured
+    undefined = ("variance_slope", "correlation")
+    assert data["metrics"] == common.json_ready(first["metrics"])  # NaN is written as null
+    assert all(np.isfinite(v) for k, v in first["metrics"].items() if not any(u in k for u in undefined))
+    for name in ("gradient_variance.png", "critic_truth.png"):
+        assert (tmp_path / "out" / name).stat().st_size > 1000
     history = data["runs"]["grpo beta=0.04"]["history"]
     assert {"reward", "kl", "entropy", "length", "zero_spread", "clip_fraction", "grad_norm"} <= set(history[0])
     again = grpo.main(smoke_args(tmp_path))  # the cold start now comes from the cache
-    assert without_timing(again["metrics"]) == without_timing(first["metrics"])
+    assert common.json_ready(without_timing(again["metrics"])) == common.json_ready(without_timing(first["metrics"]))
     rerun = read_results(tmp_path / "out" / "results.json")["runs"]["grpo beta=0.04"]["history"]
     timing = ("generate_s", "update_s")
     assert [{k: v for k, v in h.items() if k not in timing} for h in rerun] == \

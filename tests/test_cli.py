@@ -44,7 +44,8 @@ def all_cases() -> list[tuple[str, list[str], str]]:
             if not f.metadata["empty"]:
                 cases.append((script, [flag, ""], "expected a comma-separated list"))
             bad = "x" if f.metadata["item"] is not str else "no_such_name"
-            cases.append((script, [flag, f"{f.default.split(',')[0]},{bad}"], repr(bad)))
+            first = f.default.split(",")[0]  # a good item first, where the default has one
+            cases.append((script, [flag, f"{first},{bad}" if first else bad], repr(bad)))
         cases += [(script, ["--seed", "-1"], "must be in 0..4294967295"),
                   (script, ["--seed", str(2**32)], "must be in 0..4294967295")]
     return cases

@@ -56,6 +56,57 @@ def test_verifier_and_gold_first_wrong_step(completion, reward, label):
     assert common.first_wrong_step(p, completion) == label
 
 
+LONG = common.ChainProblem(50, (("+", 9), ("-", 4), ("-", 7), ("*", 2), ("-", 9), ("-", 8), ("+", 3), ("-", 6),
+                                ("+", 5), ("-", 9), ("-", 2), ("+", 8), ("-", 9), ("-", 5), ("+", 1), ("-", 3)))
+
+
+def test_a_sixteen_step_chain_by_hand():
+    assert LONG.values == [50, 59, 55, 48, 96, 87, 79, 82, 76, 81, 72, 70, 78, 69, 64, 65, 62]
+    assert LONG.prompt == "50+9-4-7*2-9-8+3-6+5-9-2+8-9-5+1-3\n"
+    assert LONG.lines[:4] == ["50+9=59", "59-4=55", "55-7=48", "48*2=96"] and LONG.lines[-1] == "#62"
+    assert len(LONG.lines) == 17 and len(LONG.solution) == 16 * 8 + 3  # 7 characters and a newline a step
+
+
+@pytest.mark.parametrize("change,reward,label", [
+    (None, 1.0, None),
+    ((15, "65-3=63"), 1.0, 15),     # a slip at the last step, the right answer anyway
+    ((9, "81-9=71"), 1.0, 9),       # a slip in the middle: the verifier sees only the answer line
+    ((16, "#63"), 0.0, 16),         # the answer line of a 16-step chain is step 16
+    ((0, "50+9=58"), 1.0, 0),
+])
+def test_the_verifier_and_gold_labels_on_a_sixteen_step_chain(change, reward, label):
+    lines = list(LONG.lines)
+    if change is not None:
+        lines[change[0]] = change[1]
+    completion = "\n".join(lines)
+    assert common.verify(LONG, completion) == reward
+    assert common.first_wrong_step(LONG, completion) == label
+    assert common.first_wrong_step(LONG, "\n".join(LONG.lines[:12])) == 12  # cut after 12 steps
+    assert common.first_wrong_step(LONG, "\n".join(LONG.lines + ["#62"])) == 17  # one line too many
+
+
+@pytest.mark.parametrize("max_steps", [1, 4, 8, 16])
+def test_the_longest_prompt_and_solution_are_reached_and_never_passed(max_steps):
+    task = common.ChainTask(max_steps=max_steps)
+    problems = task.sample(3000, np.random.default_rng(0), steps=max_steps)
+    assert max(len(p.question) for p in problems) == task.longest_prompt
+    assert max(len(p.solution) + 1 for p in problems) == task.longest_solution  # + EOS
+
+
+def test_the_completion_budget_follows_the_chain_length_unless_given():
+    assert common.LMArgs().max_new_tokens == 48
+    assert common.LMArgs(max_steps=16).max_new_tokens == 16 * 8 + 4 + 12
+    assert common.LMArgs(max_steps=16, max_new_tokens=20).max_new_tokens == 20
+
+
+def test_a_long_chain_cold_start_gets_the_context_it_needs(tmp_path):
+    config = common.ColdStart(max_steps=16, hidden=16, layers=1, heads=2, sft_steps=1, sft_batch=2)
+    model, _, _ = common.cold_start_policy(config, "cpu", tmp_path, progress=False)
+    assert model.config.max_position_embeddings == 35 + 132
+    short = common.ColdStart(hidden=16, layers=1, heads=2, sft_steps=1, sft_batch=2)
+    assert common.cold_start_policy(short, "cpu", tmp_path, progress=False)[0].config.max_position_embeddings == 128
+
+
 # ------------------------------------------------------------------- tokenizer and batches
 def test_char_tokenizer_round_trip_and_left_padding():
     tok = common.make_char_tokenizer()
