@@ -82,9 +82,10 @@ from common import (
 )
 
 ESTIMATORS = ("reinforce", "rloo", "grpo", "dr_grpo")
-METHODS = (*ESTIMATORS, "ppo")  # the group baselines, and PPO's learned critic
+METHODS = (*ESTIMATORS, "ppo", "ppo_head")  # the group baselines, and PPO's learned critic
+CRITICS = {"ppo": "separate", "ppo_head": "head"}  # the kind of critic each PPO method learns
 NAMES = {"reinforce": "REINFORCE (batch mean)", "rloo": "RLOO", "grpo": "GRPO", "dr_grpo": "Dr. GRPO",
-         "ppo": "PPO (critic, GAE)"}
+         "ppo": "PPO (critic, GAE)", "ppo_head": "PPO (value head on the policy)"}
 LOSS_NORMS = ("sequence", "token", "constant")
 
 
@@ -208,21 +209,39 @@ def policy_gradient_step(policy, optimizer: torch.optim.Optimizer, completions: 
 # ============================================================================================
 class TokenCritic(torch.nn.Module):
     """V(x, y_<t), the value of each prefix, read where completion token y_t is about to be
-    sampled: a transformer trunk that starts as a copy of the policy's (InstructGPT's value model
-    also starts from a trained LM, so the critic costs a second model and its optimiser state) and
-    a linear head on its last hidden state, zero at first."""
+    sampled: a linear head, zero at first, on the last hidden state of a transformer trunk.
 
-    def __init__(self, policy):
+      separate  the trunk is a copy of the policy's, trained with the head (InstructGPT's value
+                model also starts from a trained LM): a second model and its optimiser state
+      head      the head sits on the policy's own trunk and reads its features without changing
+                them (no gradient into the trunk): one linear layer, the cheap variant
+    """
+
+    def __init__(self, policy, kind: str = "separate"):
         super().__init__()
-        self.trunk = copy.deepcopy(policy.base_model)
+        self.kind = kind
+        self.trunk = copy.deepcopy(policy.base_model) if kind == "separate" else policy.base_model
         self.head = torch.nn.Linear(policy.config.hidden_size, 1)
         torch.nn.init.zeros_(self.head.weight)
         torch.nn.init.zeros_(self.head.bias)
 
+    def trained_parameters(self) -> list[torch.nn.Parameter]:
+        """What the value loss trains: the trunk copy and the head, or the head alone."""
+        return list((self if self.kind == "separate" else self.head).parameters())
+
+    def for_policy(self, policy) -> TokenCritic:
+        """A copy to train beside `policy` (a head moves onto `policy`'s trunk)."""
+        if self.kind == "separate":
+            return copy.deepcopy(self)
+        critic = TokenCritic(policy, "head").to(self.head.weight.device)
+        critic.head.load_state_dict(self.head.state_dict())
+        return critic
+
     def prefix_values(self, ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """V after each position, (B, L): position j has read tokens 0..j."""
-        hidden = self.trunk(input_ids=ids, attention_mask=attention_mask,
-                            position_ids=positions_from_mask(attention_mask)).last_hidden_state
+        with torch.set_grad_enabled(torch.is_grad_enabled() and self.kind == "separate"):
+            hidden = self.trunk(input_ids=ids, attention_mask=attention_mask,
+                                position_ids=positions_from_mask(attention_mask)).last_hidden_state
         return self.head(hidden.float()).squeeze(-1)
 
     def forward(self, completions: Completions) -> torch.Tensor:
@@ -275,7 +294,7 @@ def value_step(critic: TokenCritic, optimizer: torch.optim.Optimizer, completion
         loss = value_loss(critic(completions), targets, completions.completion_mask)
         optimizer.zero_grad()
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(critic.parameters(), max_grad_norm)
+        torch.nn.utils.clip_grad_norm_(critic.trained_parameters(), max_grad_norm)
         optimizer.step()
         total += loss.item() / iters
     return total
@@ -315,14 +334,16 @@ def sample_groups(policy, tokenizer, problems: list, args: Args, generator, devi
 
 
 def state_bytes(*parts) -> int:
-    """Bytes held by modules' parameters and gradients and by optimisers' state (Adam: two moments)."""
-    tensors = []
+    """Bytes held by modules' parameters and gradients and by optimisers' state (Adam: two moments),
+    each tensor once (a value head's critic holds the policy's own trunk)."""
+    tensors = {}
     for part in parts:
         if isinstance(part, torch.optim.Optimizer):
-            tensors += [t for state in part.state.values() for t in state.values() if torch.is_tensor(t)]
+            found = [t for state in part.state.values() for t in state.values() if torch.is_tensor(t)]
         else:
-            tensors += [t for p in part.parameters() for t in (p, p.grad) if t is not None]
-    return sum(t.numel() * t.element_size() for t in tensors)
+            found = [t for p in part.parameters() for t in (p, p.grad) if t is not None]
+        tensors.update({id(t): t for t in found})
+    return sum(t.numel() * t.element_size() for t in tensors.values())
 
 
 def warm_up_critic(critic: TokenCritic, policy, tokenizer, args: Args, device) -> list[float]:
@@ -331,7 +352,7 @@ def warm_up_critic(critic: TokenCritic, policy, tokenizer, args: Args, device) -
     would make PPO's first updates plain REINFORCE. Returns the value loss per update."""
     rng = np.random.default_rng(args.seed + 11)
     generator = torch.Generator(device).manual_seed(args.seed + 11)
-    optimizer = torch.optim.AdamW(critic.parameters(), lr=args.critic_lr, weight_decay=0.0)
+    optimizer = torch.optim.AdamW(critic.trained_parameters(), lr=args.critic_lr, weight_decay=0.0)
     exclude = frozenset(p.prompt for p in args.task.held_out())
     losses = []
     for _ in tqdm(range(args.critic_warmup), desc="critic warm-up", leave=False):
@@ -368,7 +389,7 @@ def train(policy, reference, tokenizer, args: Args, method: str, held_out: list,
     eval_generator = torch.Generator(device).manual_seed(args.seed + 1)
     optimizer, schedule = make_optimizer(policy, args)
     if critic is not None:
-        critic_optimizer = torch.optim.AdamW(critic.parameters(), lr=args.critic_lr, weight_decay=0.0)
+        critic_optimizer = torch.optim.AdamW(critic.trained_parameters(), lr=args.critic_lr, weight_decay=0.0)
     exclude = frozenset(p.prompt for p in args.task.held_out())
     history, evals = [], []
 
@@ -417,8 +438,9 @@ def train(policy, reference, tokenizer, args: Args, method: str, held_out: list,
 @dataclass
 class Args(LMArgs):
     out: str = arg("runs/05_grpo_rloo", "output folder for figures and results.json")
-    methods: str = arg("reinforce,rloo,grpo,dr_grpo,ppo", "advantage estimators to compare, comma-separated (grpo "
-                       "divides by the group std, TRL's scale_rewards; dr_grpo does not; ppo learns a critic)",
+    methods: str = arg("reinforce,rloo,grpo,dr_grpo,ppo,ppo_head", "advantage estimators to compare, comma-separated "
+                       "(grpo divides by the group std, TRL's scale_rewards; dr_grpo does not; ppo learns a critic, "
+                       "ppo_head a value head on the policy)",
                        METHODS, item=str)
     rl_steps: int = arg(80, "policy updates")
     prompts: int = arg(16, "prompts per update")
@@ -507,7 +529,8 @@ def run_method(initial, tokenizer, args: Args, method: str, held_out: list, devi
     """Train a copy of the cold start with one estimator and β (PPO: and a copy of the warmed-up
     critic); evaluate it on the held-out set. Records the bytes of the training state and, on a
     GPU, the allocator's peak."""
-    policy, critic = copy.deepcopy(initial), copy.deepcopy(critic)
+    policy = copy.deepcopy(initial)
+    critic = critic.for_policy(policy) if critic is not None else None
     on_gpu = torch.device(device).type == "cuda"
     if on_gpu:
         torch.cuda.reset_peak_memory_stats(device)
@@ -527,17 +550,22 @@ def run_method(initial, tokenizer, args: Args, method: str, held_out: list, devi
     return result
 
 
-def warmed_critic(initial, tokenizer, args: Args, device) -> dict:
-    """A critic copied from the cold start and fitted to it (`warm_up_critic`): PPO's starting critic."""
-    critic = TokenCritic(initial).to(device)
-    losses = warm_up_critic(critic, initial, tokenizer, args, device)
-    return {"critic": critic, "losses": losses, "samples": args.critic_warmup * args.prompts * args.group_size}
+def warmed_critics(initial, tokenizer, args: Args, device) -> dict:
+    """PPO's starting critics, each built on the cold start and fitted to it (`warm_up_critic`):
+    the separate one always (the variance and truth studies use it), the value head if a method
+    learns one. {kind: {"critic", "losses", "samples"}}."""
+    critics = {}
+    for kind in ["separate"] + (["head"] if "ppo_head" in args.method_list else []):
+        critic = TokenCritic(initial, kind).to(device)
+        critics[kind] = {"critic": critic, "losses": warm_up_critic(critic, initial, tokenizer, args, device),
+                         "samples": args.critic_warmup * args.prompts * args.group_size}
+    return critics
 
 
-def compare_estimators(initial, tokenizer, args: Args, held_out: list, device, critic: dict | None) -> dict:
+def compare_estimators(initial, tokenizer, args: Args, held_out: list, device, critics: dict) -> dict:
     """Every estimator on the same prompts, samples and seed, at the default β."""
     return {m: run_method(initial, tokenizer, args, m, held_out, device, args.beta,
-                          critic["critic"] if m == "ppo" else None) for m in args.method_list}
+                          critics[CRITICS[m]]["critic"] if m in CRITICS else None) for m in args.method_list}
 
 
 def beta_sweep(initial, tokenizer, args: Args, held_out: list, device, runs: dict) -> dict:
@@ -549,13 +577,13 @@ def beta_sweep(initial, tokenizer, args: Args, held_out: list, device, runs: dic
     return sweep
 
 
-def critic_lambda_runs(initial, tokenizer, args: Args, held_out: list, device, runs: dict, critic: dict) -> dict:
+def critic_lambda_runs(initial, tokenizer, args: Args, held_out: list, device, runs: dict, critics: dict) -> dict:
     """PPO at each λ of --critic-lambdas, plus the --gae-lambda run of `compare_estimators`."""
     by_lambda = {args.gae_lambda: runs["ppo"]} if "ppo" in runs else {}
     for lam in args.lambda_list:
         if lam not in by_lambda:
             by_lambda[lam] = run_method(initial, tokenizer, dataclasses.replace(args, gae_lambda=lam), "ppo",
-                                        held_out, device, args.beta, critic["critic"])
+                                        held_out, device, args.beta, critics["separate"]["critic"])
     return by_lambda
 
 
@@ -600,15 +628,18 @@ def critic_against_rollouts(policy, critic: TokenCritic, tokenizer, args: Args, 
             "correlation": float(np.corrcoef(values, truth)[0, 1]) if values.std() > 0 and truth.std() > 0 else math.nan}
 
 
-def critic_study(initial, tokenizer, args: Args, device, critic: dict, by_lambda: dict) -> dict:
-    """The critic against rollout truth on the first --truth-problems held-out problems, at the
-    cold start (the warmed-up critic) and after PPO at each λ."""
+def critic_study(initial, tokenizer, args: Args, device, critics: dict, runs: dict, by_lambda: dict) -> dict:
+    """The critics against rollout truth on the first --truth-problems held-out problems: each
+    warmed-up critic at the cold start, then after PPO at each λ, and after PPO with the head."""
     problems = args.task.held_out(args.truth_problems)
-    study = {"cold start": critic_against_rollouts(initial, critic["critic"], tokenizer, args, problems, device)}
-    for lam, run in sorted(by_lambda.items()):
-        study[f"after PPO λ={lam:g}"] = critic_against_rollouts(run["policy"], run["critic"], tokenizer, args,
-                                                                 problems, device)
-    return study
+    stages = {"cold start": (initial, critics["separate"]["critic"])}
+    if "head" in critics:
+        stages["cold start, value head"] = (initial, critics["head"]["critic"])
+    stages |= {f"after PPO λ={lam:g}": (run["policy"], run["critic"]) for lam, run in sorted(by_lambda.items())}
+    if "ppo_head" in runs:
+        stages["after PPO, value head"] = (runs["ppo_head"]["policy"], runs["ppo_head"]["critic"])
+    return {stage: critic_against_rollouts(policy, critic, tokenizer, args, problems, device)
+            for stage, (policy, critic) in stages.items()}
 
 
 def per_completion_gradients(policy, completions: Completions, weights: torch.Tensor, chunk: int = 32) -> torch.Tensor:
@@ -991,12 +1022,14 @@ def critic_claims(args: Args, runs: dict, truth: dict) -> list[dict]:
     """The critic's memory, and whether its V tells the truth."""
     claims = []
     if "ppo" in runs and "grpo" in runs:
-        ratio = runs["ppo"]["state_bytes"] / runs["grpo"]["state_bytes"]
+        mib = {m: runs[m]["state_bytes"] / 2**20 for m in ("grpo", "ppo", "ppo_head") if m in runs}
+        ratio = mib["ppo"] / mib["grpo"]
+        head = f"; a value head on the policy instead: {mib['ppo_head']:.2f} MiB" if "ppo_head" in mib else ""
         claims.append(claim(
             "over-long-generations", "PPO's critic, a copy of the policy, roughly doubles the memory footprint "
             "(here: training state 1.5-2.5x GRPO's)",
-            f"parameters, gradients, Adam moments and reference: PPO {runs['ppo']['state_bytes'] / 2**20:.2f} MiB, "
-            f"GRPO {runs['grpo']['state_bytes'] / 2**20:.2f} MiB ({ratio:.2f}x)", 1.5 <= ratio <= 2.5))
+            f"parameters, gradients, Adam moments and reference: PPO {mib['ppo']:.2f} MiB, GRPO {mib['grpo']:.2f} MiB "
+            f"({ratio:.2f}x){head}", 1.5 <= ratio <= 2.5))
     if truth:
         worst = max(truth, key=lambda stage: truth[stage]["error_boundaries"] / max(truth[stage]["noise_floor"], 1e-9))
         row = truth[worst]
@@ -1094,12 +1127,12 @@ def main(args: Args) -> dict:
     before = final_evaluation(initial, tokenizer, args, held_out, device)
     print(f"cold start: held-out pass@1 {before['pass@1']:.3f}, pass@{args.final_samples} "
           f"{before[f'pass@{args.final_samples}']:.3f}, length {before['length']:.1f}")
-    critic = warmed_critic(initial, tokenizer, args, device)
-    variance = gradient_variance_study(initial, critic["critic"], tokenizer, args, device)
-    runs = compare_estimators(initial, tokenizer, args, held_out, device, critic)
+    critics = warmed_critics(initial, tokenizer, args, device)
+    variance = gradient_variance_study(initial, critics["separate"]["critic"], tokenizer, args, device)
+    runs = compare_estimators(initial, tokenizer, args, held_out, device, critics)
     sweep = beta_sweep(initial, tokenizer, args, held_out, device, runs)
-    by_lambda = critic_lambda_runs(initial, tokenizer, args, held_out, device, runs, critic) if "ppo" in runs else {}
-    truth = critic_study(initial, tokenizer, args, device, critic, by_lambda)
+    by_lambda = critic_lambda_runs(initial, tokenizer, args, held_out, device, runs, critics) if "ppo" in runs else {}
+    truth = critic_study(initial, tokenizer, args, device, critics, runs, by_lambda)
     tables = zero_spread_study(args, held_out, before, runs)
     grads = None
     if "grpo" in runs:
@@ -1114,7 +1147,8 @@ def main(args: Args) -> dict:
     serialisable = {key: {k: v for k, v in r.items() if k not in ("policy", "critic")}
                     for _, key, r in trained(args, runs, sweep, by_lambda)}
     write_results(out, args, wall, metrics, claims, runs=serialisable, zero_spread=tables, cold_start=before,
-                  gradient_variance=variance, critic_truth=truth, critic_warmup_losses=critic["losses"],
+                  gradient_variance=variance, critic_truth=truth,
+                  critic_warmup_losses={kind: c["losses"] for kind, c in critics.items()},
                   cold_start_info={k: v for k, v in info.items() if k != "sft_losses"})
     report(args, claims, **found)
     print(f"\nwall clock {wall:.0f} s; results in {out}/")

@@ -758,6 +758,23 @@ def test_the_critic_reads_each_token_from_the_prefix_before_it():
     assert all(torch.equal(a, b) for a, b in zip(critic.trunk.parameters(), policy.base_model.parameters()))
 
 
+def test_a_value_head_reads_the_policys_own_trunk_and_trains_only_itself():
+    policy, _ = tiny_model(5)
+    critic = grpo.TokenCritic(policy, "head")
+    assert critic.trunk is policy.base_model
+    assert critic.trained_parameters() == list(critic.head.parameters())
+    torch.nn.init.normal_(critic.head.weight, generator=torch.Generator().manual_seed(0))
+    c = hand_completions(["12+3\n"], ["12+3=15\n#15"])
+    critic(c).sum().backward()  # no gradient reaches the policy: its step is unchanged
+    assert all(p.grad is None for p in policy.parameters()) and critic.head.weight.grad is not None
+    moved = critic.for_policy(other := tiny_model(6)[0])
+    assert moved.trunk is other.base_model and torch.equal(moved.head.weight, critic.head.weight)
+    separate = grpo.TokenCritic(policy)
+    assert separate.for_policy(other).trunk is not other.base_model  # a separate critic is copied whole
+    # the training state counts the shared trunk once
+    assert grpo.state_bytes(policy, critic) == grpo.state_bytes(policy) + grpo.state_bytes(critic.head)
+
+
 def test_a_fresh_critic_says_zero_and_the_warm_up_fits_it_toward_the_outcome(monkeypatch, tmp_path):
     policy, tok = tiny_model(6)
     critic = grpo.TokenCritic(policy)
