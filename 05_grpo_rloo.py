@@ -39,6 +39,7 @@ critic_truth.png (the critic's V against rollout truth, before and after PPO, pe
 
 from __future__ import annotations
 
+import collections
 import copy
 import dataclasses
 import math
@@ -169,7 +170,8 @@ def loss_norm_of(method: str, args: Args) -> str:
 
 def policy_gradient_step(policy, optimizer: torch.optim.Optimizer, completions: Completions,
                          advantages: torch.Tensor, ref_logp: torch.Tensor, clip_eps: float, beta: float,
-                         inner_iters: int, loss_norm: str, max_new_tokens: int, max_grad_norm: float) -> dict:
+                         inner_iters: int, loss_norm: str, max_new_tokens: int, max_grad_norm: float,
+                         behaviour_logp: torch.Tensor | None = None) -> dict:
     """μ = inner_iters optimiser steps on one batch, the loss of token t of completion i being
 
       loss_it = -min(ρ_it A_it, clip(ρ_it, 1-ε, 1+ε) A_it) + β k3(π_θ, π_ref)_it,
@@ -177,8 +179,10 @@ def policy_gradient_step(policy, optimizer: torch.optim.Optimizer, completions: 
 
     reduced by `masked_loss`. A (B, T) holds per-token advantages. π_old is the policy that
     sampled, held fixed over the μ iterations (so the clip can act from the second one on; on
-    the first, ρ = 1). Returns the mean over iterations of the loss, the clip fraction and the
-    grad norm (before clipping), and the sampling policy's KL to the reference and entropy.
+    the first, ρ = 1), unless `behaviour_logp` gives the log-probs of an older policy that
+    sampled (stale rollouts: then ρ is the importance ratio from the start). Returns the mean
+    over iterations of the loss, the clip fraction and the grad norm (before clipping), the
+    sampling policy's KL to the reference and entropy.
     """
     mask = completions.completion_mask
     batch = (completions.sequences, completions.attention_mask, completions.prompt_length)
@@ -186,7 +190,7 @@ def policy_gradient_step(policy, optimizer: torch.optim.Optimizer, completions: 
     for iteration in range(inner_iters):
         logp, entropy = token_logprobs(policy, *batch, with_entropy=iteration == 0)
         if iteration == 0:
-            old_logp = logp.detach()
+            old_logp = logp.detach() if behaviour_logp is None else behaviour_logp
             tokens = mask.sum().clamp(min=1)  # an all-padding batch has no token: statistics 0, not NaN
             stats["kl"] = float(torch.where(mask, kl_k3(old_logp, ref_logp), 0.0).sum() / tokens)
             stats["entropy"] = float(torch.where(mask, entropy.detach(), 0.0).sum() / tokens)
@@ -364,6 +368,42 @@ def warm_up_critic(critic: TokenCritic, policy, tokenizer, args: Args, device) -
     return losses
 
 
+class RolloutWorker:
+    """Who samples: the policy itself (lag 0, on-policy), or an asynchronous worker that runs the
+    weights of `lag` updates ago (in the first updates, the oldest weights there are)."""
+
+    def __init__(self, policy, lag: int):
+        self.policy, self.lag = policy, lag
+        self.actor = copy.deepcopy(policy) if lag else policy
+        self.weights = collections.deque([self.snapshot()], maxlen=lag + 1) if lag else None
+
+    def snapshot(self) -> dict:
+        return {name: value.detach().clone() for name, value in self.policy.state_dict().items()}
+
+    def model(self):
+        if self.lag:
+            self.actor.load_state_dict(self.weights[0])
+        return self.actor
+
+    def age(self) -> int:
+        """Updates between the weights that sample now and the policy's."""
+        return len(self.weights) - 1 if self.lag else 0
+
+    def updated(self) -> None:
+        """Call after each optimiser step: the worker receives the new weights `lag` updates late."""
+        if self.lag:
+            self.weights.append(self.snapshot())
+
+
+@torch.no_grad()
+def policy_drift(policy, completions: Completions) -> float:
+    """Mean |log π_θ(y_t) - log π_old(y_t)| over the completion tokens: how far the policy has moved
+    from the one that sampled them (0 on-policy)."""
+    now, _ = token_logprobs(policy, completions.sequences, completions.attention_mask, completions.prompt_length)
+    mask = completions.completion_mask
+    return float(torch.where(mask, (now - completions.logprobs).abs(), 0.0).sum() / mask.sum().clamp(min=1))
+
+
 def make_optimizer(policy, args: Args) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
     """AdamW (or SGD) with a linear learning-rate warmup: Adam's first steps are large."""
     if args.optimizer == "adam":
@@ -380,14 +420,17 @@ def train(policy, reference, tokenizer, args: Args, method: str, held_out: list,
     (or, for PPO, the critic's GAE advantage of each token, and then a step of the critic), one
     `policy_gradient_step`. Every `eval_every` updates, held-out pass@1.
 
+    With --staleness k the rollouts come from the weights of k updates ago (`RolloutWorker`).
     Returns {"history": one dict per update (reward, KL, entropy, length, zero-spread share,
-    clip fraction, grad norm, the critic's value loss, seconds in generation and in the update),
+    policy age and drift, clip fraction, grad norm, the critic's value loss, seconds in
+    generation and in the update),
     "evals": [...], "state_bytes": what the training holds (`state_bytes`, the reference too)}.
     """
     rng = np.random.default_rng(args.seed)
     generator = torch.Generator(device).manual_seed(args.seed)
     eval_generator = torch.Generator(device).manual_seed(args.seed + 1)
     optimizer, schedule = make_optimizer(policy, args)
+    worker = RolloutWorker(policy, args.staleness)
     if critic is not None:
         critic_optimizer = torch.optim.AdamW(critic.trained_parameters(), lr=args.critic_lr, weight_decay=0.0)
     exclude = frozenset(p.prompt for p in args.task.held_out())
@@ -403,8 +446,8 @@ def train(policy, reference, tokenizer, args: Args, method: str, held_out: list,
             held_out_eval(step)
         start = time.time()
         problems = args.task.sample(args.prompts, rng, exclude=exclude)
-        completions, rewards = sample_groups(policy, tokenizer, problems, args, generator, device)
-        generated = time.time()
+        completions, rewards = sample_groups(worker.model(), tokenizer, problems, args, generator, device)
+        generated, age = time.time(), worker.age()
         mask = completions.completion_mask
         if critic is None:
             advantages = token_advantages(rewards, method, mask)
@@ -416,16 +459,21 @@ def train(policy, reference, tokenizer, args: Args, method: str, held_out: list,
         with torch.no_grad():
             ref_logp, _ = token_logprobs(reference, completions.sequences, completions.attention_mask,
                                          completions.prompt_length)
+        # stale rollouts: the ratio's π_old is the policy that sampled, or (ignored) the current one
+        behaviour = completions.logprobs if args.staleness and args.stale_ratio == "importance" else None
+        drift = policy_drift(policy, completions) if args.staleness else 0.0
         stats = policy_gradient_step(policy, optimizer, completions, advantages, ref_logp, args.clip_eps,
                                      args.beta, args.inner_iters, loss_norm_of(method, args), args.max_new_tokens,
-                                     args.max_grad_norm)
+                                     args.max_grad_norm, behaviour)
         schedule.step()
+        worker.updated()
         if critic is not None:
             stats["value_loss"] = value_step(critic, critic_optimizer, completions, targets, args.inner_iters,
                                              args.max_grad_norm)
         history.append({"reward": float(rewards.mean()), "length": float(completions.lengths.float().mean()),
                         "truncated": float(completions.truncated.float().mean()),
-                        "zero_spread": float(zero_spread(rewards).float().mean()), **stats,
+                        "zero_spread": float(zero_spread(rewards).float().mean()), "policy_age": age,
+                        "policy_drift": drift, **stats,
                         "generate_s": generated - start, "update_s": time.time() - generated})
     held_out_eval(args.rl_steps)
     trained_parts = (policy, optimizer) if critic is None else (policy, optimizer, critic, critic_optimizer)
@@ -468,6 +516,11 @@ class Args(LMArgs):
     truth_rollouts: int = arg(16, "fresh completions from each prefix: the rollout estimate of P(success | prefix)")
     variance_prompts: int = arg(64, "prompts (G completions each) whose per-completion gradients are measured")
     variance_bins: int = arg(6, "completion-length bins (equal counts) of the gradient-variance study")
+    staleness: int = arg(0, "async actors: rollouts come from the policy of this many updates ago (0: on-policy)")
+    stale_ratio: str = arg("importance", "with stale rollouts, π_old in the clipped ratio: the policy that sampled "
+                           "('importance') or the current one ('ignore', as if on-policy)", choices=("importance", "ignore"))
+    failure_modes: bool = arg(False, "also run the failure-mode studies (async staleness at each --stale-lags)")
+    stale_lags: str = arg("8,32", "failure modes: the policy ages of the async-staleness study", item=int)
     bench: bool = arg(False, "time RL steps (generation vs update, own loop vs model.generate) and stop")
     bench_steps: int = arg(5, "RL steps timed by --bench")
 
@@ -480,7 +533,8 @@ class Args(LMArgs):
         require_positive(self, "rl_steps", "prompts", "lr", "warmup", "inner_iters", "max_grad_norm", "eval_every",
                          "final_samples", "bench_steps", "critic_lr", "truth_problems", "truth_rollouts",
                          "variance_prompts", "variance_bins")
-        require(self.critic_warmup >= 0, "--critic-warmup must be non-negative")
+        require(self.critic_warmup >= 0 and self.staleness >= 0, "--critic-warmup and --staleness must be non-negative")
+        require(all(lag > 0 for lag in self.lag_list), "--stale-lags must be positive")
         require(all(0 <= lam <= 1 for lam in [self.gae_lambda, *self.lambda_list]),
                 "--gae-lambda and --critic-lambdas must be in [0, 1]")
         require(self.truth_problems <= HELD_OUT_SIZE, f"--truth-problems must be at most {HELD_OUT_SIZE}")
@@ -500,6 +554,10 @@ class Args(LMArgs):
     @property
     def beta_list(self) -> list[float]:
         return as_list(self.betas, float)
+
+    @property
+    def lag_list(self) -> list[int]:
+        return as_list(self.stale_lags, int)
 
     @property
     def lambda_list(self) -> list[float]:
@@ -535,7 +593,8 @@ def run_method(initial, tokenizer, args: Args, method: str, held_out: list, devi
     if on_gpu:
         torch.cuda.reset_peak_memory_stats(device)
     start = time.time()
-    name = NAMES[method] + (f" λ={args.gae_lambda:g}" if critic is not None else "")
+    name = (NAMES[method] + (f" λ={args.gae_lambda:g}" if critic is not None else "")
+            + (f" age {args.staleness} ({args.stale_ratio})" if args.staleness else ""))
     result = train(policy, frozen_copy(initial), tokenizer, dataclasses.replace(args, beta=beta), method, held_out,
                    device, desc=f"{name} β={beta:g}", critic=critic)
     result["wall_clock_s"] = time.time() - start
@@ -724,6 +783,24 @@ def gradient_variance_study(policy, critic: TokenCritic, tokenizer, args: Args, 
     return study
 
 
+def staleness_study(initial, tokenizer, args: Args, held_out: list, device, runs: dict) -> dict:
+    """Async staleness: GRPO with rollouts `lag` updates old, π_old in the ratio being the policy
+    that sampled (the clipped importance ratio) or the current one (staleness ignored), beside
+    the on-policy run."""
+    study = {"on-policy": runs["grpo"]} if "grpo" in runs else {}
+    for lag in args.lag_list:
+        for ratio in ("ignore", "importance"):
+            stale = dataclasses.replace(args, staleness=lag, stale_ratio=ratio)
+            study[f"age {lag}, {ratio}"] = run_method(initial, tokenizer, stale, "grpo", held_out, device, args.beta)
+    return study
+
+
+def worst_regression(run: dict) -> float:
+    """The largest drop of held-out pass@1 below its best so far, over training."""
+    curve = np.array([e["pass@1"] for e in run["evals"]])
+    return float((np.maximum.accumulate(curve) - curve).max())
+
+
 def zero_spread_study(args: Args, held_out: list, before: dict, runs: dict) -> dict:
     """The share of groups with zero spread by difficulty and G, at the cold start and after GRPO."""
     steps = [len(p.ops) for p in held_out]
@@ -901,8 +978,21 @@ def plot_critic_truth(truth: dict, path) -> None:
     save_figure(fig, path)
 
 
+def plot_staleness(stale: dict, path) -> None:
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for name, run in stale.items():
+        axes[0].plot([e["samples"] for e in run["evals"]], [e["pass@1"] for e in run["evals"]], "o-", label=name)
+        axes[1].plot(moving_average([h["clip_fraction"] for h in run["history"]], 5), label=name)
+    axes[0].set(xlabel="completions sampled", ylabel="held-out pass@1", title="GRPO with stale rollouts")
+    axes[1].set(xlabel="update", ylabel="clip fraction (trailing mean of 5)", title="where the clip acts")
+    for ax in axes:
+        ax.legend(fontsize="small")
+        ax.grid(alpha=0.3)
+    save_figure(fig, path)
+
+
 def plot_all(args: Args, out: Path, runs: dict, sweep: dict, before: dict, tables: dict, variance: dict,
-             by_lambda: dict, truth: dict, **_) -> None:
+             by_lambda: dict, truth: dict, stale: dict, **_) -> None:
     plot_learning_curves(runs, out / "learning_curves.png")
     others = {f"GRPO β={b:g}": r for b, r in sweep.items() if b != args.beta}
     others |= {f"PPO λ={lam:g}": r for lam, r in by_lambda.items() if lam != args.gae_lambda}
@@ -912,13 +1002,16 @@ def plot_all(args: Args, out: Path, runs: dict, sweep: dict, before: dict, table
     plot_zero_spread(tables, args.group_list, out / "zero_spread.png")
     plot_variance(variance, out / "gradient_variance.png")
     plot_critic_truth(truth, out / "critic_truth.png")
+    if stale:
+        plot_staleness(stale, out / "staleness.png")
 
 
 # ============================================================================================
 # Claims and report
 # ============================================================================================
 def check_claims(args: Args, runs: dict, sweep: dict, before: dict, tables: dict, grads: dict | None,
-                 variance: dict | None = None, by_lambda: dict | None = None, truth: dict | None = None) -> list[dict]:
+                 variance: dict | None = None, by_lambda: dict | None = None, truth: dict | None = None,
+                 stale: dict | None = None) -> list[dict]:
     A = group_advantages(torch.tensor([[0.0, 1.0, 0.0, 1.0]]), "dr_grpo")[0].tolist()
     rloo = group_advantages(torch.tensor([[0.0, 1.0, 0.0, 1.0]]), "rloo")[0, 1].item()
     # the advantages the loop hands to the loss, for one group of completions of 5 tokens
@@ -977,7 +1070,28 @@ def check_claims(args: Args, runs: dict, sweep: dict, before: dict, tables: dict
             "policy close to the reference",
             "; ".join(f"β={b:g}: KL {r['final_kl']:.3f}, pass@1 {r['final']['pass@1']:.3f}" for b, r in sorted(sweep.items())),
             all(free["final_kl"] >= r["final_kl"] for r in others.values())))
-    return claims + variance_claims(args, variance or {}) + critic_claims(args, runs, truth or {})
+    return (claims + variance_claims(args, variance or {}) + critic_claims(args, runs, truth or {})
+            + staleness_claims(args, stale or {}))
+
+
+def staleness_claims(args: Args, stale: dict) -> list[dict]:
+    """The async-staleness mode at the largest policy age: its symptom, and the clipped ratio."""
+    if "on-policy" not in stale or not args.lag_list:
+        return []
+    lag = max(args.lag_list)
+    fresh, ignored, weighted = stale["on-policy"], stale[f"age {lag}, ignore"], stale[f"age {lag}, importance"]
+
+    def row(run: dict) -> str:
+        return (f"pass@1 {run['final']['pass@1']:.3f}, worst drop {worst_regression(run):.3f}, clip fraction "
+                f"{np.mean([h['clip_fraction'] for h in run['history']]):.3f}, |log ρ| "
+                f"{np.mean([h['policy_drift'] for h in run['history']]):.3f}")
+    return [claim("whole-game §7.9", f"workers acting with old weights make updates unstable, with regressions "
+                  f"(here: rollouts {lag} updates old, taken as on-policy, end ≥ 3 points below on-policy)",
+                  f"on-policy: {row(fresh)}; age {lag}, ignored: {row(ignored)}",
+                  fresh["final"]["pass@1"] - ignored["final"]["pass@1"] >= 0.03),
+            claim("whole-game §7.9", f"the mitigation: importance ratios with clipping (here: at age {lag}, ≥ 3 "
+                  "points above ignoring the staleness)", f"age {lag}, clipped importance ratio: {row(weighted)}",
+                  weighted["final"]["pass@1"] - ignored["final"]["pass@1"] >= 0.03)]
 
 
 def linear(slope: float) -> bool | None:
@@ -1051,7 +1165,7 @@ def trained(args: Args, runs: dict, sweep: dict, by_lambda: dict) -> list[tuple[
 
 
 def collect_metrics(args: Args, runs: dict, sweep: dict, before: dict, tables: dict, grads: dict | None,
-                    variance: dict, by_lambda: dict, truth: dict) -> dict:
+                    variance: dict, by_lambda: dict, truth: dict, stale: dict) -> dict:
     metrics = {f"cold_start_pass@{k}": before[f"pass@{k}"] for k in args.ks}
     for label, _, run in trained(args, runs, sweep, by_lambda):
         for k in args.ks:
@@ -1069,6 +1183,11 @@ def collect_metrics(args: Args, runs: dict, sweep: dict, before: dict, tables: d
     for stage, row in truth.items():
         for key in ("error_first_token", "error_boundaries", "bias", "noise_floor", "correlation"):
             metrics[f"critic[{stage}]_{key}"] = row[key]
+    for name, run in stale.items():
+        metrics[f"staleness[{name}]_pass@1"] = run["final"]["pass@1"]
+        metrics[f"staleness[{name}]_worst_regression"] = worst_regression(run)
+        for key in ("clip_fraction", "policy_drift", "policy_age"):
+            metrics[f"staleness[{name}]_{key}"] = float(np.mean([h[key] for h in run["history"]]))
     for name, table in tables.items():
         for k, row in table.items():
             for G in args.group_list:
@@ -1079,7 +1198,7 @@ def collect_metrics(args: Args, runs: dict, sweep: dict, before: dict, tables: d
 
 
 def report(args: Args, claims: list[dict], runs: dict, sweep: dict, before: dict, tables: dict, variance: dict,
-           by_lambda: dict, truth: dict, **_) -> None:
+           by_lambda: dict, truth: dict, stale: dict, **_) -> None:
     k = args.final_samples
     rows = [["cold start", "-", before["pass@1"], before[f"pass@{k}"], 0.0, before["length"], "-", "-", "-", "-"]]
     extra = [(f"GRPO β={b:g}", r) for b, r in sweep.items() if b != args.beta]
@@ -1102,6 +1221,12 @@ def report(args: Args, claims: list[dict], runs: dict, sweep: dict, before: dict
     print(f"\nThe critic's V against P(success | prefix) from {args.truth_rollouts} rollouts per prefix:")
     print(format_table(rows, ["critic", "|error| first token", "|error| boundaries", "bias", "correlation",
                               "noise floor"]))
+    if stale:
+        rows = [[name, run["final"]["pass@1"], worst_regression(run),
+                 *(float(np.mean([h[key] for h in run["history"]])) for key in ("policy_age", "clip_fraction", "policy_drift"))]
+                for name, run in stale.items()]
+        print("\nGRPO with stale rollouts (failure mode: async staleness):")
+        print(format_table(rows, ["rollouts", "pass@1", "worst drop", "policy age", "clip fraction", "|log ρ|"]))
     rows = [[name, steps, row["pass@1"], *(row[G] for G in args.group_list)]
             for name, table in tables.items() for steps, row in table.items()]
     print("\nShare of groups with zero reward spread (no policy gradient), by difficulty and G:")
@@ -1133,12 +1258,13 @@ def main(args: Args) -> dict:
     sweep = beta_sweep(initial, tokenizer, args, held_out, device, runs)
     by_lambda = critic_lambda_runs(initial, tokenizer, args, held_out, device, runs, critics) if "ppo" in runs else {}
     truth = critic_study(initial, tokenizer, args, device, critics, runs, by_lambda)
+    stale = staleness_study(initial, tokenizer, args, held_out, device, runs) if args.failure_modes else {}
     tables = zero_spread_study(args, held_out, before, runs)
     grads = None
     if "grpo" in runs:
         grads = gradient_by_spread(runs["grpo"]["policy"], frozen_copy(initial), tokenizer, args, device)
     found = dict(runs=runs, sweep=sweep, before=before, tables=tables, grads=grads, variance=variance,
-                 by_lambda=by_lambda, truth=truth)
+                 by_lambda=by_lambda, truth=truth, stale=stale)
 
     plot_all(args, out, **found)
     claims = check_claims(args, **found)
@@ -1149,6 +1275,8 @@ def main(args: Args) -> dict:
     write_results(out, args, wall, metrics, claims, runs=serialisable, zero_spread=tables, cold_start=before,
                   gradient_variance=variance, critic_truth=truth,
                   critic_warmup_losses={kind: c["losses"] for kind, c in critics.items()},
+                  staleness={name: {k: v for k, v in r.items() if k not in ("policy", "critic")}
+                             for name, r in stale.items()},
                   cold_start_info={k: v for k, v in info.items() if k != "sft_losses"})
     report(args, claims, **found)
     print(f"\nwall clock {wall:.0f} s; results in {out}/")

@@ -1129,7 +1129,7 @@ class LMArgs(RunArgs):
         require(0 <= self.shortcut_prob <= 1, "--shortcut-prob must be in [0, 1]")
         require("{prompt}" in self.prompt_format, "--prompt-format must contain {prompt}")
         if self.max_new_tokens == 0:  # room for every step of the longest problem, and a wrong line or two
-            self.max_new_tokens = self.task.longest_solution + 12
+            self.max_new_tokens = self.cold_start.task.longest_solution + 12
 
     @property
     def cold_start(self) -> ColdStart:

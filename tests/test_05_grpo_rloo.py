@@ -370,7 +370,7 @@ def test_train_pairs_each_completion_with_its_own_problem_reward_and_advantage(m
         assert step["policy"] is policy
         norm = "constant" if method == "dr_grpo" else "token"
         assert step["rest"] == (args.clip_eps, args.beta, args.inner_iters, norm, args.max_new_tokens,
-                                args.max_grad_norm)
+                                args.max_grad_norm, None)  # on-policy: no behaviour log-probs
         assert record["reward"] == pytest.approx(float(rewards.mean()))
         assert record["zero_spread"] == pytest.approx(float(grpo.zero_spread(rewards).float().mean()))
         assert record["length"] == pytest.approx(float(completions.completion_mask.sum(1).float().mean()))
@@ -863,6 +863,95 @@ def test_step_prefixes_are_the_prompt_then_each_complete_line_but_the_last():
     assert grpo.step_prefixes(problem, "#30") == ["12+3*2\n"]
 
 
+# ------------------------------------------------------------------ failure mode: async staleness
+def test_a_stale_ratio_is_taken_against_the_policy_that_sampled():
+    """With the behaviour policy's log-probs, ρ = π_θ / π_behaviour from the first iteration: a
+    policy that already doubled a token's probability is clipped there (A > 0), and that token
+    gives no gradient; without them the first iteration's ratio is 1 and nothing is clipped."""
+    model, tok = tiny_model(1)
+    ids, mask = common.encode_prompts(tok, ["1+2\n"] * 4)
+    r = common.sample_completions(model, ids, mask, 6, tok.eos_token_id, tok.pad_token_id,
+                                  torch.Generator().manual_seed(0))
+    advantages = r.completion_mask.float()
+    with torch.no_grad():
+        now, _ = common.token_logprobs(model, r.sequences, r.attention_mask, r.prompt_length)
+    kwargs = dict(ref_logp=now, clip_eps=0.2, beta=0.0, inner_iters=1, loss_norm="token", max_new_tokens=6,
+                  max_grad_norm=100.0)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    doubled = grpo.policy_gradient_step(model, optimizer, r, advantages, behaviour_logp=now - math.log(2), **kwargs)
+    assert doubled["clip_fraction"] == 1.0 and doubled["grad_norm"] == 0.0
+    fresh = grpo.policy_gradient_step(model, optimizer, r, advantages, **kwargs)
+    assert fresh["clip_fraction"] == 0.0 and fresh["grad_norm"] > 0
+
+
+def test_the_rollout_worker_runs_the_weights_of_lag_updates_ago():
+    policy, _ = tiny_model(2)
+    assert grpo.RolloutWorker(policy, 0).model() is policy
+    worker = grpo.RolloutWorker(policy, 2)
+    seen = []
+    for update in range(4):
+        actor = worker.model()
+        seen.append((worker.age(), float(next(actor.parameters()).flatten()[0])))
+        with torch.no_grad():
+            next(policy.parameters()).flatten()[0] = update + 1.0  # the optimiser's step
+        worker.updated()
+    first = seen[0][1]
+    assert seen == [(0, first), (1, first), (2, first), (2, 1.0)]
+    assert worker.model() is not policy
+
+
+@pytest.mark.parametrize("ratio", ["importance", "ignore"])
+def test_stale_training_samples_with_old_weights_and_hands_their_logprobs_to_the_ratio(monkeypatch, tmp_path, ratio):
+    policy, tok = tiny_model(6)
+    sampled_with, behaviours = [], []
+    real_sample_groups, real_step = grpo.sample_groups, grpo.policy_gradient_step
+
+    def spy_sample_groups(model, *rest):
+        sampled_with.append(next(model.parameters()).detach().clone())
+        return real_sample_groups(model, *rest)
+
+    def spy_step(policy, optimizer, completions, advantages, *rest):
+        behaviours.append((rest[-1], completions.logprobs))
+        return real_step(policy, optimizer, completions, advantages, *rest)
+
+    monkeypatch.setattr(grpo, "sample_groups", spy_sample_groups)
+    monkeypatch.setattr(grpo, "policy_gradient_step", spy_step)
+    monkeypatch.setattr(grpo, "verifier_rewards", lambda problems, texts, truncated: torch.arange(len(texts)) % 2.0)
+    args = loop_args(tmp_path, rl_steps=4, staleness=2, stale_ratio=ratio, lr=0.05, warmup=1, inner_iters=1)
+    history = grpo.train(policy, common.frozen_copy(policy), tok, args, "grpo", args.task.held_out(4), "cpu")["history"]
+    assert [h["policy_age"] for h in history] == [0, 1, 2, 2]
+    assert torch.equal(sampled_with[0], sampled_with[1]) and torch.equal(sampled_with[1], sampled_with[2])
+    assert not torch.equal(sampled_with[3], sampled_with[0])  # the policy after the first update, two late
+    for given, logprobs in behaviours:
+        assert (given is logprobs) if ratio == "importance" else given is None
+    assert history[0]["policy_drift"] < 1e-5 < history[2]["policy_drift"]
+
+
+def test_worst_regression_is_the_largest_drop_below_the_best_so_far():
+    run = {"evals": [{"pass@1": p} for p in (0.2, 0.5, 0.3, 0.6, 0.55)]}
+    assert grpo.worst_regression(run) == pytest.approx(0.2)
+    assert grpo.worst_regression({"evals": [{"pass@1": p} for p in (0.1, 0.2)]}) == 0.0
+
+
+def stale_run(final: float) -> dict:
+    return {"final": {"pass@1": final}, "evals": [{"pass@1": final}],
+            "history": [{"clip_fraction": 0.1, "policy_drift": 0.2}]}
+
+
+@pytest.mark.parametrize("fresh,ignored,weighted,holds", [
+    (0.5, 0.45, 0.49, [True, True]),
+    (0.5, 0.48, 0.49, [False, False]),
+    (0.5, 0.4, 0.42, [True, False]),
+])
+def test_the_staleness_verdicts_compare_the_oldest_rollouts_with_on_policy_and_each_other(fresh, ignored, weighted, holds):
+    args = grpo.Args(stale_lags="2,8")
+    stale = {"on-policy": stale_run(fresh), "age 2, ignore": stale_run(0.0), "age 2, importance": stale_run(0.0),
+             "age 8, ignore": stale_run(ignored), "age 8, importance": stale_run(weighted)}
+    claims = grpo.staleness_claims(args, stale)
+    assert [c["holds"] for c in claims] == holds and "8 updates old" in claims[0]["claim"]
+    assert grpo.staleness_claims(args, {}) == []
+
+
 # ------------------------------------------------------------------ CLI and smoke runs
 @pytest.mark.parametrize("flag,value,message", [
     ("--group-size", "1", "--group-size must be at least 2"),
@@ -870,6 +959,8 @@ def test_step_prefixes_are_the_prompt_then_each_complete_line_but_the_last():
     ("--gae-lambda", "1.5", "--gae-lambda and --critic-lambdas must be in [0, 1]"),
     ("--critic-lambdas", "0.9,-1", "--gae-lambda and --critic-lambdas must be in [0, 1]"),
     ("--truth-problems", "600", "--truth-problems must be at most 512"),
+    ("--staleness", "-1", "--critic-warmup and --staleness must be non-negative"),
+    ("--stale-lags", "0,4", "--stale-lags must be positive"),
     ("--group-sizes", "1,4", "--group-sizes must be in 2..--final-samples"),
 ])
 def test_cli_rejects_bad_values_with_one_line(cli_error, flag, value, message):
@@ -904,6 +995,15 @@ def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path, read
     timing = ("generate_s", "update_s")
     assert [{k: v for k, v in h.items() if k not in timing} for h in rerun] == \
         [{k: v for k, v in h.items() if k not in timing} for h in history]
+
+
+def test_a_smoke_run_with_the_failure_modes_writes_the_staleness_study(tmp_path, read_results):
+    result = grpo.main(smoke_args(tmp_path, failure_modes=True, stale_lags="1", methods="grpo", betas=""))
+    data = read_results(tmp_path / "out" / "results.json")
+    assert set(data["staleness"]) == {"on-policy", "age 1, ignore", "age 1, importance"}
+    assert result["metrics"]["staleness[age 1, importance]_policy_age"] == 0.5  # ages 0, 1 over two updates
+    assert (tmp_path / "out" / "staleness.png").stat().st_size > 1000
+    assert [c["source"] for c in result["claims"]][-2:] == ["whole-game §7.9", "whole-game §7.9"]
 
 
 def test_model_flag_loads_a_saved_causal_lm(tmp_path):
