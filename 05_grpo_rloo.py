@@ -43,6 +43,7 @@ import collections
 import copy
 import dataclasses
 import math
+import re
 import time
 import warnings
 from dataclasses import dataclass
@@ -58,6 +59,7 @@ from tqdm import tqdm
 
 from common import (
     HELD_OUT_SIZE,
+    ChainProblem,
     Completions,
     LMArgs,
     arg,
@@ -68,6 +70,7 @@ from common import (
     format_claims,
     format_table,
     frozen_copy,
+    mean_or_nan,
     moving_average,
     positions_from_mask,
     require,
@@ -395,6 +398,13 @@ class RolloutWorker:
             self.weights.append(self.snapshot())
 
 
+def lengths_by_outcome(lengths: torch.Tensor, rewards: torch.Tensor) -> dict:
+    """Mean length of the right (reward > 0) and of the wrong completions (NaN where none)."""
+    right = rewards > 0
+    return {f"length_{name}": float(lengths[rows].float().mean()) if rows.any() else math.nan
+            for name, rows in (("right", right), ("wrong", ~right))}
+
+
 @torch.no_grad()
 def policy_drift(policy, completions: Completions) -> float:
     """Mean |log π_θ(y_t) - log π_old(y_t)| over the completion tokens: how far the policy has moved
@@ -422,7 +432,8 @@ def train(policy, reference, tokenizer, args: Args, method: str, held_out: list,
 
     With --staleness k the rollouts come from the weights of k updates ago (`RolloutWorker`).
     Returns {"history": one dict per update (reward, KL, entropy, length, zero-spread share,
-    policy age and drift, clip fraction, grad norm, the critic's value loss, seconds in
+    lengths of the right and wrong completions, policy age and drift, clip fraction, grad norm,
+    the critic's value loss, seconds in
     generation and in the update),
     "evals": [...], "state_bytes": what the training holds (`state_bytes`, the reference too)}.
     """
@@ -471,6 +482,7 @@ def train(policy, reference, tokenizer, args: Args, method: str, held_out: list,
             stats["value_loss"] = value_step(critic, critic_optimizer, completions, targets, args.inner_iters,
                                              args.max_grad_norm)
         history.append({"reward": float(rewards.mean()), "length": float(completions.lengths.float().mean()),
+                        **lengths_by_outcome(completions.lengths, rewards.flatten()),
                         "truncated": float(completions.truncated.float().mean()),
                         "zero_spread": float(zero_spread(rewards).float().mean()), "policy_age": age,
                         "policy_drift": drift, **stats,
@@ -795,6 +807,49 @@ def staleness_study(initial, tokenizer, args: Args, held_out: list, device, runs
     return study
 
 
+SERVING_FORMAT = "Q: {prompt}A:\n"  # a prompt template the policy never saw in training
+STEP_LINE, ANSWER_LINE = re.compile(r"\d+[-+*]\d+=\d+"), re.compile(r"#\d+")
+
+
+def well_formed(text: str) -> bool:
+    """Every line but the last is a step "a op b = c", the last is "#answer" (right or not)."""
+    lines = text.split("\n")
+    return all(STEP_LINE.fullmatch(line) for line in lines[:-1]) and bool(ANSWER_LINE.fullmatch(lines[-1]))
+
+
+def skew_study(policy, tokenizer, args: Args, held_out: list, device) -> dict:
+    """Memory / state mismatch at serving time: the GRPO policy evaluated with the prompt built
+    as in training, by another template, and with a fact missing (the last operation dropped
+    from the prompt; the verifier still wants the full chain's answer)."""
+    served = {"as trained": held_out,
+              "another template": [dataclasses.replace(p, prompt_format=SERVING_FORMAT) for p in held_out],
+              # a prompt_format without {prompt} is the prompt itself: here the question minus its last step
+              "last operation missing": [dataclasses.replace(p, prompt_format=ChainProblem(p.start, p.ops[:-1]).question)
+                                         for p in held_out]}
+    return {name: final_evaluation(policy, tokenizer, args, problems, device)["pass@1"] for name, problems in served.items()}
+
+
+def sample_quality(policy, tokenizer, args: Args, problems: list, device) -> dict:
+    """What a KL weight does to the samples: the share of distinct completions among the
+    `final_samples` of each problem, and the share of well-formed ones."""
+    repeated = [p for p in problems for _ in range(args.final_samples)]
+    _, texts = sample(policy, tokenizer, [p.prompt for p in repeated], args.max_new_tokens,
+                      torch.Generator(device).manual_seed(args.seed + 19), device)
+    groups = [texts[i:i + args.final_samples] for i in range(0, len(texts), args.final_samples)]
+    return {"distinct": float(np.mean([len(set(g)) / len(g) for g in groups])),
+            "well_formed": float(np.mean([well_formed(t) for t in texts]))}
+
+
+def kl_study(tokenizer, args: Args, held_out: list, device, sweep: dict) -> dict:
+    """KL mis-tune, both sides: each β of the sweep, its KL, pass@1 and pass@k, entropy (second
+    half of training) and `sample_quality`."""
+    k = args.final_samples
+    return {beta: {"kl": run["final_kl"], "pass@1": run["final"]["pass@1"], f"pass@{k}": run["final"][f"pass@{k}"],
+                   "entropy": late_mean(run, "entropy"),
+                   **sample_quality(run["policy"], tokenizer, args, held_out[:64], device)}
+            for beta, run in sorted(sweep.items())}
+
+
 def worst_regression(run: dict) -> float:
     """The largest drop of held-out pass@1 below its best so far, over training."""
     curve = np.array([e["pass@1"] for e in run["evals"]])
@@ -1011,7 +1066,7 @@ def plot_all(args: Args, out: Path, runs: dict, sweep: dict, before: dict, table
 # ============================================================================================
 def check_claims(args: Args, runs: dict, sweep: dict, before: dict, tables: dict, grads: dict | None,
                  variance: dict | None = None, by_lambda: dict | None = None, truth: dict | None = None,
-                 stale: dict | None = None) -> list[dict]:
+                 stale: dict | None = None, skew: dict | None = None, kl: dict | None = None) -> list[dict]:
     A = group_advantages(torch.tensor([[0.0, 1.0, 0.0, 1.0]]), "dr_grpo")[0].tolist()
     rloo = group_advantages(torch.tensor([[0.0, 1.0, 0.0, 1.0]]), "rloo")[0, 1].item()
     # the advantages the loop hands to the loss, for one group of completions of 5 tokens
@@ -1070,8 +1125,68 @@ def check_claims(args: Args, runs: dict, sweep: dict, before: dict, tables: dict
             "policy close to the reference",
             "; ".join(f"β={b:g}: KL {r['final_kl']:.3f}, pass@1 {r['final']['pass@1']:.3f}" for b, r in sorted(sweep.items())),
             all(free["final_kl"] >= r["final_kl"] for r in others.values())))
-    return (claims + variance_claims(args, variance or {}) + critic_claims(args, runs, truth or {})
-            + staleness_claims(args, stale or {}))
+    return (claims + length_bias_claims(runs) + variance_claims(args, variance or {})
+            + critic_claims(args, runs, truth or {}) + staleness_claims(args, stale or {})
+            + kl_claims(args, before, kl or {}) + skew_claims(skew or {}))
+
+
+def kl_claims(args: Args, before: dict, kl: dict) -> list[dict]:
+    """KL mis-tune, both sides: the largest β against --beta, and β = 0 against --beta."""
+    if args.beta not in kl or len(kl) < 2:
+        return []
+    k = args.final_samples
+
+    def row(beta: float) -> str:
+        r = kl[beta]
+        return (f"β={beta:g}: KL {r['kl']:.3f}, pass@1 {r['pass@1']:.3f}, pass@{k} {r[f'pass@{k}']:.3f}, entropy "
+                f"{r['entropy']:.3f}, distinct {r['distinct']:.2f}, well-formed {r['well_formed']:.2f}")
+    claims, strong = [], max(kl)
+    if strong > args.beta:
+        gain, held = (kl[b]["pass@1"] - before["pass@1"] for b in (args.beta, strong))
+        claims.append(claim("whole-game §7.5", "KL too strong: the policy stays stuck near the SFT reference (here: "
+                            "less KL and at most half the pass@1 gain of the default β)",
+                            f"{row(args.beta)}; {row(strong)}", kl[strong]["kl"] < kl[args.beta]["kl"] and held <= gain / 2))
+    if 0.0 in kl and args.beta > 0:
+        free, anchored = kl[0.0], kl[args.beta]
+        claims.append(claim("whole-game §7.5", "KL too weak: the quality of the samples collapses (here: distinct or "
+                            "well-formed completions ≥ 5 points below the default β's)", f"{row(0.0)}; {row(args.beta)}",
+                            anchored["distinct"] - free["distinct"] >= 0.05
+                            or anchored["well_formed"] - free["well_formed"] >= 0.05))
+    return claims
+
+
+def skew_claims(skew: dict) -> list[dict]:
+    """Memory / state mismatch and state blindness at serving time, on the GRPO policy."""
+    if not skew:
+        return []
+    trained = skew["as trained"]
+    return [claim("whole-game §7.10", "train/serve skew is silent poison: a serving-time prompt built by another "
+                  "template than training's (here: pass@1 ≥ 5 points lower; the fix, one builder for both, is the "
+                  "as-trained number)", f"as trained {trained:.3f}; served as {SERVING_FORMAT!r} {skew['another template']:.3f}",
+                  trained - skew["another template"] >= 0.05),
+            claim("whole-game §7.1", "state blindness: when the context drops a fact the answer needs, the policy "
+                  "cannot act on it (here: the last operation missing from the prompt halves pass@1 or worse)",
+                  f"as trained {trained:.3f}; last operation missing {skew['last operation missing']:.3f}",
+                  skew["last operation missing"] <= trained / 2 if trained > 0 else None)]
+
+
+def late_mean(run: dict, key: str) -> float:
+    """The mean of a history entry over the second half of training (NaN entries left out)."""
+    return mean_or_nan([h[key] for h in run["history"][len(run["history"]) // 2:]])
+
+
+def length_bias_claims(runs: dict) -> list[dict]:
+    """Length bias (failure mode): the per-sequence normaliser against Dr. GRPO's constant one."""
+    if not {"grpo", "dr_grpo"} <= set(runs):
+        return []
+    wrong = {m: late_mean(runs[m], "length_wrong") for m in ("grpo", "dr_grpo")}
+    right = {m: late_mean(runs[m], "length_right") for m in ("grpo", "dr_grpo")}
+    return [claim("whole-game §7.6; Liu et al. 2025", "length bias: dividing each completion's loss by its own "
+                  "length pushes a long wrong completion down less per token, so wrong completions grow longer; "
+                  "a constant normaliser (Dr. GRPO) removes the bias",
+                  f"mean length over the second half of training, wrong / right completions: GRPO (per-sequence) "
+                  f"{wrong['grpo']:.1f} / {right['grpo']:.1f}, Dr. GRPO (constant) {wrong['dr_grpo']:.1f} / "
+                  f"{right['dr_grpo']:.1f}", wrong["grpo"] > wrong["dr_grpo"])]
 
 
 def staleness_claims(args: Args, stale: dict) -> list[dict]:
@@ -1165,7 +1280,7 @@ def trained(args: Args, runs: dict, sweep: dict, by_lambda: dict) -> list[tuple[
 
 
 def collect_metrics(args: Args, runs: dict, sweep: dict, before: dict, tables: dict, grads: dict | None,
-                    variance: dict, by_lambda: dict, truth: dict, stale: dict) -> dict:
+                    variance: dict, by_lambda: dict, truth: dict, stale: dict, skew: dict, kl: dict) -> dict:
     metrics = {f"cold_start_pass@{k}": before[f"pass@{k}"] for k in args.ks}
     for label, _, run in trained(args, runs, sweep, by_lambda):
         for k in args.ks:
@@ -1188,6 +1303,11 @@ def collect_metrics(args: Args, runs: dict, sweep: dict, before: dict, tables: d
         metrics[f"staleness[{name}]_worst_regression"] = worst_regression(run)
         for key in ("clip_fraction", "policy_drift", "policy_age"):
             metrics[f"staleness[{name}]_{key}"] = float(np.mean([h[key] for h in run["history"]]))
+    metrics.update({f"served[{name}]_pass@1": value for name, value in skew.items()})
+    metrics.update({f"kl_study[beta={beta:g}]_{key}": value for beta, row in kl.items() for key, value in row.items()})
+    for method, run in runs.items():
+        for key in ("length_right", "length_wrong"):
+            metrics[f"{method}_late_{key}"] = late_mean(run, key)
     for name, table in tables.items():
         for k, row in table.items():
             for G in args.group_list:
@@ -1198,7 +1318,7 @@ def collect_metrics(args: Args, runs: dict, sweep: dict, before: dict, tables: d
 
 
 def report(args: Args, claims: list[dict], runs: dict, sweep: dict, before: dict, tables: dict, variance: dict,
-           by_lambda: dict, truth: dict, stale: dict, **_) -> None:
+           by_lambda: dict, truth: dict, stale: dict, skew: dict, kl: dict, **_) -> None:
     k = args.final_samples
     rows = [["cold start", "-", before["pass@1"], before[f"pass@{k}"], 0.0, before["length"], "-", "-", "-", "-"]]
     extra = [(f"GRPO β={b:g}", r) for b, r in sweep.items() if b != args.beta]
@@ -1227,6 +1347,13 @@ def report(args: Args, claims: list[dict], runs: dict, sweep: dict, before: dict
                 for name, run in stale.items()]
         print("\nGRPO with stale rollouts (failure mode: async staleness):")
         print(format_table(rows, ["rollouts", "pass@1", "worst drop", "policy age", "clip fraction", "|log ρ|"]))
+    if kl:
+        keys = list(next(iter(kl.values())))
+        print("\nKL weight, both sides (failure mode: KL mis-tune):")
+        print(format_table([[f"β={b:g}", *row.values()] for b, row in kl.items()], ["β", *keys]))
+    if skew:
+        print("\nThe GRPO policy served differently from how it was trained (state mismatch, state blindness):")
+        print(format_table([[name, value] for name, value in skew.items()], ["prompt at serving", "pass@1"]))
     rows = [[name, steps, row["pass@1"], *(row[G] for G in args.group_list)]
             for name, table in tables.items() for steps, row in table.items()]
     print("\nShare of groups with zero reward spread (no policy gradient), by difficulty and G:")
@@ -1258,13 +1385,17 @@ def main(args: Args) -> dict:
     sweep = beta_sweep(initial, tokenizer, args, held_out, device, runs)
     by_lambda = critic_lambda_runs(initial, tokenizer, args, held_out, device, runs, critics) if "ppo" in runs else {}
     truth = critic_study(initial, tokenizer, args, device, critics, runs, by_lambda)
-    stale = staleness_study(initial, tokenizer, args, held_out, device, runs) if args.failure_modes else {}
+    stale, skew, kl = {}, {}, {}
+    if args.failure_modes:
+        stale = staleness_study(initial, tokenizer, args, held_out, device, runs)
+        skew = skew_study(runs["grpo"]["policy"], tokenizer, args, held_out, device) if "grpo" in runs else {}
+        kl = kl_study(tokenizer, args, held_out, device, sweep)
     tables = zero_spread_study(args, held_out, before, runs)
     grads = None
     if "grpo" in runs:
         grads = gradient_by_spread(runs["grpo"]["policy"], frozen_copy(initial), tokenizer, args, device)
     found = dict(runs=runs, sweep=sweep, before=before, tables=tables, grads=grads, variance=variance,
-                 by_lambda=by_lambda, truth=truth, stale=stale)
+                 by_lambda=by_lambda, truth=truth, stale=stale, skew=skew, kl=kl)
 
     plot_all(args, out, **found)
     claims = check_claims(args, **found)
@@ -1276,7 +1407,7 @@ def main(args: Args) -> dict:
                   gradient_variance=variance, critic_truth=truth,
                   critic_warmup_losses={kind: c["losses"] for kind, c in critics.items()},
                   staleness={name: {k: v for k, v in r.items() if k not in ("policy", "critic")}
-                             for name, r in stale.items()},
+                             for name, r in stale.items()}, served=skew, kl_study=kl,
                   cold_start_info={k: v for k, v in info.items() if k != "sft_losses"})
     report(args, claims, **found)
     print(f"\nwall clock {wall:.0f} s; results in {out}/")

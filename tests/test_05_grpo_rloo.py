@@ -863,6 +863,75 @@ def test_step_prefixes_are_the_prompt_then_each_complete_line_but_the_last():
     assert grpo.step_prefixes(problem, "#30") == ["12+3*2\n"]
 
 
+# ------------------------------------------------------------------ failure mode: length bias
+def test_lengths_by_outcome_split_right_from_wrong_completions():
+    lengths, rewards = torch.tensor([4, 20, 30, 6]), torch.tensor([0.0, 1.0, 1.0, 0.0])
+    assert grpo.lengths_by_outcome(lengths, rewards) == {"length_right": 25.0, "length_wrong": 5.0}
+    assert math.isnan(grpo.lengths_by_outcome(lengths, torch.zeros(4))["length_right"])
+
+
+def length_run(wrong: list[float]) -> dict:
+    return {"history": [{"length_wrong": w, "length_right": 20.0} for w in wrong]}
+
+
+@pytest.mark.parametrize("grpo_wrong,dr_wrong,holds", [([30, 30, 12, float("nan")], [30, 30, 10, 10], True),
+                                                       ([10, 10, 10, 10], [5, 5, 10, 12], False)])
+def test_the_length_bias_verdict_reads_the_second_half_of_training(grpo_wrong, dr_wrong, holds):
+    (found,) = grpo.length_bias_claims({"grpo": length_run(grpo_wrong), "dr_grpo": length_run(dr_wrong)})
+    assert found["holds"] is holds
+    assert grpo.length_bias_claims({"grpo": length_run(grpo_wrong)}) == []
+
+
+# -------------------------------------------- failure modes: KL both sides, train/serve skew, blindness
+@pytest.mark.parametrize("text,ok", [("12+7=19\n19*3=57\n#57", True), ("#57", True), ("12+7=19\n#5x", False),
+                                     ("12+7=19\n19*3=\n#57", False), ("12+7=19", False), ("", False)])
+def test_well_formed_reads_the_format_not_the_arithmetic(text, ok):
+    assert grpo.well_formed(text) is ok
+    assert grpo.well_formed("1+1=3\n#9")  # wrong, but well formed
+
+
+def test_the_skew_study_serves_each_problem_three_ways(monkeypatch):
+    seen = {}
+
+    def fake_final(policy, tokenizer, args, problems, device):
+        seen[len(seen)] = [p.prompt for p in problems]
+        return {"pass@1": 0.5 / len(seen)}
+
+    monkeypatch.setattr(grpo, "final_evaluation", fake_final)
+    problems = [common.ChainProblem(12, (("+", 7), ("*", 3))), common.ChainProblem(5, (("-", 2),))]
+    skew = grpo.skew_study(None, None, grpo.Args(), problems, "cpu")
+    assert seen == {0: ["12+7*3\n", "5-2\n"], 1: ["Q: 12+7*3\nA:\n", "Q: 5-2\nA:\n"], 2: ["12+7\n", "5\n"]}
+    assert skew == {"as trained": 0.5, "another template": 0.25, "last operation missing": 0.5 / 3}
+    assert [c["holds"] for c in grpo.skew_claims(skew)] == [True, True]
+    assert [c["holds"] for c in grpo.skew_claims({"as trained": 0.5, "another template": 0.46,
+                                                   "last operation missing": 0.26})] == [False, False]
+
+
+def test_sample_quality_counts_distinct_and_well_formed_samples(monkeypatch):
+    texts = ["#5", "#5", "1+4=5\n#5", "junk", "#7", "#8", "#9", "#9"]
+    monkeypatch.setattr(grpo, "sample", lambda *a, **k: (None, texts))
+    args = grpo.Args(final_samples=4, group_sizes="2,4")
+    quality = grpo.sample_quality(None, None, args, [common.ChainProblem(1, (("+", 4),))] * 2, "cpu")
+    assert quality == {"distinct": (3 / 4 + 3 / 4) / 2, "well_formed": 7 / 8}
+
+
+def kl_row(kl, pass1, distinct=1.0, well_formed=1.0):
+    return {"kl": kl, "pass@1": pass1, "pass@16": 0.9, "entropy": 0.5, "distinct": distinct, "well_formed": well_formed}
+
+
+@pytest.mark.parametrize("strong,free,holds", [
+    (kl_row(0.01, 0.34), kl_row(0.05, 0.5, distinct=0.9), [True, True]),    # gain 0.04 ≤ 0.2 / 2; 10 points fewer
+    (kl_row(0.01, 0.45), kl_row(0.05, 0.5, well_formed=0.97), [False, False]),
+    (kl_row(0.04, 0.3), kl_row(0.05, 0.5, well_formed=0.94), [False, True]),  # as much KL as the default β
+])
+def test_the_kl_verdicts_look_at_both_sides_of_the_default_beta(strong, free, holds):
+    args = grpo.Args(beta=0.04)
+    kl = {0.0: free, 0.04: kl_row(0.03, 0.5), 0.5: strong}
+    claims = grpo.kl_claims(args, {"pass@1": 0.3}, kl)
+    assert [c["holds"] for c in claims] == holds
+    assert grpo.kl_claims(args, {"pass@1": 0.3}, {0.04: kl_row(0.03, 0.5)}) == []
+
+
 # ------------------------------------------------------------------ failure mode: async staleness
 def test_a_stale_ratio_is_taken_against_the_policy_that_sampled():
     """With the behaviour policy's log-probs, ρ = π_θ / π_behaviour from the first iteration: a
@@ -981,8 +1050,8 @@ def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path, read
     data = read_results(tmp_path / "out" / "results.json")
     for name in ("learning_curves.png", "training.png", "reward_kl.png", "zero_spread.png"):
         assert (tmp_path / "out" / name).stat().st_size > 1000
-    # a smoke cold start never succeeds: no variance slope or critic correlation can be measured
-    undefined = ("variance_slope", "correlation")
+    # a smoke cold start never succeeds: no variance slope, critic correlation or right length
+    undefined = ("variance_slope", "correlation", "late_length_right")
     assert data["metrics"] == common.json_ready(first["metrics"])  # NaN is written as null
     assert all(np.isfinite(v) for k, v in first["metrics"].items() if not any(u in k for u in undefined))
     for name in ("gradient_variance.png", "critic_truth.png"):
@@ -1003,7 +1072,10 @@ def test_a_smoke_run_with_the_failure_modes_writes_the_staleness_study(tmp_path,
     assert set(data["staleness"]) == {"on-policy", "age 1, ignore", "age 1, importance"}
     assert result["metrics"]["staleness[age 1, importance]_policy_age"] == 0.5  # ages 0, 1 over two updates
     assert (tmp_path / "out" / "staleness.png").stat().st_size > 1000
-    assert [c["source"] for c in result["claims"]][-2:] == ["whole-game §7.9", "whole-game §7.9"]
+    assert set(data["served"]) == {"as trained", "another template", "last operation missing"}
+    assert set(data["kl_study"]) == {"0.04"}  # the sweep had only the default β here
+    sources = [c["source"] for c in result["claims"]]
+    assert sources.count("whole-game §7.9") == 2 and {"whole-game §7.10", "whole-game §7.1"} <= set(sources)
 
 
 def test_model_flag_loads_a_saved_causal_lm(tmp_path):
