@@ -35,6 +35,10 @@ Figures in runs/05_grpo_rloo/: learning_curves.png (held-out pass@1 per estimato
 sweep), zero_spread.png (groups with no reward spread vs G, per difficulty, before and after RL),
 gradient_variance.png (per-completion gradient variance vs length, log-log, per Ψ),
 critic_truth.png (the critic's V against rollout truth, before and after PPO, per λ).
+--failure-modes adds the essay's failure modes that live here (whole-game §7): async staleness
+(staleness.png: rollouts k updates old, with and without the clipped importance ratio), KL
+mis-tune on both sides, train/serve skew and state blindness at serving time; every default
+run also measures length bias (the length of wrong completions, GRPO against Dr. GRPO).
 """
 
 from __future__ import annotations
@@ -795,6 +799,45 @@ def gradient_variance_study(policy, critic: TokenCritic, tokenizer, args: Args, 
     return study
 
 
+def zero_spread_study(args: Args, held_out: list, before: dict, runs: dict) -> dict:
+    """The share of groups with zero spread by difficulty and G, at the cold start and after GRPO."""
+    steps = [len(p.ops) for p in held_out]
+    tables = {"cold start": zero_spread_table(before["correct"], steps, args.final_samples, args.group_list)}
+    if "grpo" in runs:
+        tables["after GRPO"] = zero_spread_table(runs["grpo"]["final"]["correct"], steps, args.final_samples,
+                                                 args.group_list)
+    return tables
+
+
+def gradient_by_spread(policy, reference, tokenizer, args: Args, device) -> dict:
+    """On one batch of the current policy: the gradient norm of the policy-gradient term and of
+    the β·KL term, from the zero-spread groups alone and from the mixed groups alone (GRPO)."""
+    problems = args.task.sample(args.prompts, np.random.default_rng(args.seed + 7))
+    completions, rewards = sample_groups(policy, tokenizer, problems, args,
+                                         torch.Generator(device).manual_seed(args.seed + 7), device)
+    advantages = group_advantages(rewards, "grpo").flatten()
+    no_spread_rows = zero_spread(rewards).repeat_interleave(args.group_size)
+    batch = (completions.sequences, completions.attention_mask, completions.prompt_length)
+    with torch.no_grad():
+        ref_logp, _ = token_logprobs(reference, *batch)
+    norms = {}
+    for part, rows in (("zero-spread", no_spread_rows), ("mixed", ~no_spread_rows)):
+        mask = completions.completion_mask & rows[:, None]
+        for term in ("pg", "kl"):
+            policy.zero_grad()
+            logp, _ = token_logprobs(policy, *batch)
+            per_token = -advantages[:, None] * logp if term == "pg" else args.beta * kl_k3(logp, ref_logp)
+            masked_loss(per_token, mask, "token", args.max_new_tokens).backward()
+            grads = [p.grad.norm() for p in policy.parameters() if p.grad is not None]
+            norms[f"{part} {term}"] = float(torch.stack(grads).norm()) if rows.any() else 0.0
+    policy.zero_grad()
+    norms["zero-spread share"] = float(zero_spread(rewards).float().mean())
+    return norms
+
+
+# ============================================================================================
+# Failure modes (--failure-modes): async staleness, KL both sides, train/serve skew and blindness
+# ============================================================================================
 def staleness_study(initial, tokenizer, args: Args, held_out: list, device, runs: dict) -> dict:
     """Async staleness: GRPO with rollouts `lag` updates old, π_old in the ratio being the policy
     that sampled (the clipped importance ratio) or the current one (staleness ignored), beside
@@ -856,42 +899,14 @@ def worst_regression(run: dict) -> float:
     return float((np.maximum.accumulate(curve) - curve).max())
 
 
-def zero_spread_study(args: Args, held_out: list, before: dict, runs: dict) -> dict:
-    """The share of groups with zero spread by difficulty and G, at the cold start and after GRPO."""
-    steps = [len(p.ops) for p in held_out]
-    tables = {"cold start": zero_spread_table(before["correct"], steps, args.final_samples, args.group_list)}
-    if "grpo" in runs:
-        tables["after GRPO"] = zero_spread_table(runs["grpo"]["final"]["correct"], steps, args.final_samples,
-                                                 args.group_list)
-    return tables
+def late_mean(run: dict, key: str) -> float:
+    """The mean of a history entry over the second half of training (NaN entries left out)."""
+    return mean_or_nan([h[key] for h in run["history"][len(run["history"]) // 2:]])
 
 
-def gradient_by_spread(policy, reference, tokenizer, args: Args, device) -> dict:
-    """On one batch of the current policy: the gradient norm of the policy-gradient term and of
-    the β·KL term, from the zero-spread groups alone and from the mixed groups alone (GRPO)."""
-    problems = args.task.sample(args.prompts, np.random.default_rng(args.seed + 7))
-    completions, rewards = sample_groups(policy, tokenizer, problems, args,
-                                         torch.Generator(device).manual_seed(args.seed + 7), device)
-    advantages = group_advantages(rewards, "grpo").flatten()
-    no_spread_rows = zero_spread(rewards).repeat_interleave(args.group_size)
-    batch = (completions.sequences, completions.attention_mask, completions.prompt_length)
-    with torch.no_grad():
-        ref_logp, _ = token_logprobs(reference, *batch)
-    norms = {}
-    for part, rows in (("zero-spread", no_spread_rows), ("mixed", ~no_spread_rows)):
-        mask = completions.completion_mask & rows[:, None]
-        for term in ("pg", "kl"):
-            policy.zero_grad()
-            logp, _ = token_logprobs(policy, *batch)
-            per_token = -advantages[:, None] * logp if term == "pg" else args.beta * kl_k3(logp, ref_logp)
-            masked_loss(per_token, mask, "token", args.max_new_tokens).backward()
-            grads = [p.grad.norm() for p in policy.parameters() if p.grad is not None]
-            norms[f"{part} {term}"] = float(torch.stack(grads).norm()) if rows.any() else 0.0
-    policy.zero_grad()
-    norms["zero-spread share"] = float(zero_spread(rewards).float().mean())
-    return norms
-
-
+# ============================================================================================
+# Throughput (--bench): our loop, model.generate, trl's GRPOTrainer
+# ============================================================================================
 def benchmark(policy, tokenizer, args: Args, device) -> dict:
     """Throughput of RL steps: seconds in generation and in the update (reference forward +
     policy-gradient step), completions and tokens per second; and model.generate on the same
@@ -1168,11 +1183,6 @@ def skew_claims(skew: dict) -> list[dict]:
                   "cannot act on it (here: the last operation missing from the prompt halves pass@1 or worse)",
                   f"as trained {trained:.3f}; last operation missing {skew['last operation missing']:.3f}",
                   skew["last operation missing"] <= trained / 2 if trained > 0 else None)]
-
-
-def late_mean(run: dict, key: str) -> float:
-    """The mean of a history entry over the second half of training (NaN entries left out)."""
-    return mean_or_nan([h[key] for h in run["history"][len(run["history"]) // 2:]])
 
 
 def length_bias_claims(runs: dict) -> list[dict]:
