@@ -960,7 +960,7 @@ def test_the_rollout_worker_runs_the_weights_of_lag_updates_ago():
     seen = []
     for update in range(4):
         actor = worker.model()
-        seen.append((worker.age(), float(next(actor.parameters()).flatten()[0])))
+        seen.append((worker.age(), float(next(actor.parameters()).detach().flatten()[0])))
         with torch.no_grad():
             next(policy.parameters()).flatten()[0] = update + 1.0  # the optimiser's step
         worker.updated()
