@@ -369,8 +369,8 @@ def warm_up_critic(critic: TokenCritic, policy, tokenizer, args: Args, device) -
     for _ in tqdm(range(args.critic_warmup), desc="critic warm-up", leave=False):
         problems = args.task.sample(args.prompts, rng, exclude=exclude)
         completions, rewards = sample_groups(policy, tokenizer, problems, args, generator, device)
-        mask = completions.completion_mask
-        _, targets = token_gae(torch.zeros(mask.shape, device=device), rewards.flatten(), mask, 1.0, 1.0)
+        # γ = 1 and one reward at the end: the return from every token is R
+        targets = rewards.flatten()[:, None] * completions.completion_mask
         losses.append(value_step(critic, optimizer, completions, targets, 1, args.max_grad_norm))
     return losses
 
@@ -437,9 +437,8 @@ def train(policy, reference, tokenizer, args: Args, method: str, held_out: list,
     With --staleness k the rollouts come from the weights of k updates ago (`RolloutWorker`).
     Returns {"history": one dict per update (reward, KL, entropy, length, zero-spread share,
     lengths of the right and wrong completions, policy age and drift, clip fraction, grad norm,
-    the critic's value loss, seconds in
-    generation and in the update),
-    "evals": [...], "state_bytes": what the training holds (`state_bytes`, the reference too)}.
+    the critic's value loss, seconds in generation and in the update), "evals": [...],
+    "state_bytes": what the training holds (`state_bytes`, the reference too)}.
     """
     rng = np.random.default_rng(args.seed)
     generator = torch.Generator(device).manual_seed(args.seed)
@@ -531,7 +530,7 @@ class Args(LMArgs):
     truth_problems: int = arg(32, "held-out problems whose prefixes test the critic")
     truth_rollouts: int = arg(16, "fresh completions from each prefix: the rollout estimate of P(success | prefix)")
     variance_prompts: int = arg(64, "prompts (G completions each) whose per-completion gradients are measured")
-    variance_bins: int = arg(6, "completion-length bins (equal counts) of the gradient-variance study")
+    variance_bins: int = arg(6, "completion-length bins (equal widths in log length) of the gradient-variance study")
     staleness: int = arg(0, "async actors: rollouts come from the policy of this many updates ago (0: on-policy)")
     stale_ratio: str = arg("importance", "with stale rollouts, π_old in the clipped ratio: the policy that sampled "
                            "('importance') or the current one ('ignore', as if on-policy)", choices=("importance", "ignore"))
@@ -628,12 +627,11 @@ def run_method(initial, tokenizer, args: Args, method: str, held_out: list, devi
 def warmed_critics(initial, tokenizer, args: Args, device) -> dict:
     """PPO's starting critics, each built on the cold start and fitted to it (`warm_up_critic`):
     the separate one always (the variance and truth studies use it), the value head if a method
-    learns one. {kind: {"critic", "losses", "samples"}}."""
+    learns one. {kind: {"critic", "losses"}}."""
     critics = {}
     for kind in ["separate"] + (["head"] if "ppo_head" in args.method_list else []):
         critic = TokenCritic(initial, kind).to(device)
-        critics[kind] = {"critic": critic, "losses": warm_up_critic(critic, initial, tokenizer, args, device),
-                         "samples": args.critic_warmup * args.prompts * args.group_size}
+        critics[kind] = {"critic": critic, "losses": warm_up_critic(critic, initial, tokenizer, args, device)}
     return critics
 
 
@@ -785,17 +783,15 @@ def gradient_variance_study(policy, critic: TokenCritic, tokenizer, args: Args, 
     scores = per_completion_gradients(policy, completions, mask.float())
     psi = {"Ψ = 1 (the score alone)": torch.ones_like(rewards.flatten()), "Ψ = R (no baseline)": rewards.flatten(),
            **{NAMES[m]: group_advantages(rewards, m).flatten() for m in ("reinforce", "rloo", "grpo")}}
-    gradients = {name: (lambda w=weights: w[:, None] * scores) for name, weights in psi.items()}
+    def spread(g: torch.Tensor) -> dict:  # one (B, D) matrix at a time: they are large
+        return {**variance_by_length(g, completions.lengths, args.variance_bins),
+                # tr Cov(g) / ||E g||²: the variance on the scale of the signal (Ψ's scale cancels)
+                "relative": float(g.var(0).sum() / g.mean(0).square().sum().clamp(min=1e-30))}
+
+    study = {name: spread(weights[:, None] * scores) for name, weights in psi.items()}
     for lam in sorted({args.gae_lambda, *args.lambda_list}, reverse=True):
-        with torch.no_grad():
-            advantages, _ = token_gae(values, rewards.flatten(), mask, 1.0, lam)
-        gradients[critic_name(lam)] = lambda a=advantages: per_completion_gradients(policy, completions, a)
-    study = {}
-    for name, make in gradients.items():  # one (B, D) matrix at a time: they are large
-        g = make()
-        study[name] = {**variance_by_length(g, completions.lengths, args.variance_bins),
-                       # tr Cov(g) / ||E g||²: the variance on the scale of the signal (Ψ's scale cancels)
-                       "relative": float(g.var(0).sum() / g.mean(0).square().sum().clamp(min=1e-30))}
+        advantages, _ = token_gae(values, rewards.flatten(), mask, 1.0, lam)
+        study[critic_name(lam)] = spread(per_completion_gradients(policy, completions, advantages))
     return study
 
 
