@@ -20,6 +20,8 @@ What to look at (in runs/01_reinforce_pong/):
   gradient_variance.png  total variance of the per-point gradient vs rally length, log-log
   who_gets_the_score.png one recorded rally: frames, and the credit each variant gives each frame
   results.json           curves, final win rates, variance numbers, claims
+`--state-blindness` also trains rtg_baseline on the frame alone (the difference channel zeroed):
+the whole-game essay's state blindness (§7.1), measured as points won and frames to 70%.
 `--env ale` plays gymnasium's ALE/Pong-v5 (pip install gymnasium ale-py) with Karpathy's
 preprocessing: the paper-scale setting, for a GPU and hours.
 """
@@ -46,6 +48,7 @@ from common import (
     claim,
     format_claims,
     format_table,
+    loglog_slope,
     moving_average,
     plot_curves,
     require,
@@ -340,17 +343,20 @@ def log_prob(logits: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
 class FrameDifference:
     """Keeps each game's previous frame; the input is [frame, frame - previous] as int8.
 
-    At a game's first frame the difference is zero (Karpathy's `prev_x = None`).
+    At a game's first frame the difference is zero (Karpathy's `prev_x = None`). With
+    `motion=False` the difference channel stays zero: the frame alone shows where the ball is,
+    not where it is going (the state-blindness study).
     """
 
-    def __init__(self, first_frame: torch.Tensor):
-        self.previous = first_frame
+    def __init__(self, first_frame: torch.Tensor, motion: bool = True):
+        self.previous, self.motion = first_frame, motion
 
     def __call__(self, frame: torch.Tensor, new_game: torch.Tensor | None = None) -> torch.Tensor:
         previous = self.previous if new_game is None else torch.where(
             new_game[:, None, None], frame, self.previous)
         self.previous = frame
-        return torch.stack([frame, frame - previous], dim=1).to(torch.int8)
+        difference = frame - previous if self.motion else torch.zeros_like(frame)
+        return torch.stack([frame, difference], dim=1).to(torch.int8)
 
 
 # ============================================================================================
@@ -406,10 +412,10 @@ class PointBuffer:
 class Player:
     """Runs a policy in a batch of games and records windows of frames."""
 
-    def __init__(self, env: Pong | AtariPong, policy: PixelPolicy):
+    def __init__(self, env: Pong | AtariPong, policy: PixelPolicy, motion: bool = True):
         self.env, self.policy = env, policy
         frame, _ = env.reset()
-        self.difference = FrameDifference(frame)
+        self.difference = FrameDifference(frame, motion)
         self.x = self.difference(frame)
 
     @torch.no_grad()
@@ -445,9 +451,11 @@ def reinforce_step(policy: PixelPolicy, optimizer: torch.optim.Optimizer, varian
     optimizer.step()
 
 
-def train(args: Args, variant: str, seed: int, device: torch.device, snapshot_at: float = 0.5):
+def train(args: Args, variant: str, seed: int, device: torch.device, snapshot_at: float = 0.5,
+          motion: bool = True):
     """REINFORCE with one credit variant. Returns the learning curve, the final policy and a
-    snapshot of the policy part-way through training (for the variance study).
+    snapshot of the policy part-way through training (for the variance study). `motion=False`
+    trains on the frame alone (see FrameDifference).
 
     Each update trains on the frames whose point is over (see PointBuffer); the curve counts
     the points won in the window just played.
@@ -458,7 +466,7 @@ def train(args: Args, variant: str, seed: int, device: torch.device, snapshot_at
     frames_per_update = args.num_envs * args.window_len
     updates = max(1, args.frames // frames_per_update)
     optimizer = torch.optim.Adam(policy.parameters(), lr=args.lr)
-    player = Player(env, policy)
+    player = Player(env, policy, motion)
     buffer = PointBuffer(max_frames=8 * args.window_len)
     snapshot = None
     curve = {"frames": [], "win_rate": [], "points": []}
@@ -482,12 +490,13 @@ def train(args: Args, variant: str, seed: int, device: torch.device, snapshot_at
 
 
 @torch.no_grad()
-def win_rate(args: Args, policy: nn.Module | None, seed: int, device: torch.device) -> float:
+def win_rate(args: Args, policy: nn.Module | None, seed: int, device: torch.device,
+             motion: bool = True) -> float:
     """Fraction of points won by a policy (None: a coin-flip policy) on fresh games."""
     env = make_env(args, seed, device)
     if policy is None:
         policy = PixelPolicy(env.size, 1).to(device)  # zero output layer: P(up) = 0.5
-    won, lost = points_won(Player(env, policy).play(args.eval_frames)[0])
+    won, lost = points_won(Player(env, policy, motion).play(args.eval_frames)[0])
     return won / max(1, won + lost)
 
 
@@ -519,6 +528,8 @@ class Args(RunArgs):
     eval_frames: int = arg(200, "frames per game when measuring a final win rate")
     variance_frames: int = arg(400, "frames per game recorded for the gradient-variance study")
     log_every: int = arg(20, "updates between two log lines")
+    state_blindness: bool = arg(False, "also train rtg_baseline on the frame alone, without the frame difference "
+                                       "(state blindness: where the ball is, not where it is going)")
 
     SMOKE = dict(seeds=1, frames=4 * 32 * 16, num_envs=16, window_len=32, eval_frames=64,
                  variance_frames=96, log_every=2)
@@ -543,7 +554,8 @@ class Args(RunArgs):
 def run_variants(args: Args, device: torch.device) -> dict:
     """Train every variant on the same seeds and frame budget; measure final win rates."""
     reference = "rtg_baseline" if "rtg_baseline" in args.variant_list else args.variant_list[0]
-    runs = {"curves": {}, "final": {}, "frames_to_70pct_per_seed": {}, "frames": 0, "seconds": 0.0}
+    runs = {"curves": {}, "final": {}, "frames_to_70pct_per_seed": {}, "win_rates_per_seed": {}, "frames": 0,
+            "seconds": 0.0}
     for variant in args.variant_list:
         curves, rates = [], []
         for seed in range(args.seed, args.seed + args.seeds):
@@ -561,6 +573,7 @@ def run_variants(args: Args, device: torch.device) -> dict:
             runs["final"][variant][f"frames_to_{level}pct"] = float(np.median(
                 [frames_to_reach(c, level / 100) for c in curves]))
         runs["frames_to_70pct_per_seed"][variant] = [frames_to_reach(c, 0.7) for c in curves]
+        runs["win_rates_per_seed"][variant] = rates
         print(f"{variant}: points won at the end {np.mean(rates):.3f} (seeds {np.round(rates, 3).tolist()})")
     return runs
 
@@ -669,15 +682,6 @@ def length_bins(lengths: np.ndarray, bins: int) -> torch.Tensor:
     return torch.from_numpy(bin_of)
 
 
-def loglog_slope(x: list[float], y: list[float]) -> float:
-    """Exponent k of y ∝ x^k, fitted by least squares in log-log (nan with < 2 points)."""
-    x, y = np.asarray(x), np.asarray(y)
-    ok = (x > 0) & (y > 0)
-    if ok.sum() < 2:
-        return math.nan
-    return float(np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)[0])
-
-
 def gradient_variance_study(args: Args, policy: PixelPolicy, seed: int, device: torch.device,
                             bins: int = 8, chunk: int = 64) -> dict:
     """Record points with a fixed policy; measure tr Cov of per-point gradients per length bin,
@@ -725,6 +729,21 @@ def record_rally(args: Args, policy: PixelPolicy, seed: int, device: torch.devic
             "outcome": float(window.rewards[end, n]),
             "credit": {v: credit(v, window.rewards, window.segment_ends, args.gamma, mask)[steps, n].cpu()
                        for v in VARIANTS}}
+
+
+# ============================================================================================
+# Study 4 (--state-blindness): the policy without the frame difference
+# ============================================================================================
+def state_blindness_study(args: Args, device: torch.device) -> dict:
+    """rtg_baseline trained and evaluated on [frame, 0]: the same network and seeds, the motion
+    removed from its input."""
+    curves, rates = [], []
+    for seed in range(args.seed, args.seed + args.seeds):
+        curve, policy, _ = train(args, "rtg_baseline", seed, device, motion=False)
+        curves.append(curve)
+        rates.append(win_rate(args, policy, seed + 10_000, device, motion=False))
+    print(f"rtg_baseline, frame only: points won at the end {np.mean(rates):.3f} (seeds {np.round(rates, 3).tolist()})")
+    return {"curves": curves, "win_rates": rates, "frames_to_70pct": [frames_to_reach(c, 0.7) for c in curves]}
 
 
 # ============================================================================================
@@ -810,20 +829,42 @@ def check_claims(study: dict, per_seed: dict) -> list[dict]:
     return claims
 
 
-def headline_metrics(runs: dict, study: dict, random_rate: float) -> dict:
+def blindness_claims(runs: dict, blind: dict | None) -> list[dict]:
+    """State blindness: rtg_baseline on the frame alone against rtg_baseline with the difference."""
+    if blind is None or "rtg_baseline" not in runs["win_rates_per_seed"]:
+        return []
+    sighted, blind_rates = runs["win_rates_per_seed"]["rtg_baseline"], blind["win_rates"]
+    return [claim("whole-game §7.1", "state blindness: an observation that drops a fact the decision needs (here: "
+                  "the ball's motion) costs the policy; the mitigation puts the fact in the state (the frame "
+                  "difference). Holds if every frame-only seed ends below every seed with the difference",
+                  f"points won at the end, per seed: frame only {', '.join(f'{r:.3f}' for r in blind_rates)}; "
+                  f"with the difference {', '.join(f'{r:.3f}' for r in sighted)}. Frames to 70%: frame only "
+                  f"{', '.join(map(frames_text, blind['frames_to_70pct']))}; with the difference "
+                  f"{', '.join(map(frames_text, runs['frames_to_70pct_per_seed']['rtg_baseline']))}",
+                  max(blind_rates) < min(sighted))]
+
+
+def headline_metrics(runs: dict, study: dict, random_rate: float, blind: dict | None = None) -> dict:
     """The flat numbers of results.json: win rates, frames to a level, gradient variances."""
     metrics = {"random_policy_win_rate": random_rate,
                "training_frames_per_second": runs["frames"] / runs["seconds"]}
     for variant, final in runs["final"].items():
         metrics.update({f"{variant}_{key}": value for key, value in final.items()})
+    if blind is not None:
+        metrics["rtg_baseline_frame_only_win_rate"] = float(np.mean(blind["win_rates"]))
+        metrics["rtg_baseline_frame_only_worst_seed"] = float(np.min(blind["win_rates"]))
+        metrics["rtg_baseline_frame_only_frames_to_70pct"] = float(np.median(blind["frames_to_70pct"]))
     for name in VARIANCE_ESTIMATORS:
         metrics[f"grad_var[{name}]"] = study[name]["total"]
         metrics[f"grad_var_length_slope[{name}]"] = study[name]["slope"]
     return metrics
 
 
-def print_report(runs: dict, study: dict, random_rate: float, claims: list[dict]) -> None:
+def print_report(runs: dict, study: dict, random_rate: float, claims: list[dict], blind: dict | None = None) -> None:
     rows = [[v, *f.values()] for v, f in runs["final"].items()]
+    if blind is not None:
+        rows.append(["rtg_baseline, frame only", np.mean(blind["win_rates"]), np.min(blind["win_rates"]), "-",
+                     np.median(blind["frames_to_70pct"]), "-"])
     rows.append(["random policy", random_rate, "-", "-", "-", "-"])
     print("\n" + format_table(rows, ["variant", "points won", "worst seed", "frames to 50%",
                                      "to 70%", "to 80% (median over seeds)"]))
@@ -848,17 +889,20 @@ def main(args: Args) -> dict:
     random_rate = win_rate(args, None, args.seed + 10_000, device)
     study = gradient_variance_study(args, runs["mid_policy"], args.seed + 20_000, device)
     rally = record_rally(args, runs["final_policy"], args.seed + 30_000, device)
+    blind = state_blindness_study(args, device) if args.state_blindness else None
 
-    plot_learning(runs["curves"], out / "learning_curves.png")
+    plot_learning(runs["curves"] | ({"rtg_baseline, frame only": blind["curves"]} if blind else {}),
+                  out / "learning_curves.png")
     plot_variance(study, out / "gradient_variance.png")
     plot_rally(rally, out / "who_gets_the_score.png")
 
-    claims = check_claims(study, runs["frames_to_70pct_per_seed"])
-    metrics = headline_metrics(runs, study, random_rate)
+    claims = check_claims(study, runs["frames_to_70pct_per_seed"]) + blindness_claims(runs, blind)
+    metrics = headline_metrics(runs, study, random_rate, blind)
     wall = time.time() - start
     write_results(out, args, wall, metrics, claims, curves=runs["curves"], variance_study=study,
-                  frames_to_70pct_per_seed=runs["frames_to_70pct_per_seed"])
-    print_report(runs, study, random_rate, claims)
+                  frames_to_70pct_per_seed=runs["frames_to_70pct_per_seed"],
+                  win_rates_per_seed=runs["win_rates_per_seed"], state_blindness=blind)
+    print_report(runs, study, random_rate, claims, blind)
     print(f"\n{metrics['training_frames_per_second']:,.0f} training frames/s; "
           f"wall clock {wall:.0f} s; results in {out}/")
     return {"metrics": metrics, "claims": claims}

@@ -18,6 +18,9 @@ Three experiments, each with tabular learners so that only the credit differs:
      a grid of step sizes, until 95% of the last 750 greedy decisions are optimal.
   2. Key-to-door (γ = 1): episodes until the key is preferred as the corridor (the delay) grows.
   3. Key-to-door with distractor rewards and γ = 0.9: TD, TRT and RUDDER below and beyond τ_γ.
+Besides, on the predictor's stored episodes and by exact dynamic programming: what the survey
+promises of a redistribution (no expected future reward, the same optimal policy) and of
+potential-based shaping, r'_t = r_t + Φ(s_{t+1}) - Φ(s_t) (Ng et al. 1999).
 
 What to look at (in runs/03_rudder/): redistribution.png (one episode per outcome: the delayed
 reward and r̃), pocket_watch.png (optimal decisions over episodes, and the step sizes),
@@ -42,6 +45,7 @@ from common import (
     arg,
     as_list,
     claim,
+    evaluate_policy,
     format_claims,
     format_table,
     moving_average,
@@ -95,6 +99,45 @@ def credit_share(redistributed: torch.Tensor) -> torch.Tensor:
     mean return, which is the same for every episode; a share of |r̃| would count it as credit.)"""
     variance = redistributed.var(dim=1)
     return variance / variance.sum()
+
+
+def future_rewards(rewards: torch.Tensor) -> torch.Tensor:
+    """Σ_{k>t} r_k at every step t, time-major: what is still to come after step t's reward."""
+    return rewards.flip(0).cumsum(0).flip(0) - rewards
+
+
+def pair_index(episode: dict) -> torch.Tensor:
+    """Each step's (s_t, a_t) as one index, 2 s_t + a_t (key-to-door has two actions)."""
+    return episode["states"] * KeyToDoor.num_actions + episode["actions"]
+
+
+def pair_means(values: torch.Tensor, pairs: torch.Tensor, num_pairs: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The mean of `values` over the visits of each (s, a) pair, and the visit counts (mean 0
+    where a pair was never visited)."""
+    counts = torch.bincount(pairs.flatten(), minlength=num_pairs)
+    sums = torch.zeros(num_pairs, dtype=values.dtype, device=values.device).index_add_(0, pairs.flatten(), values.flatten())
+    return sums / counts.clamp(min=1), counts
+
+
+def conditional_variance(values: torch.Tensor, pairs: torch.Tensor, num_pairs: int) -> float:
+    """E[Var(values | s_t, a_t)]: the mean squared distance of each visit from its pair's mean."""
+    means, _ = pair_means(values, pairs, num_pairs)
+    return float(((values - means[pairs]) ** 2).mean())
+
+
+def optimal_q(P: torch.Tensor, R: torch.Tensor, gamma: float = 1.0) -> torch.Tensor:
+    """Q* by value iteration, Q(s, a) ← R(s, a) + γ Σ_s' P(s'|s, a) max_a' Q(s', a'); as many sweeps
+    as states, which is exact on an episodic chain like key-to-door."""
+    Q = R.clone()
+    for _ in range(len(P)):
+        Q = R + gamma * torch.einsum("sat,t->sa", P, Q.max(1).values)
+    return Q
+
+
+def potential_shaping(P: torch.Tensor, R: torch.Tensor, potential: torch.Tensor) -> torch.Tensor:
+    """Ng et al.'s shaped reward in expectation, R'(s, a) = R(s, a) + Σ_s' P(s'|s, a) Φ(s') - Φ(s)
+    (γ = 1; Φ of the terminal state is 0)."""
+    return R + torch.einsum("sat,t->sa", P, potential) - potential[:, None]
 
 
 # ============================================================================================
@@ -455,7 +498,8 @@ def watch_learn(args: Args, method: str, alphas: list[float], device) -> dict:
     """len(alphas) x watch_seeds independent learners, one episode each per iteration, until
     each one's greedy decision was optimal in ≥ watch_target of its last watch_window episodes
     (checked every 50 episodes). Returns episodes to solve (alphas, seeds), the budget when
-    never, and the curves. The learners share one Q table, each in its own block of rows."""
+    never, the curves and the wall-clock seconds per iteration. The learners share one Q table,
+    each in its own block of rows."""
     seeds = args.watch_seeds
     learners = len(alphas) * seeds
     env = PocketWatch(learners, args.watch_steps, args.unrepaired, seed=args.seed, device=device)
@@ -468,6 +512,7 @@ def watch_learn(args: Args, method: str, alphas: list[float], device) -> dict:
     budget = args.watch_max_episodes if method != "RUDDER" else args.watch_rudder_max_episodes
     correct = torch.zeros(budget, learners, device=device)
     solved = torch.full((learners,), budget, device=device)
+    start = time.time()
     for i in tqdm(range(budget), desc=f"pocket watch, {method}", leave=False, mininterval=1):
         first, info = env.reset()
         greedy = Q[first + offset].argmax(1)
@@ -487,7 +532,8 @@ def watch_learn(args: Args, method: str, alphas: list[float], device) -> dict:
             if (solved < budget).all():
                 break
     return {"episodes": solved.view(len(alphas), seeds).cpu().numpy(), "budget": budget,
-            "correct": correct[: i + 1].view(i + 1, len(alphas), seeds).cpu().numpy()}
+            "correct": correct[: i + 1].view(i + 1, len(alphas), seeds).cpu().numpy(),
+            "seconds_per_episode": (time.time() - start) / (i + 1)}  # one episode of every learner
 
 
 # ============================================================================================
@@ -602,7 +648,52 @@ def predictor_study(args: Args, device) -> dict:
     return {"predictor_final_mse": float(((predictions[-1] - returns) ** 2).mean()),
             "credit_share_at_key": float(credit_share(redistributed)[0]),
             "max_abs_sum_minus_return": float((redistributed.sum(0) - returns).abs().max()),
+            **redistribution_properties(env, episode, redistributed),
             "losses": losses, "episode": episode, "redistributed": redistributed}
+
+
+def redistribution_properties(env: KeyToDoor, episode: dict, redistributed: torch.Tensor) -> dict:
+    """What the survey says an optimal redistribution does, measured on the stored episodes, for
+    the redistributed reward r̃ and the original r alike:
+      expected future reward, max over (s, a) of |E[Σ_{k>t} r_k | s_t = s, a_t = a]| (0: none left);
+      the Monte Carlo return-to-go's variance given (s_t, a_t), at the key step and over all steps;
+      the optimal policy at the key room and its value by dynamic programming on the mean r̃ of
+      each (s, a) (the redistributed MDP) and on the true model."""
+    pairs, num_pairs = pair_index(episode), KeyToDoor.num_actions * (env.num_states + 1)
+    out = {}
+    for name, rewards in (("redistributed", redistributed), ("original", episode["rewards"])):
+        means, counts = pair_means(future_rewards(rewards), pairs, num_pairs)
+        out[f"expected_future_max[{name}]"] = float(means[counts > 0].abs().max())
+        to_go = rewards.flip(0).cumsum(0).flip(0)  # Σ_{k≥t} r_k, the Monte Carlo target
+        out[f"mc_variance_at_key[{name}]"] = conditional_variance(to_go[:1], pairs[:1], num_pairs)
+        out[f"mc_variance_all_steps[{name}]"] = conditional_variance(to_go, pairs, num_pairs)
+    P, R = env.model()
+    mean_redistributed, _ = pair_means(redistributed.double().cpu(), pairs.cpu(), num_pairs)
+    for name, table in (("redistributed", mean_redistributed.view(-1, KeyToDoor.num_actions)), ("original", R)):
+        Q = optimal_q(P, table)
+        out[f"optimal_key_action[{name}]"] = int(Q[0].argmax())
+        out[f"optimal_start_value[{name}]"] = float(Q[0].max())
+    return out
+
+
+def shaping_study(args: Args, seed: int) -> dict:
+    """Potential-based shaping by exact dynamic programming on key-to-door (γ = 1): with a random
+    Φ, does Q* keep its argmax, and is Q*' = Q* - Φ(s) (Ng et al. 1999)? With Φ = V^π (π uniform),
+    what future reward does the shaped MDP still expect after each (s, a)?"""
+    env = KeyToDoor(1, corridor=args.corridor, distractor_prob=args.distractor_prob)
+    P, R = env.model()
+    potential = torch.randn(len(P), generator=torch.Generator().manual_seed(seed), dtype=R.dtype)
+    potential[-1] = 0.0  # the terminal state's
+    Q, shaped = optimal_q(P, R), optimal_q(P, potential_shaping(P, R, potential))
+    decisive = (Q.max(1).values - Q.min(1).values) > 1e-9  # where the choice matters at all
+    uniform = torch.full_like(R, 0.5)
+    V, _ = evaluate_policy(P, R, uniform, 1.0)
+    by_value = potential_shaping(P, R, V)
+    _, Q_by_value = evaluate_policy(P, by_value, uniform, 1.0)
+    return {"decisive_states": int(decisive.sum()),
+            "argmax_kept": bool((Q.argmax(1) == shaped.argmax(1))[decisive].all()),
+            "identity_gap": float((shaped - (Q - potential[:, None])).abs().max()),
+            "value_potential_future_max": float((Q_by_value - by_value)[:-1].abs().max())}
 
 
 def watch_study(args: Args, device) -> dict:
@@ -721,6 +812,18 @@ def growth_verdict(growth: dict) -> bool | None:
     return False if power < exponential / 2 else None
 
 
+def fewer_episodes(episodes: float, budget: int, other: float, other_budget: int) -> bool | None:
+    """Did a learner solve in fewer episodes than another? A median at a learner's budget means
+    unsolved: it decides only against one that solved within that budget (False), or one that
+    never solved either (None); and a learner that solved beats one that never did (True)."""
+    solved, other_solved = episodes < budget, other < other_budget
+    if not solved:
+        return False if other_solved and other <= budget else None
+    if not other_solved:
+        return True if episodes <= other_budget else None
+    return episodes < other
+
+
 def watch_claims(args: Args, study: dict) -> tuple[dict, list[dict]]:
     metrics, medians = {}, {}
     for method, result in study.items():
@@ -751,30 +854,113 @@ def watch_claims(args: Args, study: dict) -> tuple[dict, list[dict]]:
                         + ", ".join(f"α={a}: {r:.1f}x" for a, r in same_alpha.items())
                         + f"; no learner can finish under the {args.watch_window}-episode window",
                         ratio >= 10))
+    versus_mc = ", ".join(f"α={a}: {metrics[f'watch_episodes_to_solve[RUDDER, α={a}]']:,.0f} vs "
+                          f"{metrics[f'watch_episodes_to_solve[Monte Carlo, α={a}]']:,.0f}" for a in args.watch_alpha_list)
+    claims.append(claim("RUDDER authors, pocket watch", "RUDDER needs fewer episodes than Monte Carlo",
+                        f"RUDDER {medians['RUDDER']:,.0f} vs MC {medians['Monte Carlo']:,.0f}, each at its best step "
+                        f"size; at equal step sizes {versus_mc}",
+                        fewer_episodes(medians["RUDDER"], study["RUDDER"]["budget"],
+                                       medians["Monte Carlo"], study["Monte Carlo"]["budget"])))
+    seconds = {m: study[m]["seconds_per_episode"] for m in WATCH_METHODS}
+    metrics.update({f"watch_seconds_per_episode[{m}]": t for m, t in seconds.items()})
+    claims.append(claim("survey §5", "the LSTM return predictor adds computational overhead",
+                        f"pocket watch, wall clock per episode (all {len(args.watch_alpha_list) * args.watch_seeds} "
+                        "learners at once): " + ", ".join(f"{m} {1000 * t:.2g} ms" for m, t in seconds.items())
+                        + f"; RUDDER / Q-learning {seconds['RUDDER'] / seconds['Q-learning (TD)']:.0f}x",
+                        seconds["RUDDER"] > seconds["Q-learning (TD)"]))
     return metrics, claims
+
+
+def speedup_verdict(lengths: list[int], ratios: list[float]) -> bool | None:
+    """Is one method exponentially faster than another as the delay grows? Not if it is never
+    faster or its lead does not grow; otherwise growth_verdict on its lead (None with < 3 lengths)."""
+    if all(r <= 1 for r in ratios) or ratios[-1] <= ratios[0]:
+        return False
+    return growth_verdict(growth_law(lengths, ratios)) if len(ratios) >= 3 else None
+
+
+def range_text(values: list[float]) -> str:
+    """"16 at every L", or "32 to 128"."""
+    low, high = min(values), max(values)
+    return f"{low:,.0f} at every L" if low == high else f"{low:,.0f} to {high:,.0f}"
 
 
 def delay_claims(args: Args, sweep_results: dict, study: dict) -> tuple[dict, list[dict]]:
     medians = {m: [float(np.median(sweep_results[m][L])) for L in args.sweep_list] for m in SWEEP_METHODS}
     metrics = {f"L{L}_episodes_to_solve[{m}]": medians[m][i]
                for m in SWEEP_METHODS for i, L in enumerate(args.sweep_list)}
-    td, ru = medians["Q-learning (TD)"], medians["RUDDER"]
-    growth = growth_law(args.sweep_list, td)  # the paper: TD's time grows exponentially with the delay
+    lengths = args.sweep_list
+    td, mc, ru = medians["Q-learning (TD)"], medians["Monte Carlo"], medians["RUDDER"]
+    growth = growth_law(lengths, td)  # the paper: TD's time grows exponentially with the delay
     share, gap = study["credit_share_at_key"], study["max_abs_sum_minus_return"]
-    claims = [claim("RUDDER paper, survey §5", "RUDDER is exponentially faster than TD as the delay grows "
-                    "(TD needs time exponential in the delay)",
-                    "TD / RUDDER episodes to solve at L = "
-                    + ", ".join(f"{L}: {a / b:.1f}x" for L, a, b in zip(args.sweep_list, td, ru))
-                    + f"; TD's own episodes fit a power law L^{growth['power']:.2f} with residual "
-                    f"{growth['power_residual']:.3f}, an exponential with {growth['exponential_residual']:.3f}; "
-                    f"RUDDER stays within {min(ru):.0f}-{max(ru):.0f}",
+
+    def lead(over: list[float]) -> tuple[list[float], str]:
+        ratios = [a / b for a, b in zip(over, ru)]
+        return ratios, ", ".join(f"{L}: {r:.1f}x" for L, r in zip(lengths, ratios))
+
+    td_lead, td_text = lead(td)
+    mc_lead, mc_text = lead(mc)
+    claims = [claim("survey §5 (RUDDER paper's theorem)", "TD needs time exponential in the delay to remove its bias",
+                    f"TD's episodes to solve at L = {', '.join(map(str, lengths))}: {', '.join(f'{v:,.0f}' for v in td)}; "
+                    f"a power law L^{growth['power']:.2f} fits with residual {growth['power_residual']:.3f}, an "
+                    f"exponential with {growth['exponential_residual']:.3f}",
                     growth_verdict(growth) if len(td) >= 3 else None),
+              claim("survey §5 (RUDDER paper)", "RUDDER is exponentially faster than TD on delayed rewards",
+                    f"TD / RUDDER episodes to solve at L = {td_text}; RUDDER needs {range_text(ru)}",
+                    speedup_verdict(lengths, td_lead)),
+              claim("survey §5 (RUDDER paper)", "RUDDER is exponentially faster than Monte Carlo on delayed rewards",
+                    f"MC / RUDDER episodes to solve at L = {mc_text}; MC needs {range_text(mc)}, RUDDER {range_text(ru)}",
+                    speedup_verdict(lengths, mc_lead)),
+              claim("survey §5 (RUDDER paper)", "RUDDER is exponentially faster than Monte Carlo tree search",
+                    "not checked: no tree search here", None),
               claim("survey §5", "the return predictor's jump, and so the redistributed reward, sits "
                     "at the decisive step and is near zero elsewhere",
                     f"{share:.1%} of the variance of r̃ across episodes sits on the key step, "
                     f"of {args.corridor + 2} steps", share > 0.5),
               claim("survey §5", "the redistributed rewards sum to the original return",
                     f"largest |Σ r̃ - G| over {args.episodes} episodes: {gap:.1e}", gap < 1e-4)]
+    return metrics, claims
+
+
+def redistribution_claims(study: dict, shaping: dict) -> tuple[dict, list[dict]]:
+    """The survey's promises for an optimal redistribution, on the predictor's stored episodes,
+    and potential-based shaping by exact dynamic programming."""
+    keys = [k for k in study if k.startswith(("expected_future_max", "mc_variance", "optimal_"))]
+    metrics = {k: study[k] for k in keys}
+    metrics.update({f"shaping_{k}": v for k, v in shaping.items()})
+    future, future_r = study["expected_future_max[redistributed]"], study["expected_future_max[original]"]
+    at_key, at_key_r = study["mc_variance_at_key[redistributed]"], study["mc_variance_at_key[original]"]
+    steps, steps_r = study["mc_variance_all_steps[redistributed]"], study["mc_variance_all_steps[original]"]
+    action, action_r = study["optimal_key_action[redistributed]"], study["optimal_key_action[original]"]
+    value, value_r = study["optimal_start_value[redistributed]"], study["optimal_start_value[original]"]
+    variance = (f"Var(Σ_{{k≥t}} r_k | s_t, a_t), r̃ vs r: key step {at_key:.2g} vs {at_key_r:.2g} (equal by "
+                f"construction: Σ r̃ = G), all steps {steps:.2g} vs {steps_r:.2g}")
+    claims = [
+        claim("survey §4.1.2, §5", "an optimal redistribution makes the expected future reward zero everywhere",
+              f"largest |E[Σ_{{k>t}} r̃_k | s_t, a_t]| over the visited (s, a): {future:.2g} (original reward: "
+              f"{future_r:.2g})", future < 0.05 * future_r),
+        claim("survey §4.1.2, §5", "in the redistributed MDP, TD is unbiased",
+              f"a one-step target r̃_t + Q(s_{{t+1}}) with Q not yet learned (0) is off from Q by the expected "
+              f"future reward: at most {future:.2g} with r̃, {future_r:.2g} with r", future < 0.05 * future_r),
+        claim("survey §4.1.2, §5", "in the redistributed MDP, Monte Carlo's variance is minimal",
+              variance + ("; not testable here: the stored world is deterministic given (s_t, a_t), so r's "
+                          "variance is already 0 (try --distractor-prob 0.5)" if steps_r < 1e-9 else ""),
+              None if steps_r < 1e-9 else steps < steps_r),
+        claim("survey §4.1.2", "the redistributed MDP has the same optimal policy",
+              f"dynamic programming on the mean r̃ of each (s, a) vs the true model: optimal action in the key "
+              f"room {action} vs {action_r} (1: take the key), optimal value {value:.3f} vs {value_r:.3f}",
+              action == action_r and abs(value - value_r) < 0.05),
+        claim("survey §4.1.2 (Ng et al. 1999)", "potential-based shaping Φ(s') - Φ(s) preserves the optimal policy",
+              f"exact dynamic programming, key-to-door, a random Φ: argmax Q* kept in all "
+              f"{shaping['decisive_states']} states where the choice matters: {'yes' if shaping['argmax_kept'] else 'no'}; "
+              f"largest |Q*' - (Q* - Φ(s))| {shaping['identity_gap']:.1e}",
+              shaping["argmax_kept"] and shaping["identity_gap"] < 1e-9),
+        claim("survey §4.1.2", "zero expected future reward is a stronger property than potential-based "
+              "shaping provides",
+              f"shaping with Φ = V^π (π uniform) leaves a largest |E[Σ_{{k>t}} r'_k | s_t, a_t]| of "
+              f"{shaping['value_potential_future_max']:.1e}: where the state is Markov (key-to-door's holds "
+              "the key), a potential gives the same property", shaping["value_potential_future_max"] > 0.05),
+    ]
     return metrics, claims
 
 
@@ -796,18 +982,47 @@ def transport_claims(args: Args, results: dict, demo: dict) -> tuple[dict, list[
                     f"{demo['share_of_steps_changed']:.1%} of all steps changed; "
                     f"{demo['share_changed_at_key']:.1%} of key-room steps",
                     demo["share_of_steps_changed"] < 0.2)]
+    trt_wins = sum(a < b for a, b in zip(medians["TRT"], medians["RUDDER"]))
+    claims.append(claim("survey §4.1.5", "transport methods (TVT, TRT) are more successful than RUDDER",
+                        "episodes to solve, TRT vs RUDDER, at L = " + ", ".join(
+                            f"{L}: {a:,.0f} vs {b:,.0f}" for L, a, b in zip(args.trt_sweep_list, medians["TRT"],
+                                                                            medians["RUDDER"]))
+                        + f"; TRT needs fewer at {trt_wins} of {len(args.trt_sweep_list)}",
+                        trt_wins > len(args.trt_sweep_list) / 2))
     return metrics, claims
 
 
-def metrics_and_claims(args: Args, predictor: dict, watch: dict, delay: dict, transport_sweep: dict,
-                       demo: dict) -> tuple[dict, list[dict]]:
+def distractor_claim(args: Args, delay: dict, transport_sweep: dict) -> dict:
+    """Do sporadic intermediate rewards slow RUDDER down? Its episodes to solve in the transport
+    study (distractor rewards) against the delay sweep (none), at the lengths both ran."""
+    statement = "sporadic intermediate (distracting) rewards limit RUDDER's improvements"
+    common_lengths = [L for L in args.trt_sweep_list if L in args.sweep_list]
+    if not common_lengths:
+        return claim("survey §5", statement, "not checked: the two sweeps share no corridor length", None)
+    def medians(results: dict, method: str) -> np.ndarray:
+        return np.array([np.median(results[method][L]) for L in common_lengths])
+
+    with_, without = medians(transport_sweep, "RUDDER"), medians(delay, "RUDDER")
+    lead_with, lead_without = medians(transport_sweep, "Q-learning (TD)") / with_, medians(delay, "Q-learning (TD)") / without
+    slower = sum(a > b for a, b in zip(with_, without))
+    return claim("survey §5", statement,
+                 f"RUDDER's episodes to solve with distractor rewards (p = {args.trt_distractor_prob}) vs without, "
+                 "L = " + ", ".join(f"{L}: {a:,.0f} vs {b:,.0f}" for L, a, b in zip(common_lengths, with_, without))
+                 + "; its lead over TD " + ", ".join(f"{a:.1f}x vs {b:.1f}x" for a, b in zip(lead_with, lead_without))
+                 + f" (the studies also differ in γ, {args.trt_gamma} vs 1, and ε, {args.trt_epsilon} vs {args.epsilon})",
+                 bool(slower > len(common_lengths) / 2))
+
+
+def metrics_and_claims(args: Args, predictor: dict, shaping: dict, watch: dict, delay: dict,
+                       transport_sweep: dict, demo: dict) -> tuple[dict, list[dict]]:
     metrics = {k: predictor[k] for k in ("predictor_final_mse", "credit_share_at_key", "max_abs_sum_minus_return")}
     claims = []
     for part_metrics, part_claims in (watch_claims(args, watch), delay_claims(args, delay, predictor),
+                                      redistribution_claims(predictor, shaping),
                                       transport_claims(args, transport_sweep, demo)):
         metrics.update(part_metrics)
         claims += part_claims
-    return metrics, claims
+    return metrics, claims + [distractor_claim(args, delay, transport_sweep)]
 
 
 # ============================================================================================
@@ -836,6 +1051,7 @@ def main(args: Args) -> dict:
     print(f"03 RUDDER and TRT: pocket watch ({args.watch_seeds} seeds), key-to-door sweeps, device {device}")
     # the studies draw from torch's global generator in turn (model initialisations): keep their order
     predictor = predictor_study(args, device)
+    shaping = shaping_study(args, args.seed)  # exact DP: draws from its own generator
     watch = watch_study(args, device)
     delay = delay_study(args, device)
     demo = transport_demo(args, device)
@@ -844,7 +1060,7 @@ def main(args: Args) -> dict:
     plot_redistribution(predictor, out / "redistribution.png")
     plot_watch(args, watch, out / "pocket_watch.png")
     plot_sweeps(args, delay, transport_sweep, demo, out / "sweeps.png")
-    metrics, claims = metrics_and_claims(args, predictor, watch, delay, transport_sweep, demo)
+    metrics, claims = metrics_and_claims(args, predictor, shaping, watch, delay, transport_sweep, demo)
     wall = time.time() - start
     write_results(out, args, wall, metrics, claims, predictor_losses=predictor["losses"], delay_sweep=delay,
                   transport_sweep=transport_sweep, pocket_watch={m: r["episodes"] for m, r in watch.items()})

@@ -37,8 +37,10 @@ gradient_variance.png (per-completion gradient variance vs length, log-log, per 
 critic_truth.png (the critic's V against rollout truth, before and after PPO, per λ).
 --failure-modes adds the essay's failure modes that live here (whole-game §7): async staleness
 (staleness.png: rollouts k updates old, with and without the clipped importance ratio), KL
-mis-tune on both sides, train/serve skew and state blindness at serving time; every default
-run also measures length bias (the length of wrong completions, GRPO against Dr. GRPO).
+mis-tune on both sides, train/serve skew and state blindness at serving time, and
+(support_and_anchor.png) a sparse reward from a weak cold start against rejection sampling into
+SFT, and KL anchoring to a reference that rarely writes the steps, with reference resets; every
+default run also measures length bias (the length of wrong completions, GRPO against Dr. GRPO).
 """
 
 from __future__ import annotations
@@ -69,11 +71,13 @@ from common import (
     arg,
     as_list,
     claim,
+    cold_start_policy,
     encode_prompts,
     evaluate,
     format_claims,
     format_table,
     frozen_copy,
+    loglog_slope,
     mean_or_nan,
     moving_average,
     positions_from_mask,
@@ -83,6 +87,8 @@ from common import (
     sample,
     save_figure,
     start_lm_run,
+    target_nll,
+    text_batch,
     token_logprobs,
     verifier_rewards,
     verify,
@@ -434,7 +440,8 @@ def train(policy, reference, tokenizer, args: Args, method: str, held_out: list,
     (or, for PPO, the critic's GAE advantage of each token, and then a step of the critic), one
     `policy_gradient_step`. Every `eval_every` updates, held-out pass@1.
 
-    With --staleness k the rollouts come from the weights of k updates ago (`RolloutWorker`).
+    With --staleness k the rollouts come from the weights of k updates ago (`RolloutWorker`); with
+    --ref-reset k the KL reference is reset to the current policy every k updates.
     Returns {"history": one dict per update (reward, KL, entropy, length, zero-spread share,
     lengths of the right and wrong completions, policy age and drift, clip fraction, grad norm,
     the critic's value loss, seconds in generation and in the update), "evals": [...],
@@ -458,6 +465,8 @@ def train(policy, reference, tokenizer, args: Args, method: str, held_out: list,
     for step in tqdm(range(args.rl_steps), desc=desc, leave=False):
         if step % args.eval_every == 0:
             held_out_eval(step)
+        if args.ref_reset and step and step % args.ref_reset == 0:
+            reference = frozen_copy(policy)  # re-anchor: the KL now measures the drift since this update
         start = time.time()
         problems = args.task.sample(args.prompts, rng, exclude=exclude)
         completions, rewards = sample_groups(worker.model(), tokenizer, problems, args, generator, device)
@@ -536,19 +545,30 @@ class Args(LMArgs):
                            "('importance') or the current one ('ignore', as if on-policy)", choices=("importance", "ignore"))
     failure_modes: bool = arg(False, "also run the failure-mode studies (async staleness at each --stale-lags)")
     stale_lags: str = arg("8,32", "failure modes: the policy ages of the async-staleness study", item=int)
+    ref_reset: int = arg(0, "updates between resets of the KL reference to the current policy (0: never)")
+    sparse_sft_steps: int = arg(60, "failure modes: SFT steps of the weak cold start of the sparse-reward study")
+    rft_rounds: int = arg(2, "failure modes: rounds of rejection sampling into SFT (best-of-N, then fine-tune)")
+    rft_n: int = arg(32, "failure modes: completions per problem in a rejection-sampling round, N")
+    rft_sft_steps: int = arg(25, "failure modes: fine-tuning steps on the kept completions, per round")
+    rft_lr: float = arg(1e-3, "failure modes: AdamW learning rate of the rejection-sampling fine-tune")
+    poor_shortcut_prob: float = arg(0.9, "failure modes: share of bare-answer demonstrations in the poor "
+                                         "reference's SFT (the default cold start has --shortcut-prob)")
     bench: bool = arg(False, "time RL steps (generation vs update, own loop vs model.generate) and stop")
     bench_steps: int = arg(5, "RL steps timed by --bench")
 
     SMOKE = dict(LMArgs.SMOKE_LM, rl_steps=2, prompts=2, group_size=2, eval_every=1, betas="0", group_sizes="2",
                  final_samples=2, bench_steps=1, critic_warmup=1, truth_problems=2, truth_rollouts=2,
-                 variance_prompts=4, variance_bins=2)
+                 variance_prompts=4, variance_bins=2, sparse_sft_steps=2, rft_rounds=1, rft_n=2, rft_sft_steps=1)
 
     def __post_init__(self):
         super().__post_init__()
         require_positive(self, "rl_steps", "prompts", "lr", "warmup", "inner_iters", "max_grad_norm", "eval_every",
                          "final_samples", "bench_steps", "critic_lr", "truth_problems", "truth_rollouts",
-                         "variance_prompts", "variance_bins")
-        require(self.critic_warmup >= 0 and self.staleness >= 0, "--critic-warmup and --staleness must be non-negative")
+                         "variance_prompts", "variance_bins", "sparse_sft_steps", "rft_rounds", "rft_n",
+                         "rft_sft_steps", "rft_lr")
+        require(self.critic_warmup >= 0 and self.staleness >= 0 and self.ref_reset >= 0,
+                "--critic-warmup, --staleness and --ref-reset must be non-negative")
+        require(0 <= self.poor_shortcut_prob <= 1, "--poor-shortcut-prob must be in [0, 1]")
         require(all(lag > 0 for lag in self.lag_list), "--stale-lags must be positive")
         require(all(0 <= lam <= 1 for lam in [self.gae_lambda, *self.lambda_list]),
                 "--gae-lambda and --critic-lambdas must be in [0, 1]")
@@ -598,10 +618,11 @@ def final_evaluation(policy, tokenizer, args: Args, held_out: list, device) -> d
 
 
 def run_method(initial, tokenizer, args: Args, method: str, held_out: list, device, beta: float,
-               critic: TokenCritic | None = None) -> dict:
+               critic: TokenCritic | None = None, reference=None) -> dict:
     """Train a copy of the cold start with one estimator and β (PPO: and a copy of the warmed-up
-    critic); evaluate it on the held-out set. Records the bytes of the training state and, on a
-    GPU, the allocator's peak."""
+    critic); evaluate it on the held-out set. The KL reference is the cold start itself unless
+    `reference` is given. Records the bytes of the training state and, on a GPU, the allocator's
+    peak."""
     policy = copy.deepcopy(initial)
     critic = critic.for_policy(policy) if critic is not None else None
     on_gpu = torch.device(device).type == "cuda"
@@ -610,8 +631,9 @@ def run_method(initial, tokenizer, args: Args, method: str, held_out: list, devi
     start = time.time()
     name = (NAMES[method] + (f" λ={args.gae_lambda:g}" if critic is not None else "")
             + (f" age {args.staleness} ({args.stale_ratio})" if args.staleness else ""))
-    result = train(policy, frozen_copy(initial), tokenizer, dataclasses.replace(args, beta=beta), method, held_out,
-                   device, desc=f"{name} β={beta:g}", critic=critic)
+    result = train(policy, frozen_copy(initial if reference is None else reference), tokenizer,
+                   dataclasses.replace(args, beta=beta), method, held_out, device, desc=f"{name} β={beta:g}",
+                   critic=critic)
     result["wall_clock_s"] = time.time() - start
     result["seconds_per_update"] = float(np.mean([h["generate_s"] + h["update_s"] for h in result["history"]]))
     result["peak_memory_bytes"] = torch.cuda.max_memory_allocated(device) if on_gpu else None
@@ -756,10 +778,8 @@ def variance_by_length(gradients: torch.Tensor, lengths: torch.Tensor, bins: int
     groups = [rows for rows in groups if len(rows) >= max(min_count, 2)]
     mean_length = [float(lengths[rows].mean()) for rows in groups]
     variance = [float(gradients[rows.to(gradients.device)].var(0).sum()) for rows in groups]
-    fits = len(groups) > 1 and min(variance) > 0
-    slope = np.polyfit(np.log(mean_length), np.log(variance), 1)[0] if fits else float("nan")
     return {"length": mean_length, "variance": variance, "count": [len(rows) for rows in groups],
-            "slope": float(slope)}
+            "slope": loglog_slope(mean_length, variance)}
 
 
 def critic_name(lam: float) -> str:
@@ -870,13 +890,15 @@ def skew_study(policy, tokenizer, args: Args, held_out: list, device) -> dict:
 
 def sample_quality(policy, tokenizer, args: Args, problems: list, device) -> dict:
     """What a KL weight does to the samples: the share of distinct completions among the
-    `final_samples` of each problem, and the share of well-formed ones."""
+    `final_samples` of each problem, the share of well-formed ones, and the share that write at
+    least one step before the answer."""
     repeated = [p for p in problems for _ in range(args.final_samples)]
     _, texts = sample(policy, tokenizer, [p.prompt for p in repeated], args.max_new_tokens,
                       torch.Generator(device).manual_seed(args.seed + 19), device)
     groups = [texts[i:i + args.final_samples] for i in range(0, len(texts), args.final_samples)]
     return {"distinct": float(np.mean([len(set(g)) / len(g) for g in groups])),
-            "well_formed": float(np.mean([well_formed(t) for t in texts]))}
+            "well_formed": float(np.mean([well_formed(t) for t in texts])),
+            "writes_steps": float(np.mean(["\n" in t for t in texts]))}
 
 
 def kl_study(tokenizer, args: Args, held_out: list, device, sweep: dict) -> dict:
@@ -887,6 +909,78 @@ def kl_study(tokenizer, args: Args, held_out: list, device, sweep: dict) -> dict
                    "entropy": late_mean(run, "entropy"),
                    **sample_quality(run["policy"], tokenizer, args, held_out[:64], device)}
             for beta, run in sorted(sweep.items())}
+
+
+def rejection_sampling_sft(policy, tokenizer, args: Args, samples: int, device) -> list[dict]:
+    """Best-of-N into SFT, in place: each of --rft-rounds rounds samples --rft-n completions of
+    fresh training problems, adds those the verifier passes to a buffer of wins, and fine-tunes
+    the policy on the buffer (cross-entropy on the completion, prompt masked). Spends `samples`
+    completions in all. Returns per round: completions sampled, wins kept (distinct), the share
+    of its problems solved, and the buffer's size."""
+    rng = np.random.default_rng(args.seed + 23)
+    generator = torch.Generator(device).manual_seed(args.seed + 23)
+    exclude = frozenset(p.prompt for p in args.task.held_out())
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=args.rft_lr, weight_decay=0.0)
+    wins, rounds = [], []
+    for _ in range(args.rft_rounds):
+        problems = args.task.sample(max(1, samples // (args.rft_rounds * args.rft_n)), rng, exclude=exclude)
+        repeated = [p for p in problems for _ in range(args.rft_n)]
+        _, texts = sample(policy, tokenizer, [p.prompt for p in repeated], args.max_new_tokens, generator, device)
+        kept = sorted({(p.prompt, t) for p, t in zip(repeated, texts) if verify(p, t)})
+        wins += kept
+        rounds.append({"sampled": len(texts), "kept": len(kept), "buffer": len(wins),
+                       "solved": len({prompt for prompt, _ in kept}) / len(problems)})
+        for _ in range(args.rft_sft_steps if wins else 0):
+            batch = [wins[i] for i in rng.integers(len(wins), size=args.sft_batch)]
+            loss = target_nll(policy, *text_batch(tokenizer, *zip(*batch), device))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    return rounds
+
+
+def unsolved(evaluation: dict) -> float:
+    """The share of held-out problems none of whose samples was right."""
+    return float(np.mean([c == 0 for c in evaluation["correct"]]))
+
+
+def sparse_reward_study(tokenizer, args: Args, held_out: list, device) -> dict:
+    """Sparse terminal reward: a weak cold start (--sparse-sft-steps of SFT) that rarely succeeds.
+    GRPO from it, against the mitigation at the same budget of completions: rejection sampling
+    into SFT with half of them, then GRPO for half the updates."""
+    weak, _, _ = cold_start_policy(dataclasses.replace(args.cold_start, sft_steps=args.sparse_sft_steps), device,
+                                   args.cache, progress=False)
+    budget = args.rl_steps * args.prompts * args.group_size
+    study = {"weak cold start": {"final": final_evaluation(weak, tokenizer, args, held_out, device)}}
+    study["GRPO"] = run_method(weak, tokenizer, args, "grpo", held_out, device, args.beta)
+    rft = copy.deepcopy(weak)
+    rounds = rejection_sampling_sft(rft, tokenizer, args, budget // 2, device)
+    study["rejection sampling"] = {"final": final_evaluation(rft, tokenizer, args, held_out, device), "rounds": rounds}
+    half = dataclasses.replace(args, rl_steps=max(1, args.rl_steps // 2))
+    study["rejection sampling, then GRPO"] = run_method(rft, tokenizer, half, "grpo", held_out, device, args.beta)
+    return study
+
+
+def poor_reference_study(initial, tokenizer, args: Args, held_out: list, device, sweep: dict) -> dict:
+    """KL anchoring with a poor reference: GRPO from the cold start, but anchored to an SFT model
+    that rarely writes the steps (--poor-shortcut-prob of bare answers), at the sweep's strongest
+    β; then the same with the reference reset to the current policy every --eval-every updates.
+    Beside them, the sweep's runs at that β and at β = 0, anchored to the cold start itself.
+    Each with `sample_quality` (does it write the steps that pay?)."""
+    poor, _, _ = cold_start_policy(dataclasses.replace(args.cold_start, shortcut_prob=args.poor_shortcut_prob),
+                                   device, args.cache, progress=False)
+    strong = max([args.beta, *args.beta_list])
+    study = {"poor reference itself": {"final": final_evaluation(poor, tokenizer, args, held_out, device),
+                                       **sample_quality(poor, tokenizer, args, held_out[:64], device)}}
+    if strong in sweep:
+        study["cold start as reference"] = sweep[strong]
+    settings = {"poor reference": args, "poor reference, reset": dataclasses.replace(args, ref_reset=args.eval_every)}
+    for name, setting in settings.items():
+        study[name] = run_method(initial, tokenizer, setting, "grpo", held_out, device, strong, reference=poor)
+    for run in study.values():
+        if "policy" in run and "writes_steps" not in run:
+            run.update(sample_quality(run["policy"], tokenizer, args, held_out[:64], device))
+    return study
 
 
 def worst_regression(run: dict) -> float:
@@ -1057,8 +1151,25 @@ def plot_staleness(stale: dict, path) -> None:
     save_figure(fig, path)
 
 
+def plot_support_and_anchor(sparse: dict, poor: dict, budget: int, path) -> None:
+    """Held-out pass@1 against completions sampled: the weak start's GRPO against rejection
+    sampling then GRPO (drawn from where its sampling budget ends); GRPO from the poor reference."""
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for ax, study, offsets in ((axes[0], sparse, {"rejection sampling, then GRPO": budget // 2}), (axes[1], poor, {})):
+        for name, run in study.items():
+            if "evals" in run:
+                ax.plot([offsets.get(name, 0) + e["samples"] for e in run["evals"]],
+                        [e["pass@1"] for e in run["evals"]], "o-", label=name)
+        ax.set(xlabel="completions sampled", ylabel="held-out pass@1")
+        ax.legend(fontsize="small")
+        ax.grid(alpha=0.3)
+    axes[0].set_title("Sparse reward: a weak cold start")
+    axes[1].set_title("KL to a reference that rarely writes the steps")
+    save_figure(fig, path)
+
+
 def plot_all(args: Args, out: Path, runs: dict, sweep: dict, before: dict, tables: dict, variance: dict,
-             by_lambda: dict, truth: dict, stale: dict, **_) -> None:
+             by_lambda: dict, truth: dict, stale: dict, sparse: dict, poor: dict, **_) -> None:
     plot_learning_curves(runs, out / "learning_curves.png")
     others = {f"GRPO β={b:g}": r for b, r in sweep.items() if b != args.beta}
     others |= {f"PPO λ={lam:g}": r for lam, r in by_lambda.items() if lam != args.gae_lambda}
@@ -1070,6 +1181,9 @@ def plot_all(args: Args, out: Path, runs: dict, sweep: dict, before: dict, table
     plot_critic_truth(truth, out / "critic_truth.png")
     if stale:
         plot_staleness(stale, out / "staleness.png")
+    if sparse and poor:
+        plot_support_and_anchor(sparse, poor, args.rl_steps * args.prompts * args.group_size,
+                                out / "support_and_anchor.png")
 
 
 # ============================================================================================
@@ -1077,7 +1191,8 @@ def plot_all(args: Args, out: Path, runs: dict, sweep: dict, before: dict, table
 # ============================================================================================
 def check_claims(args: Args, runs: dict, sweep: dict, before: dict, tables: dict, grads: dict | None,
                  variance: dict | None = None, by_lambda: dict | None = None, truth: dict | None = None,
-                 stale: dict | None = None, skew: dict | None = None, kl: dict | None = None) -> list[dict]:
+                 stale: dict | None = None, skew: dict | None = None, kl: dict | None = None,
+                 sparse: dict | None = None, poor: dict | None = None) -> list[dict]:
     A = group_advantages(torch.tensor([[0.0, 1.0, 0.0, 1.0]]), "dr_grpo")[0].tolist()
     rloo = group_advantages(torch.tensor([[0.0, 1.0, 0.0, 1.0]]), "rloo")[0, 1].item()
     # the advantages the loop hands to the loss, for one group of completions of 5 tokens
@@ -1138,7 +1253,8 @@ def check_claims(args: Args, runs: dict, sweep: dict, before: dict, tables: dict
             all(free["final_kl"] >= r["final_kl"] for r in others.values())))
     return (claims + length_bias_claims(runs) + variance_claims(args, variance or {})
             + critic_claims(args, runs, truth or {}) + staleness_claims(args, stale or {})
-            + kl_claims(args, before, kl or {}) + skew_claims(skew or {}))
+            + kl_claims(args, before, kl or {}) + skew_claims(skew or {}) + sparse_claims(args, sparse or {}, before, runs)
+            + poor_reference_claims(args, poor or {}))
 
 
 def kl_claims(args: Args, before: dict, kl: dict) -> list[dict]:
@@ -1164,6 +1280,68 @@ def kl_claims(args: Args, before: dict, kl: dict) -> list[dict]:
                             anchored["distinct"] - free["distinct"] >= 0.05
                             or anchored["well_formed"] - free["well_formed"] >= 0.05))
     return claims
+
+
+def still_unsolved(before: dict, after: dict) -> float:
+    """Of the held-out problems with no right sample before, the share with none after."""
+    never = [a == 0 for b, a in zip(before["correct"], after["correct"]) if b == 0]
+    return float(np.mean(never)) if never else math.nan
+
+
+def sparse_claims(args: Args, sparse: dict, before: dict, runs: dict) -> list[dict]:
+    """Sparse terminal reward from a weak cold start: the symptom, the support problem, and two
+    mitigations: rejection sampling into SFT, then GRPO, at the same budget of completions; and
+    the full SFT cold start on demonstrations (the default one) under the same GRPO."""
+    if not sparse or "grpo" not in runs:
+        return []
+    weak, grpo = sparse["weak cold start"]["final"], sparse["GRPO"]
+    rft, both = sparse["rejection sampling"], sparse["rejection sampling, then GRPO"]
+    k, spread = args.final_samples, float(np.mean([h["zero_spread"] for h in grpo["history"]]))
+    gain = grpo["final"]["pass@1"] - weak["pass@1"]
+    kept = ", ".join(f"{r['kept']} of {r['sampled']}" for r in rft["rounds"])
+    return [claim("whole-game §7.3", "sparse terminal reward: almost all trajectories get 0, so groups carry no "
+                  "signal and the cold start fails (here: ≥ 80% of GRPO's groups with zero spread, pass@1 up < 5 points)",
+                  f"weak cold start pass@1 {weak['pass@1']:.3f}, pass@{k} {weak[f'pass@{k}']:.3f}; GRPO: {spread:.0%} of "
+                  f"groups with zero spread, pass@1 -> {grpo['final']['pass@1']:.3f} ({100 * gain:+.1f} points)",
+                  spread >= 0.8 and gain < 0.05),
+            claim("whole-game §8", "no estimator fixes a support problem (here: ≥ 80% of the held-out problems with no "
+                  f"right answer in {k} samples at the weak start still have none after GRPO)",
+                  f"{unsolved(weak):.0%} of problems unsolved at the weak start; of those, {still_unsolved(weak, grpo['final']):.0%} "
+                  f"after GRPO, {still_unsolved(weak, both['final']):.0%} after rejection sampling then GRPO",
+                  still_unsolved(weak, grpo["final"]) >= 0.8),
+            claim("whole-game §7.3, §8", "the mitigation: rejection sampling (best-of-N) into SFT, then GRPO, gets "
+                  "wins into the buffer first (here: ≥ 3 points above GRPO alone for the same number of completions)",
+                  f"best-of-{args.rft_n} kept {kept}; pass@1 after rejection sampling {rft['final']['pass@1']:.3f}, then "
+                  f"GRPO for {args.rl_steps // 2} updates {both['final']['pass@1']:.3f}; GRPO alone for {args.rl_steps} "
+                  f"updates {grpo['final']['pass@1']:.3f}", both["final"]["pass@1"] - grpo["final"]["pass@1"] >= 0.03),
+            claim("whole-game §7.3, §2", "the mitigation: an SFT cold start on successful traces (here: GRPO from the "
+                  f"default cold start, {args.sft_steps} SFT steps on demonstrations against {args.sparse_sft_steps}, "
+                  "gains ≥ 3 points more)", f"weak start {weak['pass@1']:.3f} -> {grpo['final']['pass@1']:.3f} "
+                  f"({100 * gain:+.1f} points); cold start {before['pass@1']:.3f} -> {runs['grpo']['final']['pass@1']:.3f} "
+                  f"({100 * (runs['grpo']['final']['pass@1'] - before['pass@1']):+.1f} points)",
+                  runs["grpo"]["final"]["pass@1"] - before["pass@1"] - gain >= 0.03)]
+
+
+def poor_reference_claims(args: Args, poor: dict) -> list[dict]:
+    """KL anchoring to a reference that rarely writes the steps: the hold-back, and the reset."""
+    if "cold start as reference" not in poor:
+        return []
+    strong = max([args.beta, *args.beta_list])
+
+    def row(name: str) -> str:
+        r = poor[name]
+        return (f"{name}: pass@1 {r['final']['pass@1']:.3f}, writes steps {r['writes_steps']:.2f}, "
+                f"KL {r['final_kl']:.3f}")
+    reference, good, bad, reset = (poor[name]["final"]["pass@1"] for name in (
+        "poor reference itself", "cold start as reference", "poor reference", "poor reference, reset"))
+    return [claim("whole-game §7.5", "a wrong reference: KL to an SFT model that rarely writes the steps holds the "
+                  f"policy back from the behaviour that pays (here, GRPO at β = {strong:g}: pass@1 ≥ 3 points below "
+                  "the same β anchored to the cold start)", f"the poor reference itself: pass@1 {reference:.3f}, "
+                  f"writes steps {poor['poor reference itself']['writes_steps']:.2f}; {row('cold start as reference')}; "
+                  f"{row('poor reference')}", good - bad >= 0.03),
+            claim("whole-game §7.5", f"the mitigation: reset the reference carefully (here: to the current policy "
+                  f"every {args.eval_every} updates; ≥ 3 points above the poor reference without resets)",
+                  f"{row('poor reference, reset')}; {row('poor reference')}", reset - bad >= 0.03)]
 
 
 def skew_claims(skew: dict) -> list[dict]:
@@ -1286,7 +1464,8 @@ def trained(args: Args, runs: dict, sweep: dict, by_lambda: dict) -> list[tuple[
 
 
 def collect_metrics(args: Args, runs: dict, sweep: dict, before: dict, tables: dict, grads: dict | None,
-                    variance: dict, by_lambda: dict, truth: dict, stale: dict, skew: dict, kl: dict) -> dict:
+                    variance: dict, by_lambda: dict, truth: dict, stale: dict, skew: dict, kl: dict,
+                    sparse: dict, poor: dict) -> dict:
     metrics = {f"cold_start_pass@{k}": before[f"pass@{k}"] for k in args.ks}
     for label, _, run in trained(args, runs, sweep, by_lambda):
         for k in args.ks:
@@ -1310,6 +1489,15 @@ def collect_metrics(args: Args, runs: dict, sweep: dict, before: dict, tables: d
         for key in ("clip_fraction", "policy_drift", "policy_age"):
             metrics[f"staleness[{name}]_{key}"] = float(np.mean([h[key] for h in run["history"]]))
     metrics.update({f"served[{name}]_pass@1": value for name, value in skew.items()})
+    for study, runs_of in (("sparse", sparse), ("poor_reference", poor)):
+        for name, run in runs_of.items():
+            metrics[f"{study}[{name}]_pass@1"] = run["final"]["pass@1"]
+            metrics[f"{study}[{name}]_unsolved"] = unsolved(run["final"])
+            for key in ("writes_steps", "final_kl"):
+                if key in run:
+                    metrics[f"{study}[{name}]_{key}"] = run[key]
+            if "history" in run:
+                metrics[f"{study}[{name}]_zero_spread"] = float(np.mean([h["zero_spread"] for h in run["history"]]))
     metrics.update({f"kl_study[beta={beta:g}]_{key}": value for beta, row in kl.items() for key, value in row.items()})
     for method, run in runs.items():
         for key in ("length_right", "length_wrong"):
@@ -1324,7 +1512,7 @@ def collect_metrics(args: Args, runs: dict, sweep: dict, before: dict, tables: d
 
 
 def report(args: Args, claims: list[dict], runs: dict, sweep: dict, before: dict, tables: dict, variance: dict,
-           by_lambda: dict, truth: dict, stale: dict, skew: dict, kl: dict, **_) -> None:
+           by_lambda: dict, truth: dict, stale: dict, skew: dict, kl: dict, sparse: dict, poor: dict, **_) -> None:
     k = args.final_samples
     rows = [["cold start", "-", before["pass@1"], before[f"pass@{k}"], 0.0, before["length"], "-", "-", "-", "-"]]
     extra = [(f"GRPO β={b:g}", r) for b, r in sweep.items() if b != args.beta]
@@ -1360,6 +1548,14 @@ def report(args: Args, claims: list[dict], runs: dict, sweep: dict, before: dict
     if skew:
         print("\nThe GRPO policy served differently from how it was trained (state mismatch, state blindness):")
         print(format_table([[name, value] for name, value in skew.items()], ["prompt at serving", "pass@1"]))
+    for title, study in (("A weak cold start (sparse reward) and its mitigation:", sparse),
+                         ("GRPO from a poor reference that rarely writes the steps (KL anchoring):", poor)):
+        if study:
+            print("\n" + title)
+            print(format_table([[name, r["final"]["pass@1"], r["final"][f"pass@{k}"], unsolved(r["final"]),
+                                 float(np.mean([h["zero_spread"] for h in r["history"]])) if "history" in r else "-",
+                                 r.get("writes_steps", "-"), r.get("final_kl", "-")] for name, r in study.items()],
+                               ["policy", "pass@1", f"pass@{k}", "unsolved", "zero-spread", "writes steps", "KL"]))
     rows = [[name, steps, row["pass@1"], *(row[G] for G in args.group_list)]
             for name, table in tables.items() for steps, row in table.items()]
     print("\nShare of groups with zero reward spread (no policy gradient), by difficulty and G:")
@@ -1372,6 +1568,11 @@ def run_benchmark(args: Args, out: Path, initial, tokenizer, device, start: floa
     print(format_table([[k, v] for k, v in bench.items()], ["benchmark", "value"]))
     write_results(out, args, time.time() - start, bench, [], benchmark=bench)
     return {"metrics": bench, "claims": []}
+
+
+def without_models(study: dict) -> dict:
+    """A study's runs without their policy and critic (what results.json can hold)."""
+    return {name: {k: v for k, v in run.items() if k not in ("policy", "critic")} for name, run in study.items()}
 
 
 def main(args: Args) -> dict:
@@ -1391,9 +1592,11 @@ def main(args: Args) -> dict:
     sweep = beta_sweep(initial, tokenizer, args, held_out, device, runs)
     by_lambda = critic_lambda_runs(initial, tokenizer, args, held_out, device, runs, critics) if "ppo" in runs else {}
     truth = critic_study(initial, tokenizer, args, device, critics, runs, by_lambda)
-    stale, skew, kl = {}, {}, {}
+    stale, skew, kl, sparse, poor = {}, {}, {}, {}, {}
     if args.failure_modes:
         stale = staleness_study(initial, tokenizer, args, held_out, device, runs)
+        sparse = sparse_reward_study(tokenizer, args, held_out, device)
+        poor = poor_reference_study(initial, tokenizer, args, held_out, device, sweep)
         skew = skew_study(runs["grpo"]["policy"], tokenizer, args, held_out, device) if "grpo" in runs else {}
         kl = kl_study(tokenizer, args, held_out, device, sweep)
     tables = zero_spread_study(args, held_out, before, runs)
@@ -1401,7 +1604,7 @@ def main(args: Args) -> dict:
     if "grpo" in runs:
         grads = gradient_by_spread(runs["grpo"]["policy"], frozen_copy(initial), tokenizer, args, device)
     found = dict(runs=runs, sweep=sweep, before=before, tables=tables, grads=grads, variance=variance,
-                 by_lambda=by_lambda, truth=truth, stale=stale, skew=skew, kl=kl)
+                 by_lambda=by_lambda, truth=truth, stale=stale, skew=skew, kl=kl, sparse=sparse, poor=poor)
 
     plot_all(args, out, **found)
     claims = check_claims(args, **found)
@@ -1412,8 +1615,8 @@ def main(args: Args) -> dict:
     write_results(out, args, wall, metrics, claims, runs=serialisable, zero_spread=tables, cold_start=before,
                   gradient_variance=variance, critic_truth=truth,
                   critic_warmup_losses={kind: c["losses"] for kind, c in critics.items()},
-                  staleness={name: {k: v for k, v in r.items() if k not in ("policy", "critic")}
-                             for name, r in stale.items()}, served=skew, kl_study=kl,
+                  staleness=without_models(stale), served=skew, kl_study=kl,
+                  sparse_reward=without_models(sparse), poor_reference=without_models(poor),
                   cold_start_info={k: v for k, v in info.items() if k != "sft_losses"})
     report(args, claims, **found)
     print(f"\nwall clock {wall:.0f} s; results in {out}/")

@@ -7,8 +7,8 @@ that score parts of a completion, on the same task and cold-start policy (common
                         hard label = any of them right, soft = the share right (gold labels
                         exist here, so we measure how often the automatic label is wrong)
   PRM / ORM             a per-token score head, binary cross-entropy on each step's last token
-                        (PRM) or on the final token only (ORM); best-of-N by PRM (min or product
-                        over steps), ORM, majority vote
+                        (PRM) or on the final token only (ORM); best-of-N by PRM (min, mean or
+                        product over steps), ORM, majority vote
   Q-RM                  a token scorer Z trained on (right, wrong) pairs of one prompt with
                         -log σ(β (mean_t Z(τ_w) - mean_t Z(τ_l)) - γ): Z is per-token credit
   dense RL              PRM step rewards (DeepSeekMath's process supervision
@@ -16,12 +16,19 @@ that score parts of a completion, on the same task and cold-start policy (common
                         in 05's step, against outcome-only GRPO on the same prompts and seed
   over-optimisation     best-of-N and RL (β = 0) against the learned ORM while the verifier
                         watches; Gao et al.'s R_bon(d) = d(α - βd), R_RL(d) = d(α - β log d)
+  length bias           the learned rewards' correlation with token count; with --length-bias, a
+                        Bradley-Terry RM -log σ(r(chosen) - r(rejected)) on the pairs of a labeller
+                        who prefers the longer of two equally right (or wrong) answers, RL on it,
+                        and the two fixes: r - b·length (b fitted with correctness held fixed)
+                        and the same RM trained on length-balanced pairs
 
 Read beside: credit-assignment-problem-survey.txt §4.5, §9 (Q-RM), §10 (PRMs);
-credit-assignment-over-long-generations.txt (process rewards, over-optimisation). Papers:
-Lightman et al. 2024; Wang et al. 2024 (Math-Shepherd); Shao et al. 2024; Chen et al. 2025 (Q-RM);
-Gao, Schulman & Hilton 2022. Figures in runs/06_prm_qrm/: label_quality.png, best_of_n.png,
-credit.png (one failed solution coloured by each credit), rl.png, overoptimisation.png.
+credit-assignment-over-long-generations.txt (process rewards, over-optimisation);
+credit-assignment-is-the-whole-game.txt §7.2, §7.6, §7.7 (reward hacking, length bias, RM
+over-optimisation). Papers: Lightman et al. 2024; Wang et al. 2024 (Math-Shepherd); Shao et al.
+2024; Chen et al. 2025 (Q-RM); Gao, Schulman & Hilton 2022. Figures in runs/06_prm_qrm/:
+label_quality.png, best_of_n.png, credit.png (one failed solution coloured by each credit),
+rl.png, overoptimisation.png, and length_bias.png with --length-bias.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import re
 import time
 from dataclasses import dataclass
 
@@ -178,6 +186,12 @@ def prm_min(token_probs: torch.Tensor, end_tokens: torch.Tensor) -> torch.Tensor
 def prm_product(token_probs: torch.Tensor, end_tokens: torch.Tensor) -> torch.Tensor:
     """A solution's PRM score = Π_k P(step k right) (Lightman et al.'s choice; penalises length)."""
     return per_step(token_probs, end_tokens, 1.0).prod(1)
+
+
+def prm_mean(token_probs: torch.Tensor, end_tokens: torch.Tensor) -> torch.Tensor:
+    """A solution's PRM score = the mean of its steps' P(right) (what the survey sets min against)."""
+    steps = (end_tokens >= 0).float()
+    return (per_step(token_probs, end_tokens, 0.0) * steps).sum(1) / steps.sum(1).clamp(min=1)
 
 
 def answer_codes(texts: list[str]) -> np.ndarray:
@@ -340,6 +354,110 @@ def gao_curve(d: np.ndarray, fit: dict, form: str) -> np.ndarray:
     if form == "bon":
         return d * (fit["alpha"] - fit["beta"] * d)
     return d * (fit["alpha"] - fit["beta"] * np.log(np.maximum(d, 1e-12)))
+
+
+# ============================================================================================
+# Length bias: a preference RM that prefers length, and the two fixes the essay names
+# ============================================================================================
+
+
+def problem_groups(problems: list) -> list[range]:
+    """The runs of consecutive rows that share one problem (each problem's sampled solutions)."""
+    groups, start = [], 0
+    while start < len(problems):
+        end = start
+        while end < len(problems) and problems[end] is problems[start]:
+            end += 1
+        groups.append(range(start, end))
+        start = end
+    return groups
+
+
+def length_preferring_pairs(problems: list, rewards, lengths) -> list[tuple[int, int]]:
+    """(chosen, rejected) pairs from a labeller with a length bias: of two solutions to one
+    problem, the right one; of two equally right (or equally wrong) ones, the longer one; same
+    verdict and same length: no preference, no pair."""
+    return [(i, j) for group in problem_groups(problems) for i in group for j in group
+            if (rewards[i], lengths[i]) > (rewards[j], lengths[j])]
+
+
+def length_balanced(pairs: list[tuple[int, int]], lengths, rng: np.random.Generator) -> list[tuple[int, int]]:
+    """The pairs subsampled so that the chosen solution is the longer one exactly as often as the
+    shorter one (pairs of equal length all kept): length alone no longer predicts the choice."""
+    longer = [(i, j) for i, j in pairs if lengths[i] > lengths[j]]
+    shorter = [(i, j) for i, j in pairs if lengths[i] < lengths[j]]
+    n = min(len(longer), len(shorter))
+
+    def some(of: list) -> list:
+        return [of[k] for k in rng.choice(len(of), n, replace=False)]
+
+    return sorted(some(longer) + some(shorter) + [(i, j) for i, j in pairs if lengths[i] == lengths[j]])
+
+
+def bradley_terry_loss(chosen: torch.Tensor, rejected: torch.Tensor) -> torch.Tensor:
+    """A preference RM's loss: -log σ(r(chosen) - r(rejected)), mean over pairs."""
+    return -F.logsigmoid(chosen - rejected).mean()
+
+
+def length_slope(scores, lengths, correct) -> float:
+    """b of the least-squares fit score ≈ a + b·length + c·right over labelled solutions: the
+    reward a token earns that correctness does not explain."""
+    X = np.stack([np.ones(len(scores)), np.asarray(lengths, float), np.asarray(correct, float)], 1)
+    (_, b, _), *_ = np.linalg.lstsq(X, np.asarray(scores, float), rcond=None)
+    return float(b)
+
+
+def length_normalised(scores: torch.Tensor, lengths: torch.Tensor, slope: float) -> torch.Tensor:
+    """The RM's score with its length trend removed: r' = r - b·length."""
+    return scores - slope * lengths
+
+
+def rm_advantage_fn(rm, group_size: int, slope: float, log: list):
+    """GRPO advantages (z-scored in the group) on a preference RM's score at EOS, length-normalised
+    with `slope` (0: the raw score). Logs each batch's mean raw score and length."""
+    def advantage_fn(completions: Completions, rewards, problems) -> torch.Tensor:
+        score = reward_model_logits(rm, completions)[last_token_mask(completions.completion_mask)]
+        lengths = completions.lengths.to(score.dtype)
+        log.append({"proxy": float(score.mean()), "length": float(lengths.mean())})
+        reward = length_normalised(score, lengths, slope).view(-1, group_size)
+        return grpo_advantages(reward).flatten()[:, None] * completions.completion_mask.float()
+    return advantage_fn
+
+
+STEP_LINE, ANSWER_LINE = re.compile(r"\d+[+*-]\d+=\d+"), re.compile(r"#\d+")
+
+
+def worked_form(text: str) -> bool:
+    """The shape of a worked solution, right or wrong: "a op b=c" lines, then "#n"."""
+    *steps, answer = text.split("\n")
+    return bool(steps) and all(STEP_LINE.fullmatch(s) for s in steps) and ANSWER_LINE.fullmatch(answer) is not None
+
+
+def output_stats(problems: list, texts: list[str], correct, lengths) -> dict:
+    """What a policy writes: gold pass@1, tokens, padding (lines beyond the worked solution's
+    count, characters beyond its length) and form (worked form; worked form with a wrong answer)."""
+    extra = np.array([max(0, len(t.split("\n")) - len(p.lines)) for p, t in zip(problems, texts)])
+    excess = np.array([max(0, len(t) - len(p.solution)) for p, t in zip(problems, texts)])
+    form, correct = np.array([worked_form(t) for t in texts], bool), np.asarray(correct, bool)
+    return {"pass@1": float(correct.mean()), "length": float(np.mean(lengths)), "extra_lines": float(extra.mean()),
+            "padded_share": float((extra > 0).mean()), "excess_chars": float(excess.mean()),
+            "worked_form_share": float(form.mean()), "worked_form_wrong_share": float((form & ~correct).mean())}
+
+
+def pearson(x, y) -> float:
+    """Pearson's r; NaN with fewer than two points or a constant side."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if len(x) < 2 or x.std() == 0 or y.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(x, y)[0, 1])
+
+
+def length_correlations(scores, lengths, correct) -> dict:
+    """r(score, token count) over all samples, and within the right and within the wrong ones
+    (where correctness cannot be what the length stands for)."""
+    scores, lengths, correct = np.asarray(scores, float), np.asarray(lengths, float), np.asarray(correct, bool)
+    return {"all": pearson(scores, lengths), "right": pearson(scores[correct], lengths[correct]),
+            "wrong": pearson(scores[~correct], lengths[~correct])}
 
 
 # ============================================================================================
@@ -541,16 +659,21 @@ class Args(LMArgs):
                           "PRM steps with the verifier on the last step, Q-RM tokens)", RL_METHODS, item=str)
     overopt_steps: int = arg(120, "over-optimisation: RL updates against the learned ORM")
     overopt_lr: float = arg(3e-4, "over-optimisation: learning rate, 3x --lr's default (β = 0: nothing holds the policy back)")
+    length_bias: bool = arg(False, "also run the length-bias study: RL on a preference RM that prefers length, "
+                            "raw, length-normalised, and retrained on length-balanced pairs (about 6 more minutes)")
+    length_steps: int = arg(80, "length bias: RL updates on each preference RM")
+    speed_window: int = arg(5, "RL: trailing window (updates) of the training pass rate read for convergence speed")
 
     SMOKE = dict(LMArgs.SMOKE_LM, rl_steps=2, prompts=2, group_size=2, eval_every=1, label_prompts=4,
                  label_samples=4, rollouts_per_prefix=4, label_ns="1,4", label_n=4, rm_steps=2, rm_batch=4,
-                 bon_samples=4, bon_repeats=2, overopt_steps=2)
+                 bon_samples=4, bon_repeats=2, overopt_steps=2, length_steps=2)
 
     def __post_init__(self):
         super().__post_init__()
         require_positive(self, "rl_steps", "prompts", "lr", "warmup", "max_grad_norm", "eval_every", "label_prompts",
                          "label_samples", "rollouts_per_prefix", "label_n", "rm_steps", "rm_batch", "rm_lr", "qrm_beta",
-                         "bon_samples", "bon_repeats", "overopt_steps", "overopt_lr")
+                         "bon_samples", "bon_repeats", "overopt_steps", "overopt_lr", "length_steps",
+                         "speed_window")
         require(self.group_size >= 2, f"--group-size must be at least 2: GRPO takes the baseline from the other "
                 f"completions of the same prompt, got {self.group_size}")
         require(self.beta >= 0, "--beta must be non-negative")
@@ -617,15 +740,16 @@ def label_study(policy, tokenizer, args: Args, device) -> dict:
 
 def preference_pairs(problems: list, rewards: torch.Tensor) -> list[tuple[int, int]]:
     """Every (right, wrong) pair of solutions to the same problem (consecutive rows share one)."""
-    pairs, start = [], 0
-    while start < len(problems):
-        end = start
-        while end < len(problems) and problems[end] is problems[start]:
-            end += 1
-        group = range(start, end)
-        pairs += [(win, lose) for win in group if rewards[win] == 1 for lose in group if rewards[lose] == 0]
-        start = end
-    return pairs
+    return [(win, lose) for group in problem_groups(problems) for win in group if rewards[win] == 1
+            for lose in group if rewards[lose] == 0]
+
+
+def batch_scores(model, r: Completions, rows: torch.Tensor) -> torch.Tensor:
+    """The scorer's logits on completions `rows` of r, (len(rows), T), computed only up to the
+    batch's longest completion (padding costs time) and zero-padded back to r's width."""
+    width = r.prompt_length + int(r.completion_mask[rows].sum(1).max())
+    scores = scorer_logits(model, r.sequences[rows, :width], r.attention_mask[rows, :width], r.prompt_length)
+    return F.pad(scores, (0, r.completion_mask.shape[1] - scores.shape[1]))
 
 
 def train_reward_models(policy, tokenizer, data: dict, args: Args) -> dict:
@@ -642,23 +766,18 @@ def train_reward_models(policy, tokenizer, data: dict, args: Args) -> dict:
     orm_targets = last.float() * data["rewards"].to(last.device)[:, None]
     pairs = torch.tensor(preference_pairs(data["problems"], data["rewards"]), dtype=torch.long).view(-1, 2)
 
-    def scores_of(model, rows):  # the batch's columns up to its longest completion (padding costs time)
-        width = r.prompt_length + int(r.completion_mask[rows].sum(1).max())
-        scores = scorer_logits(model, r.sequences[rows, :width], r.attention_mask[rows, :width], r.prompt_length)
-        return F.pad(scores, (0, r.completion_mask.shape[1] - scores.shape[1]))
-
     prm, orm, qrm = make_scorer(policy), make_scorer(policy), make_scorer(policy)
     losses = {
-        "prm": fit_scorer(prm, lambda rows: step_bce(scores_of(prm, rows), prm_targets[rows], ends[rows]),
+        "prm": fit_scorer(prm, lambda rows: step_bce(batch_scores(prm, r, rows), prm_targets[rows], ends[rows]),
                           len(r.sequences), args, rng, "PRM"),
-        "orm": fit_scorer(orm, lambda rows: step_bce(scores_of(orm, rows), orm_targets[rows], last[rows]),
+        "orm": fit_scorer(orm, lambda rows: step_bce(batch_scores(orm, r, rows), orm_targets[rows], last[rows]),
                           len(r.sequences), args, rng, "ORM"),
     }
     if len(pairs):
         def qrm_batch(rows):
             win, lose = pairs[rows, 0], pairs[rows, 1]
-            return qrm_loss(scores_of(qrm, win), r.completion_mask[win], scores_of(qrm, lose), r.completion_mask[lose],
-                            args.qrm_beta, args.qrm_gamma)
+            return qrm_loss(batch_scores(qrm, r, win), r.completion_mask[win], batch_scores(qrm, r, lose),
+                            r.completion_mask[lose], args.qrm_beta, args.qrm_gamma)
         losses["qrm"] = fit_scorer(qrm, qrm_batch, len(pairs), args, rng, "Q-RM")
     print(f"reward models trained: PRM ({args.labels} labels) loss {np.mean(losses['prm'][-20:]):.3f}, "
           f"ORM {np.mean(losses['orm'][-20:]):.3f}, Q-RM on {len(pairs)} pairs "
@@ -672,8 +791,8 @@ def train_reward_models(policy, tokenizer, data: dict, args: Args) -> dict:
 
 
 def held_out_study(policy, tokenizer, models: dict, args: Args, device) -> dict:
-    """`bon_samples` cold-start solutions per held-out problem: best-of-N by each reranker, and
-    where each credit puts the blame in the failed ones."""
+    """`bon_samples` cold-start solutions per held-out problem: best-of-N by each reranker, where
+    each credit puts the blame in the failed ones, and how each score tracks length."""
     problems = args.task.held_out(args.eval_problems)
     M = args.bon_samples
     repeated = [p for p in problems for _ in range(M)]
@@ -688,8 +807,9 @@ def held_out_study(policy, tokenizer, models: dict, args: Args, device) -> dict:
     z = reward_model_logits(models["qrm"], r).cpu()
     step_ids, ends, completion_mask = step_ids.cpu(), ends.cpu(), r.completion_mask.cpu()
     mask = completion_mask.float()
-    rankers = {"PRM-min": prm_min(prm_probs, ends), "PRM-product": prm_product(prm_probs, ends),
-               "ORM": orm_probs, "Q-RM (mean Z)": (z * mask).sum(1) / mask.sum(1)}
+    rankers = {"PRM-min": prm_min(prm_probs, ends), "PRM-mean": prm_mean(prm_probs, ends),
+               "PRM-product": prm_product(prm_probs, ends), "ORM": orm_probs,
+               "Q-RM (mean Z)": (z * mask).sum(1) / mask.sum(1)}
     ns = [2 ** i for i in range(int(math.log2(M)) + 1)]
     shape = (len(problems), M)
     correct_pm = correct.reshape(shape)
@@ -702,9 +822,13 @@ def held_out_study(policy, tokenizer, models: dict, args: Args, device) -> dict:
     orm_pm = orm_probs.numpy().reshape(shape)
     proxy_of_pick = best_of_n(orm_pm, orm_pm, ns, args.bon_repeats, np.random.default_rng(args.seed + 5))
     credit = credit_study(repeated, texts, correct, r.truncated.cpu(), step_ids, ends, prm_probs, z, completion_mask)
+    lengths = r.lengths.cpu().numpy()
+    length_corr = {name: length_correlations(rankers[name].numpy(), lengths, correct)
+                   for name in ("ORM", "PRM-min", "Q-RM (mean Z)")}
     print(f"best-of-N at N={ns[-1]}: " + ", ".join(f"{k} {v[ns[-1]]:.3f}" for k, v in curves.items()))
     return {"ns": ns, "curves": curves, "orm_proxy_of_pick": proxy_of_pick, "credit": credit,
-            "pass@1": float(correct.mean()), "samples": len(texts)}
+            "pass@1": float(correct.mean()), "samples": len(texts), "length_corr": length_corr,
+            "stats": output_stats(repeated, texts, correct, lengths), "completions": r, "correct": correct}
 
 
 def step_credits(prm_probs_row, z_row, step_ids_row, ends_row, gold: list[bool]) -> dict[str, np.ndarray]:
@@ -765,7 +889,8 @@ def example_rows(problem, text: str, step_ids_row, ends_row, prm_probs_row, z_ro
 
 
 def rl_study(initial, tokenizer, models: dict, args: Args, device) -> dict:
-    """Each --rl-methods advantage in the same loop, from the cold start, same prompts and seed."""
+    """Each --rl-methods advantage in the same loop, from the cold start, same prompts and seed;
+    then what each trained policy writes on the held-out problems (`sample_stats`)."""
     held_out = args.task.held_out(args.eval_problems)
     G = args.group_size
     fns = {"outcome": outcome_advantage_fn, "prm": prm_advantage_fn(models["prm"], tokenizer, G),
@@ -779,6 +904,7 @@ def rl_study(initial, tokenizer, models: dict, args: Args, device) -> dict:
                        desc=f"RL {method}")
         result["wall_clock_s"] = time.time() - start
         result["examples"] = what_it_writes(policy, tokenizer, held_out[:2], args, device)
+        result["final"] = sample_stats(policy, tokenizer, held_out, args, device)
         runs[method] = result
         print(f"  RL {method:11s} held-out pass@1 {result['evals'][0]['pass@1']:.3f} -> "
               f"{result['evals'][-1]['pass@1']:.3f} in {result['wall_clock_s']:.0f} s; writes {result['examples'][:2]}")
@@ -793,15 +919,25 @@ def what_it_writes(policy, tokenizer, problems: list, args: Args, device, sample
     return [prompt + text for prompt, text in zip(prompts, texts)]
 
 
+def sample_stats(policy, tokenizer, problems: list, args: Args, device) -> dict:
+    """`output_stats` of `eval_samples` completions of each problem by the policy."""
+    repeated = [p for p in problems for _ in range(args.eval_samples)]
+    completions, texts = sample(policy, tokenizer, [p.prompt for p in repeated], args.max_new_tokens,
+                                torch.Generator(device).manual_seed(args.seed + 6), device)
+    correct = verifier_rewards(repeated, texts, completions.truncated).numpy()
+    return output_stats(repeated, texts, correct, completions.lengths.cpu().numpy())
+
+
 def overoptimisation_rl(initial, tokenizer, models: dict, args: Args, device) -> dict:
     """GRPO on the learned ORM's score with β = 0 for `overopt_steps` updates; the verifier
     (gold) is only watched: held-out pass@1 every eval_every updates, and on the training batch."""
     log = []
     run_args = dataclasses.replace(args, beta=0.0, lr=args.overopt_lr, rl_steps=args.overopt_steps)
     start = time.time()
-    result = train(copy.deepcopy(initial), frozen_copy(initial), tokenizer, run_args,
+    policy, held_out = copy.deepcopy(initial), args.task.held_out(args.eval_problems)
+    result = train(policy, frozen_copy(initial), tokenizer, run_args,
                    proxy_advantage_fn(models["orm"], frozen_copy(initial), args.group_size, log),
-                   args.task.held_out(args.eval_problems), device, desc="RL on the ORM proxy")
+                   held_out, device, desc="RL on the ORM proxy")
     kl = moving_average([h["kl"] for h in log], 5)
     proxy = moving_average([h["proxy"] for h in log], 5)
     points = [{"step": e["step"], "gold": e["pass@1"], "kl": float(max(kl[min(e["step"], len(log) - 1)], 0.0)),
@@ -810,7 +946,8 @@ def overoptimisation_rl(initial, tokenizer, models: dict, args: Args, device) ->
     print(f"  RL on the ORM proxy: gold {points[0]['gold']:.3f} -> {points[-1]['gold']:.3f} (best "
           f"{max(p['gold'] for p in points):.3f}), proxy {proxy[0]:.3f} -> {proxy[-1]:.3f}, KL {points[-1]['kl']:.2f} "
           f"nats, {time.time() - start:.0f} s")
-    return {"log": log, "points": points, "evals": result["evals"], "wall_clock_s": time.time() - start}
+    return {"log": log, "points": points, "evals": result["evals"], "wall_clock_s": time.time() - start,
+            "final": sample_stats(policy, tokenizer, held_out, args, device)}
 
 
 def overoptimisation_fits(held: dict, proxy_rl: dict) -> dict:
@@ -828,6 +965,58 @@ def overoptimisation_fits(held: dict, proxy_rl: dict) -> dict:
                    "proxy": [p["proxy"] for p in proxy_rl["points"]],
                    "fit_bon": fit_gao(d_rl, gold_rl - gold_rl[0], "bon"),
                    "fit_rl": fit_gao(d_rl, gold_rl - gold_rl[0], "rl")}}
+
+
+LENGTH_RUNS = ("length-preferring RM", "same RM, length-normalised", "RM on length-balanced pairs")
+
+
+def train_preference_rm(policy, r: Completions, pairs: list[tuple[int, int]], args: Args, rng: np.random.Generator,
+                        desc: str) -> tuple:
+    """A scorer from the policy's body, Bradley-Terry on (chosen, rejected) rows of r, read at EOS."""
+    rm, pairs = make_scorer(policy), torch.tensor(pairs, dtype=torch.long).view(-1, 2)
+    if not len(pairs):  # nothing to learn from: the scorer stays as made
+        return rm.eval(), []
+    last = last_token_mask(r.completion_mask)
+
+    def loss_of_batch(rows):
+        win, lose = pairs[rows, 0], pairs[rows, 1]
+        return bradley_terry_loss(batch_scores(rm, r, win)[last[win]], batch_scores(rm, r, lose)[last[lose]])
+
+    return rm, fit_scorer(rm, loss_of_batch, len(pairs), args, rng, desc)
+
+
+def length_bias_study(initial, tokenizer, data: dict, held: dict, args: Args, device) -> dict:
+    """Two preference RMs on the labelled solutions: one on the pairs of a labeller who prefers the
+    longer of two equally right (or wrong) solutions, one on those pairs length-balanced. Each
+    one's score against length on the held-out samples; then 05's loop, GRPO on the RM's score,
+    on the first (raw, and length-normalised) and on the second."""
+    r = data["completions"]
+    lengths, rewards = r.lengths.cpu().numpy(), data["rewards"].numpy()
+    pairs = length_preferring_pairs(data["problems"], rewards, lengths)
+    balanced = length_balanced(pairs, lengths, np.random.default_rng(args.seed + 7))
+    rng = np.random.default_rng(args.seed + 8)
+    (biased_rm, biased_losses), (balanced_rm, balanced_losses) = (
+        train_preference_rm(initial, r, chosen, args, rng, desc)
+        for chosen, desc in ((pairs, "length-preferring RM"), (balanced, "length-balanced RM")))
+    slope = length_slope(reward_model_logits(biased_rm, r)[last_token_mask(r.completion_mask)].cpu().numpy(),
+                         lengths, rewards)
+    h = held["completions"]
+    corr = {name: length_correlations(reward_model_logits(rm, h)[last_token_mask(h.completion_mask)].cpu().numpy(),
+                                      h.lengths.cpu().numpy(), held["correct"])
+            for name, rm in (("length-preferring RM", biased_rm), ("length-balanced RM", balanced_rm))}
+    held_out = args.task.held_out(args.eval_problems)
+    runs = {}
+    for name, rm, run_slope in zip(LENGTH_RUNS, (biased_rm, biased_rm, balanced_rm), (0.0, slope, 0.0)):
+        log, policy, start = [], copy.deepcopy(initial), time.time()
+        result = train(policy, frozen_copy(initial), tokenizer, dataclasses.replace(args, rl_steps=args.length_steps),
+                       rm_advantage_fn(rm, args.group_size, run_slope, log), held_out, device, desc=f"RL on the {name}")
+        runs[name] = {**result, "log": log, "final": sample_stats(policy, tokenizer, held_out, args, device),
+                      "wall_clock_s": time.time() - start}
+        f = runs[name]["final"]
+        print(f"  RL, {name}: length {f['length']:.1f} tokens, {f['extra_lines']:.2f} extra lines, "
+              f"{f['excess_chars']:.1f} characters past the worked solution, pass@1 {f['pass@1']:.3f}")
+    return {"pairs": len(pairs), "balanced_pairs": len(balanced), "slope": slope, "length_corr": corr, "runs": runs,
+            "losses": {"length-preferring RM": biased_losses, "length-balanced RM": balanced_losses}}
 
 
 # ============================================================================================
@@ -915,7 +1104,23 @@ def plot_overoptimisation(fits: dict, path) -> None:
     save_figure(fig, path)
 
 
-def plot_all(out, data: dict, held: dict, runs: dict, proxy_rl: dict, fits: dict) -> None:
+def plot_length_bias(length: dict, proxy_rl: dict, path) -> None:
+    """Held-out length and pass@1 through RL on each preference RM (and on the ORM, β = 0)."""
+    fig, axes = plt.subplots(1, 2, figsize=(11.5, 4.3))
+    runs = {**{f"RL on the {name}": run for name, run in length["runs"].items()}, "RL on the ORM, β=0": proxy_rl}
+    for name, run in runs.items():
+        steps = [e["step"] for e in run["evals"]]
+        for ax, key in zip(axes, ("length", "pass@1")):
+            ax.plot(steps, [e[key] for e in run["evals"]], "o-", markersize=3, label=name)
+    axes[0].set(xlabel="update", ylabel="held-out completion length (tokens)", title="Length under RL on a learned reward")
+    axes[1].set(xlabel="update", ylabel="held-out pass@1 (verifier)", title="Gold accuracy on the same runs")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize="small")
+    save_figure(fig, path)
+
+
+def plot_all(out, data: dict, held: dict, runs: dict, proxy_rl: dict, fits: dict, length: dict | None = None) -> None:
     plot_label_quality(data, out / "label_quality.png")
     plot_best_of_n(held, out / "best_of_n.png")
     example = held["credit"]["example"]
@@ -923,6 +1128,8 @@ def plot_all(out, data: dict, held: dict, runs: dict, proxy_rl: dict, fits: dict
         plot_credit(example["problem"], example["text"], example["rows"], out / "credit.png")
     plot_rl(runs, proxy_rl, out / "rl.png")
     plot_overoptimisation(fits, out / "overoptimisation.png")
+    if length is not None:
+        plot_length_bias(length, proxy_rl, out / "length_bias.png")
 
 
 # ============================================================================================
@@ -930,8 +1137,9 @@ def plot_all(out, data: dict, held: dict, runs: dict, proxy_rl: dict, fits: dict
 # ============================================================================================
 
 
-def updates_to_reach(evals: list[dict], target: float) -> int | None:
-    return next((e["step"] for e in evals if e["pass@1"] >= target), None)
+def mean_over(curve: dict, ns: list[int]) -> float:
+    """A best-of-N curve's mean accuracy over the given N."""
+    return float(np.mean([curve[N] for N in ns]))
 
 
 def label_and_rerank_claims(args: Args, data: dict, held: dict) -> list[dict]:
@@ -941,15 +1149,24 @@ def label_and_rerank_claims(args: Args, data: dict, held: dict) -> list[dict]:
                     f"hard labels at N={args.label_n}: accuracy {q['accuracy']:.3f}, false positives "
                     f"{q['false_positive_rate']:.3f} of wrong steps, false negatives {q['false_negative_rate']:.3f} "
                     "of right steps", q["false_positive_rate"] > 0)]
-    N = held["ns"][-1]
-    c = {k: v[N] for k, v in held["curves"].items()}
-    claims.append(claim("Lightman et al. 2024", f"best-of-{LIGHTMAN_N} on MATH: PRM 78.2% > ORM 72.4% > majority 69.6%",
-                        f"best-of-{N} here: PRM-min {c['PRM-min']:.3f}, ORM {c['ORM']:.3f}, majority "
-                        f"{c['majority vote']:.3f} (oracle {c['oracle (pass@N)']:.3f})",
-                        c["PRM-min"] > c["ORM"] > c["majority vote"]))
-    claims.append(claim("survey §10", "for best-of-N, min aggregation of step scores catches the first error",
-                        f"best-of-{N}: min {c['PRM-min']:.3f}, product {c['PRM-product']:.3f}",
-                        c["PRM-min"] >= c["PRM-product"]))
+    curves, N = held["curves"], held["ns"][-1]
+    c = {k: v[N] for k, v in curves.items()}
+    above_1 = [n for n in held["ns"] if n > 1]
+    for better, worse in (("PRM-min", "ORM"), ("PRM-min", "majority vote"), ("ORM", "majority vote")):
+        wins = sum(curves[better][n] > curves[worse][n] for n in above_1)
+        a, b = better.split("-")[0], worse
+        claims.append(claim("Lightman et al. 2024", f"best-of-{LIGHTMAN_N} on MATH: {a} beats {b} "
+                            f"({100 * LIGHTMAN[a]:.1f}% vs {100 * LIGHTMAN[b]:.1f}%)",
+                            f"best-of-{N} here: {better} {c[better]:.3f} vs {worse} {c[worse]:.3f} (oracle "
+                            f"{c['oracle (pass@N)']:.3f}); ahead at {wins} of {len(above_1)} N > 1",
+                            c[better] > c[worse]))
+    wins = sum(curves["PRM-min"][n] > curves["PRM-mean"][n] for n in above_1)
+    claims.append(claim("survey §10", "for best-of-N, min aggregation of step scores outperforms mean aggregation "
+                        "(it catches the first error)",
+                        f"mean best-of-N accuracy over N = {above_1[0]}..{above_1[-1]}: min "
+                        f"{mean_over(curves['PRM-min'], above_1):.3f}, mean {mean_over(curves['PRM-mean'], above_1):.3f} "
+                        f"(product {mean_over(curves['PRM-product'], above_1):.3f}); min ahead of mean at {wins} of "
+                        f"{len(above_1)} N", mean_over(curves["PRM-min"], above_1) > mean_over(curves["PRM-mean"], above_1)))
     loc = held["credit"]["results"]
     if loc:
         claims.append(claim("survey §10", "a PRM localises the error to the step where reasoning went astray",
@@ -964,37 +1181,82 @@ def label_and_rerank_claims(args: Args, data: dict, held: dict) -> list[dict]:
     return claims
 
 
+def updates_to_reach(curve, target: float) -> int | None:
+    """The first update whose (smoothed) value reaches target; None if none does."""
+    hits = np.nonzero(np.asarray(curve) >= target)[0]
+    return int(hits[0]) if len(hits) else None
+
+
+def convergence(runs: dict, window: int) -> dict:
+    """Updates each run takes to get halfway from the cold start to outcome GRPO's final level,
+    read on the training batches' verifier pass rate (128 fresh samples every update, a trailing
+    mean over `window` updates): one-update resolution, unlike the held-out evaluations."""
+    curves = {m: moving_average([h["reward"] for h in r["history"]], window) for m, r in runs.items()}
+    first = float(np.mean([h["reward"] for h in runs["outcome"]["history"][:window]]))
+    target = first + 0.5 * (curves["outcome"][-1] - first)
+    return {"target": float(target), "start": first, "updates": {m: updates_to_reach(c, target) for m, c in curves.items()}}
+
+
+def speed_claim(speed: dict, slow: str, fast: str, claimed: float, statement: str) -> dict:
+    reach = speed["updates"]
+    if speed["target"] <= speed["start"]:
+        return claim("Chen et al. 2025 (Q-RM)", statement, f"outcome GRPO's training pass rate did not rise "
+                     f"({speed['start']:.3f} at the start), so there is no halfway mark (not testable)", None)
+    counts = (f"updates to a training pass rate of {speed['target']:.3f} (halfway from {speed['start']:.3f} to "
+              f"outcome GRPO's final): " + ", ".join(f"{m} {v}" for m, v in reach.items()))
+    if reach.get(slow) is None or reach.get(fast) is None:
+        return claim("Chen et al. 2025 (Q-RM)", statement, counts + f"; {slow if reach.get(slow) is None else fast} "
+                     "never gets there, so there is no ratio (not testable)", None)
+    ratio = reach[slow] / max(reach[fast], 1)
+    return claim("Chen et al. 2025 (Q-RM)", statement, counts + f"; ratio {slow}/{fast} {ratio:.2g}x", ratio >= claimed)
+
+
 def rl_claims(args: Args, runs: dict) -> list[dict]:
     if "outcome" not in runs:
         return []
     claims = []
-    cold, final = runs["outcome"]["evals"][0]["pass@1"], runs["outcome"]["evals"][-1]["pass@1"]
-    target = cold + 0.5 * (final - cold)
-    reach = {m: updates_to_reach(r["evals"], target) for m, r in runs.items()}
+    final_of = {m: r["evals"][-1]["pass@1"] for m, r in runs.items()}
+    final = final_of["outcome"]
+    speed = convergence(runs, args.speed_window)
     if "qrm" in runs:
-        speed = (f"updates to reach pass@1 {target:.3f} (halfway to outcome GRPO's final): "
-                 + ", ".join(f"{m} {v}" for m, v in reach.items()))
-        ratio = reach["outcome"] / reach["qrm"] if reach["qrm"] and reach["outcome"] else None
-        claims.append(claim("Chen et al. 2025 (Q-RM)", "RL with Q-RM converges 12x faster than with an ORM (GSM8K)",
-                            speed + (f"; ratio outcome/Q-RM {ratio:.2g}" if ratio else ""),
-                            None if ratio is None else ratio >= 12))
-        gain = runs["qrm"]["evals"][-1]["pass@1"] - final
+        claims.append(speed_claim(speed, "outcome", "qrm", 12, "RL with Q-RM converges 12x faster than with an ORM "
+                                  "(GSM8K; our outcome baseline is the exact verifier)"))
+        gain = final_of["qrm"] - final
         claims.append(claim("Chen et al. 2025 (Q-RM)", "Q-RM raises pass@1 by about 5 points over the ORM baseline",
-                            f"Q-RM {runs['qrm']['evals'][-1]['pass@1']:.3f} vs outcome GRPO (exact verifier, a "
+                            f"Q-RM {final_of['qrm']:.3f} vs outcome GRPO (exact verifier, a "
                             f"stronger baseline than a learned ORM) {final:.3f}: {100 * gain:+.1f} points", gain >= 0.05))
+    if "qrm" in runs and "prm" in runs:
+        claims.append(speed_claim(speed, "prm", "qrm", 11, "RL with Q-RM converges 11x faster than with a step-level "
+                                  "PRM (MATH)"))
+        gain = final_of["qrm"] - final_of["prm"]
+        claims.append(claim("Chen et al. 2025 (Q-RM)", "Q-RM raises pass@1 by about 4-5 points over PRM baselines",
+                            f"Q-RM {final_of['qrm']:.3f} vs PRM step rewards (a step-level PRM; the paper's are "
+                            f"token-level) {final_of['prm']:.3f} after {args.rl_steps} updates: {100 * gain:+.1f} points",
+                            gain >= 0.04))
     if "prm" in runs:
-        gain = runs["prm"]["evals"][-1]["pass@1"] - final
+        gain = final_of["prm"] - final
         claims.append(claim("over-long-generations", "a PRM converts the sparse credit problem into a dense one "
-                            "(better RL than outcome-only)", f"PRM process GRPO {runs['prm']['evals'][-1]['pass@1']:.3f}"
+                            "(better RL than outcome-only)", f"PRM process GRPO {final_of['prm']:.3f}"
                             f" vs outcome GRPO {final:.3f} after {args.rl_steps} updates ({100 * gain:+.1f} points)",
                             gain > 0))
-    if "prm_outcome" in runs:
-        gain = runs["prm_outcome"]["evals"][-1]["pass@1"] - final
+        golds = [e["pass@1"] for e in runs["prm"]["evals"]]
+        best = int(np.argmax(golds))
+        anchored = (f"; with the verifier on the answer step it ends at {final_of['prm_outcome']:.3f}"
+                    if "prm_outcome" in runs else "")
         claims.append(claim("over-long-generations", "the PRM used as a dense reward is a second proxy and "
                             "inherits the over-optimisation risks of an ORM",
-                            f"PRM alone {runs['prm']['evals'][-1]['pass@1'] if 'prm' in runs else float('nan'):.3f}; "
-                            f"PRM steps with the verifier on the answer step {runs['prm_outcome']['evals'][-1]['pass@1']:.3f}; "
-                            f"outcome GRPO {final:.3f} ({100 * gain:+.1f} points for PRM + verifier)", None))
+                            f"PRM alone: held-out pass@1 {golds[0]:.3f} -> peak {golds[best]:.3f} at update "
+                            f"{runs['prm']['evals'][best]['step']} -> {golds[-1]:.3f}{anchored}; outcome GRPO {final:.3f}",
+                            0 < best < len(golds) - 1 and golds[-1] < golds[best] - 0.05))
+        if "final" in runs["prm"] and "final" in runs["outcome"]:
+            hacked, honest = runs["prm"]["final"], runs["outcome"]["final"]
+            claims.append(claim("whole-game §7.2; over-long-generations (Gao et al.)", "reward hacking shows as format "
+                                "tricks: well-formed outputs that score well on the learned reward but are wrong",
+                                f"share of held-out completions in worked form with a wrong answer after RL: PRM "
+                                f"alone {hacked['worked_form_wrong_share']:.3f} (worked form {hacked['worked_form_share']:.3f},"
+                                f" pass@1 {hacked['pass@1']:.3f}) vs outcome GRPO {honest['worked_form_wrong_share']:.3f} "
+                                f"(worked form {honest['worked_form_share']:.3f}, pass@1 {honest['pass@1']:.3f})",
+                                hacked["worked_form_wrong_share"] > honest["worked_form_wrong_share"]))
     return claims
 
 
@@ -1018,11 +1280,75 @@ def overoptimisation_claims(fits: dict, proxy_rl: dict | None) -> list[dict]:
     return claims
 
 
-def check_claims(args: Args, data: dict, held: dict, runs: dict, fits: dict, proxy_rl: dict | None) -> list[dict]:
-    return label_and_rerank_claims(args, data, held) + rl_claims(args, runs) + overoptimisation_claims(fits, proxy_rl)
+PADDING = 0.25  # characters past the worked solution per completion, gained in RL, that count as padding learnt
 
 
-def metrics_of(args: Args, data: dict, held: dict, runs: dict, fits: dict, proxy_rl: dict | None) -> dict:
+def padding_growth(stats: dict, cold: dict) -> float:
+    """Characters past the worked solution per completion, after RL minus before it."""
+    return stats["excess_chars"] - cold["excess_chars"]
+
+
+def writes(stats: dict) -> str:
+    return (f"{stats['length']:.1f} tokens, {stats['excess_chars']:.2f} characters and {stats['extra_lines']:.2f} "
+            f"lines past the worked solution, pass@1 {stats['pass@1']:.3f}")
+
+
+def length_claims(held: dict, runs: dict, proxy_rl: dict | None, length: dict | None) -> list[dict]:
+    cold, corr = held["stats"], held["length_corr"]
+    orm, qrm = corr["ORM"], corr["Q-RM (mean Z)"]
+    claims = [claim("whole-game §7.6", "length bias shows as a reward that correlates with token count",
+                    f"r(score, tokens) on {held['samples']} held-out cold-start samples: ORM {orm['all']:.2f} (within "
+                    f"right answers {orm['right']:.2f}, within wrong {orm['wrong']:.2f}); PRM-min "
+                    f"{corr['PRM-min']['all']:.2f}; Q-RM {qrm['all']:.2f}", orm["all"] > 0.1)]
+    if "qrm" in runs:
+        final = runs["qrm"]["final"]
+        claims.append(claim("over-long-generations (Gao et al.)", "reward models rate longer responses higher, so "
+                            "policies learn to pad (Q-RM's token credit as the reward)",
+                            f"Q-RM's mean Z vs tokens: r = {qrm['all']:.2f} (within right {qrm['right']:.2f}, within "
+                            f"wrong {qrm['wrong']:.2f}); RL on its credit: cold start {writes(cold)} -> {writes(final)}",
+                            qrm["all"] > 0.1 and padding_growth(final, cold) >= PADDING))
+    if proxy_rl is not None:
+        longest = max(proxy_rl["evals"], key=lambda e: e["length"])
+        claims.append(claim("over-long-generations (Gao et al.)", "reward models rate longer responses higher, so "
+                            "policies learn to pad (the ORM as the reward, β = 0)",
+                            f"ORM vs tokens: r = {orm['all']:.2f}; RL on it: cold start {writes(cold)}; after "
+                            f"{proxy_rl['evals'][-1]['step']} updates {writes(proxy_rl['final'])} (longest on the way: "
+                            f"{longest['length']:.1f} tokens at update {longest['step']})",
+                            padding_growth(proxy_rl["final"], cold) >= PADDING))
+    if length is None:
+        return claims
+    runs = {name: run["final"] for name, run in length["runs"].items()}
+    raw, biased = runs[LENGTH_RUNS[0]], length["length_corr"]["length-preferring RM"]
+    grew = padding_growth(raw, cold)
+    # growth: at least a fifth more tokens; no information gain: gold pass@1 no higher than before
+    claims.append(claim("whole-game §7.6", "length bias: answers grow without information gain and the reward "
+                        "correlates with token count (an RM whose preference data favour length)",
+                        f"RM from a labeller who prefers the longer of two equally right (or wrong) answers: r(score, "
+                        f"tokens) {biased['all']:.2f} (within right {biased['right']:.2f}, within wrong "
+                        f"{biased['wrong']:.2f}); RL on it: cold start {writes(cold)} -> {writes(raw)}",
+                        biased["all"] > 0.1 and raw["length"] >= 1.2 * cold["length"]
+                        and raw["pass@1"] <= cold["pass@1"] + 0.02))
+    for name, fix in ((LENGTH_RUNS[1], "length-normalise the reward (the RM's fitted length trend removed)"),
+                      (LENGTH_RUNS[2], "train the RM on length-balanced preferences")):
+        fixed = runs[name]
+        measured = f"{name}: {writes(fixed)}; unfixed: {writes(raw)}"
+        if grew < PADDING:
+            claims.append(claim("whole-game §7.6", f"mitigation of length bias: {fix}", measured + "; the unfixed RM "
+                                "taught no padding, so there is nothing to mitigate (not testable)", None))
+            continue
+        claims.append(claim("whole-game §7.6", f"mitigation of length bias: {fix}", measured,
+                            padding_growth(fixed, cold) <= 0.5 * grew and fixed["pass@1"] >= raw["pass@1"] - 0.02))
+    return claims
+
+
+def check_claims(args: Args, data: dict, held: dict, runs: dict, fits: dict, proxy_rl: dict | None,
+                 length: dict | None = None) -> list[dict]:
+    return (label_and_rerank_claims(args, data, held) + rl_claims(args, runs) + overoptimisation_claims(fits, proxy_rl)
+            + length_claims(held, runs, proxy_rl, length))
+
+
+def metrics_of(args: Args, data: dict, held: dict, runs: dict, fits: dict, proxy_rl: dict | None,
+               length: dict | None = None) -> dict:
     metrics = {"label_solutions": len(data["texts"]), "label_solutions_right": float(data["rewards"].mean()),
                "soft_label_auroc": data["soft_auroc"]}
     for n, q in data["quality"].items():
@@ -1031,9 +1357,15 @@ def metrics_of(args: Args, data: dict, held: dict, runs: dict, fits: dict, proxy
         metrics.update({f"best_of_n[{name}][N={N}]": v for N, v in curve.items()})
     for name, loc in held["credit"]["results"].items():
         metrics.update({f"localisation_{k}[{name}]": v for k, v in loc.items()})
+    for name, corr in held["length_corr"].items():
+        metrics.update({f"length_corr[{name}]_{k}": v for k, v in corr.items()})
+    metrics.update({f"cold_start_{k}": v for k, v in held["stats"].items()})
+    speed = convergence(runs, args.speed_window) if "outcome" in runs else {"updates": {}}
     for method, run in runs.items():
         metrics[f"rl[{method}]_pass@1_start"] = run["evals"][0]["pass@1"]
         metrics[f"rl[{method}]_pass@1_final"] = run["evals"][-1]["pass@1"]
+        metrics[f"rl[{method}]_updates_to_halfway"] = speed["updates"].get(method)
+        metrics.update({f"rl[{method}]_final_{k}": v for k, v in run["final"].items()})
         metrics[f"rl[{method}]_wall_clock_s"] = run["wall_clock_s"]
     for kind, part in fits.items():
         for form in ("bon", "rl"):
@@ -1042,10 +1374,23 @@ def metrics_of(args: Args, data: dict, held: dict, runs: dict, fits: dict, proxy
         metrics["overopt_rl_gold_final"] = proxy_rl["points"][-1]["gold"]
         metrics["overopt_rl_gold_best"] = max(p["gold"] for p in proxy_rl["points"])
         metrics["overopt_rl_kl_final"] = proxy_rl["points"][-1]["kl"]
+        metrics.update({f"overopt_rl_final_{k}": v for k, v in proxy_rl["final"].items()})
+    if length is not None:
+        metrics.update({"length_bias_pairs": length["pairs"], "length_bias_balanced_pairs": length["balanced_pairs"],
+                        "length_bias_slope_per_token": length["slope"]})
+        for name, corr in length["length_corr"].items():
+            metrics.update({f"length_corr[{name}]_{k}": v for k, v in corr.items()})
+        for name, run in length["runs"].items():
+            metrics.update({f"length_rl[{name}]_final_{k}": v for k, v in run["final"].items()})
+            proxies = [entry["proxy"] for entry in run["log"]]
+            metrics[f"length_rl[{name}]_rm_score_first"] = mean_or_nan(proxies[:args.speed_window])
+            metrics[f"length_rl[{name}]_rm_score_last"] = mean_or_nan(proxies[-args.speed_window:])
+            metrics[f"length_rl[{name}]_wall_clock_s"] = run["wall_clock_s"]
     return metrics
 
 
-def report(args: Args, data: dict, held: dict, runs: dict, fits: dict, claims: list[dict]) -> None:
+def report(args: Args, data: dict, held: dict, runs: dict, fits: dict, proxy_rl: dict | None, length: dict | None,
+           claims: list[dict]) -> None:
     rows = [[n, q["accuracy"], q["false_positive_rate"], q["false_negative_rate"],
              data["quality_inner_steps"][n]["accuracy"]] for n, q in data["quality"].items()]
     print(f"\nMath-Shepherd hard labels vs gold ({data['steps_labelled']} steps of {len(data['texts'])} solutions; "
@@ -1064,6 +1409,16 @@ def report(args: Args, data: dict, held: dict, runs: dict, fits: dict, claims: l
         print(f"\nRL, {args.rl_steps} updates of {args.prompts}x{args.group_size} completions, β={args.beta:g}:")
         print(format_table([[m, r["evals"][0]["pass@1"], r["evals"][-1]["pass@1"], r["wall_clock_s"]] for m, r in runs.items()],
                            ["advantages", "pass@1 before", "pass@1 after", "seconds"]))
+    written = {"cold start": held["stats"], **{f"RL: {m}": r["final"] for m, r in runs.items()}}
+    if proxy_rl is not None:
+        written["RL on the ORM, β=0"] = proxy_rl["final"]
+    if length is not None:
+        written.update({f"RL on the {name}": run["final"] for name, run in length["runs"].items()})
+    keys = ("pass@1", "length", "extra_lines", "excess_chars", "worked_form_share", "worked_form_wrong_share")
+    print(f"\nWhat each policy writes on the held-out problems ({args.eval_samples} samples each):")
+    print(format_table([[name, *(stats[k] for k in keys)] for name, stats in written.items()],
+                       ["policy", "pass@1", "tokens", "extra lines", "chars past the solution", "worked form",
+                        "worked form, wrong"]))
     rows = [[kind, form, part[f"fit_{form}"]["alpha"], part[f"fit_{form}"]["beta"], part[f"fit_{form}"]["r2"]]
             for kind, part in fits.items() for form in ("bon", "rl")]
     print("\nGao et al.'s forms fitted to the gold gain (d = sqrt(KL)):")
@@ -1083,16 +1438,17 @@ def main(args: Args) -> dict:
     runs = rl_study(policy, tokenizer, models, args, device)
     proxy_rl = overoptimisation_rl(policy, tokenizer, models, args, device)
     fits = overoptimisation_fits(held, proxy_rl)
+    length = length_bias_study(policy, tokenizer, data, held, args, device) if args.length_bias else None
 
-    plot_all(out, data, held, runs, proxy_rl, fits)
-    claims = check_claims(args, data, held, runs, fits, proxy_rl)
-    metrics = metrics_of(args, data, held, runs, fits, proxy_rl)
+    plot_all(out, data, held, runs, proxy_rl, fits, length)
+    claims = check_claims(args, data, held, runs, fits, proxy_rl, length)
+    metrics = metrics_of(args, data, held, runs, fits, proxy_rl, length)
     wall = time.time() - start
     write_results(out, args, wall, metrics, claims, label_quality=data["quality"],
                   best_of_n={"ns": held["ns"], "curves": held["curves"]}, localisation=held["credit"]["results"],
                   rl=runs, overoptimisation=fits, overoptimisation_rl=proxy_rl, reward_model_losses=models["losses"],
-                  cold_start_info={k: v for k, v in info.items() if k != "sft_losses"})
-    report(args, data, held, runs, fits, claims)
+                  length_bias=length, cold_start_info={k: v for k, v in info.items() if k != "sft_losses"})
+    report(args, data, held, runs, fits, proxy_rl, length, claims)
     print(f"\nwall clock {wall:.0f} s; results in {out}/")
     return {"metrics": metrics, "claims": claims}
 

@@ -15,9 +15,13 @@ min-max normalised within the group:
 Compared on the same task, cold start, budget and seeds: GRPO (05); SS-GRPO as written; SS-GRPO
 ± (ours, not the article's: A_i · (1 - w(s)) when A_i < 0, so a step that looks like failure
 takes the blame); PRM-GRPO, every step scored by the gold step verifier with 06's process
-advantages (the per-step evaluation SS-GRPO avoids). Measured: what w(s) learns (its target is
-the same for every step of a rollout, so it fits P(success | prompt, step)), the blame the first
-wrong step keeps, the targets of all-equal groups, the article's loss padding, its cost table.
+advantages (the per-step evaluation SS-GRPO avoids); and a control, GRPO with its advantages
+scaled at each update by SS-GRPO's mean weight there (its step size without its step weights).
+Measured: what w(s) learns (its target is the same for every step of a rollout, so it fits
+P(success | prompt, step)), the blame the first wrong step keeps, the credit a flawed step of a
+right solution gets, the targets of all-equal groups, the article's loss padding, its cost table;
+and the article's own numbers against each other (gain share, cost readings, overhead figures,
+its estimator's parameter count and FLOPs next to a 7B policy), computed, not typed.
 
 Read beside: ss-grpo-step-sparse-grpo.txt (all), credit-assignment-problem-survey.txt §4.5.
 Papers: Shao et al. 2024 (GRPO, process supervision); Lightman et al. 2024.
@@ -71,10 +75,22 @@ from common import (
     write_results,
 )
 
-METHODS = ("grpo", "ss_grpo", "ss_grpo_signed", "prm_grpo")
-NAMES = {"grpo": "GRPO", "ss_grpo": "SS-GRPO", "ss_grpo_signed": "SS-GRPO ±", "prm_grpo": "PRM-GRPO (gold)"}
+METHODS = ("grpo", "ss_grpo", "ss_grpo_signed", "prm_grpo", "grpo_scaled")
+NAMES = {"grpo": "GRPO", "ss_grpo": "SS-GRPO", "ss_grpo_signed": "SS-GRPO ±", "prm_grpo": "PRM-GRPO (gold)",
+         "grpo_scaled": "GRPO, SS step size"}
 # The article's table (7B policy, GSM8K, 8×A100): accuracy %, training hours, inference cost per rollout
 ARTICLE = {"grpo": (72.3, 24, 1.0), "prm_grpo": (78.1, 120, 1000.0), "ss_grpo": (77.5, 28, 1.05)}
+ARTICLE_SHARE, ARTICLE_COST = 0.97, 0.04  # "97% of the accuracy gain of a full PRM at 4% of the training cost"
+# The estimator's overhead as the article's text states it, twice (its table gives a third figure)
+ARTICLE_INFERENCE_OVERHEAD, ARTICLE_ROLLOUT_OVERHEAD = 0.01, 0.05  # "<1% of LLM inference", "5% ... rollout generation"
+ARTICLE_ESTIMATOR = {"vocab": 32000, "hidden": 128, "layers": 2, "ffn": 2048}  # its code; PyTorch's default ffn
+ARTICLE_ESTIMATOR_PARAMS = 1e6  # "the estimator adds ~1M parameters"
+ARTICLE_POLICY_PARAMS = 7e9
+ARTICLE_ROLLOUT_TOKENS, ARTICLE_PER_STEP_COST = 1000, 1000.0  # "a 1000-token rollout ... multiplies inference by 1000x"
+ARTICLE_WEIGHT_MEMORY = 0.10  # "storing step-level weights for all rollouts increases memory by ~10%"
+# A rollout buffer's bytes per token (int64 id; float32 log-probs of policy, sampler and reference, and
+# the advantage) and per stored step weight (float32)
+BUFFER_BYTES_PER_TOKEN, WEIGHT_BYTES = 8 + 4 * 4, 4
 MAX_POSITIONS = 1024  # the estimator's learned position embeddings
 
 
@@ -263,12 +279,20 @@ def gold_step_rewards(wrong: list[int | None], steps: torch.Tensor) -> tuple[tor
 
 class Credit:
     """The advantage_fn of one method for the loop. Logs per update: seconds spent on credit (estimator training
-    and inference, or step verification), evaluator calls and tokens, and what the credit does:
-    w(s) on right / failed completions, the blame on the first wrong step of failed completions
-    (as a share of GRPO's |A_i|), the share of |advantage| that is negative, weight entropy."""
+    and inference, or step verification), evaluator calls and tokens (and those Monte-Carlo step labels
+    would read), and what the credit does: w(s) on right / failed completions, the blame on the first
+    wrong step of failed completions and on the right steps before it, the credit on a flawed step of a
+    right completion (each as a share of GRPO's |A_i|), the share of |advantage| that is negative, weight
+    entropy, and the size of the push relative to GRPO's (advantage_scale).
 
-    def __init__(self, method: str, tokenizer, args: Args, estimator: StepValueEstimator | None, seed: int):
-        self.method, self.tokenizer, self.args, self.estimator = method, tokenizer, args, estimator
+    `scales` (grpo_scaled only): the multiplier of GRPO's advantages at each update, SS-GRPO's
+    advantage_scale at that update: GRPO with SS-GRPO's step size but no step weights."""
+
+    def __init__(self, method: str, tokenizer, args: Args, estimator: StepValueEstimator | None, seed: int,
+                 scales: list[float] | None = None):
+        if (method == "grpo_scaled") != (scales is not None):
+            raise ValueError("the step-size control, and only it, takes SS-GRPO's advantage scales")
+        self.method, self.tokenizer, self.args, self.estimator, self.scales = method, tokenizer, args, estimator, scales
         self.optimizer = torch.optim.Adam(estimator.parameters(), lr=args.est_lr) if estimator else None
         self.rng = np.random.default_rng(seed)
         self.buffer: list[tuple[StepBatch, torch.Tensor]] = []
@@ -283,10 +307,11 @@ class Credit:
         wrong = [first_wrong_step(p, t) for p, t in zip([p for p in problems for _ in range(G)], texts)]
         A = grpo_advantages(rewards).flatten()
         entry = {"evaluator_calls": 1.0,  # the outcome verifier, once per completion
-                 "policy_tokens": float(completions.attention_mask.sum()) / len(texts)}
+                 "policy_tokens": float(completions.attention_mask.sum()) / len(texts), "steps": float(steps.float().mean()),
+                 "mc_label_tokens": mc_label_tokens(completions, steps, self.args.mc_rollouts)}
         start = time.time()
-        if self.method == "grpo":
-            grid = A[:, None].expand(-1, int(steps.max())).clone()
+        if self.method in ("grpo", "grpo_scaled"):
+            grid = A[:, None].expand(-1, int(steps.max())) * self.step_scale()
         elif self.method == "prm_grpo":  # (the gold labels `wrong` are string compares: ~free here)
             grid = process_advantages(*gold_step_rewards(wrong, steps), G)
             entry["evaluator_calls"] = float(steps.float().mean())  # one verification per step
@@ -303,16 +328,24 @@ class Credit:
         if self.estimator is not None:
             entry.update(weight_stats(w, steps, rewards, targets))
         advantages = broadcast_to_tokens(grid, step_ids)
-        entry.update(blame_stats(advantages, A, step_ids, wrong, rewards), **article_padding(step_ids))
+        entry.update(blame_stats(advantages, A, step_ids, wrong, rewards), **article_padding(step_ids),
+                     **flawed_step_stats(advantages, A, step_ids, wrong, rewards),
+                     advantage_scale=advantage_scale(advantages, A, step_ids))
         self.log.append(entry)
         return advantages
+
+    def step_scale(self) -> float:
+        """The control's multiplier at this update: SS-GRPO's advantage scale at the same update of
+        the same seed; 1 for GRPO, and where that update had no advantage (its A is 0 here too)."""
+        scale = self.scales[len(self.log)] if self.scales is not None else 1.0
+        return scale if math.isfinite(scale) else 1.0
 
     def fit(self, batch: StepBatch, targets: torch.Tensor) -> dict:
         """Store this update's groups; every N updates, retrain on the last N updates' groups."""
         self.buffer = (self.buffer + [(batch, targets)])[-self.args.retrain_every:]
         if (len(self.log)) % self.args.retrain_every:
             return {}
-        losses = []
+        losses, tokens = [], 0
         groups = batch.num_completions // self.args.group_size
         for _ in range(self.args.est_iters):
             stored, stored_targets = self.buffer[self.rng.integers(len(self.buffer))]
@@ -321,12 +354,13 @@ class Credit:
             keep[torch.as_tensor(chosen, device=targets.device)] = True
             keep = keep.repeat_interleave(self.args.group_size)
             part = stored.select(keep)
+            tokens += part.tokens
             loss = estimator_loss(self.estimator.step_weights(part), part, stored_targets[keep])
             self.optimizer.zero_grad()
             loss.backward()
             self.optimizer.step()
             losses.append(loss.item())
-        return {"estimator_loss": float(np.mean(losses))}
+        return {"estimator_loss": float(np.mean(losses)), "estimator_train_tokens": tokens / batch.num_completions}
 
 
 def weight_entropy(grid: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
@@ -349,20 +383,67 @@ def weight_stats(w: torch.Tensor, steps: torch.Tensor, rewards: torch.Tensor, ta
             "right_target_zero": mean_or_nan((targets[rewards > 0] == 0).float().tolist())}
 
 
+def first_wrong_credit(advantages: torch.Tensor, A: torch.Tensor, step_ids: torch.Tensor,
+                       wrong: list[int | None]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per completion (B,): the mean advantage on the tokens of its first wrong step, and on the
+    tokens of the steps before it, each divided by A_i (1 = GRPO's credit); NaN where the
+    completion has no such tokens or A_i = 0."""
+    first = torch.tensor([-1 if w is None else w for w in wrong], device=step_ids.device)[:, None]
+    on_wrong = (step_ids == first) & (first >= 0)
+    before_wrong = (step_ids >= 0) & (step_ids < first)
+
+    def share(where: torch.Tensor) -> torch.Tensor:
+        tokens = where.sum(1)
+        mean = torch.where(where, advantages, 0.0).sum(1) / tokens.clamp(min=1)
+        return torch.where((tokens > 0) & (A != 0), mean / torch.where(A != 0, A, 1.0), math.nan)
+
+    return share(on_wrong), share(before_wrong)
+
+
 def blame_stats(advantages: torch.Tensor, A: torch.Tensor, step_ids: torch.Tensor, wrong: list[int | None],
                 rewards: torch.Tensor) -> dict:
-    """On failed completions of mixed groups (A_i < 0) with a first wrong step: the mean
-    advantage on that step's tokens divided by A_i (1 = GRPO's blame, 0 = none); and the share
-    of Σ|advantage| over all tokens that is negative (GRPO: about half in mixed groups)."""
+    """On failed completions of mixed groups (A_i < 0): the blame on the first wrong step and on
+    the right steps before that slip, each as a share of GRPO's A_i (1 = GRPO's, 0 = none); and
+    the share of Σ|advantage| over all tokens that is negative (GRPO: about half in mixed groups)."""
     mixed = ~zero_spread(rewards).repeat_interleave(rewards.shape[1])
-    first_wrong = torch.tensor([-1 if w is None else w for w in wrong], device=step_ids.device)[:, None]
-    on_wrong_step = (step_ids == first_wrong) & (first_wrong >= 0)
-    tokens = on_wrong_step.sum(1)
-    counted = mixed & (A < 0) & (tokens > 0)
-    shares = torch.where(on_wrong_step, advantages, 0.0).sum(1) / tokens.clamp(min=1) / A
+    on_wrong, before_wrong = first_wrong_credit(advantages, A, step_ids, wrong)
+    failed = mixed & (A < 0)
     total = advantages.abs().sum()
-    return {"wrong_step_blame": mean_or_nan(shares[counted].tolist()),
+    return {"wrong_step_blame": mean_or_nan(on_wrong[failed].tolist()),
+            "right_steps_blame": mean_or_nan(before_wrong[failed].tolist()),
             "negative_share": float(advantages.clamp(max=0).abs().sum() / total) if total > 0 else math.nan}
+
+
+def flawed_step_stats(advantages: torch.Tensor, A: torch.Tensor, step_ids: torch.Tensor, wrong: list[int | None],
+                      rewards: torch.Tensor) -> dict:
+    """Right completions that hold a wrong line (a flawed step that still reaches the answer), in
+    mixed groups (A_i > 0): their share of those groups' right completions, and the credit on the
+    flawed step and on the right steps before it, each as a share of GRPO's A_i."""
+    on_wrong, before_wrong = first_wrong_credit(advantages, A, step_ids, wrong)
+    rewarded = ~zero_spread(rewards).repeat_interleave(rewards.shape[1]) & (A > 0)
+    flawed = rewarded & on_wrong.isfinite()
+    return {"flawed_right_share": float(flawed.sum() / rewarded.sum()) if rewarded.any() else math.nan,
+            "flawed_step_credit": mean_or_nan(on_wrong[flawed].tolist()),
+            "flawed_right_steps_credit": mean_or_nan(before_wrong[flawed].tolist())}
+
+
+def advantage_scale(advantages: torch.Tensor, A: torch.Tensor, step_ids: torch.Tensor) -> float:
+    """The size of this update's policy-gradient push relative to GRPO's on the same completions:
+    Σ_i mean_t |a_it| / Σ_i mean_t |A_i| over each completion's step tokens (the loss averages over a
+    completion's tokens). SS-GRPO: the token mean of w(s), weighted by |A_i|. NaN: no advantage."""
+    tokens = step_ids >= 0
+    count = tokens.sum(1).clamp(min=1)
+    flat = (A.abs()[:, None] * tokens).sum(1) / count
+    total = flat.sum()
+    return float((advantages.abs() * tokens).sum(1).div(count).sum() / total) if total > 0 else math.nan
+
+
+def mc_label_tokens(completions: Completions, steps: torch.Tensor, rollouts: int) -> float:
+    """Tokens per completion that Monte-Carlo step labels (06, Math-Shepherd) would read: `rollouts`
+    continuations from the prefix of every step but the last (the verifier labels the last), each
+    as long as the completion it continues (the prefix read, the rest generated)."""
+    lengths = completions.attention_mask.sum(1)
+    return float((rollouts * (steps - 1) * lengths).sum()) / len(lengths)
 
 
 def article_padding(step_ids: torch.Tensor) -> dict:
@@ -482,7 +563,7 @@ class Args(LMArgs):
     est_hidden: int = arg(128, "step-value estimator: width (article: 128)")
     est_heads: int = arg(4, "step-value estimator: attention heads (article: 4)")
     est_ffn: int = arg(512, "step-value estimator: feed-forward width (the article's code leaves "
-                            "PyTorch's 2048, its '~1M parameters'; 4x width here for CPU time)")
+                            "PyTorch's 2048: 1.19M parameters in its layers; 4x width here for CPU time)")
     est_lr: float = arg(1e-3, "step-value estimator: Adam learning rate")
     retrain_every: int = arg(5, "N: policy updates between estimator retrainings")
     est_iters: int = arg(10, "Adam steps per retraining, each on groups of one stored update")
@@ -496,6 +577,7 @@ class Args(LMArgs):
                        "trained and evaluated on problems of exactly that many steps, from one cold start that "
                        "knows them all (--max-steps 16); this sweep replaces the default study", item=int, empty=True)
     target_gain: float = arg(0.1, "length sweep: samples until held-out pass@1 first reaches the cold start's + this")
+    mc_rollouts: int = arg(8, "cost comparison: rollouts per step prefix of Monte-Carlo step labels (06's N = 8)")
 
     SMOKE = dict(LMArgs.SMOKE_LM, rl_steps=2, prompts=2, group_size=2, eval_every=1, est_layers=1, est_hidden=16, est_heads=2, est_ffn=32, est_iters=2,
                  retrain_every=1, est_groups=1, repeats=1, final_samples=2, probe_samples=2)
@@ -506,12 +588,15 @@ class Args(LMArgs):
                 f"and estimator targets within the group of K completions, got {self.group_size}")
         super().__post_init__()
         require_positive(self, "rl_steps", "prompts", "lr", "warmup", "max_grad_norm", "eval_every", "est_layers", "est_hidden", "est_heads", "est_ffn", "est_lr", "retrain_every",
-                         "est_iters", "est_groups", "chunk", "repeats", "final_samples", "probe_samples")
+                         "est_iters", "est_groups", "chunk", "repeats", "final_samples", "probe_samples", "mc_rollouts")
         require(self.beta >= 0, "--beta must be non-negative")
         require(self.est_hidden % self.est_heads == 0, "--est-hidden must be a multiple of --est-heads")
         require(self.chunk <= MAX_POSITIONS // 2, f"--chunk must be at most {MAX_POSITIONS // 2}")
         require(self.method_list and all(m in METHODS for m in self.method_list),
                 f"--methods must be among {','.join(METHODS)}")
+        if "grpo_scaled" in self.method_list:  # the control takes its step sizes from SS-GRPO's run of its seed
+            require("ss_grpo" in self.method_list[:self.method_list.index("grpo_scaled")],
+                    "--methods: grpo_scaled needs ss_grpo before it (it uses SS-GRPO's step sizes)")
         require(all(self.min_steps <= n <= self.max_steps for n in self.length_list),
                 "--lengths must be within --min-steps..--max-steps (the cold start learns those lengths)")
         require(self.target_gain > 0, "--target-gain must be positive")
@@ -543,12 +628,13 @@ def parameters(model: nn.Module, skip: tuple[str, ...] = ("embed", "position", "
     return sum(p.numel() for n, p in model.named_parameters() if not any(s in n for s in skip))
 
 
-def run_method(initial, tokenizer, args: Args, method: str, held_out, device) -> dict:
+def run_method(initial, tokenizer, args: Args, method: str, held_out, device,
+               scales: list[float] | None = None) -> dict:
     """Train a copy of the cold start with one method; evaluate it on the held-out set."""
     policy, reference = copy.deepcopy(initial), frozen_copy(initial)
     torch.manual_seed(args.seed)
     estimator = make_estimator(tokenizer, args, device) if method.startswith("ss_") else None
-    credit = Credit(method, tokenizer, args, estimator, args.seed)
+    credit = Credit(method, tokenizer, args, estimator, args.seed, scales)
     start = time.time()
     result = train(policy, reference, tokenizer, args, credit, held_out, device, desc=NAMES[method])
     result["wall_clock_s"] = time.time() - start
@@ -563,11 +649,14 @@ def run_method(initial, tokenizer, args: Args, method: str, held_out, device) ->
 
 
 def compare_methods(initial, tokenizer, args: Args, held_out: list, device) -> dict:
-    """Every method from the cold start, for each seed --seed, --seed + 1, ...: {method: [runs]}."""
+    """Every method from the cold start, for each seed --seed, --seed + 1, ...: {method: [runs]}.
+    The step-size control gets the advantage scale of each update of SS-GRPO's run of its seed."""
     runs = {m: [] for m in args.method_list}
     for seed in args.seeds:
         for m in args.method_list:
-            runs[m].append(run_method(initial, tokenizer, dataclasses.replace(args, seed=seed), m, held_out, device))
+            scales = [e["advantage_scale"] for e in runs["ss_grpo"][-1]["credit"]] if m == "grpo_scaled" else None
+            runs[m].append(run_method(initial, tokenizer, dataclasses.replace(args, seed=seed), m, held_out, device,
+                                      scales))
     return runs
 
 
@@ -615,18 +704,28 @@ def cost_row(run: dict, grpo: dict, policy_params: int, est_params: int) -> dict
     """Training seconds (and relative to GRPO); inference FLOPs per completion relative to
     GRPO's (2·params per token: the policy on prompt + completion, plus the estimator on its
     rows, plus, for PRM-GRPO, a policy-sized PRM run on every step prefix as the article prices
-    per-step evaluation); evaluator calls per completion; the credit's share of an update."""
+    per-step evaluation); training FLOPs per completion relative to GRPO's on the same rollouts
+    (the policy generates, the reference scores and the policy trains: 2 + 2 + 6 = 10·params per
+    token; the estimator adds 2· per token it scores and 6· per token it trains on), and the same
+    for a PRM labelled by Monte Carlo (the labels' rollouts only: its own training is left out);
+    evaluator calls per completion; the credit's share of an update."""
     log = run["credit"]
 
     def mean(key: str) -> float:
         return float(np.mean([e.get(key, 0.0) for e in log]))
 
-    generation = policy_params * mean("policy_tokens")
+    generation = policy_params * mean("policy_tokens")  # FLOPs / 2
     extra = est_params * mean("estimator_tokens") + policy_params * mean("prm_tokens")
+    update = 5 * generation  # 10·params per token
+    estimator_training = 3 * est_params * mean("estimator_train_tokens")  # 6·params per token
     step_s = np.mean([h["generate_s"] + h["update_s"] for h in run["history"]])
     return {"train_wall_clock_s": run["wall_clock_s"], "train_wall_clock_vs_grpo": run["wall_clock_s"] / grpo["wall_clock_s"],
-            "inference_flops_vs_grpo": (generation + extra) / generation, "evaluator_calls": mean("evaluator_calls"),
-            "credit_wall_clock_share": mean("credit_s") / step_s}
+            "inference_flops_vs_grpo": (generation + extra) / generation,
+            "train_flops_vs_grpo": (update + extra + estimator_training) / update,
+            "mc_prm_train_flops_vs_grpo": (update + policy_params * mean("mc_label_tokens")) / update,
+            "estimator_tokens_per_policy_token": mean("estimator_tokens") / mean("policy_tokens"),
+            "tokens_per_rollout": mean("policy_tokens"), "steps_per_rollout": mean("steps"),
+            "evaluator_calls": mean("evaluator_calls"), "credit_wall_clock_share": mean("credit_s") / step_s}
 
 
 def run_metrics(run: dict, grpo: dict, policy_params: int, est_params: int) -> dict:
@@ -635,7 +734,8 @@ def run_metrics(run: dict, grpo: dict, policy_params: int, est_params: int) -> d
     late = run["credit"][len(run["credit"]) // 2:]
     metrics = {"pass@1": run["final"]["pass@1"], **cost_row(run, grpo, policy_params, est_params)}
     estimator_keys = ("w_right", "w_failed", "w_entropy", "right_target_zero") if "probe" in run else ()
-    keys = ("wrong_step_blame", "negative_share", "padding_share") + estimator_keys
+    keys = ("wrong_step_blame", "right_steps_blame", "negative_share", "padding_share", "flawed_right_share",
+            "flawed_step_credit", "flawed_right_steps_credit", "advantage_scale") + estimator_keys
     metrics.update({key: mean_or_nan([e.get(key, math.nan) for e in late]) for key in keys})
     metrics.update({k: v for k, v in run.get("probe", {}).items() if k != "w_by_offset"})
     return metrics
@@ -776,26 +876,232 @@ def plot_all(out, runs: dict) -> None:
 # ============================================================================================
 
 
-def check_claims(summary: dict, per_seed: dict) -> list[dict]:
-    a_grpo, a_prm, a_ss = (ARTICLE[m][0] for m in ("grpo", "prm_grpo", "ss_grpo"))
-    table_share = (a_ss - a_grpo) / (a_prm - a_grpo)
-    table_hours = ARTICLE["ss_grpo"][1] / ARTICLE["prm_grpo"][1]
-    claims = [claim("SS-GRPO article, its own table", "97% of the accuracy gain of a full PRM at 4% of the training cost",
-                    f"its table gives {table_share:.0%} of the gain ({a_ss - a_grpo:.1f} of {a_prm - a_grpo:.1f} "
-                    f"points) at {table_hours:.0%} of the PRM's training hours",
-                    round(table_share, 2) >= 0.97 and round(table_hours, 2) <= 0.04)]
-    if {"grpo", "prm_grpo", "ss_grpo"} <= set(summary):
-        acc = {m: summary[m]["pass@1"] for m in ("grpo", "prm_grpo", "ss_grpo")}
-        gain = acc["prm_grpo"] - acc["grpo"]
-        share = (acc["ss_grpo"] - acc["grpo"]) / gain if gain > 0 else math.nan
-        cost = summary["ss_grpo"]["train_wall_clock_s"] / summary["prm_grpo"]["train_wall_clock_s"]
-        seeds = "; ".join(f"{NAMES[m]} " + "/".join(f"{r['pass@1']:.3f}" for r in per_seed[m]) for m in acc)
+def table_gain_share(table: dict) -> float:
+    """SS-GRPO's share of the PRM's accuracy gain over GRPO in the article's table."""
+    # (acc_SS - acc_GRPO) / (acc_PRM - acc_GRPO)
+    return (table["ss_grpo"][0] - table["grpo"][0]) / (table["prm_grpo"][0] - table["grpo"][0])
+
+
+def table_cost_readings(table: dict) -> tuple[float, float]:
+    """SS-GRPO's training hours as a share of the PRM's in the article's table: of the total, and
+    of the hours each spends beyond GRPO's."""
+    ss_hours, prm_hours, grpo_hours = (table[m][1] for m in ("ss_grpo", "prm_grpo", "grpo"))
+    return ss_hours / prm_hours, (ss_hours - grpo_hours) / (prm_hours - grpo_hours)
+
+
+def encoder_parameters(vocab: int, hidden: int, layers: int, ffn: int, positions: int = 0) -> dict:
+    """Parameters of a step-value estimator: token (and position) embeddings, PyTorch's
+    TransformerEncoderLayer (attention in/out projections with biases, two feed-forward linears,
+    two LayerNorms) per layer, and the linear head to one number."""
+    d = hidden
+    # attention 4d² + 4d, feed-forward 2·d·ffn + ffn + d, two LayerNorms 4d
+    per_layer = 4 * d * d + 4 * d + 2 * d * ffn + ffn + d + 4 * d
+    counts = {"embedding": (vocab + positions) * d, "layers": layers * per_layer, "head": d + 1}
+    return counts | {"total": sum(counts.values())}
+
+
+def estimator_flops_share(estimator_params: float, policy_params: float, tokens_per_policy_token: float) -> float:
+    """The estimator's inference FLOPs as a share of the policy's generation FLOPs, 2·params per
+    token each (attention left out): it reads tokens_per_policy_token tokens per policy token."""
+    return estimator_params * tokens_per_policy_token / policy_params
+
+
+def prefix_rescoring_cost(tokens: int) -> float:
+    """Scoring every prefix of a T-token rollout in its own forward pass reads Σ_{t=1..T} t
+    tokens; relative to one pass over the rollout (a causal PRM with a head on every token): (T + 1) / 2."""
+    return tokens * (tokens + 1) / 2 / tokens
+
+
+def weight_memory_share(steps: float, tokens: float) -> float:
+    """Bytes of the stored step weights (one float32 per step) relative to the rollout buffer's
+    per-token bytes (BUFFER_BYTES_PER_TOKEN), for a rollout of `steps` steps and `tokens` tokens."""
+    return WEIGHT_BYTES * steps / (BUFFER_BYTES_PER_TOKEN * tokens)
+
+
+def article_numbers(summary: dict) -> dict:
+    """The article's own numbers checked against each other, and its estimator at its own sizes;
+    the FLOPs share uses the estimator's measured tokens per policy token where SS-GRPO ran (it
+    re-reads the prompt with each step), else 1 (steps only, as the article's code reads them)."""
+    share = table_gain_share(ARTICLE)
+    total, incremental = table_cost_readings(ARTICLE)
+    size = encoder_parameters(**ARTICLE_ESTIMATOR)
+    reads = summary["ss_grpo"]["estimator_tokens_per_policy_token"] if "ss_grpo" in summary else 1.0
+    rollouts = summary.get("grpo") or next(iter(summary.values()), None)  # steps and tokens of a rollout here
+    memory = {} if rollouts is None else {
+        "rollout_steps": rollouts["steps_per_rollout"], "rollout_tokens": rollouts["tokens_per_rollout"],
+        "article_weight_memory_share": weight_memory_share(rollouts["steps_per_rollout"], rollouts["tokens_per_rollout"])}
+    return {"article_gain_share": share, "article_accuracy_ratio": ARTICLE["ss_grpo"][0] / ARTICLE["prm_grpo"][0],
+            "article_cost_share_total": total, "article_cost_share_incremental": incremental,
+            "article_training_hours_vs_grpo": ARTICLE["ss_grpo"][1] / ARTICLE["grpo"][1],
+            **{f"article_estimator_params_{k}": v for k, v in size.items()},
+            "article_estimator_tokens_per_policy_token": reads,
+            "article_estimator_flops_share_7b": estimator_flops_share(size["layers"] + size["head"],
+                                                                      ARTICLE_POLICY_PARAMS, reads),
+            "article_prefix_rescoring_cost": prefix_rescoring_cost(ARTICLE_ROLLOUT_TOKENS), **memory}
+
+
+def article_claims(n: dict, summary: dict) -> list[dict]:
+    """The article's numbers against each other (n = article_numbers), no training involved."""
+    table = ARTICLE
+    hours = "/".join(f"{table[m][1]:g}" for m in ("grpo", "prm_grpo", "ss_grpo"))
+    table_overhead = table["ss_grpo"][2] - table["grpo"][2]
+    figures = {"<1% of LLM inference (Engineering decisions)": ARTICLE_INFERENCE_OVERHEAD,
+               "5% of rollout generation (Performance)": ARTICLE_ROLLOUT_OVERHEAD,
+               f"{table['ss_grpo'][2]:g}x inference per rollout (its table)": table_overhead}
+    overheads = "; ".join(f"{k}: {v:.0%}" for k, v in figures.items())
+    prm = summary.get("prm_grpo")
+    ours = (f"; our PRM-GRPO run reads {prm['inference_flops_vs_grpo'] - 1:.2f}x the policy's tokens in step "
+            f"prefixes ({prm['evaluator_calls']:.2f} steps per rollout)") if prm else ""
+    return [
+        claim("SS-GRPO article, Performance", f"SS-GRPO achieves {ARTICLE_SHARE:.0%} of the accuracy gain of a full "
+              "PRM (its table: GRPO 72.3%, PRM 78.1%, SS-GRPO 77.5%)",
+              f"its table gives {n['article_gain_share']:.1%} of the gain ({table['ss_grpo'][0] - table['grpo'][0]:.1f} "
+              f"of {table['prm_grpo'][0] - table['grpo'][0]:.1f} points); the other reading, SS-GRPO's accuracy over "
+              f"the PRM's, is {n['article_accuracy_ratio']:.1%}",
+              round(n["article_gain_share"], 2) >= ARTICLE_SHARE),
+        claim("SS-GRPO article, Performance", f"...at {ARTICLE_COST:.0%} of the PRM's training cost, read as total "
+              f"training hours (its table: {hours} h for GRPO/PRM/SS-GRPO)",
+              f"{table['ss_grpo'][1]:g}/{table['prm_grpo'][1]:g} h = {n['article_cost_share_total']:.1%}",
+              round(n["article_cost_share_total"], 2) <= ARTICLE_COST),
+        claim("SS-GRPO article, Performance", f"...at {ARTICLE_COST:.0%} of the PRM's training cost, read as the "
+              "hours each spends beyond GRPO's",
+              f"({table['ss_grpo'][1]:g} - {table['grpo'][1]:g})/({table['prm_grpo'][1]:g} - {table['grpo'][1]:g}) h "
+              f"= {n['article_cost_share_incremental']:.1%}: the only reading that gives {ARTICLE_COST:.0%}",
+              round(n["article_cost_share_incremental"], 2) <= ARTICLE_COST),
+        claim("SS-GRPO article, Engineering decisions", "the tiny estimator keeps the overhead below 1% of LLM "
+              "inference, as the article's other overhead figures say",
+              f"the article states three figures: {overheads}; the smallest is "
+              f"{min(figures.values()) / max(figures.values()):.0%} of the largest",
+              len({round(v, 3) for v in figures.values()}) == 1),
+        claim("SS-GRPO article, Performance", "the estimator adds only 5% overhead to rollout generation (its table: "
+              "1.05x inference per rollout)",
+              f"the table's {table['ss_grpo'][2]:g}x is +{table_overhead:.0%} per rollout, as the text says; its "
+              f"training time is +{n['article_training_hours_vs_grpo'] - 1:.0%} over GRPO's ({table['ss_grpo'][1]:g}/"
+              f"{table['grpo'][1]:g} h), {(n['article_training_hours_vs_grpo'] - 1) / table_overhead:.1f}x the "
+              "rollout overhead",
+              math.isclose(table_overhead, ARTICLE_ROLLOUT_OVERHEAD)),
+        claim("SS-GRPO article, Trade-offs", "the estimator adds ~1M parameters",
+              f"its StepValueEstimator with its own sizes (vocab {ARTICLE_ESTIMATOR['vocab']:,}, width "
+              f"{ARTICLE_ESTIMATOR['hidden']}, {ARTICLE_ESTIMATOR['layers']} layers, PyTorch's default feed-forward "
+              f"width {ARTICLE_ESTIMATOR['ffn']}): {n['article_estimator_params_embedding'] / 1e6:.2f}M embedding + "
+              f"{n['article_estimator_params_layers'] / 1e6:.2f}M layers + {n['article_estimator_params_head']} head "
+              f"= {n['article_estimator_params_total'] / 1e6:.2f}M; ~1M only without the embedding table",
+              round(n["article_estimator_params_total"] / ARTICLE_ESTIMATOR_PARAMS) == 1),
+        claim("SS-GRPO article, Why it works", "the only extra cost is one forward pass of a tiny model per step, "
+              "negligible next to the LLM's generation (at the article's scale, a 7B policy)",
+              f"FLOPs (2·params per token, attention left out): the article's estimator without its embedding "
+              f"({(n['article_estimator_params_layers'] + n['article_estimator_params_head']) / 1e6:.2f}M) reading "
+              f"{n['article_estimator_tokens_per_policy_token']:.2f} tokens per policy token (measured here: it re-reads "
+              f"the prompt with every step) costs {n['article_estimator_flops_share_7b']:.3%} of a 7B policy's "
+              f"generation (below 1% counts as negligible); its 5% and 1.05x are not FLOPs",
+              n["article_estimator_flops_share_7b"] < 0.01),
+        *([claim("SS-GRPO article, Trade-offs", "storing step-level weights for all rollouts increases memory by "
+                 f"~{ARTICLE_WEIGHT_MEMORY:.0%} ({50 * ARTICLE_WEIGHT_MEMORY:g}-{200 * ARTICLE_WEIGHT_MEMORY:g}% counts as holding)",
+                 f"one float32 per step against the rollout buffer alone ({BUFFER_BYTES_PER_TOKEN} B per token: int64 "
+                 f"id, float32 log-probs of policy, sampler and reference, advantage), on our rollouts "
+                 f"({n['rollout_steps']:.1f} steps, {n['rollout_tokens']:.0f} tokens): "
+                 f"{n['article_weight_memory_share']:.2%}; weights, optimiser state and activations would add to "
+                 "the denominator", ARTICLE_WEIGHT_MEMORY / 2 <= n["article_weight_memory_share"] <= 2 * ARTICLE_WEIGHT_MEMORY)]
+          if "article_weight_memory_share" in n else []),
+        claim("SS-GRPO article, The Problem", f"for a {ARTICLE_ROLLOUT_TOKENS}-token rollout, per-step evaluation "
+              f"multiplies inference cost by {ARTICLE_PER_STEP_COST:g}x",
+              f"scoring every token's prefix in its own forward pass reads {n['article_prefix_rescoring_cost']:.1f}x "
+              f"the tokens of one pass (Σ t over t = 1..{ARTICLE_ROLLOUT_TOKENS}); per step (not per token) it is "
+              f"fewer passes still, and a causal PRM with a head at each step's end scores all steps in one pass (1x)"
+              + ours,
+              round(n["article_prefix_rescoring_cost"]) >= ARTICLE_PER_STEP_COST),
+    ]
+
+
+def accuracy_claims(summary: dict, per_seed: dict, mc_rollouts: int) -> list[dict]:
+    """SS-GRPO against GRPO, the share of the gold PRM's gain (undefined without a gain), and
+    the training cost against a PRM labelled by Monte Carlo."""
+    if not {"grpo", "prm_grpo", "ss_grpo"} <= set(summary):
+        return []
+    acc = {m: summary[m]["pass@1"] for m in ("grpo", "prm_grpo", "ss_grpo")}
+    seeds = "; ".join(f"{NAMES[m]} " + "/".join(f"{r['pass@1']:.3f}" for r in per_seed[m]) for m in acc)
+    gain, lead = acc["prm_grpo"] - acc["grpo"], acc["ss_grpo"] - acc["grpo"]
+    share = lead / gain if gain > 0 else math.nan
+    ss = summary["ss_grpo"]
+    ss_extra, mc_extra = ss["train_flops_vs_grpo"] - 1, ss["mc_prm_train_flops_vs_grpo"] - 1
+    wall = ss["train_wall_clock_s"] / summary["prm_grpo"]["train_wall_clock_s"]
+    return [
+        claim("SS-GRPO article, Performance", "SS-GRPO beats GRPO (its table: 77.5% against 72.3%)",
+              f"held-out pass@1, mean of seeds: SS-GRPO {acc['ss_grpo']:.3f} against GRPO {acc['grpo']:.3f} "
+              f"({100 * lead:+.1f} points); per seed: {seeds}", bool(lead > 0)),
+        claim("SS-GRPO article, Performance", f"SS-GRPO recovers {ARTICLE_SHARE:.0%} of the PRM's accuracy gain over "
+              "GRPO (90% or more counts as holding)",
+              (f"{share:.0%} of a {100 * gain:+.1f}-point gain of the gold PRM-GRPO" if gain > 0 else
+               f"not testable here: the gold PRM-GRPO does not beat GRPO ({acc['prm_grpo']:.3f} against "
+               f"{acc['grpo']:.3f}, {100 * gain:+.1f} points), so there is no gain to share; the finding is "
+               f"SS-GRPO against GRPO, {100 * lead:+.1f} points (row above)"),
+              bool(share >= 0.9) if gain > 0 else None),
+        claim("SS-GRPO article, Performance", f"...at {ARTICLE_COST:.0%} of the PRM's training cost (read as cost "
+              "beyond GRPO's, the reading that gives 4% in its table)",
+              f"training FLOPs per rollout against GRPO's: SS-GRPO {ss['train_flops_vs_grpo']:.2f}x; a PRM labelled "
+              f"by Monte Carlo ({mc_rollouts} rollouts per step prefix, its own training not counted) "
+              f"{ss['mc_prm_train_flops_vs_grpo']:.2f}x on the same rollouts; SS-GRPO's extra cost is "
+              f"{ss_extra / mc_extra:.0%} of the PRM's (its total {ss['train_flops_vs_grpo'] / ss['mc_prm_train_flops_vs_grpo']:.0%}). "
+              f"Our PRM-GRPO run's step checker is a free string compare, so SS-GRPO's wall-clock at {wall:.0%} "
+              "of that run's says nothing about a PRM's cost",
+              round(ss_extra / mc_extra, 2) <= ARTICLE_COST),
+    ]
+
+
+def credit_claims(summary: dict) -> list[dict]:
+    """What the article says GRPO does to a flawed step, and whether SS-GRPO's weight changes it."""
+    if "grpo" not in summary:
+        return []
+    credit = {m: summary[m] for m in ("grpo", "ss_grpo", "ss_grpo_signed", "prm_grpo") if m in summary}
+
+    def shares(key: str) -> str:
+        return ", ".join(f"{NAMES[m]} {s[key]:+.2f}" for m, s in credit.items())
+
+    flawed, slips = summary["grpo"]["flawed_right_share"], summary["grpo"]["right_steps_blame"]
+    claims = [
+        claim("SS-GRPO article, The Problem", "a flawed step in a chain that still reaches the right answer is "
+              "reinforced by GRPO",
+              f"{flawed:.1%} of GRPO's rewarded completions (second half of training) hold a wrong line; the credit "
+              f"on it as a share of GRPO's A_i > 0: {shares('flawed_step_credit')}",
+              None if math.isnan(flawed) or flawed == 0 else bool(summary["grpo"]["flawed_step_credit"] > 0)),
+        claim("SS-GRPO article, The Problem", "a correct step followed by a single slip is penalised by GRPO",
+              f"blame on the right steps before the first wrong one in failed completions, as a share of GRPO's "
+              f"A_i < 0 (positive = pushed down): {shares('right_steps_blame')}",
+              None if math.isnan(slips) else bool(slips > 0))]
+    if "ss_grpo" in summary:
+        ss = summary["ss_grpo"]
+        on, before = ss["flawed_step_credit"], ss["flawed_right_steps_credit"]
         claims.append(claim(
-            "SS-GRPO article", "SS-GRPO gets 97% of the PRM's accuracy gain over GRPO at 4% of its cost",
-            f"pass@1 per seed: {seeds}. {share:.0%} of a {100 * gain:+.1f}-point PRM gain; training time {cost:.0%} "
-            f"of the PRM run's (wall-clock: it varies between identical runs); inference {summary['ss_grpo']['inference_flops_vs_grpo']:.2f}x GRPO vs PRM "
-            f"{summary['prm_grpo']['inference_flops_vs_grpo']:.2f}x",
-            bool(gain > 0 and share >= 0.9 and cost <= 0.1)))
+            "SS-GRPO article, The Problem and Mechanics", "SS-GRPO's step weight stops reinforcing the flawed step: "
+            "in a right solution it gets clearly less credit than the solution's right steps (at most 0.9x)",
+            f"SS-GRPO, right completions with a wrong line: credit on the flawed step {on:.2f}, on the right steps "
+            f"before it {before:.2f} (shares of GRPO's A_i; {ss['flawed_right_share']:.1%} of its rewarded "
+            f"completions hold a wrong line)",
+            None if math.isnan(on) or math.isnan(before) else bool(on <= 0.9 * before)))
+    return claims
+
+
+def step_size_claims(summary: dict, per_seed: dict) -> list[dict]:
+    """SS-GRPO against GRPO with SS-GRPO's step size (its advantage scale at each update)."""
+    if not {"ss_grpo", "grpo_scaled"} <= set(summary):
+        return []
+    ss, control = per_seed["ss_grpo"], per_seed["grpo_scaled"]
+    seeds = "; ".join(f"{a['pass@1']:.3f} against {b['pass@1']:.3f}" for a, b in zip(ss, control))
+    grpo = f"; GRPO {summary['grpo']['pass@1']:.3f}" if "grpo" in summary else ""
+    lead = summary["ss_grpo"]["pass@1"] - summary["grpo_scaled"]["pass@1"]
+    return [claim(
+        "SS-GRPO article, Mechanics and Why it works", "the learned step weights give credit to the steps that "
+        "matter: SS-GRPO beats GRPO given the same step size at every update (its advantages scaled by SS-GRPO's "
+        "mean weight), on the mean and on every seed",
+        f"SS-GRPO's push is {summary['ss_grpo']['advantage_scale']:.2f}x GRPO's (second half of training); held-out "
+        f"pass@1 SS-GRPO {summary['ss_grpo']['pass@1']:.3f} against the control {summary['grpo_scaled']['pass@1']:.3f} "
+        f"({100 * lead:+.1f} points; per seed {seeds}){grpo}",
+        bool(lead > 0 and all(a["pass@1"] > b["pass@1"] for a, b in zip(ss, control))))]
+
+
+def estimator_claims(summary: dict) -> list[dict]:
+    """What w(s) learns, the signed variant, the article's objective and its overhead at our scale."""
+    claims = []
     for method in ("ss_grpo", "ss_grpo_signed"):
         if method in summary:
             m = summary[method]
@@ -824,12 +1130,18 @@ def check_claims(summary: dict, per_seed: dict) -> list[dict]:
             f"{m['w_entropy']:.3f} (1 = uniform); all-right groups get target 0 (0/(0 + 1e-8)): "
             f"{m['right_target_zero']:.0%} of right completions were trained toward w = 0",
             bool(m["w_entropy"] < 0.9)))
-        claims.append(claim("SS-GRPO article", "the estimator adds only ~5% overhead (a single forward pass per step)",
-                            f"estimator training + inference {summary['ss_grpo']['credit_wall_clock_share']:.0%} of an "
-                            f"update's wall-clock (it varies between identical runs); +{summary['ss_grpo']['inference_flops_vs_grpo'] - 1:.0%} inference FLOPs per "
-                            "rollout (the 2-layer, 128-wide estimator is bigger than our policy)",
-                            bool(summary["ss_grpo"]["credit_wall_clock_share"] <= 0.05)))
+        claims.append(claim("SS-GRPO article", "the estimator adds only ~5% overhead (a single forward pass per step), "
+                            "measured at our scale",
+                            f"estimator training + inference {m['credit_wall_clock_share']:.0%} of an update's "
+                            f"wall-clock (it varies between identical runs); +{m['inference_flops_vs_grpo'] - 1:.0%} "
+                            "inference FLOPs per rollout (the 2-layer, 128-wide estimator is bigger than our policy)",
+                            bool(m["credit_wall_clock_share"] <= 0.05)))
     return claims
+
+
+def check_claims(summary: dict, per_seed: dict, mc_rollouts: int) -> list[dict]:
+    return (article_claims(article_numbers(summary), summary) + accuracy_claims(summary, per_seed, mc_rollouts)
+            + credit_claims(summary) + step_size_claims(summary, per_seed) + estimator_claims(summary))
 
 
 def length_claims(sweep: dict) -> list[dict]:
@@ -904,22 +1216,27 @@ def print_report(summary: dict, args: Args, before: float, seeds: list[int]) -> 
     rows = []
     for m, s in summary.items():
         a = ARTICLE.get(m)
-        share = (s["pass@1"] - grpo["pass@1"]) / prm_gain if grpo and prm_gain > 0 else math.nan
+        share = (s["pass@1"] - grpo["pass@1"]) / prm_gain if grpo and prm_gain > 0 else "- (no PRM gain)"
         rows.append([NAMES[m], s["pass@1"], s["pass@1"] - before, share, s["train_wall_clock_s"], s["train_wall_clock_vs_grpo"],
-                     s["inference_flops_vs_grpo"], s["evaluator_calls"], s["credit_wall_clock_share"],
-                     f"{a[0]}% / {a[1]} h / {a[2]:g}x" if a else "-"])
+                     s["inference_flops_vs_grpo"], s["train_flops_vs_grpo"], s["mc_prm_train_flops_vs_grpo"],
+                     s["evaluator_calls"], s["credit_wall_clock_share"], f"{a[0]}% / {a[1]} h / {a[2]:g}x" if a else "-"])
     print(f"\nHeld-out pass@1 ({args.eval_problems} problems x {args.final_samples} samples) after {args.rl_steps} "
           f"updates of {args.prompts}x{args.group_size}, mean of seeds {seeds}; cold start {before:.3f}:")
     print(format_table(rows, ["method", "pass@1", "Δ", "share of PRM gain", "train s", "train vs GRPO",
-                              "inference vs GRPO", "evaluator calls", "credit share of update",
-                              "article: acc / time / inference"]))
-    rows = [[NAMES[m], s.get("wrong_step_blame"), s.get("negative_share"), s.get("w_right", "-"),
-             s.get("w_failed", "-"), s.get("w_entropy", "-"), s.get("auroc_outcome", "-"),
-             s.get("auroc_step_right_in_failed", "-"), s.get("localisation_auroc", "-"),
+                              "inference FLOPs vs GRPO", "train FLOPs vs GRPO",
+                              f"MC-label PRM (N={args.mc_rollouts}) train FLOPs", "evaluator calls",
+                              "credit share of update", "article: acc / time / inference"]))
+    rows = [[NAMES[m], s.get("wrong_step_blame"), s.get("right_steps_blame"), s.get("flawed_step_credit"),
+             s.get("flawed_right_steps_credit"), s.get("flawed_right_share"), s.get("advantage_scale"),
+             s.get("negative_share"), s.get("w_right", "-"), s.get("w_failed", "-"), s.get("w_entropy", "-"),
+             s.get("auroc_outcome", "-"), s.get("auroc_step_right_in_failed", "-"), s.get("localisation_auroc", "-"),
              s.get("localisation_top1", "-")] for m, s in summary.items()]
-    print("\nWhat the credit does (second half of training; AUROCs from held-out samples of the trained policy):")
-    print(format_table(rows, ["method", "blame on 1st wrong step", "negative share of |A|", "w right", "w failed",
-                              "w entropy", "AUROC w: outcome", "AUROC w: step right", "loc. AUROC", "loc. top-1"]))
+    print("\nWhat the credit does (second half of training; credit as a share of GRPO's A_i; AUROCs from held-out "
+          "samples of the trained policy):")
+    print(format_table(rows, ["method", "blame 1st wrong step", "blame right steps before it",
+                              "credit flawed step (right sol.)", "credit its right steps", "right sol. with a flaw",
+                              "push vs GRPO", "negative share of |A|", "w right", "w failed", "w entropy",
+                              "AUROC w: outcome", "AUROC w: step right", "loc. AUROC", "loc. top-1"]))
 
 
 def main(args: Args) -> dict:
@@ -934,10 +1251,10 @@ def main(args: Args) -> dict:
     print(f"cold start: held-out pass@1 {before['pass@1']:.3f}")
     runs = compare_methods(initial, tokenizer, args, held_out, device)
     per_seed, summary, sizes = summarise(initial, tokenizer, args, runs)
-    claims = check_claims(summary, per_seed)
+    claims = check_claims(summary, per_seed, args.mc_rollouts)
     plot_all(out, runs)
 
-    metrics = {"cold_start_pass@1": before["pass@1"], **sizes}
+    metrics = {"cold_start_pass@1": before["pass@1"], **sizes, **article_numbers(summary)}
     metrics.update({f"{m}_{k}": v for m, s in summary.items() for k, v in s.items()})
     metrics.update({f"{m}_seed{seed}_pass@1": r["pass@1"] for m, rs in per_seed.items() for seed, r in zip(args.seeds, rs)})
     wall = time.time() - start

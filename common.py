@@ -347,6 +347,16 @@ def plot_curves(ax: plt.Axes, x: np.ndarray, curves: dict[str, np.ndarray],
     ax.grid(alpha=0.3)
 
 
+def loglog_slope(x: list[float] | np.ndarray, y: list[float] | np.ndarray) -> float:
+    """Exponent k of y ∝ x^k, fitted by least squares in log-log over the points where both are
+    positive (1: y grows linearly in x); NaN with fewer than 2 such points."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    ok = (x > 0) & (y > 0)
+    if ok.sum() < 2:
+        return math.nan
+    return float(np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)[0])
+
+
 def moving_average(x: np.ndarray | list[float], window: int) -> np.ndarray:
     """Trailing mean over the last `window` entries (fewer at the start); same length as x.
     NaN entries are skipped; a window with nothing but NaN gives NaN."""
@@ -879,23 +889,37 @@ class ColdStart:
         return hashlib.sha1(json.dumps(dataclasses.asdict(self), sort_keys=True).encode()).hexdigest()[:10]
 
 
-def sft_batch(tokenizer: PreTrainedTokenizerBase, problems: list[ChainProblem], shortcuts: list[bool],
-              device: torch.device | str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Teacher-forcing batch: prompt + target + EOS, right-padded, the target being the worked
-    solution or, where `shortcuts` says so, the bare answer line. Returns ids, attention mask
-    and the loss mask (true on the tokens the model must predict: the target and EOS)."""
-    rows, targets = [], []
-    for p, shortcut in zip(problems, shortcuts):
-        prompt = tokenizer(p.prompt, add_special_tokens=False)["input_ids"]
-        target = p.lines[-1] if shortcut else p.solution
+def text_batch(tokenizer: PreTrainedTokenizerBase, prompts: list[str], targets: list[str],
+               device: torch.device | str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Teacher-forcing batch: prompt + target + EOS per row, right-padded. Returns ids, attention
+    mask and the loss mask (true on the tokens the model must predict: the target and EOS)."""
+    rows, predicted = [], []
+    for prompt_text, target in zip(prompts, targets):
+        prompt = tokenizer(prompt_text, add_special_tokens=False)["input_ids"]
         answer = tokenizer(target, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
         rows.append(prompt + answer)
-        targets.append([False] * len(prompt) + [True] * len(answer))
+        predicted.append([False] * len(prompt) + [True] * len(answer))
     width = max(len(r) for r in rows)
     ids = torch.tensor([r + [tokenizer.pad_token_id] * (width - len(r)) for r in rows])
     attention = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
-    loss_mask = torch.tensor([t + [False] * (width - len(t)) for t in targets])
+    loss_mask = torch.tensor([t + [False] * (width - len(t)) for t in predicted])
     return ids.to(device), attention.to(device), loss_mask.to(device)
+
+
+def sft_batch(tokenizer: PreTrainedTokenizerBase, problems: list[ChainProblem], shortcuts: list[bool],
+              device: torch.device | str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`text_batch` of demonstrations: the target is the worked solution or, where `shortcuts`
+    says so, the bare answer line."""
+    targets = [p.lines[-1] if shortcut else p.solution for p, shortcut in zip(problems, shortcuts)]
+    return text_batch(tokenizer, [p.prompt for p in problems], targets, device)
+
+
+def target_nll(model: PreTrainedModel, ids: torch.Tensor, attention: torch.Tensor,
+               loss_mask: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of the target tokens of a `text_batch` (the prompt is masked out)."""
+    logits = model(input_ids=ids, attention_mask=attention).logits[:, :-1]
+    nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2).float(), ids[:, 1:], reduction="none")
+    return (nll * loss_mask[:, 1:]).sum() / loss_mask[:, 1:].sum()
 
 
 def supervised_finetune(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, task: ChainTask, steps: int, batch: int, lr: float,
@@ -910,10 +934,7 @@ def supervised_finetune(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBa
     losses = []
     for _ in tqdm(range(steps), desc="cold start (SFT)", leave=False, disable=not progress):
         shortcuts = (rng.random(batch) < shortcut_prob).tolist()
-        ids, attention, loss_mask = sft_batch(tokenizer, task.sample(batch, rng, exclude=exclude), shortcuts, device)
-        logits = model(input_ids=ids, attention_mask=attention).logits[:, :-1]
-        nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2).float(), ids[:, 1:], reduction="none")
-        loss = (nll * loss_mask[:, 1:]).sum() / loss_mask[:, 1:].sum()
+        loss = target_nll(model, *sft_batch(tokenizer, task.sample(batch, rng, exclude=exclude), shortcuts, device))
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()

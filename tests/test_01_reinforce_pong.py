@@ -1,12 +1,15 @@
 """01_reinforce_pong: reward-to-go, the loss, Pong dynamics, Karpathy's preprocessing, credit,
 per-point gradients, runs."""
 
+import dataclasses
 import importlib
 import math
 
 import numpy as np
 import pytest
 import torch
+
+import common
 
 pong = importlib.import_module("01_reinforce_pong")
 
@@ -300,6 +303,38 @@ def test_frame_difference_is_zero_at_a_new_game():
     x = diff(frame, new_game=torch.tensor([True, False]))
     assert x.dtype == torch.int8 and x.shape == (2, 2, 4, 4)
     assert torch.all(x[0, 1] == 0) and torch.all(x[1, 1] == 1) and torch.all(x[:, 0] == 1)
+
+
+def test_frame_difference_without_motion_keeps_the_frame_and_zeroes_the_difference():
+    first, frame = torch.zeros(2, 4, 4), torch.ones(2, 4, 4)
+    blind, sighted = pong.FrameDifference(first, motion=False), pong.FrameDifference(first)
+    x, y = blind(frame), sighted(frame)
+    assert torch.equal(x[:, 0], y[:, 0]) and torch.all(y[:, 1] == 1) and torch.all(x[:, 1] == 0)
+
+
+def test_player_without_motion_feeds_the_policy_no_difference():
+    for motion in (False, True):
+        env = pong.Pong(4, seed=0)
+        window, _ = pong.Player(env, pong.PixelPolicy(env.size, 4), motion=motion).play(20)
+        moving = bool(window.inputs[:, :, 1].any())
+        assert moving == motion and window.inputs[:, :, 0].any()
+
+
+def test_blindness_claim_holds_only_when_every_blind_seed_ends_below_every_sighted_one():
+    runs = {"win_rates_per_seed": {"rtg_baseline": [0.80, 0.75]}, "frames_to_70pct_per_seed": {"rtg_baseline": [1e6, 2e6]}}
+    blind = {"win_rates": [0.70, 0.74], "frames_to_70pct": [3e6, math.nan]}
+    [verdict] = pong.blindness_claims(runs, blind)
+    assert verdict["holds"] is True and "0.740" in verdict["measured"] and "never" in verdict["measured"]
+    assert pong.blindness_claims(runs, {**blind, "win_rates": [0.70, 0.76]})[0]["holds"] is False
+    assert pong.blindness_claims(runs, None) == []
+
+
+def test_state_blindness_study_trains_each_seed_on_its_budget():
+    args = dataclasses.replace(common.apply_smoke(pong.Args(smoke=True, device="cpu")), seeds=2)
+    blind = pong.state_blindness_study(args, torch.device("cpu"))
+    per_update = args.num_envs * args.window_len
+    assert [c["frames"][-1] for c in blind["curves"]] == [args.frames // per_update * per_update] * 2
+    assert len(blind["win_rates"]) == 2 and all(0 <= r <= 1 for r in blind["win_rates"])
 
 
 def test_random_policy_wins_few_points_and_tracking_wins_most():
@@ -645,8 +680,8 @@ def replay(monkeypatch, window, agent_hit=None):
     made = []
 
     class FakePlayer:
-        def __init__(self, env, policy):
-            self.env, self.policy = env, policy
+        def __init__(self, env, policy, motion=True):
+            self.env, self.policy, self.motion = env, policy, motion
             made.append(self)
 
         def play(self, steps):
@@ -673,7 +708,9 @@ def test_win_rate_counts_the_points_of_fresh_games(monkeypatch):
     policy = tiny_policy(16, 8)
     assert pong.win_rate(args, policy, 7, torch.device("cpu")) == 3 / 4
     player = made[-1]
-    assert player.policy is policy and player.steps == 13
+    assert player.policy is policy and player.steps == 13 and player.motion is True
+    pong.win_rate(args, policy, 7, torch.device("cpu"), motion=False)
+    assert made[-1].motion is False  # a frame-only policy is evaluated on the frame alone
     assert isinstance(player.env, pong.Pong) and player.env.size == 16 and player.env.generator.initial_seed() == 7
     pong.win_rate(args, None, 7, torch.device("cpu"))  # a coin flip: P(up) = 0.5 on every frame
     torch.testing.assert_close(made[-1].policy(torch.randn(3, 2, 16, 16)), torch.zeros(3))
@@ -860,12 +897,6 @@ def test_gradient_variance_study_needs_two_points(monkeypatch):
     assert study["points"] == 1 and study["bin_mean_length"] == [] and math.isnan(study["mean_length"])
     for name in VARIANCE_SETUPS:
         assert math.isnan(study[name]["total"]) and study[name]["by_length"] == [] and math.isnan(study[name]["slope"])
-
-
-def test_loglog_slope_recovers_a_power_law():
-    x = [10.0, 20.0, 40.0, 80.0]
-    assert math.isclose(pong.loglog_slope(x, [3 * v**1.5 for v in x]), 1.5, rel_tol=1e-6)
-    assert math.isnan(pong.loglog_slope([1.0], [1.0]))
 
 
 # ------------------------------------------------------------------------------------ claims

@@ -497,11 +497,83 @@ def gaps_with(**changes):
 
 
 def test_claims_the_discount_arithmetic_is_checked_and_each_claim_names_its_source():
-    claims = gae_script.check_claims({10: HOLDS}, gaps_with())
-    assert [c["holds"] for c in claims[:3]] == [True, False, True]  # 0.999^999 is 0.37, not 0.00043
+    claims = gae_script.arithmetic_claims()
+    assert [c["holds"] for c in claims] == [True, False, True, True, True]  # 0.999^999 is 0.37, not 0.00043
     assert [c["source"] for c in claims] == ["survey §2.1", "survey §3", "over-long-generations",
-                                             "survey §4.1.1", "survey §4.1.1"]
+                                             "whole-game §3 (and App. A)", "whole-game §3"]
     assert "0.99^500" in claims[0]["claim"] and "0.99^500 = 0.0066" in claims[0]["measured"]
+    assert "7,748 steps at γ = 0.999" in claims[1]["measured"] and "771 at γ = 0.99" in claims[1]["measured"]
+    assert "[1.0, 1.0, 1.0, 1.0, 1.0]" in claims[3]["measured"]
+
+
+def test_decay_steps_inverts_the_discount():
+    for gamma, fraction in ((0.999, 0.00043), (0.99, 0.0066), (0.5, 0.25)):
+        assert math.isclose(gamma ** gae_script.decay_steps(gamma, fraction), fraction, rel_tol=1e-9)
+    assert gae_script.decay_steps(0.5, 0.25) == pytest.approx(2.0)
+    assert round(gae_script.decay_steps(0.999, 0.00043)) == 7748  # the essay's number needs 7,748 steps
+
+
+def test_toy_reward_to_go_sums_the_rest_of_the_episode():
+    assert gae_script.toy_reward_to_go([0, 0, 0, 0, 1]) == [1.0] * 5
+    assert gae_script.toy_reward_to_go([0, 1, 0, 2]) == [3.0, 3.0, 2.0, 2.0]
+    assert gae_script.toy_reward_to_go([0.5]) == [0.5]
+
+
+def fake_dilemma(lengths=(5, 20, 80), credit_factor=1.0, credit_at_one=1.0, var_power=1.0, snr=None):
+    """A dilemma result as `dilemmas` returns it, with each claim's ingredient adjustable."""
+    lengths = list(lengths)
+    credit = {g: [credit_factor * g ** (L + 1) for L in lengths] for g in gae_script.DISCOUNTS if g < 1}
+    credit[1.0] = [credit_at_one] * len(lengths)
+    var = [0.01 * L**var_power for L in lengths]
+    return {"lengths": lengths, "relative_credit": credit, "key_var": var,
+            "snr": snr if snr is not None else [1 / v for v in var]}
+
+
+@pytest.mark.parametrize("dilemma,verdicts", [
+    (fake_dilemma(), [True, True, True, True]),
+    (fake_dilemma(credit_factor=1.01), [False, True, True, True]),  # credit off γ^(L+1) by 1%
+    (fake_dilemma(credit_at_one=0.9), [False, False, True, True]),  # γ = 1 loses signal (and is not 1^d)
+    (fake_dilemma(var_power=2.0), [True, True, True, False]),  # variance ∝ L²: grows, but not ∝ L
+    (fake_dilemma(var_power=-1.0), [True, True, False, False]),  # variance falls
+    (fake_dilemma(snr=[2.0, 3.0, 1.0]), [True, True, False, True]),  # the signal does not wash out steadily
+    (fake_dilemma(lengths=(5,)), [True, True, None, None]),  # one length: no trend
+])
+def test_dilemma_claims_verdicts_follow_the_numbers(dilemma, verdicts):
+    claims = gae_script.dilemma_claims(dilemma)
+    assert [c["holds"] for c in claims] == verdicts
+    assert [c["source"] for c in claims] == ["survey §2.1", "survey §3", "survey §3", "survey §5"]
+
+
+def test_dilemma_claims_report_the_slope_and_the_ends_of_the_range():
+    claims = gae_script.dilemma_claims(fake_dilemma())
+    assert "0.05 → 0.8" in claims[2]["measured"] and "20 → 1.25" in claims[2]["measured"]
+    assert "∝ L^1.00" in claims[3]["measured"]
+
+
+def fake_learning(td=(1536, 7536), mc=(1008, 992), gae=(1056, 1808)):
+    return {name: {5: [a, a, a], 80: [b, b, b]}
+            for name, (a, b) in (("MC (λ=1)", mc), ("GAE (λ=0.9)", gae), ("TD(0) (λ=0)", td))}
+
+
+@pytest.mark.parametrize("learning,holds", [
+    (fake_learning(), True),  # TD 4.9x, MC 1.0x
+    (fake_learning(td=(1000, 1900)), False),  # TD 1.9x: not twice MC's growth
+    (fake_learning(td=(1000, 2100), mc=(1000, 1100)), False),  # 2.1x against 2 x 1.1x
+    (fake_learning(td=(1000, 20_000)), True),  # never solved at the longest L: ≥ 20x is enough
+    (fake_learning(td=(15_000, 20_000)), None),  # censored at 1.3x: cannot tell
+    (fake_learning(td=(20_000, 20_000)), None),  # TD never solved: nothing measured
+    (fake_learning(mc=(1000, 20_000)), None),  # MC never solved
+])
+def test_learning_claim_compares_td_growth_with_mc_growth(learning, holds):
+    claims = gae_script.learning_claims(learning, [5, 80], budget=20_000)
+    assert len(claims) == 1 and claims[0]["holds"] is holds and claims[0]["source"] == "survey §2.1"
+
+
+def test_learning_claim_reports_growth_and_marks_a_censored_one():
+    measured = gae_script.learning_claims(fake_learning(td=(1000, 20_000)), [5, 80], 20_000)[0]["measured"]
+    assert "TD(0) (λ=0) 1,000 → 20,000 (≥ 20.0x)" in measured and "MC (λ=1) 1,008 → 992 (0.98x)" not in measured
+    assert "MC (λ=1) 1,008 → 992 (1.0x)" in measured
+    assert gae_script.learning_claims(fake_learning(), [5], 20_000)[0]["holds"] is None
 
 
 @pytest.mark.parametrize("study,holds", [
@@ -514,17 +586,17 @@ def test_claims_the_discount_arithmetic_is_checked_and_each_claim_names_its_sour
     ({3: HOLDS, 10: FAILS}, False),
 ])
 def test_claims_td_vs_mc_verdict_follows_the_noisy_critic_at_the_longest_length(study, holds):
-    claims = gae_script.check_claims(study, gaps_with())
-    assert len(claims) == 5
-    assert claims[3]["holds"] is holds
-    assert "L=10" in claims[3]["measured"]
+    claims = gae_script.estimator_claims(study, gaps_with())
+    assert len(claims) == 2
+    assert claims[0]["holds"] is holds
+    assert "L=10" in claims[0]["measured"]
 
 
 def test_claims_td_vs_mc_is_skipped_without_both_estimators():
     study = {10: {critic: {gae_script.gae_name(0): {"key_var": 1.0, "key_bias2": 1.0}}  # no λ = 1
                   for critic in ("noisy V", "exact V")}}
-    claims = gae_script.check_claims(study, gaps_with())
-    assert len(claims) == 4 and "reduces to the Monte Carlo" in claims[3]["claim"]
+    claims = gae_script.estimator_claims(study, gaps_with())
+    assert len(claims) == 1 and "reduces to the Monte Carlo" in claims[0]["claim"]
 
 
 @pytest.mark.parametrize("changes,holds", [
@@ -534,13 +606,13 @@ def test_claims_td_vs_mc_is_skipped_without_both_estimators():
     ({"exact_10": 1e-3}, False),  # even λ = 1 off
 ])
 def test_claims_gae_reduces_to_mc_verdict_is_computed_from_the_gaps(changes, holds):
-    claim = gae_script.check_claims({10: HOLDS}, gaps_with(**changes))[-1]
+    claim = gae_script.estimator_claims({10: HOLDS}, gaps_with(**changes))[-1]
     assert "reduces to the Monte Carlo" in claim["claim"] and claim["holds"] is holds
 
 
 def test_claims_gae_vs_mc_reports_the_largest_gap_below_lambda_one():
     gaps = {"exact V": {0.0: 0.3, 0.5: 0.25, 1.0: 0.7}, "V = 0": {0.9: 0.46, 1.0: 0.0}}
-    measured = gae_script.check_claims({10: HOLDS}, gaps)[-1]["measured"]
+    measured = gae_script.estimator_claims({10: HOLDS}, gaps)[-1]["measured"]
     assert "λ=1 7.0e-01" in measured and "λ<1 up to 0.30" in measured and "λ=0.9: 0.46" in measured
 
 
@@ -554,7 +626,7 @@ def test_smoke_run_writes_results_and_figures(tmp_path, read_results):
     for name in ("bias_variance_lambda.png", "bias_variance_nstep.png", "dilemmas.png",
                  "episodes_to_solve.png", "diagram4.png"):
         assert (tmp_path / name).stat().st_size > 1000
-    assert data["metrics"] == common.json_ready(result["metrics"]) and len(data["claims"]) == 5
+    assert data["metrics"] == common.json_ready(result["metrics"]) and len(data["claims"]) == 12
     metrics = data["metrics"]
     assert all(np.isfinite(v) for v in metrics.values())
     smoke = common.apply_smoke(args)

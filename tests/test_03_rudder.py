@@ -86,6 +86,90 @@ def test_credit_share_ignores_what_every_episode_gets():
     torch.testing.assert_close(rudder.credit_share(redistributed), torch.tensor([0.0, 1.0, 0.0]))
 
 
+def test_future_rewards_is_what_is_still_to_come_after_each_step():
+    rewards = torch.tensor([[1.0, 0.0], [2.0, 1.0], [3.0, 5.0]])
+    torch.testing.assert_close(rudder.future_rewards(rewards), torch.tensor([[5.0, 6.0], [3.0, 5.0], [0.0, 0.0]]))
+
+
+def test_pair_means_and_conditional_variance_against_a_loop():
+    g = torch.Generator().manual_seed(3)
+    episode = {"states": torch.randint(0, 4, (6, 50), generator=g), "actions": torch.randint(0, 2, (6, 50), generator=g)}
+    values = torch.randn(6, 50, generator=g)
+    pairs = rudder.pair_index(episode)
+    assert torch.equal(pairs, 2 * episode["states"] + episode["actions"])
+    means, counts = rudder.pair_means(values, pairs, 10)
+    squares = 0.0
+    for p in range(10):
+        visits = values[pairs == p]
+        assert counts[p] == len(visits)
+        assert float(means[p]) == pytest.approx(float(visits.mean()) if len(visits) else 0.0, abs=1e-6)
+        squares += float(((visits - visits.mean()) ** 2).sum()) if len(visits) else 0.0
+    assert counts[8:].sum() == 0  # states 4 never visited: their means stay 0
+    assert rudder.conditional_variance(values, pairs, 10) == pytest.approx(squares / values.numel(), rel=1e-5)
+
+
+def hand_chain():
+    """s0: action 0 goes to s1 (reward 0), action 1 ends (0.5); s1: action 0 ends with 1, action 1
+    with 0; state 2 is terminal."""
+    P, R = torch.zeros(3, 2, 3, dtype=torch.float64), torch.zeros(3, 2, dtype=torch.float64)
+    P[0, 0, 1] = P[0, 1, 2] = P[1, :, 2] = P[2, :, 2] = 1.0
+    R[0, 1], R[1, 0] = 0.5, 1.0
+    return P, R
+
+
+def test_optimal_q_on_a_hand_chain():
+    P, R = hand_chain()
+    torch.testing.assert_close(rudder.optimal_q(P, R), torch.tensor([[1.0, 0.5], [1.0, 0.0], [0.0, 0.0]], dtype=torch.float64))
+    torch.testing.assert_close(rudder.optimal_q(P, R, gamma=0.4)[0], torch.tensor([0.4, 0.5], dtype=torch.float64))
+
+
+def test_potential_shaping_adds_the_expected_change_of_potential():
+    P, R = hand_chain()
+    potential = torch.tensor([2.0, -1.0, 0.0], dtype=torch.float64)
+    shaped = rudder.potential_shaping(P, R, potential)
+    # s0, a0: 0 + Φ(s1) - Φ(s0) = -3; s0, a1: 0.5 + 0 - 2; s1: r + 0 + 1
+    torch.testing.assert_close(shaped, torch.tensor([[-3.0, -1.5], [2.0, 1.0], [0.0, 0.0]], dtype=torch.float64))
+    # Ng et al.: Q*' = Q* - Φ(s), so the argmax stays
+    torch.testing.assert_close(rudder.optimal_q(P, shaped), rudder.optimal_q(P, R) - potential[:, None])
+
+
+def test_shaping_study_keeps_the_argmax_and_a_value_potential_leaves_no_future_reward():
+    study = rudder.shaping_study(rudder.Args(corridor=4, distractor_prob=0.5), seed=1)
+    assert study["decisive_states"] == 2  # the key room (and its unreachable twin with the key)
+    assert study["argmax_kept"] is True and study["identity_gap"] < 1e-12
+    assert study["value_potential_future_max"] < 1e-12
+    # without shaping, the future reward expected after the key room is the door's 1 and the distractors
+    env = common.KeyToDoor(1, corridor=4, distractor_prob=0.5)
+    P, R = env.model()
+    uniform = torch.full_like(R, 0.5)
+    _, Q = common.evaluate_policy(P, R, uniform, 1.0)
+    assert float((Q - R)[0, 1]) == pytest.approx(1 + 4 * 0.5 * env.distractor)
+
+
+def test_redistribution_properties_of_the_optimal_redistribution_and_of_none():
+    env, episode = key_to_door_episodes(4000, corridor=3, distractor_prob=0.5, seed=2)
+    rewards, expected = episode["rewards"], 0.5 * env.distractor  # E[a distractor step's reward]
+    # the optimal r̃: E[G | a_0] at the key step, each distractor's surprise as it comes, 0 at the door
+    optimal = torch.zeros_like(rewards)
+    optimal[0] = episode["actions"][0] + 3 * expected
+    optimal[1:-1] = rewards[1:-1] - expected
+    torch.testing.assert_close(optimal.sum(0), rewards.sum(0))
+    got = rudder.redistribution_properties(env, episode, optimal)
+    assert got["expected_future_max[redistributed]"] < 0.02
+    assert got["expected_future_max[original]"] == pytest.approx(1 + 3 * expected, abs=0.02)
+    assert got["mc_variance_at_key[redistributed]"] == pytest.approx(got["mc_variance_at_key[original]"], rel=1e-5)
+    # the distractors still to come are as noisy after redistribution as before
+    assert got["mc_variance_all_steps[redistributed]"] == pytest.approx(got["mc_variance_all_steps[original]"], rel=0.05)
+    assert got["optimal_key_action[redistributed]"] == got["optimal_key_action[original]"] == 1
+    assert got["optimal_start_value[original]"] == pytest.approx(1 + 3 * expected)
+    assert got["optimal_start_value[redistributed]"] == pytest.approx(1 + 3 * expected, abs=0.02)
+    unchanged = rudder.redistribution_properties(env, episode, rewards)
+    assert unchanged["expected_future_max[redistributed]"] == pytest.approx(unchanged["expected_future_max[original]"])
+    backwards = torch.zeros_like(rewards)
+    backwards[-1] = rewards.sum(0)  # everything at the door: the most delayed redistribution
+    assert rudder.redistribution_properties(env, episode, backwards)["expected_future_max[redistributed]"] > 1
+
+
 def test_predictor_loss_on_a_hand_case():
     predictions = torch.tensor([[0.0, 1.0], [2.0, 1.0]])  # T = 2, N = 2
     returns = torch.tensor([1.0, 3.0])
@@ -537,6 +621,9 @@ def test_predictor_study_reports_what_its_trained_predictor_does(monkeypatch):
     assert study["credit_share_at_key"] == pytest.approx(float(rudder.credit_share(redistributed)[0]))
     assert study["max_abs_sum_minus_return"] == pytest.approx(float((redistributed.sum(0) - returns).abs().max()), abs=1e-7)
     assert study["max_abs_sum_minus_return"] < 1e-5
+    env, _ = rudder.uniform_episodes(args, 0.5, "cpu")
+    for key, value in rudder.redistribution_properties(env, episode, redistributed).items():
+        assert study[key] == pytest.approx(value), key
 
 
 def test_transport_demo_marks_the_steps_its_classifier_attends_to(monkeypatch):
@@ -859,16 +946,19 @@ def test_best_step_size_is_the_lowest_median():
     assert rudder.best_alpha({"episodes": np.array([[1, 9, 9], [5, 5, 5]])}) == 1
 
 
-def watch_summary(td, ru):
-    """Episodes to solve at step sizes (0.1, 0.3) over three seeds: TD's and RUDDER's by row."""
-    return {TD: {"episodes": np.array(td), "budget": 5000}, MC: {"episodes": np.array([[900] * 3, [800] * 3]), "budget": 5000},
-            "RUDDER": {"episodes": np.array(ru), "budget": 500}}
+def watch_summary(td, ru, mc=((900,) * 3, (800,) * 3), seconds=(0.001, 0.001, 0.01)):
+    """Episodes to solve at step sizes (0.1, 0.3) over three seeds, by row, and seconds per episode
+    (TD, MC, RUDDER)."""
+    return {TD: {"episodes": np.array(td), "budget": 5000, "seconds_per_episode": seconds[0]},
+            MC: {"episodes": np.array(mc), "budget": 5000, "seconds_per_episode": seconds[1]},
+            "RUDDER": {"episodes": np.array(ru), "budget": 500, "seconds_per_episode": seconds[2]}}
 
 
 def test_watch_claim_holds_only_when_rudder_needs_ten_times_fewer_episodes():
     args = rudder.Args(watch_alphas="0.1,0.3")
     td = [[4000, 4000, 5000], [1000, 900, 1100]]  # best at 0.3: median 1000
     metrics, claims = rudder.watch_claims(args, watch_summary(td, [[90, 100, 500], [300, 300, 300]]))  # 100 at 0.1
+    claims = claims[:4]  # the authors' numbers and ratio; RUDDER vs MC and the overhead are tested below
     assert metrics["watch_ratio_Q_over_RUDDER"] == 10.0 and claims[-1]["holds"] is True
     assert metrics["watch_best_alpha[Q-learning (TD)]"] == 0.3 and metrics["watch_best_alpha[RUDDER]"] == 0.1
     assert metrics["watch_episodes_to_solve[RUDDER, α=0.3]"] == 300.0
@@ -879,29 +969,95 @@ def test_watch_claim_holds_only_when_rudder_needs_ten_times_fewer_episodes():
     assert claims[2]["measured"] == "ours: median 100 (range 90-500) at α=0.1, 1 of 3 seeds unsolved in 500"
     assert "10.0x, each at its best step size; at equal step sizes α=0.1: 40.0x, α=0.3: 3.3x" in claims[-1]["measured"]
     metrics, claims = rudder.watch_claims(args, watch_summary(td, [[90, 101, 500], [300, 300, 300]]))
-    assert metrics["watch_ratio_Q_over_RUDDER"] == pytest.approx(1000 / 101) and claims[-1]["holds"] is False
+    assert metrics["watch_ratio_Q_over_RUDDER"] == pytest.approx(1000 / 101) and claims[3]["holds"] is False
 
 
-def delay_summary(td, credit=0.6, gap=1e-6):
+@pytest.mark.parametrize("ru,mc,holds", [
+    ([[90, 100, 500], [300] * 3], [[900] * 3, [800] * 3], True),  # 100 vs 800
+    ([[450] * 3, [480] * 3], [[900] * 3, [400] * 3], False),  # RUDDER needs more: 450 vs 400
+    ([[500] * 3, [500] * 3], [[900] * 3, [400] * 3], False),  # RUDDER never solves, MC solved within 500
+    ([[500] * 3, [500] * 3], [[900] * 3, [800] * 3], None),  # RUDDER never solves, MC only after 500
+    ([[100] * 3, [300] * 3], [[5000] * 3, [5000] * 3], True),  # MC never solves
+])
+def test_watch_claim_rudder_against_monte_carlo_minds_the_budgets(ru, mc, holds):
+    args = rudder.Args(watch_alphas="0.1,0.3")
+    _, claims = rudder.watch_claims(args, watch_summary([[4000] * 3, [1000] * 3], ru, mc=mc))
+    versus = claims[4]
+    assert versus["claim"] == "RUDDER needs fewer episodes than Monte Carlo" and versus["holds"] is holds
+
+
+def test_watch_claim_overhead_compares_rudders_seconds_per_episode_with_q_learning():
+    args = rudder.Args(watch_alphas="0.1,0.3", watch_seeds=3)
+    summary = dict(td=[[4000] * 3, [1000] * 3], ru=[[100] * 3, [300] * 3])
+    metrics, claims = rudder.watch_claims(args, watch_summary(**summary, seconds=(0.002, 0.001, 0.03)))
+    assert claims[5]["holds"] is True and claims[5]["source"] == "survey §5"
+    assert "all 6 learners at once" in claims[5]["measured"] and "RUDDER / Q-learning 15x" in claims[5]["measured"]
+    assert metrics["watch_seconds_per_episode[RUDDER]"] == 0.03
+    _, claims = rudder.watch_claims(args, watch_summary(**summary, seconds=(0.002, 0.001, 0.002)))
+    assert claims[5]["holds"] is False
+
+
+@pytest.mark.parametrize("args_,holds", [
+    ((100, 500, 200, 5000), True), ((300, 500, 200, 5000), False),
+    ((500, 500, 400, 5000), False), ((500, 500, 600, 5000), None), ((500, 500, 5000, 5000), None),
+    ((400, 500, 5000, 5000), True), ((400, 500, 300, 300), None),
+])
+def test_fewer_episodes_reads_a_median_at_the_budget_as_unsolved(args_, holds):
+    assert rudder.fewer_episodes(*args_) is holds
+
+
+def delay_summary(td, credit=0.6, gap=1e-6, mc=None, ru=None):
     args = rudder.Args(sweep=",".join(str(L) for L in (5, 10, 20, 40)[:len(td)]))
+    mc, ru = mc or [50.0] * len(td), ru or [10.0] * len(td)
     results = {TD: {L: [v, v, v] for L, v in zip(args.sweep_list, td)},
-               MC: {L: [50.0] * 3 for L in args.sweep_list}, "RUDDER": {L: [10.0] * 3 for L in args.sweep_list}}
+               MC: {L: [v] * 3 for L, v in zip(args.sweep_list, mc)}, "RUDDER": {L: [v] * 3 for L, v in zip(args.sweep_list, ru)}}
     return rudder.delay_claims(args, results, {"credit_share_at_key": credit, "max_abs_sum_minus_return": gap})
 
 
 def test_delay_claims_follow_the_growth_law_the_credit_share_and_the_return_gap():
     exponential, power = [2 * 1.1**L for L in (5, 10, 20, 40)], [3 * L**1.5 for L in (5, 10, 20, 40)]
-    metrics, claims = delay_summary(exponential)
-    assert [c["holds"] for c in claims] == [True, True, True]
-    assert "L = 5: 0.3x, 10: 0.5x, 20: 1.3x, 40: 9.1x;" in claims[0]["measured"]  # TD / RUDDER (10 episodes)
-    assert [c["source"] for c in claims] == ["RUDDER paper, survey §5", "survey §5", "survey §5"]
-    assert "exponentially faster" in claims[0]["claim"] and "sum to the original return" in claims[2]["claim"]
+    metrics, claims = delay_summary(exponential, mc=[10 * v for v in exponential])
+    assert [c["holds"] for c in claims] == [True, True, True, None, True, True]
+    assert "L = 5: 0.3x, 10: 0.5x, 20: 1.3x, 40: 9.1x;" in claims[1]["measured"]  # TD / RUDDER (10 episodes)
+    assert "RUDDER needs 10 at every L" in claims[1]["measured"]  # not "within 10-10"
+    assert [c["source"] for c in claims] == ["survey §5 (RUDDER paper's theorem)"] + ["survey §5 (RUDDER paper)"] * 3 + [
+        "survey §5", "survey §5"]
+    assert "exponential in the delay" in claims[0]["claim"] and "sum to the original return" in claims[5]["claim"]
+    assert "Monte Carlo tree search" in claims[3]["claim"] and "no tree search" in claims[3]["measured"]
     assert metrics["L20_episodes_to_solve[Q-learning (TD)]"] == pytest.approx(2 * 1.1**20)
     assert metrics["L40_episodes_to_solve[RUDDER]"] == 10.0
-    assert [c["holds"] for c in delay_summary(power, credit=0.5, gap=1e-4)[1]] == [False, False, False]
-    assert [c["holds"] for c in delay_summary(power, credit=0.4, gap=1e-3)[1]] == [False, False, False]
+    assert [c["holds"] for c in delay_summary(power, credit=0.5, gap=1e-4)[1]] == [False, False, False, None, False, False]
+    assert [c["holds"] for c in delay_summary(power, credit=0.4, gap=1e-3)[1]] == [False, False, False, None, False, False]
     assert delay_summary(exponential[:2])[1][0]["holds"] is None  # two lengths cannot tell the laws apart
     assert delay_summary(exponential[:3])[1][0]["holds"] is True
+
+
+def test_delay_claims_rudder_against_monte_carlo_is_its_lead_not_mcs_own_growth():
+    td = [2 * 1.1**L for L in (5, 10, 20, 40)]
+    tie = delay_summary(td, mc=[16.0] * 4, ru=[16.0] * 4)[1][2]
+    assert tie["holds"] is False and "1.0x" in tie["measured"] and "MC needs 16 at every L, RUDDER 16 at every L" in tie["measured"]
+    # RUDDER's lead over MC grows exponentially while RUDDER itself grows too
+    ru = [10 + L for L in (5, 10, 20, 40)]
+    assert delay_summary(td, mc=[r * 1.2**L for r, L in zip(ru, (5, 10, 20, 40))], ru=ru)[1][2]["holds"] is True
+    assert "RUDDER 15 to 50" in delay_summary(td, ru=ru)[1][2]["measured"]
+
+
+@pytest.mark.parametrize("ratios,holds", [
+    ([1.0, 1.0, 1.0], False),  # never faster
+    ([0.5, 0.8, 1.0], False),  # not faster anywhere
+    ([3.0, 3.0, 3.0], False),  # faster, but the lead does not grow
+    ([4.0, 3.0, 2.0], False),  # the lead shrinks
+    ([1.1**5, 1.1**10, 1.1**20], True),  # exponential lead
+    ([5**1.5, 10**1.5, 20**1.5], False),  # power-law lead
+    ([2.0, 4.0], None),  # two lengths: cannot tell
+])
+def test_speedup_verdict(ratios, holds):
+    assert rudder.speedup_verdict([5, 10, 20][:len(ratios)], ratios) is holds
+
+
+def test_range_text():
+    assert rudder.range_text([16.0, 16.0]) == "16 at every L"
+    assert rudder.range_text([128.0, 32.0, 1520.0]) == "32 to 1,520"
 
 
 def transport_summary(gains, changed=0.1, lengths=(3, 5, 9, 20), horizon=10):
@@ -915,16 +1071,79 @@ def transport_summary(gains, changed=0.1, lengths=(3, 5, 9, 20), horizon=10):
 def test_transport_claims_compare_the_gains_on_either_side_of_the_horizon():
     # L = 9: L + 1 = τ_γ = 10 steps from the key to the door, so it counts as beyond the horizon
     metrics, claims = transport_summary([1.0, 2.0, 3.0, 1.0])
-    assert [c["holds"] for c in claims] == [True, True]
+    assert [c["holds"] for c in claims] == [True, True, False]  # TRT's 100 episodes against RUDDER's 7
     assert claims[0]["measured"].endswith("L = 3: 1.0x, 5: 2.0x, 9: 3.0x, 20: 1.0x")
-    assert [c["source"] for c in claims] == ["survey §6", "survey §4.1.4"]
+    assert [c["source"] for c in claims] == ["survey §6", "survey §4.1.4", "survey §4.1.5"]
+    assert "L = 3: 100 vs 7, 5: 100 vs 7" in claims[2]["measured"] and "fewer at 0 of 4" in claims[2]["measured"]
     assert metrics["trt_L9_episodes_to_solve[Q-learning (TD)]"] == 300.0
     assert metrics["trt_share_changed_at_key"] == 0.25 and metrics["trt_share_of_steps_changed"] == 0.1
-    assert [c["holds"] for c in transport_summary([1.0, 3.5, 3.0, 1.0], changed=0.2)[1]] == [False, False]
+    assert [c["holds"] for c in transport_summary([1.0, 3.5, 3.0, 1.0], changed=0.2)[1]] == [False, False, False]
     assert transport_summary([1.0, 3.0, 3.0, 1.0])[1][0]["holds"] is False  # a tie is not "largest"
     assert transport_summary([1.0, 2.0, 3.0, 1.0], horizon=11)[1][0]["holds"] is False  # now L = 9 is below
     assert transport_summary([2.0, 3.0], lengths=(5, 8))[1][0]["holds"] is None  # nothing beyond τ_γ
     assert transport_summary([2.0, 3.0], lengths=(10, 20))[1][0]["holds"] is None  # nothing below
+
+
+@pytest.mark.parametrize("trt,holds", [([5.0, 5.0, 50.0], True), ([5.0, 50.0, 50.0], False), ([7.0, 7.0, 7.0], False)])
+def test_transport_claim_trt_against_rudder_counts_the_lengths_where_trt_needs_fewer(trt, holds):
+    args = rudder.Args(trt_sweep="3,5,9")
+    results = {TD: {L: [100.0] for L in (3, 5, 9)}, "TRT": {L: [v] for L, v in zip((3, 5, 9), trt)},
+               "RUDDER": {L: [7.0] for L in (3, 5, 9)}}
+    _, claims = rudder.transport_claims(args, results, {"horizon": 4, "share_of_steps_changed": 0.1,
+                                                         "share_changed_at_key": 0.2})
+    assert claims[2]["holds"] is holds
+
+
+def sweeps_for_distractors(with_distractors, without, lengths=(5, 10, 20)):
+    args = rudder.Args(sweep="5,10,20,80", trt_sweep=",".join(map(str, lengths)))
+    delay = {TD: {L: [100.0] for L in args.sweep_list}, "RUDDER": {L: [v] for L, v in zip(args.sweep_list, without)}}
+    transport_sweep = {TD: {L: [300.0] for L in lengths}, "RUDDER": {L: [v] for L, v in zip(lengths, with_distractors)}}
+    return rudder.distractor_claim(args, delay, transport_sweep)
+
+
+def test_distractor_claim_asks_whether_rudder_needs_more_episodes_with_distractor_rewards():
+    tie = sweeps_for_distractors([16.0] * 3, [16.0] * 4)
+    assert tie["holds"] is False and tie["source"] == "survey §5"
+    assert "L = 5: 16 vs 16, 10: 16 vs 16, 20: 16 vs 16" in tie["measured"] and "18.8x vs 6.2x" in tie["measured"]
+    assert sweeps_for_distractors([32.0, 32.0, 16.0], [16.0] * 4)["holds"] is True  # slower at 2 of 3
+    assert sweeps_for_distractors([32.0, 16.0, 16.0], [16.0] * 4)["holds"] is False  # 1 of 3
+    assert sweeps_for_distractors([32.0], [16.0] * 4, lengths=(7,))["holds"] is None  # no common length
+
+
+def properties(future=0.01, future_r=1.0, steps=0.0, steps_r=0.0, action=1, value=1.0):
+    return {"expected_future_max[redistributed]": future, "expected_future_max[original]": future_r,
+            "mc_variance_at_key[redistributed]": 0.0, "mc_variance_at_key[original]": 0.0,
+            "mc_variance_all_steps[redistributed]": steps, "mc_variance_all_steps[original]": steps_r,
+            "optimal_key_action[redistributed]": action, "optimal_key_action[original]": 1,
+            "optimal_start_value[redistributed]": value, "optimal_start_value[original]": 1.0}
+
+
+SHAPING = {"decisive_states": 2, "argmax_kept": True, "identity_gap": 1e-16, "value_potential_future_max": 0.0}
+
+
+@pytest.mark.parametrize("study,shaping,verdicts", [
+    (properties(), SHAPING, [True, True, None, True, True, False]),
+    (properties(future=0.06), SHAPING, [False, False, None, True, True, False]),
+    (properties(steps=0.1, steps_r=0.2), SHAPING, [True, True, True, True, True, False]),
+    (properties(steps=0.3, steps_r=0.2), SHAPING, [True, True, False, True, True, False]),
+    (properties(action=0), SHAPING, [True, True, None, False, True, False]),
+    (properties(value=1.06), SHAPING, [True, True, None, False, True, False]),
+    (properties(), dict(SHAPING, argmax_kept=False), [True, True, None, True, False, False]),
+    (properties(), dict(SHAPING, identity_gap=1e-6), [True, True, None, True, False, False]),
+    (properties(), dict(SHAPING, value_potential_future_max=0.5), [True, True, None, True, True, True]),
+])
+def test_redistribution_claims_verdicts_follow_the_numbers(study, shaping, verdicts):
+    metrics, claims = rudder.redistribution_claims(dict(study, losses=[1.0]), shaping)
+    assert [c["holds"] for c in claims] == verdicts
+    assert "losses" not in metrics and metrics["shaping_identity_gap"] == shaping["identity_gap"]
+    assert metrics["expected_future_max[original]"] == study["expected_future_max[original]"]
+
+
+def test_redistribution_claim_on_mc_variance_says_why_it_cannot_be_tested_in_a_deterministic_world():
+    _, claims = rudder.redistribution_claims(properties(), SHAPING)
+    assert "not testable here" in claims[2]["measured"] and "deterministic" in claims[2]["measured"]
+    _, claims = rudder.redistribution_claims(properties(steps=0.1, steps_r=0.2), SHAPING)
+    assert "not testable" not in claims[2]["measured"] and "all steps 0.1 vs 0.2" in claims[2]["measured"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -940,6 +1159,8 @@ def test_smoke_run_writes_results_and_figure(tmp_path, read_results):
     assert all(math.isfinite(v) for v in data["metrics"].values())
     # the property the run must have: r̃ sums to G, and the checker says so
     assert [c["holds"] for c in data["claims"] if "sum to the original return" in c["claim"]] == [True]
+    assert [c["holds"] for c in data["claims"] if "preserves the optimal policy" in c["claim"]] == [True]
+    assert len(data["claims"]) == 22 and all(c["holds"] in (True, False, None) for c in data["claims"])
     # the watch learners are judged every 50 episodes once a window is full, or count as the budget (60)
     watch = [e for m in rudder.WATCH_METHODS for row in data["pocket_watch"][m] for e in row]
     assert len(watch) == 3 and set(watch) <= {50, 60}

@@ -898,22 +898,30 @@ def her_verdicts(bits: str, dqn: dict, her: dict, **shares) -> list:
     return [c["holds"] for c in hind.her_claims(hind.Args(bits=bits, her_seeds=2), her_summary(dqn, her, **shares))]
 
 
-def test_her_claims_hold_only_when_dqn_fails_from_20_bits_and_her_solves_all():
+def test_her_claims_hold_only_when_dqn_fails_and_her_solves():
     good_dqn = {5: [1.0, 0.6], 20: [0.0, 0.12], 30: [0.0, 0.0]}  # mean 0.06 at n = 20: fails
     good_her = {5: [1.0, 1.0], 20: [0.9, 0.9], 30: [1.0, 0.8]}  # mean exactly 0.9 at n = 30
-    assert her_verdicts("5,20,30", good_dqn, good_her) == [True, True, True]
+    # DQN fails beyond 15 bits, HER up to 50 (not run: n = 50 is not here), density, "future" (not compared),
+    # HER at n = 30, DQN from n = 20
+    assert her_verdicts("5,20,30", good_dqn, good_her) == [True, None, True, None, True, True]
     claims = hind.her_claims(hind.Args(bits="5,20,30", her_seeds=2), her_summary(good_dqn, good_her))
-    assert claims[2]["measured"] == "DQN+HER at n=30: 0.90; DQN at n ≥ 20: 0.06, 0.00"  # what the verdict read
-    assert her_verdicts("5,20,30", {**good_dqn, 20: [0.1, 0.1]}, good_her) == [False, True, False]
-    assert her_verdicts("5,20,30", {**good_dqn, 30: [0.2, 0.0]}, good_her) == [False, True, False]
-    assert her_verdicts("5,20,30", good_dqn, {**good_her, 5: [1.0, 0.7]}) == [False, True, True]
-    assert her_verdicts("5,20,30", good_dqn, {**good_her, 30: [0.9, 0.8]}) == [False, True, False]
+    assert claims[4]["measured"] == "DQN+HER at n=30: 0.90" and claims[5]["measured"] == "DQN at n ≥ 20: n=20 0.06, n=30 0.00"
+    assert "DQN is below 10% from n = 20 on" in claims[0]["measured"] and "n = 50 not run" in claims[1]["measured"]
+    assert "success in the −1/0 convention" in claims[2]["measured"]
+    assert her_verdicts("5,20,30", {**good_dqn, 20: [0.1, 0.1]}, good_her) == [False, None, True, None, True, False]
+    assert her_verdicts("5,20,30", {**good_dqn, 30: [0.2, 0.0]}, good_her) == [False, None, True, None, True, False]
+    # a failure of HER at any n up to 50 refutes "solves up to 50" without running n = 50
+    assert her_verdicts("5,20,30", good_dqn, {**good_her, 5: [1.0, 0.7]}) == [True, False, True, None, True, True]
+    assert her_verdicts("5,20,30", good_dqn, {**good_her, 30: [0.9, 0.8]}) == [True, False, True, None, False, True]
     # reward density: HER's share of reward-0 transitions at the largest n must be > 10x DQN's
-    assert her_verdicts("5,20,30", good_dqn, good_her, dqn_share=0.06) == [True, False, True]
-    assert her_verdicts("5,20,30", good_dqn, good_her, dqn_share=0.05) == [True, False, True]  # 10x is not enough
-    # without n ≥ 20 the first claim is not tested, and the n = 30 one is absent
-    assert her_verdicts("5,10", {5: [0.9, 0.9], 10: [0.5, 0.5]}, {5: [1.0, 1.0], 10: [1.0, 1.0]}) == [None, True]
-    assert her_verdicts("5,20", {5: [0.9, 0.9], 20: [0.0, 0.0]}, {5: [1.0, 1.0], 20: [1.0, 1.0]}) == [True, True]
+    assert her_verdicts("5,20,30", good_dqn, good_her, dqn_share=0.06)[2] is False
+    assert her_verdicts("5,20,30", good_dqn, good_her, dqn_share=0.05)[2] is False  # 10x is not enough
+    # without n ≥ 15 the first claim is not tested, and the n ≥ 20 and n = 30 ones are absent
+    assert her_verdicts("5,10", {5: [0.9, 0.9], 10: [0.5, 0.5]}, {5: [1.0, 1.0], 10: [1.0, 1.0]}) == [None, None, True, None]
+    assert her_verdicts("5,20", {5: [0.9, 0.9], 20: [0.0, 0.0]}, {5: [1.0, 1.0], 20: [1.0, 1.0]}) == [True, None, True, None, True]
+    # with n = 50 run and solved, "up to 50" holds
+    assert her_verdicts("5,20,50", {5: [0.9, 0.9], 20: [0.0, 0.0], 50: [0.0, 0.0]},
+                        {5: [1.0, 1.0], 20: [1.0, 1.0], 50: [0.95, 0.95]})[1] is True
 
 
 def variance_entry(pg: float, state: float | None, ret: float, start=(1.0, 1.0)) -> dict:
@@ -940,30 +948,52 @@ def hca_verdicts(study: dict, identity: dict | None = None) -> list:
     return [c["holds"] for c in hind.hca_claims(hind.Args(sigmas="2,0.5"), study, identity)]
 
 
+def delayed_variance(low: tuple, high: tuple, profile: dict) -> list:
+    """The delayed effect's two variance verdicts: lower than PG + V at every σ, and an edge that grows."""
+    return hca_verdicts(hca_summary(low, high, profile, profile))[2:4]
+
+
 def test_hca_claims_follow_the_measurements_both_ways():
     decisive = {"state HCA (learned h)": [1.0, 0.1, 0.1, 50.0], "return HCA (learned h)": [0.6, 0.05, 0.15, 9.0],
                 "state HCA (exact h)": [0.0, 1.0, 1.0, 1.0]}  # exact h is not judged
     vague = {m: [0.9, 0.2, 0.2, 0.0] for m in decisive}
     good = hca_summary((4.0, 2.0, 2.0), (40.0, 4.0, 5.0), decisive, vague)
-    assert hca_verdicts(good) == [True] * 5
-    # variance: PG / HCA must be > 1 at the largest σ and grow from the smallest, for every HCA variant
-    assert hca_verdicts(hca_summary((4.0, 2.0, 2.0), (40.0, 4.0, 20.0), decisive, vague))[:2] == [True, False]
-    assert hca_verdicts(hca_summary((4.0, 5.0, 5.0), (4.0, 4.5, 4.5), decisive, vague))[:2] == [True, False]
-    assert hca_verdicts(hca_summary((4.0, 1.0, 2.0), (40.0, 12.0, 5.0), decisive, vague))[:2] == [True, False]
-    assert hca_verdicts(hca_summary((4.0, 2.0, 2.0), (40.0, 20.0, 5.0), decisive, vague))[:2] == [True, False]
-    assert hca_verdicts(hca_summary((4.0, 8.0, 8.0), (6.0, 4.0, 4.0), decisive, vague))[:2] == [True, True]
+    # per task (shortcut, delayed effect): lower variance, growing edge; then per task return vs state HCA
+    # (return HCA is not lower at either σ here), the decisive action, the identity, COCOA
+    assert hca_verdicts(good) == [True, True, True, True, False, False, True, True, True]
+    # variance: PG / HCA > 1 at every σ, and growing from the smallest σ to the largest, for every variant
+    assert delayed_variance((4.0, 2.0, 2.0), (40.0, 4.0, 20.0), decisive) == [True, False]  # return HCA: 2x at both
+    assert delayed_variance((4.0, 5.0, 5.0), (4.0, 4.5, 4.5), decisive) == [False, True]  # 0.8x → 0.89x
+    assert delayed_variance((4.0, 1.0, 2.0), (40.0, 12.0, 5.0), decisive) == [True, False]  # state HCA 4x → 3.3x
+    assert delayed_variance((4.0, 2.0, 2.0), (40.0, 20.0, 5.0), decisive) == [True, False]
+    assert delayed_variance((4.0, 8.0, 8.0), (6.0, 4.0, 4.0), decisive) == [False, True]  # 0.5x → 1.5x
     without_state = hca_summary((4.0, None, 2.0), (40.0, None, 5.0), decisive, vague)
-    assert hca_verdicts(without_state)[:2] == [True, True]
+    verdicts = hca_verdicts(without_state)
+    assert verdicts[2:4] == [True, True] and len(verdicts) == 8  # no return-vs-state claim without state HCA
+    # return vs state HCA: return HCA's variance lower at more than half of the σ
+    better_return = hca_summary((4.0, 2.0, 2.0), (40.0, 8.0, 5.0), decisive, vague)
+    assert hca_verdicts(better_return)[4:6] == [False, False]  # delayed: 5 < 8 at σ = 2 only: 1 of 2 is not more than half
+    both = hca_summary((4.0, 3.0, 2.0), (40.0, 8.0, 5.0), decisive, vague)
+    assert hca_verdicts(both)[4:6] == [False, True]
     # the decisive action: |h/π - 1| at step 0 must exceed 5x its mean over the corridor (not the last
     # step), for every learned h, at the smallest σ
     weak = {**decisive, "return HCA (learned h)": [0.45, 0.05, 0.15, 0.0]}
-    assert hca_verdicts(hca_summary((4.0, 2.0, 2.0), (40.0, 4.0, 5.0), weak, decisive))[2] is False
+    assert hca_verdicts(hca_summary((4.0, 2.0, 2.0), (40.0, 4.0, 5.0), weak, decisive))[-3] is False
     # the identity: the largest gap must be below 1e-3
-    assert hca_verdicts(good, {"shortcut": 1e-9, "delayed effect": 2e-3}) == [True, True, True, False, True]
+    assert hca_verdicts(good, {"shortcut": 1e-9, "delayed effect": 2e-3})[-3:] == [True, False, True]
     # COCOA: state HCA's variance at the first action within 20% of REINFORCE's, at the smallest σ
     far = hca_summary((4.0, 2.0, 2.0), (40.0, 4.0, 5.0), decisive, vague, start_low=(1.0, 1.3),
                       start_high=(1.0, 1.0))
-    assert hca_verdicts(far) == [True, True, True, True, False]
+    assert hca_verdicts(far)[-3:] == [True, True, False]
+
+
+def test_hca_claims_report_every_sigma_and_the_count_where_return_hca_is_lower():
+    decisive = {"state HCA (learned h)": [1.0, 0.1, 0.1, 5.0], "return HCA (learned h)": [1.0, 0.1, 0.1, 5.0]}
+    claims = hind.hca_claims(hind.Args(sigmas="2,0.5"), hca_summary((4.0, 2.0, 1.0), (40.0, 8.0, 5.0), decisive, decisive),
+                             {"shortcut": 0.0, "delayed effect": 0.0})
+    assert "at σ = 0.5, 2: state HCA: 2x, 5x; return HCA: 4x, 8x" in claims[2]["measured"]
+    assert claims[5]["claim"] == "delayed effect: return-conditional HCA is preferable to state-conditional HCA"
+    assert "σ=0.5 1 vs 2, σ=2 5 vs 8; return HCA lower at 2 of 2" in claims[5]["measured"] and claims[5]["holds"] is True
 
 
 def test_variance_ratio_is_pg_over_the_method():
@@ -987,7 +1017,7 @@ def test_smoke_run_writes_results_and_figures(tmp_path, read_results):
     for name in ("her_success_vs_bits.png", "hca_variance_vs_sigma.png", "hca_hindsight_ratio.png",
                  "hca_learning_curves.png"):
         assert (tmp_path / name).stat().st_size > 1000
-    assert data["metrics"] == common.json_ready(result["metrics"]) and len(data["claims"]) == 8  # n = 30 is not in the smoke run
+    assert data["metrics"] == common.json_ready(result["metrics"]) and len(data["claims"]) == 15  # n ≥ 20 is not in the smoke run
     assert all(np.isfinite(v) for v in data["metrics"].values())
     # what even a tiny run must show: relabelling makes reward-0 transitions common (at every n), the
     # identity Q = E_z[h/π z] holds to integration accuracy, and every learning curve starts at the

@@ -907,12 +907,12 @@ def test_the_skew_study_serves_each_problem_three_ways(monkeypatch):
                                                    "last operation missing": 0.26})] == [False, False]
 
 
-def test_sample_quality_counts_distinct_and_well_formed_samples(monkeypatch):
+def test_sample_quality_counts_distinct_well_formed_and_step_writing_samples(monkeypatch):
     texts = ["#5", "#5", "1+4=5\n#5", "junk", "#7", "#8", "#9", "#9"]
     monkeypatch.setattr(grpo, "sample", lambda *a, **k: (None, texts))
     args = grpo.Args(final_samples=4, group_sizes="2,4")
     quality = grpo.sample_quality(None, None, args, [common.ChainProblem(1, (("+", 4),))] * 2, "cpu")
-    assert quality == {"distinct": (3 / 4 + 3 / 4) / 2, "well_formed": 7 / 8}
+    assert quality == {"distinct": (3 / 4 + 3 / 4) / 2, "well_formed": 7 / 8, "writes_steps": 1 / 8}
 
 
 def kl_row(kl, pass1, distinct=1.0, well_formed=1.0):
@@ -1021,6 +1021,84 @@ def test_the_staleness_verdicts_compare_the_oldest_rollouts_with_on_policy_and_e
     assert grpo.staleness_claims(args, {}) == []
 
 
+def test_a_reference_reset_re_anchors_the_kl_to_the_current_policy(monkeypatch, tmp_path):
+    monkeypatch.setattr(grpo, "verifier_rewards", lambda problems, texts, truncated: torch.arange(len(texts)) % 2.0)
+    kls = {}
+    for reset in (0, 1):
+        policy, tok = tiny_model(6)
+        args = loop_args(tmp_path, rl_steps=3, ref_reset=reset, inner_iters=1, lr=0.05, warmup=1)
+        history = grpo.train(policy, common.frozen_copy(policy), tok, args, "grpo", args.task.held_out(4), "cpu")["history"]
+        kls[reset] = [h["kl"] for h in history]
+    assert kls[0][0] == kls[1][0] == 0.0  # the first batch: the policy is its reference either way
+    assert kls[0][2] > 1e-6 and kls[1][1] == kls[1][2] == 0.0  # reset before each batch: no drift to measure
+
+
+def fake_sampler(texts_for):
+    def fake_sample(model, tokenizer, prompts, *rest):
+        return None, [texts_for(i) for i in range(len(prompts))]
+    return fake_sample
+
+
+@pytest.mark.parametrize("right_every,kept_share", [(2, 1.0), (0, 0.0)])
+def test_rejection_sampling_keeps_the_verified_completions_and_fine_tunes_only_on_them(
+        monkeypatch, tmp_path, right_every, kept_share):
+    policy, tok = tiny_model(6)
+    weights = [p.detach().clone() for p in policy.parameters()]
+    monkeypatch.setattr(grpo, "sample", fake_sampler(lambda i: "right" if right_every and i % right_every == 0 else "wrong"))
+    monkeypatch.setattr(grpo, "verify", lambda problem, text: text == "right")
+    args = loop_args(tmp_path, rft_rounds=2, rft_n=4, rft_sft_steps=2, rft_lr=0.01, sft_batch=4)
+    rounds = grpo.rejection_sampling_sft(policy, tok, args, 40, "cpu")
+    problems = 40 // (2 * 4)
+    # one kept pair per problem (its two right samples are the same text); the buffer grows by round
+    kept = int(problems * kept_share)
+    assert rounds == [{"sampled": problems * 4, "kept": kept, "buffer": kept * (r + 1), "solved": kept_share}
+                      for r in range(2)]
+    moved = any(not torch.equal(w, p) for w, p in zip(weights, policy.parameters()))
+    assert moved == bool(right_every)
+
+
+def test_unsolved_counts_the_problems_with_no_right_sample_and_which_stay_so():
+    before, after = {"correct": [0, 0, 3, 0, 1]}, {"correct": [0, 2, 0, 0, 1]}
+    assert grpo.unsolved(before) == pytest.approx(0.6) and grpo.unsolved(after) == pytest.approx(0.6)
+    assert grpo.still_unsolved(before, after) == pytest.approx(2 / 3)
+    assert math.isnan(grpo.still_unsolved({"correct": [1]}, {"correct": [0]}))
+
+
+def pass_run(pass1: float, correct: list[int], zero_spread: float = 0.5, **extra) -> dict:
+    return {"final": {"pass@1": pass1, "pass@16": pass1, "correct": correct},
+            "history": [{"zero_spread": zero_spread}], "evals": [], **extra}
+
+
+@pytest.mark.parametrize("grpo_final,spread,both_final,holds", [
+    (0.02, 0.9, 0.10, [True, True, True, True]),
+    (0.10, 0.9, 0.11, [False, False, False, False]),
+    (0.02, 0.5, 0.04, [False, True, False, True]),
+])
+def test_the_sparse_reward_verdicts(grpo_final, spread, both_final, holds):
+    args = grpo.Args()
+    weak = {"final": {"pass@1": 0.01, "pass@16": 0.1, "correct": [0] * 9 + [1]}}
+    after = [0] * 9 + [2] if grpo_final < 0.05 else [1] * 10  # GRPO solves none, or all, of the unsolved
+    sparse = {"weak cold start": weak, "GRPO": pass_run(grpo_final, after, spread),
+              "rejection sampling": {"final": {"pass@1": 0.05}, "rounds": [{"kept": 3, "sampled": 64}]},
+              "rejection sampling, then GRPO": pass_run(both_final, [1] * 10)}
+    before, runs = {"pass@1": 0.2}, {"grpo": pass_run(0.3, [])}  # the default cold start gains 10 points
+    claims = grpo.sparse_claims(args, sparse, before, runs)
+    assert [c["holds"] for c in claims] == holds and "3 of 64" in claims[2]["measured"]
+    assert grpo.sparse_claims(args, {}, before, runs) == [] == grpo.sparse_claims(args, sparse, before, {})
+
+
+@pytest.mark.parametrize("good,bad,reset,holds", [
+    (0.40, 0.30, 0.38, [True, True]), (0.40, 0.39, 0.45, [False, True]), (0.40, 0.30, 0.31, [True, False])])
+def test_the_poor_reference_verdicts(good, bad, reset, holds):
+    poor = {"poor reference itself": {"final": {"pass@1": 0.07}, "writes_steps": 0.1},
+            "cold start as reference": pass_run(good, [], writes_steps=0.8, final_kl=0.02),
+            "poor reference": pass_run(bad, [], writes_steps=0.2, final_kl=0.3),
+            "poor reference, reset": pass_run(reset, [], writes_steps=0.6, final_kl=0.01)}
+    claims = grpo.poor_reference_claims(grpo.Args(), poor)
+    assert [c["holds"] for c in claims] == holds and "writes steps 0.80" in claims[0]["measured"]
+    assert "β = 0.5" in claims[0]["claim"] and grpo.poor_reference_claims(grpo.Args(), {}) == []
+
+
 # ------------------------------------------------------------------ CLI and smoke runs
 @pytest.mark.parametrize("flag,value,message", [
     ("--group-size", "1", "--group-size must be at least 2"),
@@ -1028,7 +1106,10 @@ def test_the_staleness_verdicts_compare_the_oldest_rollouts_with_on_policy_and_e
     ("--gae-lambda", "1.5", "--gae-lambda and --critic-lambdas must be in [0, 1]"),
     ("--critic-lambdas", "0.9,-1", "--gae-lambda and --critic-lambdas must be in [0, 1]"),
     ("--truth-problems", "600", "--truth-problems must be at most 512"),
-    ("--staleness", "-1", "--critic-warmup and --staleness must be non-negative"),
+    ("--staleness", "-1", "--critic-warmup, --staleness and --ref-reset must be non-negative"),
+    ("--ref-reset", "-2", "--critic-warmup, --staleness and --ref-reset must be non-negative"),
+    ("--poor-shortcut-prob", "1.5", "--poor-shortcut-prob must be in [0, 1]"),
+    ("--rft-n", "0", "--rft-n must be positive"),
     ("--stale-lags", "0,4", "--stale-lags must be positive"),
     ("--group-sizes", "1,4", "--group-sizes must be in 2..--final-samples"),
 ])
@@ -1074,8 +1155,15 @@ def test_a_smoke_run_with_the_failure_modes_writes_the_staleness_study(tmp_path,
     assert (tmp_path / "out" / "staleness.png").stat().st_size > 1000
     assert set(data["served"]) == {"as trained", "another template", "last operation missing"}
     assert set(data["kl_study"]) == {"0.04"}  # the sweep had only the default β here
+    assert set(data["sparse_reward"]) == {"weak cold start", "GRPO", "rejection sampling",
+                                          "rejection sampling, then GRPO"}
+    assert list(data["poor_reference"]) == ["poor reference itself", "cold start as reference", "poor reference",
+                                            "poor reference, reset"]
+    assert data["poor_reference"]["poor reference, reset"]["history"][1]["kl"] == 0.0  # reset before update 1
+    assert (tmp_path / "out" / "support_and_anchor.png").stat().st_size > 1000
     sources = [c["source"] for c in result["claims"]]
     assert sources.count("whole-game §7.9") == 2 and {"whole-game §7.10", "whole-game §7.1"} <= set(sources)
+    assert sources.count("whole-game §7.5") == 2 and "whole-game §7.3, §8" in sources
 
 
 def test_model_flag_loads_a_saved_causal_lm(tmp_path):

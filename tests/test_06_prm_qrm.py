@@ -268,6 +268,7 @@ def test_min_and_product_aggregation_by_hand():
     end_tokens = torch.tensor([[0, 2, -1], [1, 2, 3]])  # row 0 has two steps, row 1 three
     assert torch.allclose(prm.prm_min(probs, end_tokens), torch.tensor([0.8, 0.2]))
     assert torch.allclose(prm.prm_product(probs, end_tokens), torch.tensor([0.72, 0.036]))
+    assert torch.allclose(prm.prm_mean(probs, end_tokens), torch.tensor([0.85, 1.1 / 3]))  # padding steps left out
 
 
 def test_qrm_loss_on_a_hand_case_ignores_padding():
@@ -325,6 +326,7 @@ def test_held_out_study_pairs_every_score_with_its_own_sample(monkeypatch):
     ends = [step_ends_by_hand(t)[:-1] + [len(t) - (i == 2)] for i, t in enumerate(texts)]  # the cut one ends on "2"
     z = given["QRM"]
     scores = {"PRM-min": [float(p_step[i, e].min()) for i, e in enumerate(ends)],
+              "PRM-mean": [float(p_step[i, e].mean()) for i, e in enumerate(ends)],
               "PRM-product": [float(p_step[i, e].prod()) for i, e in enumerate(ends)],
               "ORM": [float(torch.sigmoid(given["ORM"][i, e[-1]])) for i, e in enumerate(ends)],
               "Q-RM (mean Z)": [float(z[i, :e[-1] + 1].mean()) for i, e in enumerate(ends)]}
@@ -339,6 +341,12 @@ def test_held_out_study_pairs_every_score_with_its_own_sample(monkeypatch):
     orm = np.reshape(scores["ORM"], (2, 4))
     assert held["orm_proxy_of_pick"] == pytest.approx(prm.best_of_n(orm, orm, [1, 2, 4], 8, np.random.default_rng(5)))
     assert held["orm_proxy_of_pick"][4] == pytest.approx(orm.max(1).mean())
+    lengths = np.array([len(t) + 1 - (i == 2) for i, t in enumerate(texts)])  # EOS counts; the cut one has none
+    assert held["completions"].lengths.tolist() == lengths.tolist() and held["correct"].tolist() == correct.tolist()
+    for name in ("ORM", "PRM-min", "Q-RM (mean Z)"):
+        assert held["length_corr"][name] == pytest.approx(prm.length_correlations(scores[name], lengths, correct),
+                                                          nan_ok=True), name
+    assert held["stats"] == prm.output_stats([PROBLEM] * 4 + [SMALL] * 4, texts, correct, lengths)
     # the failed, complete solutions whose first wrong step is a line: SLIP, "12+7=19\n#19", SMALL_SLIP, "3+1=4\n#5"
     credit = held["credit"]
     assert credit["solutions"] == 4
@@ -415,7 +423,7 @@ GROUPED_REWARDS = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
 def fake_reward_models(monkeypatch, last_logits: dict | None = None) -> dict:
     """reward_model_logits replaced: the "model" is a name, its logits fixed random numbers per
     name (the same for the same completions), but last_logits[name] on each row's last token
-    where given; returns the logits it gave, by name."""
+    where given (values, or a function of the completions); returns the logits it gave, by name."""
     given = {}
 
     def logits(model, completions, chunk=1024):
@@ -423,7 +431,8 @@ def fake_reward_models(monkeypatch, last_logits: dict | None = None) -> dict:
         given[model] = torch.randn(completions.completion_mask.shape, generator=torch.Generator().manual_seed(seed))
         if model in (last_logits or {}):
             last = completions.completion_mask.sum(1) - 1
-            given[model][torch.arange(len(last)), last] = torch.tensor(last_logits[model])
+            value = last_logits[model]  # a list, or a function of the completions
+            given[model][torch.arange(len(last)), last] = torch.tensor(value(completions) if callable(value) else value)
         return given[model]
 
     monkeypatch.setattr(prm, "reward_model_logits", logits)
@@ -639,20 +648,158 @@ def test_an_all_padding_batch_gives_zero_statistics_not_nan():
     assert stats == {"kl": 0.0, "entropy": 0.0, "grad_norm": 0.0}
 
 
+# ------------------------------------------------------------------------------- length bias
+def test_the_length_biased_labeller_prefers_the_right_answer_then_the_longer_one():
+    problems = [PROBLEM, PROBLEM, PROBLEM, SMALL, SMALL]
+    rewards, lengths = [1.0, 0.0, 0.0, 0.0, 0.0], [5, 9, 3, 4, 4]
+    # right beats wrong even when shorter; of two wrong, the longer; equal verdict and length: no pair
+    assert prm.length_preferring_pairs(problems, rewards, lengths) == [(0, 1), (0, 2), (1, 2)]
+    assert prm.length_preferring_pairs([SMALL, SMALL], [0.0, 0.0], [4, 4]) == []
+
+
+def test_length_balanced_pairs_choose_the_longer_as_often_as_the_shorter():
+    lengths = [5, 9, 3, 4, 4, 7]
+    pairs = [(0, 1), (0, 2), (1, 2), (5, 2), (3, 4)]  # chosen shorter once, longer three times, one tie
+    seen = set()
+    for seed in range(20):
+        kept = prm.length_balanced(pairs, lengths, np.random.default_rng(seed))
+        longer = [(i, j) for i, j in kept if lengths[i] > lengths[j]]
+        shorter = [(i, j) for i, j in kept if lengths[i] < lengths[j]]
+        assert len(longer) == len(shorter) == 1 and (0, 1) in kept and (3, 4) in kept and set(kept) <= set(pairs)
+        seen.add(longer[0])
+    assert seen == {(0, 2), (1, 2), (5, 2)}  # any of the longer-chosen pairs can be kept
+    assert prm.length_balanced([(0, 2), (1, 2)], lengths, np.random.default_rng(0)) == []  # all longer: none left
+
+
+def test_bradley_terry_loss_by_hand():
+    loss = prm.bradley_terry_loss(torch.tensor([2.0, 0.0]), torch.tensor([1.0, 1.0]))
+    assert math.isclose(loss.item(), (math.log1p(math.exp(-1)) + math.log1p(math.exp(1))) / 2, rel_tol=1e-6)
+
+
+def test_length_slope_is_the_trend_that_correctness_does_not_explain():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(4, 40, 500).astype(float)
+    correct = (lengths + rng.normal(0, 8, 500) > 20).astype(float)  # longer answers are right more often
+    scores = 0.3 + 0.05 * lengths + 2.0 * correct
+    assert prm.length_slope(scores, lengths, correct) == pytest.approx(0.05)
+    naive = np.polyfit(lengths, scores, 1)[0]  # a slope on length alone also takes correctness's credit
+    assert naive > 0.08
+    normalised = prm.length_normalised(torch.tensor(scores), torch.tensor(lengths), 0.05)
+    torch.testing.assert_close(normalised, torch.tensor(0.3 + 2.0 * correct, dtype=torch.float64))
+
+
+def test_rm_advantages_are_grpo_on_the_length_normalised_score_at_eos(monkeypatch):
+    r = hand_completions([SMALL.prompt] * 2 + [PROBLEM.prompt] * 2, GROUPED)
+    lengths = torch.tensor([len(t) + 1.0 for t in GROUPED])  # EOS counts
+    eos = [0.5, 1.0, 2.0, 4.0]
+    fake_reward_models(monkeypatch, {"ORM": eos})
+    for slope in (0.0, 0.5):
+        log = []
+        A = prm.rm_advantage_fn("ORM", 2, slope, log)(r, GROUPED_REWARDS, [SMALL, PROBLEM])
+        reward = torch.tensor(eos) - slope * lengths
+        expected = prm.grpo_advantages(reward.view(2, 2)).flatten()[:, None] * r.completion_mask
+        torch.testing.assert_close(A, expected)
+        assert log == [{"proxy": pytest.approx(np.mean(eos)), "length": pytest.approx(float(lengths.mean()))}]
+    # a slope that makes each group's rewards equal leaves no advantage at all
+    fake_reward_models(monkeypatch, {"ORM": (0.1 * lengths).tolist()})
+    assert prm.rm_advantage_fn("ORM", 2, 0.1, [])(r, GROUPED_REWARDS, None).abs().max() < 1e-3
+
+
+@pytest.mark.parametrize("text,form", [
+    ("12+7=19\n#19", True), ("12+7=19\n19*3=56\n#51", True), ("#52", False), ("12+7=19\n\n#19", False),
+    ("12+7=19\n#19\n", False), ("12+7=1a\n#19", False), ("27915", False), ("12-7=5\n#x", False),
+])
+def test_worked_form_by_hand(text, form):
+    assert prm.worked_form(text) is form
+
+
+def test_output_stats_count_padding_and_form_by_hand():
+    padded = "3+1=4\n3+1=4\n3+1=4\n#4"  # right, two lines and 12 characters past "3+1=4\n#4"
+    texts = [SMALL_RIGHT, padded, SLIP, "#52"]
+    problems = [SMALL, SMALL, PROBLEM, PROBLEM]
+    correct = [common.verify(p, t) for p, t in zip(problems, texts)]
+    stats = prm.output_stats(problems, texts, correct, [9, 21, 27, 4])
+    assert stats == pytest.approx({"pass@1": 0.75, "length": 15.25, "extra_lines": 0.5, "padded_share": 0.25,
+                                   "excess_chars": 3.0, "worked_form_share": 0.75, "worked_form_wrong_share": 0.25})
+
+
+def test_length_correlations_overall_and_within_each_verdict():
+    scores, lengths = np.array([1.0, 2.0, 3.0, 5.0, 4.0, 3.0]), np.array([1, 2, 3, 10, 11, 12])
+    correct = np.array([0, 0, 0, 1, 1, 1], bool)
+    corr = prm.length_correlations(scores, lengths, correct)
+    assert corr["right"] == pytest.approx(-1.0) and corr["wrong"] == pytest.approx(1.0)
+    assert corr["all"] == pytest.approx(np.corrcoef(scores, lengths)[0, 1]) and corr["all"] > 0.5
+    assert math.isnan(prm.pearson([1.0, 1.0], [1.0, 2.0])) and math.isnan(prm.pearson([1.0], [2.0]))
+
+
+def test_length_bias_study_trains_on_the_biased_and_balanced_pairs_and_runs_rl_on_each_reward(monkeypatch):
+    """Fakes for the RM trainer (the biased RM is "ORM", the balanced one "QRM"), the loop and the
+    final sampling: the pairs each RM gets, the slope read from the biased RM's scores of its own
+    training solutions, and the reward each RL run optimises."""
+    data = labelled_data()
+    lengths = data["completions"].lengths.numpy()
+    def eos_scores(slope, wiggle):
+        def scores(completions):
+            n = completions.lengths.float()
+            return (slope * n + wiggle * torch.arange(len(n)) % 3).tolist()
+        return scores
+
+    eos = {"ORM": eos_scores(0.2, 0.7), "QRM": eos_scores(-0.1, 1.3)}
+    fake_reward_models(monkeypatch, eos)
+    trained, ran = {}, []
+
+    def train_rm(policy, r, pairs, args, rng, desc):
+        trained[desc] = list(pairs)
+        return ("ORM" if desc == "length-preferring RM" else "QRM"), [0.5]
+
+    def train_spy(policy, reference, tokenizer, args, advantage_fn, held_out, device, desc="RL"):
+        ran.append((args.rl_steps, advantage_fn(r, GROUPED_REWARDS, None), held_out))
+        return {"history": [], "evals": [{"step": 0, "pass@1": 0.25, "length": 9.0}]}
+
+    monkeypatch.setattr(prm, "train_preference_rm", train_rm)
+    monkeypatch.setattr(prm, "train", train_spy)
+    monkeypatch.setattr(prm, "sample_stats", lambda *a, **k: stats_of())
+    r = hand_completions([SMALL.prompt] * 2 + [PROBLEM.prompt] * 2, GROUPED)
+    held = {"completions": data["completions"], "correct": data["rewards"].numpy()}
+    args = HandArgs(hand_problems=(PROBLEM, SMALL), eval_problems=2, group_size=4, length_steps=7)  # one group
+    study = prm.length_bias_study(lm_pins.tiny_model(0)[0], TOK, data, held, args, "cpu")
+    pairs = prm.length_preferring_pairs(data["problems"], data["rewards"].numpy(), lengths)
+    assert trained["length-preferring RM"] == pairs and study["pairs"] == len(pairs) == 4  # (0,1) (0,2) (1,2) (3,4)
+    assert trained["length-balanced RM"] == prm.length_balanced(pairs, lengths, np.random.default_rng(7))
+    slope = prm.length_slope(eos["ORM"](data["completions"]), lengths, data["rewards"].numpy())
+    assert study["slope"] == pytest.approx(slope) and slope != 0
+    assert study["length_corr"]["length-balanced RM"] == pytest.approx(
+        prm.length_correlations(eos["QRM"](data["completions"]), lengths, data["rewards"].numpy()), nan_ok=True)
+    assert list(study["runs"]) == list(prm.LENGTH_RUNS) and all(steps == 7 for steps, _, _ in ran)
+    for (_, advantages, held_out), rm, run_slope in zip(ran, ("ORM", "ORM", "QRM"), (0.0, slope, 0.0)):
+        torch.testing.assert_close(advantages, prm.rm_advantage_fn(rm, 4, run_slope, [])(r, GROUPED_REWARDS, None))
+        assert held_out == [PROBLEM, SMALL]
+    assert not torch.equal(ran[0][1], ran[1][1])
+
+
 # ------------------------------------------------------------------------------------ claims
-def rerank_inputs(false_positives=0.1, at_largest_n=(0.75, 0.75, 0.5, 0.25), drop_auroc=0.75, qrm_auroc=0.75):
-    """label_and_rerank_claims' inputs; at_largest_n = (PRM-min, PRM-product, ORM, majority) at
-    the largest N, whose order makes the verdicts (at N = 1 every verdict would go the other way)."""
+def rerank_inputs(false_positives=0.1, at_largest_n=(0.75, 0.5, 0.75, 0.5, 0.25), drop_auroc=0.75, qrm_auroc=0.75):
+    """label_and_rerank_claims' inputs; at_largest_n = (PRM-min, PRM-mean, PRM-product, ORM,
+    majority) at the largest N, whose order makes the verdicts (at N = 1 every verdict would go the
+    other way)."""
     data = {"quality": {4: {"accuracy": 0.8, "false_positive_rate": false_positives, "false_negative_rate": 0.1},
                         1: {"accuracy": 0.8, "false_positive_rate": 0.0, "false_negative_rate": 0.1}}}
-    names = ("PRM-min", "PRM-product", "ORM", "majority vote")
-    curves = {name: {1: first, 8: last} for name, first, last in zip(names, (0.0, 0.5, 0.5, 0.5), at_largest_n)}
+    names = ("PRM-min", "PRM-mean", "PRM-product", "ORM", "majority vote")
+    curves = {name: {1: first, 8: last} for name, first, last in zip(names, (0.0, 0.5, 0.5, 0.5, 0.5), at_largest_n)}
     curves["oracle (pass@N)"] = {1: 0.5, 8: 1.0}
     results = {"outcome only (flat)": {"auroc": 0.5, "top1": 0.25}, "PRM step score": {"auroc": 0.6, "top1": 0.3},
                "PRM drop (score - previous)": {"auroc": drop_auroc, "top1": 0.5},
                "Q-RM (mean Z of the step)": {"auroc": qrm_auroc, "top1": 0.5}}
-    held = {"ns": [1, 8], "curves": curves, "credit": {"solutions": 7, "results": results}}
+    corr = {"all": 0.4, "right": 0.0, "wrong": 0.3}
+    held = {"ns": [1, 8], "curves": curves, "credit": {"solutions": 7, "results": results}, "samples": 16,
+            "stats": stats_of(length=13.0, excess_chars=0.5, pass_at_1=0.3),
+            "length_corr": {"ORM": corr, "PRM-min": corr, "Q-RM (mean Z)": corr}}
     return prm.Args(label_n=4), data, held
+
+
+def stats_of(length=20.0, excess_chars=0.5, pass_at_1=0.4, worked_form_wrong_share=0.2) -> dict:
+    return {"pass@1": pass_at_1, "length": length, "extra_lines": excess_chars / 6, "padded_share": 0.1,
+            "excess_chars": excess_chars, "worked_form_share": 0.5, "worked_form_wrong_share": worked_form_wrong_share}
 
 
 def verdicts(claims: list[dict]) -> list:
@@ -660,58 +807,88 @@ def verdicts(claims: list[dict]) -> list:
 
 
 @pytest.mark.parametrize("change,expected", [
-    ({}, [True, True, True, True, True]),
-    ({"false_positives": 0.0}, [False, True, True, True, True]),  # labels without noise
-    ({"at_largest_n": (0.5, 0.5, 0.5, 0.25)}, [True, False, True, True, True]),  # PRM = ORM
-    ({"at_largest_n": (0.75, 0.5, 0.5, 0.5)}, [True, False, True, True, True]),  # ORM = majority
-    ({"at_largest_n": (0.5, 0.75, 0.25, 0.125)}, [True, True, False, True, True]),  # product beats min
-    ({"drop_auroc": 0.5}, [True, True, True, False, True]),  # PRM drop no better than chance
-    ({"qrm_auroc": 0.5}, [True, True, True, True, False]),
+    ({}, [True, True, True, True, True, True, True]),
+    ({"false_positives": 0.0}, [False, True, True, True, True, True, True]),  # labels without noise
+    ({"at_largest_n": (0.5, 0.25, 0.5, 0.5, 0.25)}, [True, False, True, True, True, True, True]),  # PRM = ORM
+    ({"at_largest_n": (0.5, 0.25, 0.5, 0.25, 0.5)}, [True, True, False, False, True, True, True]),  # majority ahead
+    ({"at_largest_n": (0.75, 0.75, 0.25, 0.5, 0.25)}, [True, True, True, True, False, True, True]),  # min = mean
+    ({"at_largest_n": (0.5, 0.75, 0.25, 0.25, 0.125)}, [True, True, True, True, False, True, True]),  # mean ahead
+    ({"drop_auroc": 0.5}, [True, True, True, True, True, False, True]),  # PRM drop no better than chance
+    ({"qrm_auroc": 0.5}, [True, True, True, True, True, True, False]),
 ])
 def test_label_and_rerank_verdicts_follow_the_measurements(change, expected):
-    assert verdicts(prm.label_and_rerank_claims(*rerank_inputs(**change))) == expected
+    claims = prm.label_and_rerank_claims(*rerank_inputs(**change))
+    assert verdicts(claims) == expected
+    assert ["beats ORM" in claims[1]["claim"], "PRM beats majority" in claims[2]["claim"],
+            "ORM beats majority" in claims[3]["claim"], "mean aggregation" in claims[4]["claim"]] == [True] * 4
 
 
 def test_label_and_rerank_claims_skip_localisation_without_failed_solutions():
     args, data, held = rerank_inputs()
     held["credit"] = {"solutions": 0, "results": {}}
-    assert verdicts(prm.label_and_rerank_claims(args, data, held)) == [True, True, True]
+    assert verdicts(prm.label_and_rerank_claims(args, data, held)) == [True] * 5
 
 
-def rl_runs(qrm=((0, 0.25), (2, 0.5), (36, 0.875)), prm_final=0.875, outcome=((0, 0.25), (12, 0.375), (24, 0.5), (36, 0.75))):
-    """rl_claims' input: held-out (update, pass@1) of each method. Outcome GRPO goes 0.25 -> 0.75,
-    so halfway is 0.5, reached at update 24; Q-RM reaches it at update 2 (12x faster) by default."""
-    def run(points):
-        return {"evals": [{"step": s, "pass@1": p} for s, p in points]}
-    return {"outcome": run(outcome), "prm": run(((0, 0.25), (36, prm_final))),
-            "prm_outcome": run(((0, 0.25), (36, 0.5))), "qrm": run(qrm)}
+def history(reach: int | None, updates: int = 20) -> list[dict]:
+    """A training pass rate of 0.2 until update `reach`, 1.0 from then on (never, for None)."""
+    return [{"reward": 0.2 if reach is None or u < reach else 1.0} for u in range(updates)]
+
+
+def rl_runs(outcome_reach=12, prm_reach=11, qrm_reach=1, qrm_final=0.875, prm_golds=(0.25, 0.6, 0.4),
+            outcome_final=0.3, format_shares=(0.5, 0.1)):
+    """rl_claims' input. On the training pass rate (read with --speed-window 1) outcome GRPO goes
+    0.2 -> 1.0, halfway (0.6) at update `outcome_reach`; by default Q-RM gets there 12x faster
+    than outcome GRPO and 11x faster than the PRM. Held-out pass@1: PRM peaks inside and falls."""
+    def run(points, reach, share=0.0):
+        return {"evals": [{"step": s, "pass@1": p} for s, p in points], "history": history(reach),
+                "final": stats_of(worked_form_wrong_share=share)}
+    prm_points = tuple(zip((0, 18, 36), prm_golds))
+    return {"outcome": run(((0, 0.25), (36, outcome_final)), outcome_reach, format_shares[1]),
+            "prm": run(prm_points, prm_reach, format_shares[0]),
+            "prm_outcome": run(((0, 0.25), (36, 0.5)), 12), "qrm": run(((0, 0.25), (36, qrm_final)), qrm_reach)}
 
 
 @pytest.mark.parametrize("change,expected", [
-    ({}, [True, True, True, None]),
-    ({"qrm": ((0, 0.25), (3, 0.5), (36, 0.75))}, [False, False, True, None]),  # 8x faster; no gain
-    ({"qrm": ((0, 0.25), (36, 0.375))}, [None, False, True, None]),  # never halfway: no ratio
-    ({"prm_final": 0.75}, [True, True, False, None]),  # the PRM run ends level with outcome GRPO
-    ({"outcome": ((0, 0.0), (36, 0.0)), "qrm": ((0, 0.0), (36, 0.05))}, [None, True, True, None]),  # +5 points
-    ({"outcome": ((0, 0.0), (36, 0.0)), "qrm": ((0, 0.0), (36, 0.04))}, [None, False, True, None]),
+    ({}, [True, True, True, True, True, True, True]),
+    ({"qrm_reach": 2}, [False, True, False, True, True, True, True]),  # 6x and 5.5x
+    ({"qrm_reach": None}, [None, True, None, True, True, True, True]),  # Q-RM never halfway: no ratio
+    ({"outcome_reach": None}, [None, True, None, True, True, True, True]),  # outcome never rises: no halfway mark
+    ({"qrm_final": 0.42}, [True, True, True, False, True, True, True]),  # +12 over outcome, +2 over the PRM
+    ({"qrm_final": 0.34}, [True, False, True, False, True, True, True]),
+    ({"prm_golds": (0.25, 0.6, 0.58)}, [True, True, True, True, True, False, True]),  # falls by only 0.02
+    ({"prm_golds": (0.25, 0.2, 0.1)}, [True, True, True, True, False, False, True]),  # never above the start
+    ({"format_shares": (0.1, 0.1)}, [True, True, True, True, True, True, False]),
 ])
 def test_rl_verdicts_follow_the_measurements(change, expected):
-    claims = prm.rl_claims(prm.Args(rl_steps=36), rl_runs(**change))
+    claims = prm.rl_claims(prm.Args(rl_steps=36, speed_window=1), rl_runs(**change))
     assert verdicts(claims) == expected
-    assert "12x faster" in claims[0]["claim"] and "second proxy" in claims[3]["claim"]
+    assert "12x faster" in claims[0]["claim"] and "11x faster" in claims[2]["claim"]
+    assert "second proxy" in claims[5]["claim"] and "format" in claims[6]["claim"]
+
+
+def test_convergence_reads_the_smoothed_training_pass_rate_at_one_update_resolution():
+    runs = rl_runs(qrm_reach=4)
+    speed = prm.convergence(runs, window=1)
+    assert speed["start"] == 0.2 and speed["target"] == pytest.approx(0.6)
+    assert speed["updates"] == {"outcome": 12, "prm": 11, "prm_outcome": 12, "qrm": 4}
+    smoothed = prm.convergence(runs, window=3)  # a trailing mean of 3 crosses 0.6 one update after the jump
+    assert smoothed["updates"] == {"outcome": 13, "prm": 12, "prm_outcome": 13, "qrm": 5}
+    assert prm.updates_to_reach([0.1, 0.5, 0.4], 0.5) == 1 and prm.updates_to_reach([0.1], 0.5) is None
 
 
 def test_rl_claims_need_the_outcome_baseline_and_skip_missing_methods():
     runs = rl_runs()
-    assert prm.rl_claims(prm.Args(), {k: v for k, v in runs.items() if k != "outcome"}) == []
-    assert verdicts(prm.rl_claims(prm.Args(), {"outcome": runs["outcome"], "prm": runs["prm"]})) == [True]
-    assert verdicts(prm.rl_claims(prm.Args(), {"outcome": runs["outcome"], "qrm": runs["qrm"]})) == [True, True]
+    args = prm.Args(speed_window=1)
+    assert prm.rl_claims(args, {k: v for k, v in runs.items() if k != "outcome"}) == []
+    assert verdicts(prm.rl_claims(args, {"outcome": runs["outcome"], "prm": runs["prm"]})) == [True, True, True]
+    assert verdicts(prm.rl_claims(args, {"outcome": runs["outcome"], "qrm": runs["qrm"]})) == [True, True]
 
 
-def overoptimisation_inputs(golds, proxies):
+def overoptimisation_inputs(golds, proxies, final_excess=0.5):
     fits = {"bon": {"fit_bon": {"alpha": 0.5, "beta": 0.2, "r2": 0.9}}}
     points = [{"gold": g, "proxy": p, "kl": float(i)} for i, (g, p) in enumerate(zip(golds, proxies))]
-    return fits, {"points": points}
+    evals = [{"step": 10 * i, "pass@1": g, "length": 13.0 + i} for i, g in enumerate(golds)]
+    return fits, {"points": points, "evals": evals, "final": stats_of(excess_chars=final_excess)}
 
 
 @pytest.mark.parametrize("golds,proxies,holds", [
@@ -726,13 +903,56 @@ def test_overoptimisation_verdict_needs_a_rising_proxy_and_an_inner_gold_peak(go
     assert verdicts(claims) == [holds, None]
 
 
-def test_check_claims_are_the_three_studies_claims_in_order():
+def length_inputs(orm_corr=0.4, natural_excess=0.5, biased_corr=0.3, raw=(24.0, 3.5, 0.3), normalised=(16.0, 1.0, 0.35),
+                  balanced=(15.0, 0.5, 0.3), qrm_corr=0.8, qrm_excess=20.0):
+    """length_claims' inputs: the cold start writes 13 tokens, 0.5 characters past the worked
+    solution, pass@1 0.3; each RL run's (tokens, characters past, pass@1) as given."""
+    _, _, held = rerank_inputs()
+    held["length_corr"]["ORM"] = {"all": orm_corr, "right": 0.0, "wrong": 0.3}
+    held["length_corr"]["Q-RM (mean Z)"] = {"all": qrm_corr, "right": 0.5, "wrong": 0.5}
+    rl = {"qrm": {"final": stats_of(length=46.0, excess_chars=qrm_excess, pass_at_1=0.0)}}
+    _, proxy_rl = overoptimisation_inputs((0.3, 0.5, 0.4), (0.1, 0.2, 0.3), natural_excess)
+    runs = {name: {"final": stats_of(length=t, excess_chars=c, pass_at_1=p)}
+            for name, (t, c, p) in zip(prm.LENGTH_RUNS, (raw, normalised, balanced))}
+    corr = {"all": biased_corr, "right": biased_corr, "wrong": biased_corr}
+    return held, rl, proxy_rl, {"runs": runs, "length_corr": {"length-preferring RM": corr, "length-balanced RM": corr}}
+
+
+@pytest.mark.parametrize("change,expected", [
+    ({}, [True, True, False, True, True, True]),
+    ({"orm_corr": 0.05, "natural_excess": 0.8}, [False, True, True, True, True, True]),  # the ORM run pads (+0.3)
+    ({"qrm_corr": 0.05}, [True, False, False, True, True, True]),  # Q-RM's score does not track length
+    ({"qrm_excess": 0.6}, [True, False, False, True, True, True]),  # its run does not pad
+    ({"biased_corr": 0.05}, [True, True, False, False, True, True]),  # no correlation: not the symptom
+    ({"raw": (15.0, 3.5, 0.3)}, [True, True, False, False, True, True]),  # answers barely grow
+    ({"raw": (24.0, 3.5, 0.35)}, [True, True, False, False, True, False]),  # they grow, but so does gold
+    ({"raw": (24.0, 0.7, 0.3)}, [True, True, False, True, None, None]),  # longer but no padding: nothing to mitigate
+    ({"normalised": (20.0, 2.5, 0.35)}, [True, True, False, True, False, True]),  # padding cut by a third only
+    ({"balanced": (15.0, 0.5, 0.25)}, [True, True, False, True, True, False]),  # less padding, but gold pays for it
+])
+def test_length_verdicts_follow_the_measurements(change, expected):
+    claims = prm.length_claims(*length_inputs(**change))
+    assert verdicts(claims) == expected
+    assert ["Q-RM" in claims[1]["claim"], "ORM" in claims[2]["claim"]] == [True, True]
+    assert all("7.6" in c["source"] for i, c in enumerate(claims) if i not in (1, 2))
+
+
+def test_length_claims_without_the_study_keep_the_correlation_and_the_rl_runs():
+    held, rl, proxy_rl, _ = length_inputs()
+    assert verdicts(prm.length_claims(held, rl, proxy_rl, None)) == [True, True, False]
+    assert verdicts(prm.length_claims(held, {}, None, None)) == [True]
+
+
+def test_check_claims_are_the_four_studies_claims_in_order():
     args, data, held = rerank_inputs()
+    args = dataclasses.replace(args, rl_steps=36, speed_window=1)
     fits, proxy_rl = overoptimisation_inputs((0.3, 0.5, 0.4), (0.1, 0.2, 0.3))
     runs = rl_runs()
-    assert prm.check_claims(dataclasses.replace(args, rl_steps=36), data, held, runs, fits, proxy_rl) == (
-        prm.label_and_rerank_claims(args, data, held) + prm.rl_claims(dataclasses.replace(args, rl_steps=36), runs)
-        + prm.overoptimisation_claims(fits, proxy_rl))
+    length = length_inputs()[-1]
+    held["length_corr"]["Q-RM (mean Z)"] = {"all": 0.8, "right": 0.5, "wrong": 0.5}
+    assert prm.check_claims(args, data, held, runs, fits, proxy_rl, length) == (
+        prm.label_and_rerank_claims(args, data, held) + prm.rl_claims(args, runs)
+        + prm.overoptimisation_claims(fits, proxy_rl) + prm.length_claims(held, runs, proxy_rl, length))
 
 
 def test_overoptimisation_claims_without_the_rl_run_keep_the_fit_only():
@@ -747,6 +967,7 @@ def test_overoptimisation_claims_without_the_rl_run_keep_the_fit_only():
     ("--label-samples", "1", "--label-samples must be at least 2"),
     ("--rl-methods", "outcome,ppo", "argument --rl-methods: 'ppo' is not one of outcome"),
     ("--rm-steps", "0", "--rm-steps must be positive"),
+    ("--length-steps", "0", "--length-steps must be positive"),
 ])
 def test_cli_rejects_bad_values_with_one_line(cli_error, flag, value, message):
     assert message in cli_error("06_prm_qrm.py", flag, value)
@@ -765,13 +986,16 @@ def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path, read
         return completions, texts
 
     monkeypatch.setattr(prm, "sample", sample_spy)
-    args = prm.Args(smoke=True, device="cpu", out=str(tmp_path / "out"), cache=str(tmp_path / "cache"))
+    args = prm.Args(smoke=True, device="cpu", out=str(tmp_path / "out"), cache=str(tmp_path / "cache"), length_bias=True)
     first = prm.main(args)
     data = read_results(tmp_path / "out" / "results.json")
-    for name in ("label_quality.png", "best_of_n.png", "rl.png", "overoptimisation.png"):
+    for name in ("label_quality.png", "best_of_n.png", "rl.png", "overoptimisation.png", "length_bias.png"):
         assert (tmp_path / "out" / name).stat().st_size > 1000
     assert {"best_of_n[PRM-min][N=1]", "best_of_n[majority vote][N=4]", "hard_label_accuracy[N=4]",
-            "rl[qrm]_pass@1_final"} <= set(first["metrics"])
+            "rl[qrm]_pass@1_final", "best_of_n[PRM-mean][N=4]", "length_corr[ORM]_all", "rl[prm]_final_extra_lines",
+            "overopt_rl_final_excess_chars", "length_corr[length-balanced RM]_wrong",
+            f"length_rl[{prm.LENGTH_RUNS[1]}]_final_pass@1"} <= set(first["metrics"])
+    assert set(data["length_bias"]["runs"]) == set(prm.LENGTH_RUNS)
     assert data["metrics"] == common.json_ready(first["metrics"])
     # the labels' rollouts: 4 (--rollouts-per-prefix) from each step prefix of each sampled solution
     (solution_prompts, solutions), (rollout_prompts, _) = sampled[:2]

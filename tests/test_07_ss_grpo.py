@@ -36,6 +36,15 @@ def estimator(seed: int = 0, **sizes) -> ss.StepValueEstimator:
     return ss.StepValueEstimator(len(TOK), **shape)
 
 
+SCALES = [0.5, 0.25, float("nan")]  # the step-size control's multiplier at updates 0, 1, 2
+
+
+def credit_of(method: str, args: ss.Args) -> ss.Credit:
+    """A method's credit: a small fresh estimator for SS-GRPO, SCALES for the step-size control."""
+    model = estimator(hidden=16, layers=1, heads=2, ffn=32) if method.startswith("ss_") else None
+    return ss.Credit(method, TOK, args, model, seed=0, scales=SCALES if method == "grpo_scaled" else None)
+
+
 def test_estimator_output_in_unit_interval_and_blind_to_padding():
     model = estimator()
     torch.manual_seed(1)
@@ -131,8 +140,7 @@ def test_zero_spread_group_gives_zero_advantage_and_no_nan(tmp_path):
     rewards = common.verifier_rewards([problem] * 8, common.completion_texts(TOK, r), r.truncated).view(2, 4)
     assert rewards[0].tolist() == [1.0] * 4 and len(set(rewards[1].tolist())) == 2
     for method in ss.METHODS:
-        model = estimator(hidden=16, layers=1, heads=2, ffn=32) if method.startswith("ss_") else None
-        advantages = ss.Credit(method, TOK, args, model, seed=0)(r, rewards, [problem, problem])
+        advantages = credit_of(method, args)(r, rewards, [problem, problem])
         assert torch.isfinite(advantages).all()
         assert torch.equal(advantages[:4], torch.zeros_like(advantages[:4])), method
         assert advantages[4:].abs().sum() > 0, method
@@ -160,6 +168,59 @@ def test_blame_and_entropy_diagnostics():
     assert 0 < stats["negative_share"] < 0.5
     uniform = ss.weight_entropy(torch.tensor([[0.3, 0.3, 0.3], [1.0, 1e-9, 0.0]]), torch.tensor([3, 2]))
     assert torch.allclose(uniform, torch.tensor([1.0, 0.0]), atol=1e-4)
+
+
+def test_credit_on_flawed_steps_of_right_solutions_and_on_right_steps_before_a_slip_by_hand():
+    """Group 0 (rewards 1, 1, 0, 0; A = ±0.866): a right solution with a wrong line 1, a right one
+    with none, a failed one wrong from line 0, a failed one wrong from line 1. Group 1 (all right,
+    A = 0) holds flaws too, and counts nowhere. Credit = mean advantage on the step's tokens / A_i."""
+    step_ids = torch.tensor([[0, 0, 1, 1, 1, 2]] * 8)
+    rewards = torch.tensor([[1.0, 1.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0]])
+    A = ss.grpo_advantages(rewards).flatten()
+    wrong = [1, None, 0, 1, 1, 1, 1, 1]
+    advantages = torch.zeros(8, 6)
+    advantages[0] = torch.tensor([1.0, 3.0, 2.0, 2.0, 5.0, 9.0])  # right steps: 2; flawed step: 3
+    advantages[2] = torch.tensor([-1.0, -1.0, 0.0, 0.0, 0.0, 0.0])  # its wrong line 0 gets -1
+    advantages[3] = torch.tensor([4.0, 0.0, -3.0, -3.0, -3.0, 0.0])  # right step before the slip: 2; slip: -3
+    a = float(A[0])
+    flawed = ss.flawed_step_stats(advantages, A, step_ids, wrong, rewards)
+    assert flawed["flawed_right_share"] == 0.5  # one of group 0's two right solutions; group 1 has no spread
+    assert flawed["flawed_step_credit"] == pytest.approx(3 / a) and flawed["flawed_right_steps_credit"] == pytest.approx(2 / a)
+    blame = ss.blame_stats(advantages, A, step_ids, wrong, rewards)
+    assert blame["wrong_step_blame"] == pytest.approx(np.mean([-1 / -a, -3 / -a]))
+    assert blame["right_steps_blame"] == pytest.approx(2 / -a)  # only completion 3 has steps before its slip
+    grpo = ss.broadcast_to_tokens(A[:, None].expand(-1, 3), step_ids)  # GRPO: exactly its own credit
+    assert ss.flawed_step_stats(grpo, A, step_ids, wrong, rewards)["flawed_step_credit"] == pytest.approx(1.0)
+    assert ss.blame_stats(grpo, A, step_ids, wrong, rewards)["right_steps_blame"] == pytest.approx(1.0)
+    nobody = ss.flawed_step_stats(advantages, A, step_ids, [None] * 8, rewards)
+    assert nobody["flawed_right_share"] == 0 and math.isnan(nobody["flawed_step_credit"])
+
+
+def test_advantage_scale_is_the_push_relative_to_grpos_by_hand():
+    """Σ_i mean_t |a_it| / Σ_i |A_i| over each completion's step tokens; 1 for GRPO itself."""
+    step_ids = torch.tensor([[0, 0, 1, -1], [0, 1, 1, 1], [0, -1, -1, -1]])
+    A = torch.tensor([2.0, -1.0, 0.0])
+    w = torch.tensor([[0.5, 0.25], [0.1, 0.4], [0.9, 0.0]])
+    advantages = ss.broadcast_to_tokens(ss.step_advantages(A, w, signed=False), step_ids)
+    per_completion = [abs(2.0) * (0.5 + 0.5 + 0.25) / 3, abs(-1.0) * (0.1 + 0.4 * 3) / 4, 0.0]
+    assert ss.advantage_scale(advantages, A, step_ids) == pytest.approx(sum(per_completion) / 3.0)
+    grpo = ss.broadcast_to_tokens(A[:, None].expand(-1, 2), step_ids)
+    assert ss.advantage_scale(grpo, A, step_ids) == pytest.approx(1.0)
+    assert math.isnan(ss.advantage_scale(torch.zeros(3, 4), torch.zeros(3), step_ids))
+
+
+def test_the_step_size_control_is_grpo_times_ss_grpos_scale_of_each_update(tmp_path):
+    r = hand_completions([p.prompt for p in PROBLEMS for _ in range(4)], TEXTS)
+    step_ids = step_ids_of(r)
+    grpo = ss.Credit("grpo", TOK, credit_args(tmp_path), None, seed=0)(r, REWARDS, PROBLEMS)
+    control = credit_of("grpo_scaled", credit_args(tmp_path))
+    for scale in (0.5, 0.25, 1.0):  # SCALES; a NaN (no advantage in SS-GRPO's update) leaves GRPO's
+        torch.testing.assert_close(control(r, REWARDS, PROBLEMS), grpo * scale)
+    assert [e["advantage_scale"] for e in control.log] == pytest.approx([0.5, 0.25, 1.0])
+    assert ss.advantage_scale(grpo, ss.grpo_advantages(REWARDS).flatten(), step_ids) == pytest.approx(1.0)
+    for method, scales in (("grpo_scaled", None), ("grpo", SCALES), ("ss_grpo", SCALES)):
+        with pytest.raises(ValueError, match="step-size control"):
+            ss.Credit(method, TOK, credit_args(tmp_path), estimator(), seed=0, scales=scales)
 
 
 def test_blame_and_padding_diagnostics_equal_a_loop_over_completions():
@@ -234,6 +295,9 @@ def test_rl_loop_is_05s(monkeypatch, tmp_path):
     ("--est-heads", "3", "--est-hidden must be a multiple of --est-heads"),
     ("--lengths", "2,8", "--lengths must be within --min-steps..--max-steps"),
     ("--target-gain", "0", "--target-gain must be positive"),
+    ("--mc-rollouts", "0", "--mc-rollouts must be positive"),
+    ("--methods", "grpo_scaled,ss_grpo", "grpo_scaled needs ss_grpo before it"),
+    ("--methods", "grpo,grpo_scaled", "grpo_scaled needs ss_grpo before it"),
 ])
 def test_cli_rejects_bad_values_with_one_line(cli_error, flag, value, message):
     assert message in cli_error("07_ss_grpo.py", flag, value)
@@ -268,6 +332,11 @@ def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path, read
         log = data["runs"][method][0]["credit"]
         assert len(log) == common.apply_smoke(args).rl_steps and all(e["estimator_loss"] >= 0 for e in log)
     assert first["claims"][0]["holds"] is False
+    assert m["article_estimator_params_total"] == 5_282_177 and m["grpo_scaled_mc_prm_train_flops_vs_grpo"] > 1
+    # the control's push at each update is SS-GRPO's (1 where SS-GRPO's update had no advantage)
+    for ss_entry, control in zip(data["runs"]["ss_grpo"][0]["credit"], data["runs"]["grpo_scaled"][0]["credit"]):
+        if control["advantage_scale"] is not None:
+            assert control["advantage_scale"] == pytest.approx(ss_entry["advantage_scale"] or 1.0)
     again = ss.main(args)
     assert json.dumps(without_timing(again["metrics"])) == json.dumps(without_timing(first["metrics"]))
 
@@ -371,8 +440,8 @@ def test_each_method_scales_its_own_completions_group_advantage(tmp_path):
     A = naive_group_z(REWARDS)
     args = credit_args(tmp_path, est_iters=3)
     for method in ss.METHODS:
-        model = estimator(hidden=16, layers=1, heads=2, ffn=32) if method.startswith("ss_") else None
-        credit = ss.Credit(method, TOK, args, model, seed=0)
+        credit = credit_of(method, args)
+        model = credit.estimator
         got = credit(r, REWARDS, PROBLEMS)
         if method == "prm_grpo":
             torch.testing.assert_close(got, naive_gold_process(step_ids, 4), rtol=1e-5, atol=1e-5)
@@ -386,7 +455,7 @@ def test_each_method_scales_its_own_completions_group_advantage(tmp_path):
             for t, k in enumerate(row):
                 if k < 0:
                     continue
-                weight = 1.0 if model is None else w[b][k]
+                weight = SCALES[0] if method == "grpo_scaled" else 1.0 if model is None else w[b][k]
                 if method == "ss_grpo_signed" and A[b] < 0:
                     weight = 1 - weight
                 expected[b, t] = A[b] * weight
@@ -476,16 +545,24 @@ def test_selecting_completions_equals_building_the_batch_of_those_completions():
 
 def test_cost_row_by_hand():
     """Inference FLOPs per completion relative to GRPO: 2·params per token read, the policy on its
-    tokens, the estimator on its rows, a policy-sized PRM on every step prefix; means over updates
-    (a key an update did not log counts 0); the credit's share of an update's seconds."""
-    run = {"credit": [{"policy_tokens": 10.0, "estimator_tokens": 30.0, "evaluator_calls": 1.0, "credit_s": 0.5},
-                      {"policy_tokens": 14.0, "prm_tokens": 40.0, "evaluator_calls": 3.0, "credit_s": 1.5}],
+    tokens, the estimator on its rows, a policy-sized PRM on every step prefix; training FLOPs:
+    10·params per policy token, plus that inference, plus 6·params per token the estimator trains
+    on; a Monte-Carlo-labelled PRM: 10·P per policy token + 2·P per label token; means over
+    updates (a key an update did not log counts 0); the credit's share of an update's seconds."""
+    run = {"credit": [{"policy_tokens": 10.0, "estimator_tokens": 30.0, "evaluator_calls": 1.0, "credit_s": 0.5,
+                       "estimator_train_tokens": 50.0, "mc_label_tokens": 160.0, "steps": 2.0},
+                      {"policy_tokens": 14.0, "prm_tokens": 40.0, "evaluator_calls": 3.0, "credit_s": 1.5,
+                       "mc_label_tokens": 240.0, "steps": 3.0}],
            "history": [{"generate_s": 1.0, "update_s": 2.0}, {"generate_s": 3.0, "update_s": 2.0}],
            "wall_clock_s": 30.0}
     row = ss.cost_row(run, {"wall_clock_s": 20.0}, policy_params=100, est_params=7)
-    generation = 100 * 12.0
+    # in FLOPs: policy 2·100·12 per generation; estimator 2·7·15; PRM 2·100·20; estimator training 6·7·25
+    train = 10 * 100 * 12.0
     expected = {"train_wall_clock_s": 30.0, "train_wall_clock_vs_grpo": 1.5,
-                "inference_flops_vs_grpo": (generation + 7 * 15.0 + 100 * 20.0) / generation,
+                "inference_flops_vs_grpo": (2 * 100 * 12 + 2 * 7 * 15 + 2 * 100 * 20) / (2 * 100 * 12),
+                "train_flops_vs_grpo": (train + 2 * 7 * 15 + 2 * 100 * 20 + 6 * 7 * 25) / train,
+                "mc_prm_train_flops_vs_grpo": (train + 2 * 100 * 200) / train,
+                "estimator_tokens_per_policy_token": 15 / 12, "tokens_per_rollout": 12.0, "steps_per_rollout": 2.5,
                 "evaluator_calls": 2.0, "credit_wall_clock_share": 1.0 / 4.0}
     assert set(row) == set(expected)
     for key, value in expected.items():
@@ -504,7 +581,8 @@ def test_prefix_tokens_by_hand():
 
 def test_each_method_logs_what_its_credit_costs(tmp_path):
     """Per completion: the policy's tokens, one outcome verification (GRPO, SS-GRPO) or one step
-    verification per line (PRM-GRPO, which reads every step prefix), the estimator's row tokens."""
+    verification per line (PRM-GRPO, which reads every step prefix), the estimator's row tokens,
+    and the tokens Monte-Carlo step labels would read (every method: they price the alternative)."""
     prompts = [p.prompt for p in PROBLEMS for _ in range(4)]
     r = hand_completions(prompts, TEXTS)
     lines = [t.split("\n") for t in TEXTS]
@@ -515,13 +593,17 @@ def test_each_method_logs_what_its_credit_costs(tmp_path):
     expected = {"grpo": {"evaluator_calls": 1.0},
                 "prm_grpo": {"evaluator_calls": np.mean([len(ls) for ls in lines]), "prm_tokens": prefixes},
                 "ss_grpo": {"evaluator_calls": 1.0, "estimator_tokens": rows},
-                "ss_grpo_signed": {"evaluator_calls": 1.0, "estimator_tokens": rows}}
+                "ss_grpo_signed": {"evaluator_calls": 1.0, "estimator_tokens": rows},
+                "grpo_scaled": {"evaluator_calls": 1.0}}
+    # Monte-Carlo labels: 8 continuations of each step prefix but the last, each as long as the completion
+    mc = np.mean([8 * (len(ls) - 1) * (len(p) + len(t) + 1) for p, ls, t in zip(prompts, lines, TEXTS)])
     for method in ss.METHODS:
-        model = estimator(hidden=16, layers=1, heads=2, ffn=32) if method.startswith("ss_") else None
-        credit = ss.Credit(method, TOK, credit_args(tmp_path), model, seed=0)
+        credit = credit_of(method, credit_args(tmp_path))
         credit(r, REWARDS, PROBLEMS)
         entry = credit.log[0]
         assert math.isclose(entry["policy_tokens"], policy, rel_tol=1e-6), method
+        assert math.isclose(entry["mc_label_tokens"], mc, rel_tol=1e-6), method
+        assert math.isclose(entry["steps"], np.mean([len(ls) for ls in lines]), rel_tol=1e-6), method
         assert 0 <= entry["credit_s"] < 60, method  # seconds, measured
         for key in ("prm_tokens", "estimator_tokens"):
             assert (key in entry) == (key in expected[method]), (method, key)
@@ -536,8 +618,7 @@ def test_the_credit_keeps_every_tensor_on_the_device_of_its_inputs(tmp_path):
     args = credit_args(tmp_path, est_groups=2)
     keep = torch.arange(12) % 3 == 0
     for method in ss.METHODS:
-        model = estimator(hidden=16, layers=1, heads=2, ffn=32) if method.startswith("ss_") else None
-        credit = ss.Credit(method, TOK, args, model, seed=0)
+        credit = credit_of(method, args)
         with torch.device("meta"):
             advantages = credit(r, REWARDS, PROBLEMS)
             batch = ss.step_batch(r, step_ids_of(r), end_tokens_of(r), chunk=4, pad_id=TOK.pad_token_id)
@@ -548,63 +629,166 @@ def test_the_credit_keeps_every_tensor_on_the_device_of_its_inputs(tmp_path):
                 assert not isinstance(value, torch.Tensor) or value.device.type == "cpu"
 
 
+# -------------------------------------------------- the article's numbers against each other
+def test_the_article_table_arithmetic():
+    """97% of the gain? (77.5 - 72.3)/(78.1 - 72.3) = 5.2/5.8; 4% of the cost? 28/120 of the hours,
+    or (28 - 24)/(120 - 24) of the hours beyond GRPO's."""
+    assert ss.table_gain_share(ss.ARTICLE) == pytest.approx(5.2 / 5.8) == pytest.approx(0.8966, abs=1e-4)
+    total, extra = ss.table_cost_readings(ss.ARTICLE)
+    assert total == pytest.approx(0.2333, abs=1e-4) and extra == pytest.approx(4 / 96)
+    other = {"grpo": (50.0, 10, 1.0), "prm_grpo": (60.0, 110, 9.0), "ss_grpo": (59.0, 20, 1.1)}
+    assert ss.table_gain_share(other) == pytest.approx(0.9)
+    assert ss.table_cost_readings(other) == pytest.approx((20 / 110, 0.1))
+
+
+def article_module(vocab: int, hidden: int, layers: int) -> torch.nn.Module:
+    """The article's StepValueEstimator's modules, as its __init__ builds them (PyTorch's defaults)."""
+    layer = torch.nn.TransformerEncoderLayer(d_model=hidden, nhead=4, batch_first=True)
+    return torch.nn.ModuleDict({"embed": torch.nn.Embedding(vocab, hidden), "head": torch.nn.Linear(hidden, 1),
+                                "transformer": torch.nn.TransformerEncoder(layer, num_layers=layers)})
+
+
+def test_encoder_parameters_count_what_pytorch_builds():
+    article = ss.encoder_parameters(**ss.ARTICLE_ESTIMATOR)
+    assert article == {"embedding": 4_096_000, "layers": 1_186_048, "head": 129, "total": 5_282_177}
+    assert sum(p.numel() for p in article_module(32000, 128, 2).parameters()) == article["total"]
+    assert sum(p.numel() for p in article_module(50, 64, 3).parameters()) == ss.encoder_parameters(
+        50, 64, 3, 2048)["total"]
+    ours = ss.encoder_parameters(len(TOK), 32, 2, 64, positions=ss.MAX_POSITIONS)
+    model = estimator()
+    assert sum(p.numel() for p in model.parameters()) == ours["total"]
+    assert ss.parameters(model) == ours["layers"] + ours["head"]  # what costs FLOPs per token
+
+
+def test_flops_share_and_prefix_rescoring_by_hand():
+    assert ss.estimator_flops_share(1e6, 7e9, 2.0) == pytest.approx(2e6 / 7e9)
+    for T in (1, 2, 7, 50):  # Σ over prefixes of their lengths, per token of one pass
+        assert ss.prefix_rescoring_cost(T) == pytest.approx(sum(len(range(t)) for t in range(1, T + 1)) / T)
+    assert ss.prefix_rescoring_cost(1000) == 500.5
+
+
+def test_article_numbers_read_the_estimators_measured_tokens_when_ss_grpo_ran():
+    steps_only = ss.article_numbers({})
+    assert steps_only["article_estimator_tokens_per_policy_token"] == 1.0
+    assert steps_only["article_estimator_flops_share_7b"] == pytest.approx((1_186_048 + 129) / 7e9)
+    assert "article_weight_memory_share" not in steps_only  # no rollouts to measure
+    measured = ss.article_numbers({"ss_grpo": {"estimator_tokens_per_policy_token": 3.0, **ROLLOUTS},
+                                   "grpo": {"steps_per_rollout": 4.0, "tokens_per_rollout": 20.0}})
+    assert measured["article_estimator_flops_share_7b"] == pytest.approx(3 * (1_186_048 + 129) / 7e9)
+    assert measured["article_weight_memory_share"] == pytest.approx(4 * 4 / (24 * 20))  # GRPO's rollouts
+    assert measured["article_gain_share"] == ss.table_gain_share(ss.ARTICLE)
+
+
 # -------------------------------------------------- the verdicts, each flipped both ways
-HOLDING_ARTICLE = {"grpo": (70.0, 100, 1.0), "prm_grpo": (80.0, 100, 1000.0), "ss_grpo": (79.7, 4, 50.0)}
+HOLDING = {"ARTICLE": {"grpo": (70.0, 1, 1.0), "prm_grpo": (80.0, 100, 1000.0), "ss_grpo": (79.7, 4, 1.05)},
+           "ARTICLE_INFERENCE_OVERHEAD": 0.05, "ARTICLE_ROLLOUT_OVERHEAD": 0.05,
+           "ARTICLE_ESTIMATOR": {"vocab": 1000, "hidden": 128, "layers": 2, "ffn": 512},  # 0.52M
+           "ARTICLE_PER_STEP_COST": 500.0}
+
+
+def holding_article(monkeypatch, **changes) -> None:
+    """Article constants on which every arithmetic verdict holds, with some changed."""
+    for name, value in (HOLDING | changes).items():
+        monkeypatch.setattr(ss, name, value)
+
+
+ROLLOUTS = {"steps_per_rollout": 3.0, "tokens_per_rollout": 4.0}  # step weights: 12 of 96 buffer bytes, 12.5%
 
 
 def claims_summary(**changes) -> dict:
     """A summary on which every verdict holds, with some numbers changed: {"method.key": value}."""
     ss_numbers = {"localisation_auroc": 0.7, "auroc_step_right_in_failed": 0.7, "auroc_outcome": 0.8,
                   "localisation_top1": 0.5, "chance_top1": 0.3, "w_entropy": 0.5, "right_target_zero": 0.3,
-                  "credit_wall_clock_share": 0.05, "inference_flops_vs_grpo": 1.2}
-    summary = {"grpo": {"pass@1": 0.25, "train_wall_clock_s": 50.0, "inference_flops_vs_grpo": 1.0, "wrong_step_blame": 1.0},
-               "prm_grpo": {"pass@1": 0.875, "train_wall_clock_s": 100.0, "inference_flops_vs_grpo": 3.0,
-                            "wrong_step_blame": 1.0},
-               # 0.5625 of a 0.625 gain: exactly 90%; 10 of 100 s: exactly 10%
+                  "credit_wall_clock_share": 0.05, "inference_flops_vs_grpo": 1.2, "train_flops_vs_grpo": 1.04,
+                  "mc_prm_train_flops_vs_grpo": 2.0, "estimator_tokens_per_policy_token": 2.0,
+                  "flawed_right_share": 0.1, "flawed_step_credit": 0.45, "flawed_right_steps_credit": 0.5,
+                  "right_steps_blame": 0.4, "advantage_scale": 0.4, **ROLLOUTS}
+    flat = {"flawed_right_share": 0.1, "flawed_step_credit": 1.0, "flawed_right_steps_credit": 1.0,
+            "right_steps_blame": 1.0, "wrong_step_blame": 1.0, "inference_flops_vs_grpo": 1.0, "advantage_scale": 1.0,
+            **ROLLOUTS}
+    summary = {"grpo": {"pass@1": 0.25, "train_wall_clock_s": 50.0, **flat},
+               "prm_grpo": {"pass@1": 0.875, "train_wall_clock_s": 100.0, **flat, "inference_flops_vs_grpo": 3.0,
+                            "evaluator_calls": 3.0, "flawed_step_credit": -2.0, "right_steps_blame": -1.0},
+               # 0.5625 of a 0.625 gain: exactly 90%; 0.04 of 1.0 extra FLOPs: exactly 4%
                "ss_grpo": {"pass@1": 0.8125, "train_wall_clock_s": 10.0, "wrong_step_blame": 0.2, **ss_numbers},
-               "ss_grpo_signed": {"pass@1": 0.8125, "train_wall_clock_s": 12.0, "wrong_step_blame": 0.6, **ss_numbers}}
+               "ss_grpo_signed": {"pass@1": 0.8125, "train_wall_clock_s": 12.0, "wrong_step_blame": 0.6, **ss_numbers},
+               "grpo_scaled": {"pass@1": 0.75, "train_wall_clock_s": 50.0, **flat, "advantage_scale": 0.4}}
     for name, value in changes.items():
         method, key = name.split(".")
         summary[method][key] = value
     return summary
 
 
-def verdicts(summary: dict) -> dict:
+NAMES = {"SS-GRPO achieves 97%": "table share", "...at 4% of the PRM's training cost, read as total": "table cost",
+         "...at 4% of the PRM's training cost, read as the hours": "table extra cost",
+         "the tiny estimator keeps the overhead below 1%": "overhead figures",
+         "the estimator adds only 5% overhead to rollout": "rollout overhead", "the estimator adds ~1M": "parameters",
+         "the only extra cost is one forward pass": "flops", "for a 1000-token rollout": "per-step cost",
+         "SS-GRPO beats GRPO (": "beats", "SS-GRPO recovers": "share",
+         "...at 4% of the PRM's training cost (read as cost beyond": "cost", "a flawed step in a chain": "flawed",
+         "a correct step followed": "slip", "SS-GRPO's step weight stops": "ss flawed",
+         "the learned step weights give credit": "step size", "SS-GRPO: the estimator learns": "causal",
+         "SS-GRPO ±: the estimator learns": "causal signed", "a sign-aware weight": "signed",
+         "the estimator is trained with a contrastive": "entropy", "the estimator adds only ~5% overhead": "overhead",
+         "storing step-level weights": "memory"}
+ARITHMETIC = {"table share", "table cost", "table extra cost", "overhead figures", "rollout overhead", "parameters",
+              "flops", "per-step cost", "memory"}
+
+
+def verdicts(summary: dict, per_seed: dict | None = None) -> dict:
     """The verdict of each claim, by the first words of its statement."""
-    per_seed = {m: [{"pass@1": s["pass@1"]}] for m, s in summary.items()}
-    claims = ss.check_claims(summary, per_seed)
-    names = {"97% of the accuracy gain": "table", "SS-GRPO gets 97%": "accuracy",
-             "SS-GRPO: the estimator learns": "causal", "SS-GRPO ±: the estimator learns": "causal signed",
-             "a sign-aware weight": "signed", "the estimator is trained with a contrastive": "entropy",
-             "the estimator adds only": "overhead"}
+    per_seed = per_seed or {m: [{"pass@1": s["pass@1"]}] for m, s in summary.items()}
     out = {}
-    for c in claims:
-        (name,) = [n for start, n in names.items() if c["claim"].startswith(start)]
-        assert isinstance(c["holds"], bool) and name not in out
+    for c in ss.check_claims(summary, per_seed, mc_rollouts=8):
+        (name,) = [n for start, n in NAMES.items() if c["claim"].startswith(start)]
+        assert c["holds"] in (True, False, None) and name not in out
         out[name] = c["holds"]
     return out
 
 
-def test_the_article_table_verdict_is_computed_from_its_numbers(monkeypatch):
-    # as published: 5.2 of 5.8 points (90%) at 28 of 120 hours (23%): the claim does not hold
-    assert verdicts(claims_summary())["table"] is False
-    for article, holds in [
-            (HOLDING_ARTICLE, True),  # exactly 97% at exactly 4%
-            ({**HOLDING_ARTICLE, "ss_grpo": (79.655, 4.49, 50.0)}, True),  # 96.55% and 4.49% round to 97% and 4%
-            ({**HOLDING_ARTICLE, "ss_grpo": (79.6, 4, 50.0)}, False),  # 96%
-            ({**HOLDING_ARTICLE, "ss_grpo": (79.7, 5, 50.0)}, False),  # 5% of the hours
-            ({**HOLDING_ARTICLE, "grpo": (72.0, 100, 1.0)}, False),  # 7.7 of 8 points
-            ({**HOLDING_ARTICLE, "prm_grpo": (80.0, 80, 1000.0)}, False)]:  # 4 of 80 hours
-        monkeypatch.setattr(ss, "ARTICLE", article)
-        assert verdicts(claims_summary())["table"] is holds, article
+def test_the_articles_own_numbers_fail_where_they_disagree():
+    """As published: 89.7% of the gain, 23% of the hours (4.2% of the extra hours), overheads of
+    1%, 5% and 5%, 5.28M parameters, 0.03% of a 7B policy's FLOPs, 500.5x for per-token rescoring."""
+    got = verdicts(claims_summary())
+    assert {name: got[name] for name in ARITHMETIC} == {
+        "table share": False, "table cost": False, "table extra cost": True, "overhead figures": False,
+        "rollout overhead": True, "parameters": False, "flops": True, "per-step cost": False, "memory": True}
 
 
 @pytest.mark.parametrize("changes,flipped", [
     ({}, set()),
-    ({"ss_grpo.pass@1": 0.8}, {"accuracy"}),  # 88% of the PRM's gain
-    ({"ss_grpo.train_wall_clock_s": 11.0}, {"accuracy"}),  # 11% of its training time
-    ({"prm_grpo.pass@1": 0.25}, {"accuracy"}),  # no PRM gain
-    ({"prm_grpo.pass@1": 0.2, "ss_grpo.pass@1": 0.1}, {"accuracy"}),  # a PRM loss: no share of a gain
+    ({"ARTICLE": HOLDING["ARTICLE"] | {"ss_grpo": (79.6, 4, 1.05)}}, {"table share"}),  # 96%
+    ({"ARTICLE": HOLDING["ARTICLE"] | {"ss_grpo": (79.655, 4.49, 1.05)}}, set()),  # 96.55% and 4.49% round up/down
+    ({"ARTICLE": HOLDING["ARTICLE"] | {"ss_grpo": (79.7, 5, 1.05)}}, {"table cost"}),  # 5% of the hours; 4% extra
+    ({"ARTICLE": HOLDING["ARTICLE"] | {"grpo": (70.0, 0.1, 1.0), "ss_grpo": (79.7, 5, 1.05)}},
+     {"table cost", "table extra cost"}),  # and 4.9 of 99.9 extra hours
+    ({"ARTICLE": HOLDING["ARTICLE"] | {"ss_grpo": (79.7, 4, 1.5)}},
+     {"rollout overhead", "overhead figures"}),  # the table's 1.5x
+    ({"ARTICLE_INFERENCE_OVERHEAD": 0.01}, {"overhead figures"}),
+    ({"ARTICLE_ROLLOUT_OVERHEAD": 0.01}, {"overhead figures", "rollout overhead"}),
+    ({"ARTICLE_ESTIMATOR": {"vocab": 32000, "hidden": 128, "layers": 2, "ffn": 2048}}, {"parameters"}),
+    ({"ARTICLE_POLICY_PARAMS": 1e8}, set()),  # 0.40M x 2 tokens of 100M: 0.8%
+    ({"ARTICLE_POLICY_PARAMS": 5e7}, {"flops"}),  # of 50M: 1.6%
+    ({"ARTICLE_PER_STEP_COST": 1000.0}, {"per-step cost"}),
+    ({"BUFFER_BYTES_PER_TOKEN": 64}, {"memory"}),  # 12 of 256 bytes: 4.7%
+    ({"BUFFER_BYTES_PER_TOKEN": 14}, {"memory"}),  # 12 of 56 bytes: 21%
+])
+def test_each_arithmetic_verdict_flips_with_its_own_numbers(changes, flipped, monkeypatch):
+    holding_article(monkeypatch, **changes)
+    got = verdicts(claims_summary())
+    assert {name for name in ARITHMETIC if not got[name]} == flipped
+
+
+@pytest.mark.parametrize("changes,flipped", [
+    ({}, set()),
+    ({"ss_grpo.pass@1": 0.8}, {"share"}),  # 88% of the PRM's gain
+    ({"ss_grpo.pass@1": 0.24}, {"beats", "share", "step size"}),  # below GRPO, and below the control
+    ({"ss_grpo.train_flops_vs_grpo": 1.05}, {"cost"}),  # 5% of the MC-labelled PRM's extra FLOPs
+    ({"ss_grpo.mc_prm_train_flops_vs_grpo": 1.5}, {"cost"}),  # 8%
+    ({"grpo.flawed_step_credit": -0.1}, {"flawed"}),
+    ({"grpo.right_steps_blame": -0.1}, {"slip"}),
+    ({"ss_grpo.flawed_step_credit": 0.46}, {"ss flawed"}),  # more than 0.9x the right steps' credit
+    ({"grpo_scaled.pass@1": 0.8125}, {"step size"}),  # a tie is no win
     ({"ss_grpo.localisation_auroc": 0.6}, {"causal"}),
     ({"ss_grpo.auroc_step_right_in_failed": 0.6}, {"causal"}),
     ({"ss_grpo_signed.localisation_auroc": 0.55}, {"causal signed"}),
@@ -614,23 +798,45 @@ def test_the_article_table_verdict_is_computed_from_its_numbers(monkeypatch):
     ({"ss_grpo.w_entropy": 0.9}, {"entropy"}),
     ({"ss_grpo.credit_wall_clock_share": 0.051}, {"overhead"}),
 ])
-def test_each_verdict_flips_with_its_own_numbers(changes, flipped, monkeypatch):
-    monkeypatch.setattr(ss, "ARTICLE", HOLDING_ARTICLE)
+def test_each_run_verdict_flips_with_its_own_numbers(changes, flipped, monkeypatch):
+    holding_article(monkeypatch)
     got = verdicts(claims_summary(**changes))
-    assert set(got) == {"table", "accuracy", "causal", "causal signed", "signed", "entropy", "overhead"}
-    assert {name for name, holds in got.items() if not holds} == flipped
+    assert set(got) == set(NAMES.values())
+    assert {name for name, holds in got.items() if holds is not True} == flipped
+
+
+@pytest.mark.parametrize("changes,untestable", [
+    ({"prm_grpo.pass@1": 0.25}, {"share"}),  # no PRM gain: no share of it
+    ({"prm_grpo.pass@1": 0.2, "ss_grpo.pass@1": 0.1, "ss_grpo_signed.pass@1": 0.1}, {"share"}),  # a PRM loss
+    ({"grpo.flawed_right_share": 0.0}, {"flawed"}),  # no right completion with a wrong line
+    ({"grpo.flawed_right_share": math.nan}, {"flawed"}),
+    ({"grpo.right_steps_blame": math.nan}, {"slip"}),
+    ({"ss_grpo.flawed_right_steps_credit": math.nan}, {"ss flawed"}),
+])
+def test_a_verdict_with_nothing_to_measure_is_none_not_false(changes, untestable, monkeypatch):
+    holding_article(monkeypatch)
+    got = verdicts(claims_summary(**changes))
+    assert {name for name, holds in got.items() if holds is None} == untestable
+
+
+def test_the_step_size_verdict_needs_every_seed():
+    summary = claims_summary()
+    per_seed = {m: [{"pass@1": s["pass@1"]}] * 2 for m, s in summary.items()}
+    assert verdicts(summary, per_seed)["step size"] is True
+    per_seed["grpo_scaled"] = [{"pass@1": 0.6}, {"pass@1": 0.82}]  # mean 0.71 < 0.8125, but seed 1 wins
+    assert verdicts(summary, per_seed)["step size"] is False
 
 
 def test_claims_need_only_the_methods_they_compare(monkeypatch):
-    monkeypatch.setattr(ss, "ARTICLE", HOLDING_ARTICLE)
+    holding_article(monkeypatch)
     full = claims_summary()
-    assert set(verdicts({m: full[m] for m in ("grpo", "prm_grpo", "ss_grpo")})) == {
-        "table", "accuracy", "causal", "entropy", "overhead"}
-    assert set(verdicts({m: full[m] for m in ("ss_grpo", "ss_grpo_signed")})) == {
-        "table", "causal", "causal signed", "signed", "entropy", "overhead"}
-    assert set(verdicts({m: full[m] for m in ("grpo", "prm_grpo")})) == {"table"}
-    assert verdicts({"ss_grpo": full["ss_grpo"] | {"w_entropy": 0.89, "credit_wall_clock_share": 0.04}}) == {
-        "table": True, "causal": True, "entropy": True, "overhead": True}
+    assert set(verdicts({m: full[m] for m in ("grpo", "prm_grpo", "ss_grpo")})) == ARITHMETIC | {
+        "beats", "share", "cost", "flawed", "slip", "ss flawed", "causal", "entropy", "overhead"}
+    assert set(verdicts({m: full[m] for m in ("ss_grpo", "ss_grpo_signed")})) == ARITHMETIC | {
+        "causal", "causal signed", "signed", "entropy", "overhead"}
+    assert set(verdicts({m: full[m] for m in ("grpo", "prm_grpo")})) == ARITHMETIC | {"flawed", "slip"}
+    assert set(verdicts({m: full[m] for m in ("grpo", "ss_grpo", "grpo_scaled")})) == ARITHMETIC | {
+        "flawed", "slip", "ss flawed", "step size", "causal", "entropy", "overhead"}
 
 
 # -------------------------------------------------- the held-out probe of w(s), on hand-made samples
@@ -761,8 +967,8 @@ def test_weight_stats_by_hand():
 def test_each_run_trains_a_copy_of_the_cold_start_with_its_methods_credit(tmp_path, monkeypatch):
     """run_method: the policy trained is a copy of the cold start (left untouched), the reference a
     frozen copy; the credit is the method's, with a fresh estimator (seeded by the run's seed) for
-    SS-GRPO only; the trained policy is the one evaluated and probed, with the final-evaluation seed.
-    compare_methods: every method for every seed, in order."""
+    SS-GRPO only, SS-GRPO's step sizes for the control only; the trained policy is the one evaluated
+    and probed, with the final-evaluation seed. compare_methods: every method for every seed, in order."""
     initial, tok = lm_pins.tiny_model(7)
     start = [p.detach().clone() for p in initial.parameters()]
     args = dataclasses.replace(credit_args(tmp_path, est_hidden=8, est_heads=2, est_ffn=16, est_layers=1), seed=3)
@@ -795,21 +1001,29 @@ def test_each_run_trains_a_copy_of_the_cold_start_with_its_methods_credit(tmp_pa
     monkeypatch.setattr(ss, "evaluate", fake_evaluate)
     monkeypatch.setattr(ss, "probe_weights", fake_probe)
     for method in ss.METHODS:
-        result = ss.run_method(initial, tok, args, method, [], "cpu")
+        scales = SCALES if method == "grpo_scaled" else None
+        result = ss.run_method(initial, tok, args, method, [], "cpu", scales)
         credit = seen["credit"]
         assert credit.method == method and (credit.estimator is not None) == method.startswith("ss_")
+        assert credit.scales is scales
         assert result["credit"] == [{"marker": 3}] and result["seed"] == 3 and result["final"] == {"pass@1": 0.5}
         assert ("probe" in result) == method.startswith("ss_") and 0 <= result["wall_clock_s"] < 60
     assert all(torch.equal(a, b) for a, b in zip(initial.parameters(), start))
 
-    def fake_run(model, tokenizer, run_args, method, held_out, device):
+    def fake_run(model, tokenizer, run_args, method, held_out, device, scales=None):
         assert model is initial and tokenizer is tok
-        return (method, run_args.seed)
+        return {"run": (method, run_args.seed), "scales": scales,
+                "credit": [{"advantage_scale": run_args.seed + u / 10} for u in range(3)]}
 
     monkeypatch.setattr(ss, "run_method", fake_run)
-    two = dataclasses.replace(args, repeats=2, methods="ss_grpo,grpo")
-    assert ss.compare_methods(initial, tok, two, [], "cpu") == {"ss_grpo": [("ss_grpo", 3), ("ss_grpo", 4)],
-                                                                "grpo": [("grpo", 3), ("grpo", 4)]}
+    two = dataclasses.replace(args, repeats=2, methods="ss_grpo,grpo,grpo_scaled")
+    got = ss.compare_methods(initial, tok, two, [], "cpu")
+    assert {m: [r["run"] for r in rs] for m, rs in got.items()} == {
+        "ss_grpo": [("ss_grpo", 3), ("ss_grpo", 4)], "grpo": [("grpo", 3), ("grpo", 4)],
+        "grpo_scaled": [("grpo_scaled", 3), ("grpo_scaled", 4)]}
+    # the control of each seed takes the step sizes of SS-GRPO's run of that seed; no other run takes any
+    assert [r["scales"] for r in got["grpo_scaled"]] == [[3.0, 3.1, 3.2], [4.0, 4.1, 4.2]]
+    assert all(r["scales"] is None for m in ("ss_grpo", "grpo") for r in got[m])
 
 
 def test_each_update_logs_the_diagnostics_of_the_advantages_it_returns(tmp_path):
@@ -820,10 +1034,12 @@ def test_each_update_logs_the_diagnostics_of_the_advantages_it_returns(tmp_path)
     wrong = [common.first_wrong_step(PROBLEMS[b // 4], t) for b, t in enumerate(TEXTS)]
     A = ss.grpo_advantages(REWARDS).flatten()
     for method in ss.METHODS:
-        model = estimator(hidden=16, layers=1, heads=2, ffn=32) if method.startswith("ss_") else None
-        credit = ss.Credit(method, TOK, credit_args(tmp_path), model, seed=0)
+        credit = credit_of(method, credit_args(tmp_path))
+        model = credit.estimator
         advantages = credit(r, REWARDS, PROBLEMS)
-        expected = ss.blame_stats(advantages, A, step_ids, wrong, REWARDS) | ss.article_padding(step_ids)
+        expected = (ss.blame_stats(advantages, A, step_ids, wrong, REWARDS) | ss.article_padding(step_ids)
+                    | ss.flawed_step_stats(advantages, A, step_ids, wrong, REWARDS)
+                    | {"advantage_scale": ss.advantage_scale(advantages, A, step_ids)})
         if model is not None:
             batch = ss.step_batch(r, step_ids, end_tokens_of(r), 512, TOK.pad_token_id)
             with torch.no_grad():

@@ -358,3 +358,11 @@ def test_mean_or_nan_skips_non_finite_values():
     assert common.mean_or_nan([1.0, float("nan"), 3.0]) == 2.0
     assert common.mean_or_nan(np.array([[1.0], [2.0]])) == 1.5
     assert math.isnan(common.mean_or_nan([])) and math.isnan(common.mean_or_nan([float("nan")]))
+
+
+def test_loglog_slope_is_the_power_of_the_law_over_the_positive_points():
+    x = [10.0, 20.0, 40.0, 80.0]
+    assert math.isclose(common.loglog_slope(x, [3 * v**1.5 for v in x]), 1.5, rel_tol=1e-6)
+    assert common.loglog_slope(x, [7.0] * 4) == pytest.approx(0.0, abs=1e-12)
+    assert math.isclose(common.loglog_slope(x, [3 * x[0], 0.0, 3 * x[2], -1.0]), 1.0, rel_tol=1e-9)
+    assert math.isnan(common.loglog_slope([1.0], [1.0])) and math.isnan(common.loglog_slope(x, [0.0] * 4))
