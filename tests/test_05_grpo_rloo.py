@@ -625,6 +625,7 @@ def with_kl(beta, kl):
      {"vanishes": False}),
     (with_table(1, 4, 0.125), {"medium": False}),  # 1 step now has the most signal at G = 4
     (with_table(3, "pass@1", 0.5), {"medium": False}),  # 3 steps is now the medium difficulty
+    (with_table(1, "pass@1", 0.45), {"medium": None}),  # every stratum below 0.5: none is easy, no verdict
     (claim_summary(args=grpo.Args(group_size=2, group_sizes="2,4", final_samples=8, beta=0.04)), {"medium": False}),
     (claim_summary(args=grpo.Args(group_size=8, group_sizes="2,4", final_samples=8, beta=0.04)), {"medium": True}),
     (with_runs(before=0.0, grpo_after=0.15, rloo_after=0.1499), {"RLOO learns": False}),  # 0.15 exactly holds
