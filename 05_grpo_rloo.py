@@ -49,7 +49,6 @@ import collections
 import copy
 import dataclasses
 import math
-import re
 import time
 import warnings
 from dataclasses import dataclass
@@ -80,6 +79,7 @@ from common import (
     loglog_slope,
     mean_or_nan,
     moving_average,
+    pearson,
     positions_from_mask,
     require,
     require_positive,
@@ -92,6 +92,7 @@ from common import (
     token_logprobs,
     verifier_rewards,
     verify,
+    well_formed,
     write_results,
 )
 
@@ -720,7 +721,7 @@ def critic_against_rollouts(policy, critic: TokenCritic, tokenizer, args: Args, 
             "error_first_token": float(np.abs(values - truth)[first].mean()),
             "error_boundaries": float(np.abs(values - truth)[~first].mean()) if (~first).any() else float("nan"),
             "bias": float((values - truth).mean()), "noise_floor": float(floor.mean()),
-            "correlation": float(np.corrcoef(values, truth)[0, 1]) if values.std() > 0 and truth.std() > 0 else math.nan}
+            "correlation": pearson(values, truth)}
 
 
 def critic_study(initial, tokenizer, args: Args, device, critics: dict, runs: dict, by_lambda: dict) -> dict:
@@ -867,15 +868,6 @@ def staleness_study(initial, tokenizer, args: Args, held_out: list, device, runs
 
 
 SERVING_FORMAT = "Q: {prompt}A:\n"  # a prompt template the policy never saw in training
-STEP_LINE, ANSWER_LINE = re.compile(r"\d+[-+*]\d+=\d+"), re.compile(r"#\d+")
-
-
-def well_formed(text: str) -> bool:
-    """Every line but the last is a step "a op b = c", the last is "#answer" (right or not)."""
-    lines = text.split("\n")
-    return all(STEP_LINE.fullmatch(line) for line in lines[:-1]) and bool(ANSWER_LINE.fullmatch(lines[-1]))
-
-
 def skew_study(policy, tokenizer, args: Args, held_out: list, device) -> dict:
     """Memory / state mismatch at serving time: the GRPO policy evaluated with the prompt built
     as in training, by another template, and with a fact missing (the last operation dropped

@@ -36,7 +36,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-import re
 import time
 from dataclasses import dataclass
 
@@ -63,6 +62,7 @@ from common import (
     mean_or_nan,
     moving_average,
     pass_at_k,
+    pearson,
     positions_from_mask,
     require,
     require_positive,
@@ -76,6 +76,7 @@ from common import (
     token_logprobs,
     token_step_ids,
     verifier_rewards,
+    well_formed,
     write_results,
 )
 
@@ -424,13 +425,9 @@ def rm_advantage_fn(rm, group_size: int, slope: float, log: list):
     return advantage_fn
 
 
-STEP_LINE, ANSWER_LINE = re.compile(r"\d+[+*-]\d+=\d+"), re.compile(r"#\d+")
-
-
 def worked_form(text: str) -> bool:
-    """The shape of a worked solution, right or wrong: "a op b=c" lines, then "#n"."""
-    *steps, answer = text.split("\n")
-    return bool(steps) and all(STEP_LINE.fullmatch(s) for s in steps) and ANSWER_LINE.fullmatch(answer) is not None
+    """The shape of a worked solution, right or wrong: "a op b=c" lines, then "#n" (not a bare answer)."""
+    return "\n" in text and well_formed(text)
 
 
 def output_stats(problems: list, texts: list[str], correct, lengths) -> dict:
@@ -442,14 +439,6 @@ def output_stats(problems: list, texts: list[str], correct, lengths) -> dict:
     return {"pass@1": float(correct.mean()), "length": float(np.mean(lengths)), "extra_lines": float(extra.mean()),
             "padded_share": float((extra > 0).mean()), "excess_chars": float(excess.mean()),
             "worked_form_share": float(form.mean()), "worked_form_wrong_share": float((form & ~correct).mean())}
-
-
-def pearson(x, y) -> float:
-    """Pearson's r; NaN with fewer than two points or a constant side."""
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    if len(x) < 2 or x.std() == 0 or y.std() == 0:
-        return float("nan")
-    return float(np.corrcoef(x, y)[0, 1])
 
 
 def length_correlations(scores, lengths, correct) -> dict:

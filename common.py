@@ -19,6 +19,7 @@ import json
 import math
 import os
 import random
+import re
 import shutil
 import socket
 import sys
@@ -357,6 +358,14 @@ def loglog_slope(x: list[float] | np.ndarray, y: list[float] | np.ndarray) -> fl
     return float(np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)[0])
 
 
+def pearson(x: list[float] | np.ndarray, y: list[float] | np.ndarray) -> float:
+    """Pearson's r; NaN with fewer than two points or a constant side."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if len(x) < 2 or x.std() == 0 or y.std() == 0:
+        return math.nan
+    return float(np.corrcoef(x, y)[0, 1])
+
+
 def moving_average(x: np.ndarray | list[float], window: int) -> np.ndarray:
     """Trailing mean over the last `window` entries (fewer at the start); same length as x.
     NaN entries are skipped; a window with nothing but NaN gives NaN."""
@@ -614,6 +623,16 @@ class ChainTask:
         first n of HELD_OUT_SIZE problems."""
         require(n <= HELD_OUT_SIZE, f"the held-out set has {HELD_OUT_SIZE} problems, asked for {n}")
         return self.sample(n, np.random.default_rng(HELD_OUT_SEED))
+
+
+STEP_LINE, ANSWER_LINE = re.compile(r"\d+[-+*]\d+=\d+"), re.compile(r"#\d+")
+
+
+def well_formed(text: str) -> bool:
+    """The shape of a solution, right or wrong: every line but the last a step "a op b=c", the
+    last "#answer" (a bare answer is well formed too)."""
+    lines = text.split("\n")
+    return all(STEP_LINE.fullmatch(line) for line in lines[:-1]) and bool(ANSWER_LINE.fullmatch(lines[-1]))
 
 
 def verify(problem: ChainProblem, completion: str) -> float:

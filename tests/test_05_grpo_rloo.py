@@ -884,12 +884,6 @@ def test_the_length_bias_verdict_reads_the_second_half_of_training(grpo_wrong, d
 
 
 # -------------------------------------------- failure modes: KL both sides, train/serve skew, blindness
-@pytest.mark.parametrize("text,ok", [("12+7=19\n19*3=57\n#57", True), ("#57", True), ("12+7=19\n#5x", False),
-                                     ("12+7=19\n19*3=\n#57", False), ("12+7=19", False), ("", False)])
-def test_well_formed_reads_the_format_not_the_arithmetic(text, ok):
-    assert grpo.well_formed(text) is ok
-    assert grpo.well_formed("1+1=3\n#9")  # wrong, but well formed
-
 
 def test_the_skew_study_serves_each_problem_three_ways(monkeypatch):
     seen = {}
