@@ -592,6 +592,11 @@ class Args(LMArgs):
         return as_list(self.betas, float)
 
     @property
+    def strongest_beta(self) -> float:
+        """The largest KL weight the run trains GRPO with (--beta and the --betas sweep)."""
+        return max([self.beta, *self.beta_list])
+
+    @property
     def lag_list(self) -> list[int]:
         return as_list(self.stale_lags, int)
 
@@ -961,11 +966,11 @@ def poor_reference_study(initial, tokenizer, args: Args, held_out: list, device,
     Each with `sample_quality` (does it write the steps that pay?)."""
     poor, _, _ = cold_start_policy(dataclasses.replace(args.cold_start, shortcut_prob=args.poor_shortcut_prob),
                                    device, args.cache, progress=False)
-    strong = max([args.beta, *args.beta_list])
+    strong = args.strongest_beta
     study = {"poor reference itself": {"final": final_evaluation(poor, tokenizer, args, held_out, device),
                                        **sample_quality(poor, tokenizer, args, held_out[:64], device)}}
-    if strong in sweep:
-        study["cold start as reference"] = sweep[strong]
+    if strong in sweep:  # a copy: the quality measured below is this study's, not the sweep run's
+        study["cold start as reference"] = dict(sweep[strong])
     settings = {"poor reference": args, "poor reference, reset": dataclasses.replace(args, ref_reset=args.eval_every)}
     for name, setting in settings.items():
         study[name] = run_method(initial, tokenizer, setting, "grpo", held_out, device, strong, reference=poor)
@@ -979,6 +984,11 @@ def worst_regression(run: dict) -> float:
     """The largest drop of held-out pass@1 below its best so far, over training."""
     curve = np.array([e["pass@1"] for e in run["evals"]])
     return float((np.maximum.accumulate(curve) - curve).max())
+
+
+def history_mean(run: dict, key: str) -> float:
+    """The mean of a history entry over all of training."""
+    return float(np.mean([h[key] for h in run["history"]]))
 
 
 def late_mean(run: dict, key: str) -> float:
@@ -1291,7 +1301,7 @@ def sparse_claims(args: Args, sparse: dict, before: dict, runs: dict) -> list[di
         return []
     weak, grpo = sparse["weak cold start"]["final"], sparse["GRPO"]
     rft, both = sparse["rejection sampling"], sparse["rejection sampling, then GRPO"]
-    k, spread = args.final_samples, float(np.mean([h["zero_spread"] for h in grpo["history"]]))
+    k, spread = args.final_samples, history_mean(grpo, "zero_spread")
     gain = grpo["final"]["pass@1"] - weak["pass@1"]
     kept = ", ".join(f"{r['kept']} of {r['sampled']}" for r in rft["rounds"])
     return [claim("whole-game §7.3", "sparse terminal reward: almost all trajectories get 0, so groups carry no "
@@ -1321,7 +1331,7 @@ def poor_reference_claims(args: Args, poor: dict) -> list[dict]:
     """KL anchoring to a reference that rarely writes the steps: the hold-back, and the reset."""
     if "cold start as reference" not in poor:
         return []
-    strong = max([args.beta, *args.beta_list])
+    strong = args.strongest_beta
 
     def row(name: str) -> str:
         r = poor[name]
@@ -1377,8 +1387,7 @@ def staleness_claims(args: Args, stale: dict) -> list[dict]:
 
     def row(run: dict) -> str:
         return (f"pass@1 {run['final']['pass@1']:.3f}, worst drop {worst_regression(run):.3f}, clip fraction "
-                f"{np.mean([h['clip_fraction'] for h in run['history']]):.3f}, |log ρ| "
-                f"{np.mean([h['policy_drift'] for h in run['history']]):.3f}")
+                f"{history_mean(run, 'clip_fraction'):.3f}, |log ρ| {history_mean(run, 'policy_drift'):.3f}")
     return [claim("whole-game §7.9", f"workers acting with old weights make updates unstable, with regressions "
                   f"(here: rollouts {lag} updates old, taken as on-policy, end ≥ 3 points below on-policy)",
                   f"on-policy: {row(fresh)}; age {lag}, ignored: {row(ignored)}",
@@ -1482,7 +1491,7 @@ def collect_metrics(args: Args, runs: dict, sweep: dict, before: dict, tables: d
         metrics[f"staleness[{name}]_pass@1"] = run["final"]["pass@1"]
         metrics[f"staleness[{name}]_worst_regression"] = worst_regression(run)
         for key in ("clip_fraction", "policy_drift", "policy_age"):
-            metrics[f"staleness[{name}]_{key}"] = float(np.mean([h[key] for h in run["history"]]))
+            metrics[f"staleness[{name}]_{key}"] = history_mean(run, key)
     metrics.update({f"served[{name}]_pass@1": value for name, value in skew.items()})
     for study, runs_of in (("sparse", sparse), ("poor_reference", poor)):
         for name, run in runs_of.items():
@@ -1492,7 +1501,7 @@ def collect_metrics(args: Args, runs: dict, sweep: dict, before: dict, tables: d
                 if key in run:
                     metrics[f"{study}[{name}]_{key}"] = run[key]
             if "history" in run:
-                metrics[f"{study}[{name}]_zero_spread"] = float(np.mean([h["zero_spread"] for h in run["history"]]))
+                metrics[f"{study}[{name}]_zero_spread"] = history_mean(run, "zero_spread")
     metrics.update({f"kl_study[beta={beta:g}]_{key}": value for beta, row in kl.items() for key, value in row.items()})
     for method, run in runs.items():
         for key in ("length_right", "length_wrong"):
@@ -1515,7 +1524,7 @@ def report(args: Args, claims: list[dict], runs: dict, sweep: dict, before: dict
     for label, run in [(NAMES[m], r) for m, r in runs.items()] + extra:
         rows.append([label, run["final"]["pass@1"] - before["pass@1"], run["final"]["pass@1"],
                      run["final"][f"pass@{k}"], run["final_kl"], run["final"]["length"],
-                     float(np.mean([h["zero_spread"] for h in run["history"]])), run["state_bytes"] / 2**20,
+                     history_mean(run, "zero_spread"), run["state_bytes"] / 2**20,
                      run["seconds_per_update"], run["wall_clock_s"]])
     print(f"\nHeld-out ({args.eval_problems} problems, {k} samples each), after {args.rl_steps} updates of "
           f"{args.prompts}x{args.group_size} completions, β={args.beta:g} unless named (PPO: λ={args.gae_lambda:g}):")
@@ -1532,7 +1541,7 @@ def report(args: Args, claims: list[dict], runs: dict, sweep: dict, before: dict
                               "noise floor"]))
     if stale:
         rows = [[name, run["final"]["pass@1"], worst_regression(run),
-                 *(float(np.mean([h[key] for h in run["history"]])) for key in ("policy_age", "clip_fraction", "policy_drift"))]
+                 *(history_mean(run, key) for key in ("policy_age", "clip_fraction", "policy_drift"))]
                 for name, run in stale.items()]
         print("\nGRPO with stale rollouts (failure mode: async staleness):")
         print(format_table(rows, ["rollouts", "pass@1", "worst drop", "policy age", "clip fraction", "|log ρ|"]))
@@ -1548,7 +1557,7 @@ def report(args: Args, claims: list[dict], runs: dict, sweep: dict, before: dict
         if study:
             print("\n" + title)
             print(format_table([[name, r["final"]["pass@1"], r["final"][f"pass@{k}"], unsolved(r["final"]),
-                                 float(np.mean([h["zero_spread"] for h in r["history"]])) if "history" in r else "-",
+                                 history_mean(r, "zero_spread") if "history" in r else "-",
                                  r.get("writes_steps", "-"), r.get("final_kl", "-")] for name, r in study.items()],
                                ["policy", "pass@1", f"pass@{k}", "unsolved", "zero-spread", "writes steps", "KL"]))
     rows = [[name, steps, row["pass@1"], *(row[G] for G in args.group_list)]
@@ -1605,8 +1614,7 @@ def main(args: Args) -> dict:
     claims = check_claims(args, **found)
     metrics = collect_metrics(args, **found)
     wall = time.time() - start
-    serialisable = {key: {k: v for k, v in r.items() if k not in ("policy", "critic")}
-                    for _, key, r in trained(args, runs, sweep, by_lambda)}
+    serialisable = without_models({key: r for _, key, r in trained(args, runs, sweep, by_lambda)})
     write_results(out, args, wall, metrics, claims, runs=serialisable, zero_spread=tables, cold_start=before,
                   gradient_variance=variance, critic_truth=truth,
                   critic_warmup_losses={kind: c["losses"] for kind, c in critics.items()},
