@@ -743,7 +743,10 @@ def state_blindness_study(args: Args, device: torch.device) -> dict:
         curves.append(curve)
         rates.append(win_rate(args, policy, seed + 10_000, device, motion=False))
     print(f"rtg_baseline, frame only: points won at the end {np.mean(rates):.3f} (seeds {np.round(rates, 3).tolist()})")
-    return {"curves": curves, "win_rates": rates, "frames_to_70pct": [frames_to_reach(c, 0.7) for c in curves]}
+    to_70 = [frames_to_reach(c, 0.7) for c in curves]
+    return {"curves": curves, "win_rates": rates, "frames_to_70pct": to_70,
+            "final": {"win_rate": float(np.mean(rates)), "worst_seed": float(np.min(rates)),
+                      "frames_to_70pct": float(np.median(to_70))}}
 
 
 # ============================================================================================
@@ -851,9 +854,7 @@ def headline_metrics(runs: dict, study: dict, random_rate: float, blind: dict | 
     for variant, final in runs["final"].items():
         metrics.update({f"{variant}_{key}": value for key, value in final.items()})
     if blind is not None:
-        metrics["rtg_baseline_frame_only_win_rate"] = float(np.mean(blind["win_rates"]))
-        metrics["rtg_baseline_frame_only_worst_seed"] = float(np.min(blind["win_rates"]))
-        metrics["rtg_baseline_frame_only_frames_to_70pct"] = float(np.median(blind["frames_to_70pct"]))
+        metrics.update({f"rtg_baseline_frame_only_{key}": value for key, value in blind["final"].items()})
     for name in VARIANCE_ESTIMATORS:
         metrics[f"grad_var[{name}]"] = study[name]["total"]
         metrics[f"grad_var_length_slope[{name}]"] = study[name]["slope"]
@@ -863,8 +864,8 @@ def headline_metrics(runs: dict, study: dict, random_rate: float, blind: dict | 
 def print_report(runs: dict, study: dict, random_rate: float, claims: list[dict], blind: dict | None = None) -> None:
     rows = [[v, *f.values()] for v, f in runs["final"].items()]
     if blind is not None:
-        rows.append(["rtg_baseline, frame only", np.mean(blind["win_rates"]), np.min(blind["win_rates"]), "-",
-                     np.median(blind["frames_to_70pct"]), "-"])
+        final = blind["final"]
+        rows.append(["rtg_baseline, frame only", final["win_rate"], final["worst_seed"], "-", final["frames_to_70pct"], "-"])
     rows.append(["random policy", random_rate, "-", "-", "-", "-"])
     print("\n" + format_table(rows, ["variant", "points won", "worst seed", "frames to 50%",
                                      "to 70%", "to 80% (median over seeds)"]))

@@ -335,6 +335,8 @@ def test_state_blindness_study_trains_each_seed_on_its_budget():
     per_update = args.num_envs * args.window_len
     assert [c["frames"][-1] for c in blind["curves"]] == [args.frames // per_update * per_update] * 2
     assert len(blind["win_rates"]) == 2 and all(0 <= r <= 1 for r in blind["win_rates"])
+    assert blind["final"] == {"win_rate": np.mean(blind["win_rates"]), "worst_seed": min(blind["win_rates"]),
+                              "frames_to_70pct": pytest.approx(np.median(blind["frames_to_70pct"]), nan_ok=True)}
 
 
 def test_random_policy_wins_few_points_and_tracking_wins_most():
