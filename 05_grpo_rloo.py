@@ -76,6 +76,7 @@ from common import (
     format_claims,
     format_table,
     frozen_copy,
+    head_width,
     loglog_slope,
     mean_or_nan,
     moving_average,
@@ -239,7 +240,7 @@ class TokenCritic(torch.nn.Module):
         super().__init__()
         self.kind = kind
         self.trunk = copy.deepcopy(policy.base_model) if kind == "separate" else policy.base_model
-        self.head = torch.nn.Linear(policy.config.hidden_size, 1)
+        self.head = torch.nn.Linear(head_width(policy), 1)
         torch.nn.init.zeros_(self.head.weight)
         torch.nn.init.zeros_(self.head.bias)
 

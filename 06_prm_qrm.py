@@ -44,7 +44,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from tqdm import tqdm
-from transformers import AutoModelForTokenClassification
+from transformers import MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING, AutoModelForTokenClassification
+from transformers.modeling_outputs import TokenClassifierOutput
 
 from common import (
     Completions,
@@ -58,6 +59,7 @@ from common import (
     format_claims,
     format_table,
     frozen_copy,
+    head_width,
     localisation,
     mean_or_nan,
     moving_average,
@@ -473,12 +475,29 @@ def label_quality(gold: np.ndarray, counts: np.ndarray, rollouts: int, n: int) -
             "false_positive_rate": mean_or_nan(p_one[~gold]), "false_negative_rate": mean_or_nan(1 - p_one[gold])}
 
 
+class TrunkScorer(torch.nn.Module):
+    """What transformers' token-classification classes build, for a family that has none (OPT,
+    GPT-J, CodeGen): the policy's trunk, then dropout and a linear score head on its last
+    hidden states."""
+
+    def __init__(self, policy):
+        super().__init__()
+        self.body = copy.deepcopy(policy.base_model)
+        self.dropout = torch.nn.Dropout(0.1)  # the token-classification classes' default
+        self.score = torch.nn.Linear(head_width(policy), 1)
+
+    def forward(self, **inputs) -> TokenClassifierOutput:
+        return TokenClassifierOutput(logits=self.score(self.dropout(self.body(**inputs).last_hidden_state)))
+
+
 def make_scorer(policy):
     """A token-classification model of the policy's own family with one output per token (the
     score head), its body copied from the policy (Lightman et al. fine-tune the PRM from the
     base model too)."""
     config = copy.deepcopy(policy.config)
     config.num_labels = 1
+    if type(config) not in MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING:
+        return TrunkScorer(policy)
     scorer = AutoModelForTokenClassification.from_config(config).to(policy.device)
     scorer.base_model.load_state_dict(policy.base_model.state_dict())
     return scorer

@@ -23,6 +23,7 @@ import re
 import shutil
 import socket
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -303,8 +304,12 @@ def write_results(out: Path, args: Any, wall_clock_s: float, metrics: dict,
     return write_atomically(Path(out) / "results.json", lambda temporary: temporary.write_text(text))
 
 
-def format_table(rows: list[list[Any]], header: list[str]) -> str:
-    """A plain fixed-width text table (floats with 3 significant digits)."""
+TERMINAL_WIDTH = 100  # every final table fits a terminal this wide
+
+
+def format_table(rows: list[list[Any]], header: list[str], width: int = TERMINAL_WIDTH) -> str:
+    """A plain fixed-width text table (floats with 3 significant digits). A table wider than
+    `width` is printed as several, each repeating the first column, so no line wraps."""
     def cell(v: Any) -> str:
         if isinstance(v, float):
             return f"{v:.3g}" if math.isfinite(v) else str(v)
@@ -312,16 +317,30 @@ def format_table(rows: list[list[Any]], header: list[str]) -> str:
 
     table = [header] + [[cell(v) for v in row] for row in rows]
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in table]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    groups = [[0]]
+    for i in range(1, len(header)):
+        if groups[-1] != [0] and sum(widths[j] + 2 for j in groups[-1]) + widths[i] > width:
+            groups.append([0])
+        groups[-1].append(i)
+
+    def part(columns: list[int]) -> str:
+        lines = ["  ".join(r[i].ljust(widths[i]) for i in columns).rstrip() for r in table]
+        lines.insert(1, "  ".join("-" * widths[i] for i in columns))
+        return "\n".join(lines)
+
+    return "\n\n".join(part(columns) for columns in groups)
 
 
-def format_claims(claims: list[dict]) -> str:
-    """The claims as a table: claim | measured | holds?"""
+def format_claims(claims: list[dict], width: int = TERMINAL_WIDTH) -> str:
+    """The claims, one block each, wrapped to `width`: the verdict and source, the claim, and
+    what was measured."""
     verdict = {True: "yes", False: "NO", None: "n/a"}
-    rows = [[c["source"], c["claim"], c["measured"], verdict[c["holds"]]] for c in claims]
-    return format_table(rows, ["source", "claim", "measured", "holds?"])
+
+    def wrapped(label: str, text: str) -> list[str]:
+        return textwrap.wrap(f"{label}{text}", width, initial_indent="  ", subsequent_indent=" " * (2 + len(label)))
+
+    return "\n".join("\n".join([f"[{verdict[c['holds']]}] {c['source']}", *wrapped("", c["claim"]),
+                                *wrapped("measured: ", c["measured"])]) for c in claims)
 
 
 # --------------------------------------------------------------------------------------------
@@ -691,6 +710,12 @@ def encode_prompts(tokenizer: PreTrainedTokenizerBase, prompts: list[str] | list
         ids[i, width - len(row):] = torch.tensor(row, dtype=torch.long)
         mask[i, width - len(row):] = 1
     return ids.to(device), mask.to(device)
+
+
+def head_width(model: PreTrainedModel) -> int:
+    """The width of the hidden states the LM head reads: what a head on the trunk must take
+    (not always config.hidden_size: OPT's trunk can project its states down first)."""
+    return model.get_output_embeddings().in_features
 
 
 def positions_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -1065,8 +1090,9 @@ def load_pretrained(name_or_path: str,
     offline = not is_folder and not _hub_reachable()
     source = str(path) if is_folder else name_or_path
     try:
-        tokenizer = AutoTokenizer.from_pretrained(source, padding_side="left", local_files_only=offline)
-        model = AutoModelForCausalLM.from_pretrained(source, local_files_only=offline).to(device)
+        with quiet_transformers():
+            tokenizer = AutoTokenizer.from_pretrained(source, padding_side="left", local_files_only=offline)
+            model = AutoModelForCausalLM.from_pretrained(source, local_files_only=offline).to(device)
     except Exception as error:  # a CLI boundary: any failure to load is the same answer for the user
         reason = str(error).strip().split("\n")[0][:160]
         hint = (" The hub cannot be reached from here: save the model with save_pretrained on a machine that can, "
@@ -1074,6 +1100,9 @@ def load_pretrained(name_or_path: str,
         fail(f"--model {name_or_path}: cannot load a causal LM and its tokenizer ({reason}).{hint}")
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
+    embedded = model.get_input_embeddings().num_embeddings
+    if len(tokenizer) > embedded:  # an id past the table would index out of range mid-run
+        fail(f"--model {name_or_path}: the tokenizer has {len(tokenizer)} tokens but the model embeds only {embedded}")
     return model, tokenizer
 
 

@@ -206,9 +206,29 @@ def test_format_table_aligns_columns():
     assert lines[2].index("0.123") == lines[3].index("12")
 
 
+def test_a_wide_table_is_split_into_parts_that_fit_and_each_repeats_the_key():
+    header = ["name", *[f"column{i}" for i in range(30)]]
+    rows = [["first", *range(30)], ["second", *range(30, 60)]]
+    parts = common.format_table(rows, header).split("\n\n")
+    assert len(parts) > 1 and all(len(line) <= 100 for line in "\n".join(parts).splitlines())
+    cells = [part.splitlines() for part in parts]
+    assert all([line.split()[0] for line in lines[::2]] == ["name", "first"] for lines in cells)
+    assert [c for lines in cells for c in lines[0].split()[1:]] == header[1:]  # every column once, in order
+    assert [c for lines in cells for c in lines[3].split()[1:]] == [str(v) for v in range(30, 60)]
+    assert "\n\n" not in common.format_table(rows, header, width=10_000)
+
+
 def test_format_claims_shows_verdicts():
     text = common.format_claims([common.claim("s", "c", "m", False), common.claim("s", "c", "m", None)])
     assert "NO" in text and "n/a" in text
+
+
+def test_claims_wrap_to_the_terminal_and_keep_every_word():
+    statement, measured = "the claim says " + "word " * 60, "we measured " + "0.123 " * 60
+    text = common.format_claims([common.claim("survey §3", statement, measured, True)])
+    lines = text.splitlines()
+    assert lines[0] == "[yes] survey §3" and all(len(line) <= 100 for line in lines)
+    assert text.split() == ["[yes]", "survey", "§3", *statement.split(), "measured:", *measured.split()]
 
 
 @pytest.mark.parametrize("band", ["minmax", "std"])

@@ -1,6 +1,8 @@
 """`--model` with another causal-LM family: a tiny GPT-2 with a byte-level BPE tokenizer, both built
 here offline, whose tokens hold several characters, newlines among them ("\\n#8"), and steps
-found in the decoded text whatever the tokenizer (a token may also hold two newlines)."""
+found in the decoded text whatever the tokenizer (a token may also hold two newlines); a tiny OPT,
+a family transformers has no token-classification class for (06 builds its reward models from
+the trunk)."""
 
 import dataclasses
 import importlib
@@ -10,7 +12,14 @@ import numpy as np
 import pytest
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+from transformers import (
+    GPT2Config,
+    GPT2ForTokenClassification,
+    GPT2LMHeadModel,
+    OPTConfig,
+    OPTForCausalLM,
+    PreTrainedTokenizerFast,
+)
 
 import common
 
@@ -40,6 +49,21 @@ def tiny_gpt2(tmp_path_factory):
     config = GPT2Config(vocab_size=len(tok), n_positions=256, n_embd=32, n_layer=2, n_head=2,
                         pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, bos_token_id=tok.eos_token_id)
     GPT2LMHeadModel(config).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def tiny_opt(tmp_path_factory):
+    """A 2-layer OPTForCausalLM (its trunk projects 32 wide states to 16 for the LM head) and the
+    byte-level BPE, saved with save_pretrained."""
+    folder = tmp_path_factory.mktemp("tiny_opt")
+    tok = byte_level_bpe()
+    torch.manual_seed(0)
+    config = OPTConfig(vocab_size=len(tok), hidden_size=32, word_embed_proj_dim=16, ffn_dim=64, num_hidden_layers=2,
+                       num_attention_heads=2, max_position_embeddings=256, pad_token_id=tok.pad_token_id,
+                       eos_token_id=tok.eos_token_id, bos_token_id=tok.eos_token_id)
+    OPTForCausalLM(config).save_pretrained(folder)
     tok.save_pretrained(folder)
     return folder
 
@@ -101,9 +125,11 @@ def test_the_bpe_merges_newlines_with_text_and_steps_match_the_decoded_lines(tin
         assert int((row >= 0).sum()) == len(text.split("\n"))  # one step per line of the decoded text
 
 
+@pytest.mark.parametrize("family", ["tiny_gpt2", "tiny_opt"])
 @pytest.mark.parametrize("script", [grpo, prm, ss], ids=["05", "06", "07"])
-def test_every_lm_script_runs_on_the_gpt2(tiny_gpt2, tmp_path, read_results, script):
-    args = script.Args(smoke=True, device="cpu", model=str(tiny_gpt2), out=str(tmp_path / "out"))
+def test_every_lm_script_runs_on_each_family(family, request, tmp_path, read_results, script):
+    folder = request.getfixturevalue(family)
+    args = script.Args(smoke=True, device="cpu", model=str(folder), out=str(tmp_path / "out"))
     if script is grpo:
         args = dataclasses.replace(args, methods="grpo,rloo", betas="")
     result = script.main(args)
@@ -113,6 +139,51 @@ def test_every_lm_script_runs_on_the_gpt2(tiny_gpt2, tmp_path, read_results, scr
     assert defined and all(math.isfinite(v) for v in defined if isinstance(v, float))
     pass_at_1 = [v for k, v in data["metrics"].items() if "pass@1" in k]
     assert pass_at_1 and all(v is not None and 0 <= v <= 1 for v in pass_at_1)
+
+
+# ------------------------------------------------- 06's reward models without a class of their own
+def test_the_trunk_scorer_is_the_token_classifier_of_a_family_that_has_one(tiny_gpt2):
+    policy, _ = common.load_pretrained(str(tiny_gpt2), "cpu")
+    trunk = prm.TrunkScorer(policy)
+    config = GPT2Config.from_dict({**policy.config.to_dict(), "num_labels": 1})
+    reference = GPT2ForTokenClassification(config)
+    reference.transformer.load_state_dict(trunk.body.state_dict())
+    reference.classifier.load_state_dict(trunk.score.state_dict())
+    ids = torch.randint(2, policy.config.vocab_size, (3, 9), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones_like(ids)
+    mask[0, :4] = 0  # a left-padded row
+    trunk.eval(), reference.eval()
+    position_ids = common.positions_from_mask(mask)
+    torch.testing.assert_close(prm.scorer_logits(trunk, ids, mask, 2),
+                               reference(input_ids=ids, attention_mask=mask, position_ids=position_ids).logits[:, 2:, 0])
+
+
+def test_opt_reward_models_start_from_the_policy_trunk_and_train_apart_from_it(tiny_opt):
+    policy, _ = common.load_pretrained(str(tiny_opt), "cpu")
+    scorer = prm.make_scorer(policy)
+    assert isinstance(scorer, prm.TrunkScorer) and scorer.score.in_features == 16  # the projected width
+    before = {k: v.clone() for k, v in policy.base_model.state_dict().items()}
+    for k, v in scorer.body.state_dict().items():
+        assert torch.equal(v, before[k])
+    ids = torch.randint(2, policy.config.vocab_size, (2, 6), generator=torch.Generator().manual_seed(1))
+    loss = prm.scorer_logits(scorer, ids, torch.ones_like(ids), 0).square().mean()
+    loss.backward()
+    assert scorer.body.get_input_embeddings().weight.grad is not None
+    torch.optim.SGD(scorer.parameters(), lr=1.0).step()
+    assert all(torch.equal(v, before[k]) for k, v in policy.base_model.state_dict().items())  # the policy stays
+
+
+def test_a_tokenizer_larger_than_the_embedding_stops_with_one_line(tiny_gpt2, tmp_path, capsys):
+    model, tok = common.load_pretrained(str(tiny_gpt2), "cpu")
+    model.resize_token_embeddings(len(tok) - 5)
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    capsys.readouterr()  # the save's own progress bar
+    with pytest.raises(SystemExit) as stop:
+        common.load_pretrained(str(tmp_path), "cpu")
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1
+    assert f"the tokenizer has {len(tok)} tokens but the model embeds only {len(tok) - 5}" in err
 
 
 # ------------------------------------------------------------------------ prompts and chat
