@@ -1,34 +1,30 @@
 """01 — REINFORCE from pixels: who gets the score in Pong?
 
 Karpathy's "Pong from Pixels" (2016), rebuilt to learn in minutes on a laptop: a Pong written in
-torch runs hundreds of games side by side, a one-hidden-layer MLP reads the frame and the frame
+torch runs 128 games side by side, a one-hidden-layer MLP reads the frame and the frame
 difference and outputs P(up), and the only learning signal is +1/-1 when a point ends. Which of
-the ~100 paddle moves of a rally deserve the credit for the point? Three answers, same seeds and
-frame budget, each followed by REINFORCE (Williams, 1992): minimise -mean_t Ψ_t log π(a_t|s_t).
+the ~50 paddle moves of a rally earned the point? Three answers, same seeds and frame budget,
+each followed by REINFORCE (Williams, 1992): minimise -mean_t Ψ_t log π(a_t|s_t).
   flat          every move of a point gets the point's outcome R            Ψ_t = R
   rtg           discounted reward-to-go, reset at each point (Karpathy)     Ψ_t = γ^(T-t) R
   rtg_baseline  rtg, standardised over the batch (a baseline + scale)       Ψ_t = (G_t - mean) / std
-Then the gradient variance is measured, not asserted: per-point gradients for each Ψ, with and
-without a baseline, against rally length (credit-assignment-over-long-generations.txt: it "grows
-roughly linearly with episode length").
 
-Read beside: credit-assignment-is-the-whole-game.txt §0, §3, §4 and Appendix A;
-credit-assignment-over-long-generations.txt (the gradient-variance paragraph).
+Read beside: credit-assignment-is-the-whole-game.txt §0, §3, §4 and Appendix A.
 
 What to look at (in runs/01_reinforce_pong/):
-  learning_curves.png    points won vs frames per variant (mean and min-max over seeds)
-  gradient_variance.png  total variance of the per-point gradient vs rally length, log-log
   who_gets_the_score.png one recorded rally: frames, and the credit each variant gives each frame
-  results.json           curves, final win rates, variance numbers, claims
-`--state-blindness` also trains rtg_baseline on the frame alone (the difference channel zeroed):
-the whole-game essay's state blindness (§7.1), measured as points won and frames to 70%.
-`--env ale` plays gymnasium's ALE/Pong-v5 (pip install gymnasium ale-py) with Karpathy's
-preprocessing: the paper-scale setting, for a GPU and hours.
+  learning_curves.png    points won vs frames per variant (mean and min-max over seeds)
+  results.json           curves, final win rates, frames to 50/70/80% of points, the claim
+The default budget, 1.25M frames a run, is sized for 5 minutes on 2 idle CPU cores; `--frames
+2500000` is the full one (twice as long; the first 1.25M frames of each run are the same). `--env ale` plays
+gymnasium's ALE/Pong-v5 (pip install gymnasium ale-py) with Karpathy's preprocessing: the
+paper-scale setting, for a GPU and hours. Studies beside it: studies/01_gradient_variance.py
+(the gradient's variance against rally length) and studies/01_state_blindness.py (the policy
+without the frame difference).
 """
 
 from __future__ import annotations
 
-import copy
 import math
 import time
 from dataclasses import dataclass
@@ -37,7 +33,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 import torch.nn as nn
-from torch.func import functional_call, grad, vmap
 from tqdm import tqdm
 
 from common import (
@@ -48,7 +43,6 @@ from common import (
     claim,
     format_claims,
     format_table,
-    loglog_slope,
     moving_average,
     plot_curves,
     require,
@@ -61,6 +55,8 @@ from common import (
 )
 
 VARIANTS = ("flat", "rtg", "rtg_baseline")
+
+
 
 
 # ============================================================================================
@@ -132,21 +128,17 @@ def policy_gradient_loss(logp: torch.Tensor, advantages: torch.Tensor,
 # The world: Pong in torch, N games at once
 # ============================================================================================
 class Pong:
-    """N games of Pong as tensors. The agent plays the right paddle, a scripted opponent the left.
+    """N games of Pong as tensors: the agent plays the right paddle, a scripted opponent the left.
 
-    Gymnasium conventions over a batch: reset() -> (obs, info); step(action) -> (obs, reward,
-    terminated, truncated, info). obs is (N, size, size) float32 in {0, 1}; action 1 = up,
-    0 = down (Karpathy's two actions). reward is +1 when the opponent misses, -1 when the agent
-    does. A game ends (terminated) at `points_per_game` points for either side, and only the
-    finished games are reset, in the same step (their returned obs is the new game's first).
+    Gymnasium's conventions over a batch: reset() -> (obs, info); step(action) -> (obs, reward,
+    terminated, truncated, info), obs (N, size, size) in {0, 1}, action 1 = up and 0 = down
+    (Karpathy's two), reward +1 when the opponent misses and -1 when the agent does. A game ends
+    at `points_per_game` points; only finished games are reset, in the same step.
 
-    Geometry is written for a 32-pixel court and scaled with `size`. Every point is served from
-    the centre line toward the agent, so it must return the ball to score (a coin-flip policy
-    cannot win points on serves). The ball bounces off the walls; off a paddle its vertical speed
-    is set by where it hits (centre: flat, edge: steep), and it speeds up a little on each
-    return, so rallies end. The opponent reacts only once the ball comes into its half and moves
-    at a limited speed: a slow opponent makes the game winnable by returning alone, which is
-    what REINFORCE can learn in minutes; a faster one asks for aimed shots.
+    Every point is served toward the agent, so it must return the ball to score (a coin flip
+    cannot win serves). Off a paddle the ball's angle is set by where it hits, and it speeds up
+    a little each return, so rallies end. The opponent chases the ball only in its own half and
+    at a limited speed: slow, returning alone wins, which REINFORCE learns in minutes.
     """
 
     def __init__(self, num_envs: int, size: int = 32, opponent_speed: float = 0.2,
@@ -314,8 +306,7 @@ def make_env(args: Args, seed: int, device: torch.device) -> Pong | AtariPong:
     """`args.num_envs` games of the Pong that `--env` names."""
     if args.env == "ale":
         return AtariPong(args.num_envs, seed=seed, device=device)
-    return Pong(args.num_envs, size=args.size, opponent_speed=args.opponent_speed, seed=seed,
-                device=device)
+    return Pong(args.num_envs, size=args.size, opponent_speed=args.opponent_speed, seed=seed, device=device)
 
 
 # ============================================================================================
@@ -345,7 +336,7 @@ class FrameDifference:
 
     At a game's first frame the difference is zero (Karpathy's `prev_x = None`). With
     `motion=False` the difference channel stays zero: the frame alone shows where the ball is,
-    not where it is going (the state-blindness study).
+    not where it is going (studies/01_state_blindness.py).
     """
 
     def __init__(self, first_frame: torch.Tensor, motion: bool = True):
@@ -451,14 +442,10 @@ def reinforce_step(policy: PixelPolicy, optimizer: torch.optim.Optimizer, varian
     optimizer.step()
 
 
-def train(args: Args, variant: str, seed: int, device: torch.device, snapshot_at: float = 0.5,
-          motion: bool = True):
-    """REINFORCE with one credit variant. Returns the learning curve, the final policy and a
-    snapshot of the policy part-way through training (for the variance study). `motion=False`
-    trains on the frame alone (see FrameDifference).
-
-    Each update trains on the frames whose point is over (see PointBuffer); the curve counts
-    the points won in the window just played.
+def train(args: Args, variant: str, seed: int, device: torch.device, motion: bool = True):
+    """REINFORCE with one credit variant: the learning curve and the trained policy. Each update
+    trains on the frames whose point is over (see PointBuffer); the curve counts the points won
+    in the window just played. `motion=False` trains on the frame alone (see FrameDifference).
     """
     seed_everything(seed)
     env = make_env(args, seed, device)
@@ -468,7 +455,6 @@ def train(args: Args, variant: str, seed: int, device: torch.device, snapshot_at
     optimizer = torch.optim.Adam(policy.parameters(), lr=args.lr)
     player = Player(env, policy, motion)
     buffer = PointBuffer(max_frames=8 * args.window_len)
-    snapshot = None
     curve = {"frames": [], "win_rate": [], "points": []}
     bar = tqdm(range(updates), desc=f"{variant} seed {seed}", leave=False)
     for update in bar:
@@ -479,14 +465,12 @@ def train(args: Args, variant: str, seed: int, device: torch.device, snapshot_at
         curve["frames"].append((update + 1) * frames_per_update)
         curve["win_rate"].append(won / max(1, won + lost))
         curve["points"].append(won + lost)
-        if snapshot is None and update + 1 >= snapshot_at * updates:
-            snapshot = copy.deepcopy(policy)
         if (update + 1) % args.log_every == 0:
             recent = np.mean(curve["win_rate"][-args.log_every:])
             bar.write(f"{variant} seed {seed} | update {update + 1}/{updates} | "
                       f"frames {curve['frames'][-1]:,} | points won {recent:.2f}")
     curve["dropped_frame_fraction"] = buffer.dropped_fraction()
-    return curve, policy, snapshot
+    return curve, policy
 
 
 @torch.no_grad()
@@ -517,7 +501,7 @@ class Args(RunArgs):
                    choices=("torch", "ale"))
     variants: str = arg(",".join(VARIANTS), "comma-separated credit variants to compare", VARIANTS, item=str)
     seeds: int = arg(2, "seeds per variant")
-    frames: int = arg(2_500_000, "training frames per run (summed over parallel games)")
+    frames: int = arg(1_250_000, "training frames per run, summed over the games (full budget: 2500000)")
     num_envs: int = arg(128, "parallel games")
     window_len: int = arg(64, "frames per game in a window, between two updates")
     size: int = arg(32, "torch Pong: frame side in pixels (geometry scales with it)")
@@ -526,17 +510,15 @@ class Args(RunArgs):
     lr: float = arg(1e-3, "Adam learning rate")
     gamma: float = arg(0.9, "discount of the reward-to-go variants (per frame)")
     eval_frames: int = arg(200, "frames per game when measuring a final win rate")
-    variance_frames: int = arg(400, "frames per game recorded for the gradient-variance study")
+    rally_frames: int = arg(400, "frames per game played to find the rally of the figure")
     log_every: int = arg(20, "updates between two log lines")
-    state_blindness: bool = arg(False, "also train rtg_baseline on the frame alone, without the frame difference "
-                                       "(state blindness: where the ball is, not where it is going)")
 
     SMOKE = dict(seeds=1, frames=4 * 32 * 16, num_envs=16, window_len=32, eval_frames=64,
-                 variance_frames=96, log_every=2)
+                 rally_frames=96, log_every=2)
 
     def __post_init__(self):
         require_positive(self, "lr", "seeds", "frames", "num_envs", "window_len", "hidden",
-                         "eval_frames", "variance_frames", "log_every")
+                         "eval_frames", "rally_frames", "log_every")
         require(0 < self.gamma <= 1, f"--gamma must be in (0, 1], got {self.gamma}")
         require(self.size >= 16, f"--size must be at least 16 pixels, got {self.size}")
         require(self.opponent_speed >= 0, "--opponent-speed must be non-negative")
@@ -549,7 +531,7 @@ class Args(RunArgs):
 
 
 # ============================================================================================
-# Study 1: the credit variants, trained on the same seeds and frame budget
+# The experiment: the credit variants on the same seeds and budget, and one rally they credit
 # ============================================================================================
 def run_variants(args: Args, device: torch.device) -> dict:
     """Train every variant on the same seeds and frame budget; measure final win rates."""
@@ -560,13 +542,13 @@ def run_variants(args: Args, device: torch.device) -> dict:
         curves, rates = [], []
         for seed in range(args.seed, args.seed + args.seeds):
             t0 = time.time()
-            curve, policy, mid_policy = train(args, variant, seed, device)
+            curve, policy = train(args, variant, seed, device)
             runs["seconds"] += time.time() - t0
             runs["frames"] += curve["frames"][-1]
             curves.append(curve)
             rates.append(win_rate(args, policy, seed + 10_000, device))
             if variant == reference and seed == args.seed:
-                runs["mid_policy"], runs["final_policy"] = mid_policy, policy
+                runs["final_policy"] = policy
         runs["curves"][variant] = curves
         runs["final"][variant] = {"win_rate": float(np.mean(rates)), "worst_seed": float(np.min(rates))}
         for level in (50, 70, 80):  # the median over seeds of the frames each needed
@@ -576,17 +558,6 @@ def run_variants(args: Args, device: torch.device) -> dict:
         runs["win_rates_per_seed"][variant] = rates
         print(f"{variant}: points won at the end {np.mean(rates):.3f} (seeds {np.round(rates, 3).tolist()})")
     return runs
-
-
-# ============================================================================================
-# Study 2: gradient variance, measured per point, vs rally length
-# ============================================================================================
-VARIANCE_ESTIMATORS = {
-    "flat, no baseline": "Ψ_t = R",
-    "flat - mean": "Ψ_t = R - mean(R)",
-    "rtg, no baseline": "Ψ_t = γ^(T-t) R",
-    "rtg - mean": "Ψ_t = G_t - mean(G)",
-}
 
 
 def point_spans(window: Window) -> list[tuple[int, int, int]]:
@@ -606,119 +577,10 @@ def span_length(span: tuple[int, int, int]) -> int:
     return last - first
 
 
-def recorded_points(args: Args, policy: PixelPolicy, seed: int, device: torch.device) -> list[dict]:
-    """Play with a fixed policy; every complete point's inputs, actions and Ψ (flat and rtg),
-    shortest first."""
-    window, _ = Player(make_env(args, seed, device), policy).play(args.variance_frames)
-    flat = reward_to_go(window.rewards, window.segment_ends, 1.0)
-    rtg = reward_to_go(window.rewards, window.segment_ends, args.gamma)
-    return [{"inputs": window.inputs[s:e + 1, n], "actions": window.actions[s:e + 1, n],
-             "flat": flat[s:e + 1, n], "rtg": rtg[s:e + 1, n]}
-            for n, s, e in sorted(point_spans(window), key=span_length)]
-
-
-def pad_to(x: torch.Tensor, length: int) -> torch.Tensor:
-    """Zeros appended along the first dimension up to `length`."""
-    return nn.functional.pad(x, [0, 0] * (x.dim() - 1) + [0, length - len(x)])
-
-
-def per_point_gradients(policy: PixelPolicy, points: list[dict], psi_key: str, baseline: float):
-    """g_i = Σ_t (Ψ_t - b) ∇ log π(a_t|s_t) for each point i, flattened: (M, #params).
-
-    torch.func: grad of one point's surrogate, vmapped over points padded to equal length
-    (padding steps get Ψ = 0, so they add nothing).
-    """
-    params = {k: v.detach() for k, v in policy.named_parameters()}
-
-    def point_surrogate(p, x, a, psi):
-        logits = functional_call(policy, p, (x.float(),))
-        return (log_prob(logits, a) * psi).sum()
-
-    length = max(len(pt["actions"]) for pt in points)
-    x = torch.stack([pad_to(pt["inputs"], length) for pt in points])
-    a = torch.stack([pad_to(pt["actions"], length) for pt in points])
-    psi = torch.stack([pad_to(pt[psi_key] - baseline, length) for pt in points])
-    grads = vmap(grad(point_surrogate), in_dims=(None, 0, 0, 0))(params, x, a, psi)
-    return torch.cat([g.flatten(1) for g in grads.values()], dim=1)
-
-
-class GroupedVariance:
-    """tr Cov of vectors, per group and overall, from running sums (the vectors are not kept).
-
-    tr Cov = (Σ||g||² - ||Σg||²/n) / (n - 1), in float64.
-    """
-
-    def __init__(self, groups: int, dim: int, device: torch.device | str = "cpu"):
-        self.count = torch.zeros(groups, dtype=torch.float64, device=device)
-        self.total = torch.zeros(groups, dim, dtype=torch.float64, device=device)
-        self.total_sq = torch.zeros(groups, dtype=torch.float64, device=device)
-
-    def add(self, vectors: torch.Tensor, group: torch.Tensor) -> None:
-        """Add vectors (M, dim), vector i to group[i]; they may live on another device."""
-        v, group = vectors.to(self.total.device, torch.float64), group.to(self.total.device)
-        self.count.index_add_(0, group, torch.ones_like(v[:, 0]))
-        self.total.index_add_(0, group, v)
-        self.total_sq.index_add_(0, group, v.pow(2).sum(1))
-
-    @staticmethod
-    def _trace(count, total, total_sq) -> float:
-        return float((total_sq - total.pow(2).sum(-1) / count) / (count - 1)) if count > 1 else math.nan
-
-    def per_group(self) -> list[float]:
-        return [self._trace(*stats) for stats in zip(self.count, self.total, self.total_sq)]
-
-    def overall(self) -> float:
-        return self._trace(self.count.sum(), self.total.sum(0), self.total_sq.sum())
-
-
-def length_bins(lengths: np.ndarray, bins: int) -> torch.Tensor:
-    """The quantile bin of each length, numbered 0.. with none empty.
-
-    Rally lengths cluster (a missed serve, one exchange, two ...), so equal quantiles merge
-    and there are often fewer than `bins`.
-    """
-    edges = np.unique(np.quantile(lengths, np.linspace(0, 1, bins + 1)).astype(int))
-    _, bin_of = np.unique(np.searchsorted(edges[1:-1], lengths, side="right"), return_inverse=True)
-    return torch.from_numpy(bin_of)
-
-
-def gradient_variance_study(args: Args, policy: PixelPolicy, seed: int, device: torch.device,
-                            bins: int = 8, chunk: int = 64) -> dict:
-    """Record points with a fixed policy; measure tr Cov of per-point gradients per length bin,
-    for flat and reward-to-go credit, each without and with the mean as a baseline."""
-    points = recorded_points(args, policy, seed, device)
-    if len(points) < 2:  # e.g. a smoke run on Atari, where a point outlasts the window
-        nothing = {"total": math.nan, "by_length": [], "slope": math.nan}
-        return {"points": len(points), "mean_length": math.nan, "bin_mean_length": [],
-                **{name: nothing for name in VARIANCE_ESTIMATORS}}
-    lengths = np.array([len(pt["actions"]) for pt in points])
-    bin_of = length_bins(lengths, bins)
-    n_bins = int(bin_of.max()) + 1
-    mean_of = {key: float(torch.cat([pt[key] for pt in points]).mean()) for key in ("flat", "rtg")}
-    setups = {"flat, no baseline": ("flat", 0.0), "flat - mean": ("flat", mean_of["flat"]),
-              "rtg, no baseline": ("rtg", 0.0), "rtg - mean": ("rtg", mean_of["rtg"])}
-    n_params = sum(p.numel() for p in policy.parameters())
-    variances = {name: GroupedVariance(n_bins, n_params, device) for name in setups}
-    for i in range(0, len(points), chunk):
-        for name, (key, baseline) in setups.items():
-            grads = per_point_gradients(policy, points[i:i + chunk], key, baseline)
-            variances[name].add(grads, bin_of[i:i + chunk])
-    result = {"points": len(points), "mean_length": float(lengths.mean()),
-              "bin_mean_length": [float(lengths[bin_of.numpy() == b].mean()) for b in range(n_bins)]}
-    for name, variance in variances.items():
-        by_length = variance.per_group()
-        result[name] = {"total": variance.overall(), "by_length": by_length,
-                        "slope": loglog_slope(result["bin_mean_length"], by_length)}
-    return result
-
-
-# ============================================================================================
-# Study 3: who gets the score, one recorded rally and the credit each variant gives its frames
-# ============================================================================================
 @torch.no_grad()
 def record_rally(args: Args, policy: PixelPolicy, seed: int, device: torch.device) -> dict:
     """Play with the trained policy and keep the longest won point in which the agent returns."""
-    window, agent_hit = Player(make_env(args, seed, device), policy).play(args.variance_frames)
+    window, agent_hit = Player(make_env(args, seed, device), policy).play(args.rally_frames)
     spans = point_spans(window) or [(0, 0, len(window) - 1)]  # no point over: the whole window
     won = [(n, s, e) for n, s, e in spans if window.rewards[e, n] > 0 and agent_hit[s:e + 1, n].any()]
     n, start, end = max(won or spans, key=span_length)
@@ -732,24 +594,6 @@ def record_rally(args: Args, policy: PixelPolicy, seed: int, device: torch.devic
 
 
 # ============================================================================================
-# Study 4 (--state-blindness): the policy without the frame difference
-# ============================================================================================
-def state_blindness_study(args: Args, device: torch.device) -> dict:
-    """rtg_baseline trained and evaluated on [frame, 0]: the same network and seeds, the motion
-    removed from its input."""
-    curves, rates = [], []
-    for seed in range(args.seed, args.seed + args.seeds):
-        curve, policy, _ = train(args, "rtg_baseline", seed, device, motion=False)
-        curves.append(curve)
-        rates.append(win_rate(args, policy, seed + 10_000, device, motion=False))
-    print(f"rtg_baseline, frame only: points won at the end {np.mean(rates):.3f} (seeds {np.round(rates, 3).tolist()})")
-    to_70 = [frames_to_reach(c, 0.7) for c in curves]
-    return {"curves": curves, "win_rates": rates, "frames_to_70pct": to_70,
-            "final": {"win_rate": float(np.mean(rates)), "worst_seed": float(np.min(rates)),
-                      "frames_to_70pct": float(np.median(to_70))}}
-
-
-# ============================================================================================
 # Figures
 # ============================================================================================
 def plot_learning(curves: dict, path):
@@ -760,19 +604,6 @@ def plot_learning(curves: dict, path):
     ax.axhline(0.8, color="gray", linestyle="--", linewidth=1)
     ax.set(xlabel="training frames (all games)", ylabel="fraction of points won",
            title="REINFORCE on Pong from pixels: credit variants", ylim=(0, 1))
-    save_figure(fig, path)
-
-
-def plot_variance(study: dict, path):
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    x = study["bin_mean_length"]
-    for name in VARIANCE_ESTIMATORS:
-        ax.loglog(x, study[name]["by_length"], "o-",
-                  label=f"{name}: slope {study[name]['slope']:.2f}")
-    ax.set(xlabel="rally length (frames, bin mean)", ylabel="tr Cov of per-point gradient",
-           title="Policy-gradient variance vs rally length")
-    ax.legend(fontsize="small")
-    ax.grid(alpha=0.3, which="both")
     save_figure(fig, path)
 
 
@@ -804,76 +635,35 @@ def frames_text(frames: float) -> str:
     return f"{frames:,.0f}" if math.isfinite(frames) else "never (in budget)"
 
 
-def check_claims(study: dict, per_seed: dict) -> list[dict]:
-    flat, flat_b = study["flat, no baseline"], study["flat - mean"]
-    rtg, rtg_b = study["rtg, no baseline"], study["rtg - mean"]
-    slope = flat["slope"]
-    claims = [
-        claim("over-long-generations, gradient variance",
-              "variance of the terminal-reward estimator grows roughly linearly with episode length",
-              f"tr Cov of the flat-credit gradient vs rally length: log-log slope {slope:.2f} "
-              f"(1 = linear); with discounted reward-to-go: {rtg['slope']:.2f}",
-              bool(0.7 <= slope <= 1.3) if math.isfinite(slope) else None),
-        claim("whole-game §3", "a baseline reduces the variance of the policy gradient",
-              f"tr Cov, flat: {flat['total']:.3g} -> {flat_b['total']:.3g} with the mean subtracted; "
-              f"reward-to-go: {rtg['total']:.3g} -> {rtg_b['total']:.3g}",
-              flat_b["total"] < flat["total"] and rtg_b["total"] < rtg["total"]),
-    ]
-    if {"flat", "rtg_baseline"} <= per_seed.keys():
-        flat_seeds, base_seeds = np.array(per_seed["flat"]), np.array(per_seed["rtg_baseline"])
-        claims.append(claim(
-            "whole-game §3 and Karpathy", "flat broadcast of the outcome (entangled credit) learns "
-            "slower than discounted reward-to-go with a baseline",
-            "frames to win 70% of points, per seed: flat "
-            f"{', '.join(map(frames_text, flat_seeds))}; rtg_baseline {', '.join(map(frames_text, base_seeds))}",
-            # holds only if every flat seed is slower than every rtg_baseline seed (nan: never)
-            bool(np.all(np.nan_to_num(flat_seeds, nan=np.inf) > np.nanmax(base_seeds)))
-            if np.isfinite(base_seeds).all() else None))
-    return claims
-
-
-def blindness_claims(runs: dict, blind: dict | None) -> list[dict]:
-    """State blindness: rtg_baseline on the frame alone against rtg_baseline with the difference."""
-    if blind is None or "rtg_baseline" not in runs["win_rates_per_seed"]:
+def check_claims(per_seed: dict) -> list[dict]:
+    """Flat against rtg_baseline, seed by seed, in frames to win 70% of points."""
+    if not {"flat", "rtg_baseline"} <= per_seed.keys():
         return []
-    sighted, blind_rates = runs["win_rates_per_seed"]["rtg_baseline"], blind["win_rates"]
-    return [claim("whole-game §7.1", "state blindness: an observation that drops a fact the decision needs (here: "
-                  "the ball's motion) costs the policy; the mitigation puts the fact in the state (the frame "
-                  "difference). Holds if every frame-only seed ends below every seed with the difference",
-                  f"points won at the end, per seed: frame only {', '.join(f'{r:.3f}' for r in blind_rates)}; "
-                  f"with the difference {', '.join(f'{r:.3f}' for r in sighted)}. Frames to 70%: frame only "
-                  f"{', '.join(map(frames_text, blind['frames_to_70pct']))}; with the difference "
-                  f"{', '.join(map(frames_text, runs['frames_to_70pct_per_seed']['rtg_baseline']))}",
-                  max(blind_rates) < min(sighted))]
+    flat_seeds, base_seeds = np.array(per_seed["flat"]), np.array(per_seed["rtg_baseline"])
+    return [claim(
+        "whole-game §3 and Karpathy", "flat broadcast of the outcome (entangled credit) learns "
+        "slower than discounted reward-to-go with a baseline",
+        "frames to win 70% of points, per seed: flat "
+        f"{', '.join(map(frames_text, flat_seeds))}; rtg_baseline {', '.join(map(frames_text, base_seeds))}",
+        # holds only if every flat seed is slower than every rtg_baseline seed (nan: never)
+        bool(np.all(np.nan_to_num(flat_seeds, nan=np.inf) > np.nanmax(base_seeds)))
+        if np.isfinite(base_seeds).all() else None)]
 
 
-def headline_metrics(runs: dict, study: dict, random_rate: float, blind: dict | None = None) -> dict:
-    """The flat numbers of results.json: win rates, frames to a level, gradient variances."""
+def headline_metrics(runs: dict, random_rate: float) -> dict:
+    """The flat numbers of results.json: win rates and frames to a level, per variant."""
     metrics = {"random_policy_win_rate": random_rate,
                "training_frames_per_second": runs["frames"] / runs["seconds"]}
     for variant, final in runs["final"].items():
         metrics.update({f"{variant}_{key}": value for key, value in final.items()})
-    if blind is not None:
-        metrics.update({f"rtg_baseline_frame_only_{key}": value for key, value in blind["final"].items()})
-    for name in VARIANCE_ESTIMATORS:
-        metrics[f"grad_var[{name}]"] = study[name]["total"]
-        metrics[f"grad_var_length_slope[{name}]"] = study[name]["slope"]
     return metrics
 
 
-def print_report(runs: dict, study: dict, random_rate: float, claims: list[dict], blind: dict | None = None) -> None:
+def print_report(runs: dict, random_rate: float, claims: list[dict]) -> None:
     rows = [[v, *f.values()] for v, f in runs["final"].items()]
-    if blind is not None:
-        final = blind["final"]
-        rows.append(["rtg_baseline, frame only", final["win_rate"], final["worst_seed"], "-", final["frames_to_70pct"], "-"])
     rows.append(["random policy", random_rate, "-", "-", "-", "-"])
     print("\n" + format_table(rows, ["variant", "points won", "worst seed", "frames to 50%",
                                      "to 70%", "to 80% (median over seeds)"]))
-    rows = [[name, psi, study[name]["total"], study[name]["slope"]]
-            for name, psi in VARIANCE_ESTIMATORS.items()]
-    print(f"\nGradient variance at the mid-training policy ({study['points']} points, "
-          f"mean length {study['mean_length']:.0f} frames):")
-    print(format_table(rows, ["estimator", "Ψ", "tr Cov", "slope vs length"]))
     print("\n" + format_claims(claims))
 
 
@@ -883,27 +673,23 @@ def print_report(runs: dict, study: dict, random_rate: float, claims: list[dict]
 def main(args: Args) -> dict:
     start = time.time()
     args, device, out = start_run(args)
-    print(f"01 REINFORCE from pixels on {args.env} Pong, device {device}: "
-          f"{args.variants} x {args.seeds} seeds x {args.frames:,} frames")
+    print(f"01 REINFORCE on {args.env} Pong ({device}): {args.variants} x {args.seeds} seeds "
+          f"x {args.frames:,} frames")
 
     runs = run_variants(args, device)
     random_rate = win_rate(args, None, args.seed + 10_000, device)
-    study = gradient_variance_study(args, runs["mid_policy"], args.seed + 20_000, device)
     rally = record_rally(args, runs["final_policy"], args.seed + 30_000, device)
-    blind = state_blindness_study(args, device) if args.state_blindness else None
 
-    plot_learning(runs["curves"] | ({"rtg_baseline, frame only": blind["curves"]} if blind else {}),
-                  out / "learning_curves.png")
-    plot_variance(study, out / "gradient_variance.png")
+    plot_learning(runs["curves"], out / "learning_curves.png")
     plot_rally(rally, out / "who_gets_the_score.png")
 
-    claims = check_claims(study, runs["frames_to_70pct_per_seed"]) + blindness_claims(runs, blind)
-    metrics = headline_metrics(runs, study, random_rate, blind)
+    claims = check_claims(runs["frames_to_70pct_per_seed"])
+    metrics = headline_metrics(runs, random_rate)
     wall = time.time() - start
-    write_results(out, args, wall, metrics, claims, curves=runs["curves"], variance_study=study,
+    write_results(out, args, wall, metrics, claims, curves=runs["curves"],
                   frames_to_70pct_per_seed=runs["frames_to_70pct_per_seed"],
-                  win_rates_per_seed=runs["win_rates_per_seed"], state_blindness=blind)
-    print_report(runs, study, random_rate, claims, blind)
+                  win_rates_per_seed=runs["win_rates_per_seed"])
+    print_report(runs, random_rate, claims)
     print(f"\n{metrics['training_frames_per_second']:,.0f} training frames/s; "
           f"wall clock {wall:.0f} s; results in {out}/")
     return {"metrics": metrics, "claims": claims}

@@ -1,4 +1,5 @@
-"""04 — Hindsight: relabel the goal (HER), or relabel the credit (HCA).
+"""04 — Hindsight: relabel the goal (HER), or relabel the credit (HCA). Can hindsight make a
+failure useful?
 
 HER (Andrychowicz et al. 2017) asks "which goal would this episode have reached?" and replays a
 failure as a success at reaching what it did reach: reward where there was almost none (density).
@@ -6,24 +7,26 @@ HCA (Harutyunyan et al. 2019) asks "given what followed, how likely was this act
 hindsight ratio h(a|x,z)/π(a|x) is the credit, ≈ 1 for actions that did not matter, so their
 noise drops out of the gradient (breadth).
 
-HER: DQN on (state, goal) on the paper's bit flipping, swept over n bits, with and without
-relabelling ("future", k = 4, or "final"); a relabelled transition's reward is recomputed, and
+HER: DQN on (state, goal) on the paper's bit flipping, with and without relabelling ("future",
+k = 4, or "final"); a relabelled transition's reward is recomputed, and
   y = r + γ (1 - done) max_a' Q'(s', g, a'), clipped to [-1/(1-γ), 0].
-HCA: three policy gradients on three tabular tasks with a known model (a shortcut chain, the
-delayed effect of common.KeyToDoor, an ambiguous bandit), against the exact gradient:
+HCA: three policy gradients on the delayed effect of common.KeyToDoor (the first action alone
+decides the reward; every reward is noisy, σ):
   PG + V baseline   Ψ_t = Z_t - V(X_t)                                       (Z_t = Σ_{k≥t} R_k)
   state HCA         Σ_b ∇π(b|X_t) [r̂(X_t,b) + Σ_{k>t} h(b|X_t,X_k)/π(b|X_t) R_k]
   return HCA        Ψ_t = (1 - π(A_t|X_t)/h(A_t|X_t,Z_t)) Z_t
-with h a classifier trained on the agent's own episodes (or Bayes' rule on the model). COCOA
-(Meulemans et al. 2023) is not implemented; its premise, that state HCA degrades to REINFORCE
-when the later state reveals the action, is measured on the delayed effect.
+with h a classifier trained on the agent's own episodes.
+
+The default run: DQN and DQN+HER at n = 20 bits, where DQN alone never sees a success; each
+estimator's gradient variance at the uniform policy as σ grows; and a tabular policy learning
+with each. More in studies/: 04_her_sweep.py (n from 5 to 30, the paper's thresholds) and
+04_hca_tasks.py (two more tasks, bias against the exact gradient, the exact h, the return
+identity, COCOA's premise, learning curves on every task).
 
 Read beside: credit-assignment-problem-survey.txt §4.2, §7 and §8. In runs/04_her_hca/:
-  her_success_vs_bits.png     final success rate vs n, DQN and DQN+HER; learning curves
-  hca_variance_vs_sigma.png   tr Cov of each gradient estimator vs the reward noise σ, per task
-  hca_hindsight_ratio.png     delayed effect: |h/π - 1| per step (large at step 0 only)
-  hca_learning_curves.png     exact J(π) while learning, per task and estimator
-  results.json                every number, and the papers' claims beside our measurements
+  hindsight.png   greedy success while DQN(+HER) trains; tr Cov of each gradient vs σ; exact J(π)
+                  while learning with each gradient
+  results.json    every number, and the papers' claims beside our measurements
 """
 
 from __future__ import annotations
@@ -32,7 +35,6 @@ import copy
 import dataclasses
 import math
 import time
-from collections import defaultdict
 from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
@@ -322,9 +324,7 @@ def state_hca_q(episodes: dict, policy: torch.Tensor, h_pairs: torch.Tensor, r_h
 def gradient_rows(method: str, episodes: dict, policy: torch.Tensor, V: torch.Tensor, r_hat: torch.Tensor,
                   h: torch.Tensor | None, h_min: float) -> torch.Tensor:
     """The per-step gradient rows of each estimator; h is h(a|X_t, Z_t) for return HCA and the
-    pairs h(a|X_t, X_k) for state HCA."""
-    if method.startswith("REINFORCE"):
-        return score_rows(episodes, policy, episodes["returns"])
+    pairs h(a|X_t, X_k) for state HCA (learned or, in studies/04_hca_tasks.py, exact)."""
     if method.startswith("PG"):
         return score_rows(episodes, policy, pg_baseline_psi(episodes, V))
     if method.startswith("return HCA"):
@@ -373,7 +373,7 @@ class BitFlip:
 
 
 # ============================================================================================
-# HCA's worlds: three small tasks with an exact model (Harutyunyan et al. 2019, §5)
+# HCA's world: a small task with an exact model (Harutyunyan et al. 2019, §5)
 # ============================================================================================
 @dataclass
 class TabularTask:
@@ -382,7 +382,7 @@ class TabularTask:
     States 0 .. S-2, and S-1 the absorbing terminal state; every episode starts in state 0 and
     ends within `horizon` steps. P[s, a, s'] are the transitions. A reward is one of K outcome
     means values[s, a, k], drawn with probability probs[s, a, k], plus Gaussian noise of std
-    `noise`: the σ of the study.
+    `noise`, the σ of the experiment.
     """
 
     name: str
@@ -415,40 +415,11 @@ def deterministic_rewards(R: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return R[..., None].float(), torch.ones(*R.shape, 1)
 
 
-def shortcut_chain(length: int, noise: float) -> TabularTask:
-    """A chain s_0 .. s_{L-1}. 'Right' (action 0) moves one state on; 'shortcut' (action 1) jumps
-    straight to the last state s_{L-1}, from which either action ends the episode. Every step
-    costs -1, so the shortcut at s_0 is best (return -2) and walking the chain costs -L."""
-    terminal = length
-    P = torch.zeros(length + 1, 2, length + 1)
-    for s in range(length - 1):
-        P[s, 0, s + 1] = P[s, 1, length - 1] = 1.0
-    P[length - 1, :, terminal] = P[terminal, :, terminal] = 1.0
-    R = torch.full((length + 1, 2), -1.0)
-    R[terminal] = 0.0
-    return TabularTask("shortcut", P, *deterministic_rewards(R), noise, horizon=length)
-
-
 def delayed_effect(corridor: int, noise: float) -> TabularTask:
     """common.KeyToDoor as HCA's delayed-effect task: the first action alone decides the final
     reward (1 or 0), after `corridor` steps whose actions change nothing; every reward is noisy."""
     P, R = KeyToDoor(1, corridor=corridor).model()
     return TabularTask("delayed effect", P.float(), *deterministic_rewards(R), noise, horizon=corridor + 2)
-
-
-def ambiguous_bandit(noise: float, crossover: float) -> TabularTask:
-    """Two arms: arm 1 pays 1 and arm 0 pays 0, except that with probability `crossover` an arm
-    pays the other arm's amount; plus noise. A reward alone does not tell which arm was pulled."""
-    P = torch.zeros(2, 2, 2)
-    P[:, :, 1] = 1.0  # one step, then the terminal state
-    values = torch.tensor([[[0.0, 1.0], [1.0, 0.0]], [[0.0, 0.0], [0.0, 0.0]]])
-    probs = torch.tensor([[[1 - crossover, crossover], [1 - crossover, crossover]], [[1.0, 0.0], [1.0, 0.0]]])
-    return TabularTask("ambiguous bandit", P, values, probs, noise, horizon=1)
-
-
-def make_tasks(args: Args, noise: float) -> list[TabularTask]:
-    return [shortcut_chain(args.chain, noise), delayed_effect(args.corridor, noise),
-            ambiguous_bandit(noise, args.crossover)]
 
 
 def draw(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
@@ -480,106 +451,11 @@ def sample_episodes(task: TabularTask, policy: torch.Tensor, num: int, generator
     return episodes
 
 
-# The exact truth, from the model: the policy gradient and the hindsight distributions.
-def exact_gradient(task: TabularTask, logits: torch.Tensor) -> torch.Tensor:
-    """∇_θ J for the softmax policy π = softmax(θ[s]), J = V^π(s_0), by autograd through the
-    exact policy evaluation (common.evaluate_policy, γ = 1)."""
-    logits = logits.detach().double().cpu().requires_grad_()
-    V, _ = evaluate_policy(task.P.double().cpu(), task.R.double().cpu(), torch.softmax(logits, 1), 1.0)
-    V[0].backward()
-    return logits.grad.float()
-
-
 def exact_return(task: TabularTask, logits: torch.Tensor) -> float:
+    """J(π) = V^π(s_0) of the softmax policy π = softmax(θ[s]), by exact policy evaluation (γ = 1)."""
     V, _ = evaluate_policy(task.P.double().cpu(), task.R.double().cpu(),
                            torch.softmax(logits.detach().double().cpu(), 1), 1.0)
     return float(V[0])
-
-
-def exact_state_hindsight(task: TabularTask, policy: torch.Tensor) -> torch.Tensor:
-    """h[x, y, a] = P(A_t = a | X_t = x, y visited later) = π(a|x) d(y|x,a) / d(y|x), where
-    d(y|x,a) is the expected number of later visits to y after taking a in x: the
-    occupancy-weighted hindsight distribution that makes Theorem 1 of HCA hold with γ = 1."""
-    P, policy = task.P.double().cpu(), policy.double().cpu()
-    P_pi = torch.einsum("sa,sat->st", policy, P)
-    P_pi[-1] = 0.0  # nothing is visited after the terminal state
-    visits = torch.linalg.inv(torch.eye(len(P), dtype=P.dtype) - P_pi)  # visits[s, y], from s on
-    after_action = torch.einsum("xas,sy->xya", P, visits)  # d(y | x, a)
-    joint = policy[:, None, :] * after_action
-    total = joint.sum(-1, keepdim=True)
-    h = torch.where(total > 0, joint / total.clamp(min=1e-300), policy[:, None, :])  # y never follows x: π
-    return h.float()
-
-
-def exact_state_pairs(h_table: torch.Tensor, episodes: dict) -> torch.Tensor:
-    """h(· | X_t, X_k) for every pair of steps (t, k) of each episode, from the exact table."""
-    s = episodes["states"]
-    return h_table.to(s.device)[s[:, None], s[None]]
-
-
-def return_components(task: TabularTask, policy: torch.Tensor, state: int, action: int) -> dict:
-    """The return from taking `action` in `state`, then following π: a mixture of Gaussians, one
-    per (sum of outcome means, number of noisy steps), enumerated step by step.
-    Returns {(mean, steps): probability}."""
-    terminal, done = task.num_states - 1, defaultdict(float)
-    frontier, first = {(state, 0.0, 0): 1.0}, True
-    P, values, probs, policy = (t.double().cpu() for t in (task.P, task.values, task.probs, policy))
-    while frontier:
-        following = defaultdict(float)
-        for (s, mean, steps), weight in frontier.items():
-            if s == terminal:
-                done[(mean, steps)] += weight
-                continue
-            actions = [(action, 1.0)] if first else [(b, float(policy[s, b])) for b in range(P.shape[1])]
-            for b, p_b in actions:
-                for k in torch.nonzero(probs[s, b] * p_b > 0).flatten().tolist():
-                    for s2 in torch.nonzero(P[s, b]).flatten().tolist():
-                        key = (s2, round(mean + float(values[s, b, k]), 9), steps + 1)
-                        following[key] += weight * p_b * float(probs[s, b, k] * P[s, b, s2])
-        frontier, first = following, False
-    return dict(done)
-
-
-def return_log_density(components: dict, z: torch.Tensor, noise: float) -> torch.Tensor:
-    """log p(z) of the Gaussian mixture {(mean, steps): weight}; the noise of `steps` steps adds up
-    to a variance of steps σ²."""
-    terms = []
-    for (mean, steps), weight in components.items():
-        var = noise**2 * steps
-        terms.append(math.log(weight) - 0.5 * math.log(2 * math.pi * var) - (z - mean) ** 2 / (2 * var))
-    return torch.logsumexp(torch.stack(terms), 0)
-
-
-def exact_return_hindsight(task: TabularTask, policy: torch.Tensor, states: torch.Tensor,
-                           returns: torch.Tensor) -> torch.Tensor:
-    """h(a | x, z) = π(a|x) p(z|x,a) / Σ_b π(b|x) p(z|x,b), Bayes' rule on the exact return
-    distributions, for each (state, return) pair; shape states.shape + (A,). Needs noise > 0."""
-    h = policy[states].clone()  # the terminal state: no information, h = π
-    for x in states.unique().tolist():
-        if x == task.num_states - 1:
-            continue
-        at = states == x
-        z = returns[at].double().cpu()
-        log_p = torch.stack([return_log_density(return_components(task, policy, x, a), z, task.noise)
-                             for a in range(task.num_actions)], -1)
-        h[at] = torch.softmax(torch.log(policy[x].double().cpu()) + log_p, -1).to(h)
-    return h
-
-
-def hindsight_identity_gap(task: TabularTask, policy: torch.Tensor, state: int = 0) -> float:
-    """max_a |E_z[h(a|x,z)/π(a|x) z] - Q(x, a)|: the return-conditional identity of HCA (survey §8),
-    the expectation by numerical integration over z, Q by dynamic programming."""
-    policy = policy.double().cpu()
-    _, Q = evaluate_policy(task.P.double().cpu(), task.R.double().cpu(), policy, 1.0)
-    parts = [return_components(task, policy, state, a) for a in range(task.num_actions)]
-    means = [m for c in parts for m, _ in c]
-    spread = 10 * task.noise * math.sqrt(task.horizon)
-    z = torch.linspace(min(means) - spread, max(means) + spread, 4001, dtype=torch.float64)
-    log_p = torch.stack([return_log_density(c, z, task.noise) for c in parts], -1)  # log p(z | x, a)
-    p_z = (policy[state] * log_p.exp()).sum(-1)  # p(z | x)
-    h = exact_return_hindsight(task, policy, torch.full_like(z, state, dtype=torch.long), z).double()
-    q = torch.trapezoid(p_z[:, None] * h / policy[state] * z[:, None], z, dim=0)
-    return float((q - Q[state]).abs().max())
 
 
 # ============================================================================================
@@ -674,14 +550,15 @@ def learn(args: Args, task: TabularTask, method: str, seed: int, device) -> list
 
 
 # ============================================================================================
+# ============================================================================================
 # Config
 # ============================================================================================
 @dataclass
 class Args(RunArgs):
     out: str = arg("runs/04_her_hca", "output folder for figures and results.json")
     # HER on bit flipping
-    bits: str = arg("5,10,15,20,30", "bit-string lengths n of the HER sweep, comma-separated", item=int)
-    her_seeds: int = arg(2, "seeds per (n, method) in the HER sweep")
+    bits: int = arg(20, "bit-string length n")
+    her_seeds: int = arg(2, "seeds of DQN and of DQN+HER")
     strategy: str = arg("future", "HER goal-sampling strategy", choices=("future", "final"))
     relabel_k: int = arg(4, "HER 'future': relabelled goals per original one (a goal is replaced "
                          "with probability k / (k + 1))")
@@ -696,14 +573,13 @@ class Args(RunArgs):
     epsilon: float = arg(0.2, "exploration: probability of a random action")
     buffer_episodes: int = arg(20_000, "replay buffer capacity, in episodes")
     eval_episodes: int = arg(512, "greedy episodes for each success rate")
-    # HCA on tabular tasks
-    sigmas: str = arg("0.25,0.5,1,2,4", "reward noise levels σ of the gradient study, comma-separated", item=float)
-    chain: int = arg(8, "shortcut chain length")
+    # HCA on the delayed effect
+    sigmas: str = arg("0.25,0.5,1,2,4", "reward noise levels σ of the variance measurement, comma-separated",
+                      item=float)
     corridor: int = arg(10, "delayed effect: steps between the decisive action and its reward")
-    crossover: float = arg(0.2, "ambiguous bandit: probability that an arm pays the other arm's amount")
-    study_episodes: int = arg(4000, "episodes per (task, σ) to measure each estimator's bias and variance")
-    hindsight_episodes: int = arg(2000, "episodes per (task, σ) the hindsight classifiers are trained on")
-    hindsight_steps: int = arg(600, "Adam steps of each hindsight classifier in the gradient study")
+    measure_episodes: int = arg(4000, "episodes per σ on which each estimator's variance is measured")
+    hindsight_episodes: int = arg(2000, "episodes per σ the hindsight classifiers are trained on")
+    hindsight_steps: int = arg(600, "Adam steps of each hindsight classifier before the variance is measured")
     hca_hidden: int = arg(64, "hidden units of the hindsight classifier (two layers)")
     hca_lr: float = arg(3e-3, "Adam learning rate of the hindsight classifier")
     hca_batch: int = arg(256, "minibatch of the hindsight classifier")
@@ -711,37 +587,29 @@ class Args(RunArgs):
     learn_sigma: float = arg(1.0, "reward noise σ of the learning curves")
     learn_iters: int = arg(100, "policy updates per learning run")
     learn_batch: int = arg(32, "episodes per policy update")
-    learn_seeds: int = arg(3, "seeds per (task, estimator) of the learning curves")
+    learn_seeds: int = arg(3, "seeds per estimator of the learning curves")
     pg_lr: float = arg(0.5, "step size of the tabular policy (gradient ascent on the logits)")
     value_rate: float = arg(0.2, "step size of the running-mean V (baseline) and r̂ (state HCA)")
     refit_steps: int = arg(10, "learning runs: hindsight classifier steps after each batch")
     hindsight_batches: int = arg(4, "learning runs: the classifier trains on the last this many batches")
 
-    SMOKE = dict(bits="4,6", her_seeds=1, cycles=1, updates=2, batch=16, hidden=16, eval_episodes=16,
-                 buffer_episodes=64, sigmas="0.5,2", chain=4, corridor=3, study_episodes=64,
-                 hindsight_episodes=32, hindsight_steps=5, hca_hidden=8, learn_iters=3, learn_batch=4,
-                 learn_seeds=1, refit_steps=2)
+    SMOKE = dict(bits=6, her_seeds=1, cycles=1, updates=2, batch=16, hidden=16, eval_episodes=16,
+                 buffer_episodes=64, sigmas="0.5,2", corridor=3, measure_episodes=64, hindsight_episodes=32,
+                 hindsight_steps=5, hca_hidden=8, learn_iters=3, learn_batch=4, learn_seeds=1, refit_steps=2)
 
     def __post_init__(self):
-        require_positive(self, "her_seeds", "relabel_k", "envs", "cycles", "updates", "batch", "hidden", "lr",
-                         "buffer_episodes", "eval_episodes", "chain", "corridor", "study_episodes",
+        require_positive(self, "bits", "her_seeds", "relabel_k", "envs", "cycles", "updates", "batch", "hidden",
+                         "lr", "buffer_episodes", "eval_episodes", "corridor", "measure_episodes",
                          "hindsight_episodes", "hindsight_steps", "hca_hidden", "hca_lr", "hca_batch",
                          "learn_iters", "learn_batch", "learn_seeds", "pg_lr", "refit_steps",
                          "hindsight_batches")
         require(0 < self.gamma < 1, "--gamma must be in (0, 1)")
         require(0 <= self.polyak < 1, "--polyak must be in [0, 1)")
         require(0 <= self.epsilon <= 1, "--epsilon must be in [0, 1]")
-        require(0 < self.crossover < 0.5, "--crossover must be in (0, 0.5)")
         require(0 < self.h_min < 1, "--h-min must be in (0, 1)")
         require(0 < self.value_rate <= 1, "--value-rate must be in (0, 1]")
-        require(self.chain >= 2, "--chain must be at least 2")
         require(self.learn_sigma > 0, "--learn-sigma must be positive")
-        require(all(n >= 1 for n in self.bit_list), "--bits must be positive integers")
-        require(all(s > 0 for s in self.sigma_list), "--sigmas must be positive (exact h needs noise)")
-
-    @property
-    def bit_list(self) -> list[int]:
-        return as_list(self.bits, int)
+        require(all(s > 0 for s in self.sigma_list), "--sigmas must be positive")
 
     @property
     def sigma_list(self) -> list[float]:
@@ -749,32 +617,22 @@ class Args(RunArgs):
 
 
 # ============================================================================================
-# Study 1: the HER sweep over n
+# The experiment: a failure made useful, once by a new goal and once by a new credit
 # ============================================================================================
 HER_METHODS = ("DQN", "DQN+HER")
+ESTIMATORS = ("PG + V baseline", "state HCA (learned h)", "return HCA (learned h)")
 
 
-def her_sweep(args: Args, device) -> dict:
-    """{method: {n: [one train_bitflip result per seed]}}."""
-    results = {name: {} for name in HER_METHODS}
-    runs = [(name, n, seed) for n in args.bit_list for name in HER_METHODS
-            for seed in range(args.seed, args.seed + args.her_seeds)]
-    for name, n, seed in tqdm(runs, desc="bit flipping", leave=False):
-        strategy = args.strategy if name == "DQN+HER" else "none"
-        run = train_bitflip(args, n, strategy, seed, device)
-        results[name].setdefault(n, []).append(run)
-        tqdm.write(f"  {name:8s} n={n:3d} seed {seed}: success {run['final_success']:.2f} after "
-                   f"{run['episodes']} episodes, reward-0 share of replayed transitions {run['reward_share']:.3f}")
+def her_runs(args: Args, bits: int, device) -> dict:
+    """{method: [one train_bitflip result per seed]} on n = bits."""
+    results = {name: [] for name in HER_METHODS}
+    runs = [(name, seed) for name in HER_METHODS for seed in range(args.seed, args.seed + args.her_seeds)]
+    for name, seed in tqdm(runs, desc=f"bit flipping, n = {bits}", leave=False):
+        run = train_bitflip(args, bits, args.strategy if name == "DQN+HER" else "none", seed, device)
+        results[name].append(run)
+        tqdm.write(f"  {name:8s} n={bits:3d} seed {seed}: success {run['final_success']:.2f} after "
+                   f"{run['episodes']} episodes, share of reward-0 replays {run['reward_share']:.3f}")
     return results
-
-
-# ============================================================================================
-# Study 2: bias and variance of each gradient estimator against the exact gradient
-# ============================================================================================
-def study_methods(task: TabularTask) -> list[str]:
-    """State HCA needs later states: the one-step bandit has none (it would reduce to r̂)."""
-    methods = ["REINFORCE (no baseline)", "PG + V baseline", "return HCA (learned h)", "return HCA (exact h)"]
-    return methods + (["state HCA (learned h)", "state HCA (exact h)"] if task.horizon > 1 else [])
 
 
 def fitted(args: Args, task: TabularTask, condition: str, episodes: dict, device) -> HindsightLearner:
@@ -783,212 +641,90 @@ def fitted(args: Args, task: TabularTask, condition: str, episodes: dict, device
     return learner
 
 
-def hindsight_estimates(args: Args, task: TabularTask, policy: torch.Tensor, train: dict, test: dict,
-                        device) -> dict:
-    """Each HCA estimator's h on the test episodes: learned on the train episodes, or exact."""
+def trace_covariance(grads: torch.Tensor) -> float:
+    """tr Cov of per-episode gradients (N, S, A): the variance of the estimator."""
+    return float(((grads - grads.mean(0)) ** 2).sum((1, 2)).mean())
+
+
+def gradient_variances(args: Args, noise: float, device) -> dict:
+    """{estimator: tr Cov} on the delayed effect at the uniform policy: h learned on one batch of
+    episodes, every estimator measured on a fresh one. V and r̂ are exact: only h is learned.
+    Seeded here, so that each σ's numbers do not depend on what ran before."""
+    seed_everything(args.seed)
+    task = delayed_effect(args.corridor, noise).to(device)
+    generator = torch.Generator(device).manual_seed(args.seed)
+    policy = torch.full((task.num_states, task.num_actions), 1 / task.num_actions, device=device)
+    V, _ = evaluate_policy(task.P.double().cpu(), task.R.double().cpu(), policy.double().cpu(), 1.0)
+    train = sample_episodes(task, policy, args.hindsight_episodes, generator)
+    test = sample_episodes(task, policy, args.measure_episodes, generator)
     h = {"return HCA (learned h)": fitted(args, task, "return", train, device).probabilities(
              test["states"], test["returns"]),
-         "return HCA (exact h)": exact_return_hindsight(task, policy, test["states"], test["returns"])}
-    if task.horizon > 1:
-        h["state HCA (learned h)"] = learned_state_pairs(fitted(args, task, "state", train, device), test)
-        h["state HCA (exact h)"] = exact_state_pairs(exact_state_hindsight(task, policy), test)
-    return h
+         "state HCA (learned h)": learned_state_pairs(fitted(args, task, "state", train, device), test)}
+    variances = {}
+    for method in ESTIMATORS:
+        rows = gradient_rows(method, test, policy, V.float().to(device), task.R, h.get(method), args.h_min)
+        variances[method] = trace_covariance(per_episode_gradients(test, rows, task.num_states))
+    return variances
 
 
-def estimator_errors(grads: torch.Tensor, truth: torch.Tensor) -> dict:
-    """Bias² and variance (tr Cov) of per-episode gradients (N, S, A) against the exact gradient."""
-    mean = grads.mean(0)
-    variance = float(((grads - mean) ** 2).sum((1, 2)).mean())
-    return {"bias2": float(((mean - truth) ** 2).sum()), "variance": variance,
-            "bias2_noise_floor": variance / len(grads),  # E|mean - truth|² if unbiased
-            "start_state_variance": float(((grads[:, 0] - mean[0]) ** 2).sum(-1).mean())}
-
-
-def ratio_profile(episodes: dict, policy: torch.Tensor, h: dict) -> dict:
-    """Per step t, the mean over episodes of |h(A_t | X_t, ·)/π(A_t | X_t) - 1|: how far what
-    followed moves the credit of the action taken. State HCA: conditioned on the last state."""
-    a, alive = episodes["actions"][..., None], episodes["alive"]
-    pi = policy[episodes["states"]].gather(-1, a).squeeze(-1)
-    last = alive.sum(0) - 1  # each episode's last step
-    steps = torch.arange(len(alive), device=alive.device)[:, None]
-    profile = {}
-    for method, probs in h.items():
-        valid = alive
-        if method.startswith("state"):
-            probs = probs[:, last, torch.arange(probs.shape[2], device=probs.device)]  # h(· | X_t, X_last)
-            valid = alive & (steps < last)  # the last step has no later state
-        deviation = ((probs.gather(-1, a).squeeze(-1) / pi - 1).abs() * valid).sum(1) / valid.sum(1).clamp(min=1)
-        profile[method] = deviation.tolist()
-    return profile
-
-
-def study_one(args: Args, task: TabularTask, device) -> dict:
-    """At the uniform policy: the exact gradient, hindsight classifiers fitted on one batch of
-    episodes, and every estimator's per-episode gradients on a fresh batch."""
-    task = task.to(device)
-    generator = torch.Generator(device).manual_seed(args.seed)
-    logits = torch.zeros(task.num_states, task.num_actions, device=device)
-    policy = torch.softmax(logits, 1)
-    truth = exact_gradient(task, logits).to(device)
-    V, _ = evaluate_policy(task.P.double().cpu(), task.R.double().cpu(), policy.double().cpu(), 1.0)
-    V, r_hat = V.float().to(device), task.R.to(device)  # the baseline and r̂ are exact: only h is learned
-    train = sample_episodes(task, policy, args.hindsight_episodes, generator)
-    test = sample_episodes(task, policy, args.study_episodes, generator)
-    h = hindsight_estimates(args, task, policy, train, test, device)
-    estimators = {}
-    for method in study_methods(task):
-        rows = gradient_rows(method, test, policy, V, r_hat, h.get(method), args.h_min)
-        estimators[method] = estimator_errors(per_episode_gradients(test, rows, task.num_states), truth)
-    return {"estimators": estimators, "hindsight_ratio": ratio_profile(test, policy, h),
-            "exact_gradient_norm2": float((truth**2).sum())}  # the scale of bias²; σ does not change it
-
-
-def gradient_study(args: Args, device) -> dict:
-    """{task: {σ: study_one's result}}."""
-    study = {}
-    for noise in tqdm(args.sigma_list, desc="HCA gradient study", leave=False):
-        for task in make_tasks(args, noise):
-            study.setdefault(task.name, {})[noise] = study_one(args, task, device)
-    return study
+def learning_runs(args: Args, device) -> dict:
+    """{estimator: [one exact-J curve per seed]} on the delayed effect at σ = learn_sigma."""
+    task = delayed_effect(args.corridor, args.learn_sigma)
+    runs = [(method, args.seed + i) for method in ESTIMATORS for i in range(args.learn_seeds)]
+    curves = {method: [] for method in ESTIMATORS}
+    for method, seed in tqdm(runs, desc="HCA learning", leave=False):
+        curves[method].append(learn(args, task, method, seed, device))
+    return curves
 
 
 # ============================================================================================
-# Study 3: learning curves, a tabular softmax policy trained by each estimator's gradient
+# Figure, claims, report
 # ============================================================================================
-LEARNERS = ("PG + V baseline", "state HCA (learned h)", "return HCA (learned h)")
-
-
-def learning_study(args: Args, device) -> dict:
-    """{task: {estimator: [one exact-J curve per seed]}}."""
-    results = {}
-    tasks = make_tasks(args, args.learn_sigma)
-    runs = [(task, m) for task in tasks for m in LEARNERS if task.horizon > 1 or not m.startswith("state")]
-    for task, method in tqdm(runs, desc="HCA learning", leave=False):
-        results.setdefault(task.name, {})[method] = [learn(args, task, method, args.seed + i, device)
-                                                     for i in range(args.learn_seeds)]
-    return results
-
-
-# ============================================================================================
-# Study 4: the return-conditional identity Q = E_z[h/π z], checked by integration
-# ============================================================================================
-def identity_study(args: Args) -> dict:
-    """{task: max_a |E_z[h(a|x,z)/π(a|x) z] - Q(x, a)|} at the start state, uniform π, σ = 1."""
-    uniform_policy = torch.full((1, 2), 0.5)
-    return {task.name: hindsight_identity_gap(task, uniform_policy.expand(task.num_states, 2))
-            for task in make_tasks(args, 1.0)}
-
-
-# ============================================================================================
-# Figures
-# ============================================================================================
-def plot_her(her: dict, bits: list[int], path) -> None:
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    plot_curves(axes[0], np.array(bits), {name: np.array([[r["final_success"] for r in by_n[n]] for n in bits]).T
-                                          for name, by_n in her.items()})
-    axes[0].set(xlabel="number of bits n", ylabel="final greedy success rate",
-                title="Bit flipping: success vs n", ylim=(-0.05, 1.05))
-    for name, style in zip(her, ("--", "-")):
-        for n in bits:
-            curves = np.array([r["curve"] for r in her[name][n]])
-            axes[1].plot(np.linspace(0.1, 1, curves.shape[1]), curves.mean(0), style, label=f"{name} n={n}")
-    axes[1].set(xlabel="fraction of the training budget", ylabel="greedy success rate (mean over seeds)",
-                title="Learning curves (budget grows with n)")
-    axes[1].legend(fontsize="small", ncol=2)
+def plot(args: Args, her: dict, variances: dict, learning: dict, path) -> None:
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4))
+    plot_curves(axes[0], np.linspace(0.1, 1, len(her["DQN"][0]["curve"])),
+                {name: np.array([r["curve"] for r in runs]) for name, runs in her.items()})
+    axes[0].set(title=f"Bit flipping, n = {args.bits}", xlabel="fraction of the training budget",
+                ylabel="greedy success rate", ylim=(-0.05, 1.05))
+    for method in ESTIMATORS:
+        axes[1].plot(args.sigma_list, [variances[s][method] for s in args.sigma_list], "o-", label=method)
+    axes[1].set(title="Delayed effect: tr Cov of the gradient", xlabel="reward noise σ", xscale="log",
+                yscale="log")
+    axes[1].legend(fontsize="small")
     axes[1].grid(alpha=0.3)
+    plot_curves(axes[2], np.arange(args.learn_iters + 1) * args.learn_batch,
+                {m: np.array(c) for m, c in learning.items()})
+    axes[2].set(title=f"Delayed effect, σ = {args.learn_sigma:g}: learning", xlabel="episodes",
+                ylabel="exact J(π)")
     save_figure(fig, path)
 
 
-def plot_variance(study: dict, path) -> None:
-    fig, axes = plt.subplots(1, len(study), figsize=(5 * len(study), 4))
-    axes = np.atleast_1d(axes)
-    for ax, (name, by_sigma) in zip(axes, study.items()):
-        sigmas = list(by_sigma)
-        for method in by_sigma[sigmas[0]]["estimators"]:
-            ax.plot(sigmas, [by_sigma[s]["estimators"][method]["variance"] for s in sigmas],
-                    "s--" if "exact" in method else "o-", label=method)
-        ax.set(title=f"{name}: tr Cov of the gradient", xlabel="reward noise σ", xscale="log", yscale="log")
-        ax.set_xticks(sigmas, [f"{s:g}" for s in sigmas])
-        ax.set_xticks([], minor=True)
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize="x-small")
-    save_figure(fig, path)
+def her_claims(bits: int, success: dict, share: dict) -> list[dict]:
+    """success and share: {method: mean final success / share of reward-0 replays} at n = bits."""
+    beyond = bits >= 15
+    return [claim("HER paper, Fig. 1", "DQN alone fails beyond about 13-15 bits",
+                  f"n = {bits}: DQN's final success {success['DQN']:.2f}",
+                  bool(success["DQN"] < 0.1) if beyond else None),
+            claim("HER paper, Fig. 1", "DQN+HER solves bit flipping where DQN alone fails (up to 50 bits)",
+                  f"n = {bits}: DQN+HER's final success {success['DQN+HER']:.2f}", bool(success["DQN+HER"] >= 0.9)),
+            claim("survey §4.2.2 and §7", "HER turns failed episodes into useful signal (reward density)",
+                  f"n = {bits}: share of replayed transitions with reward 0, which is success in the −1/0 "
+                  f"convention: DQN {share['DQN']:.4f}, DQN+HER {share['DQN+HER']:.3f}",
+                  bool(share["DQN+HER"] > 10 * share["DQN"]))]
 
 
-def plot_ratio(profile: dict, noise: float, path) -> None:
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for method, deviation in profile.items():
-        ax.plot(np.arange(len(deviation)), deviation, "o-", label=method)
-    ax.set(title=f"Delayed effect, σ = {noise:g}: how far hindsight moves the credit",
-           xlabel="step t (0: the decisive first action)", ylabel="mean |h(A_t|X_t, ·) / π(A_t|X_t) - 1|")
-    ax.legend(fontsize="small")
-    ax.grid(alpha=0.3)
-    save_figure(fig, path)
-
-
-def plot_learning(learning: dict, args: Args, path) -> None:
-    fig, axes = plt.subplots(1, len(learning), figsize=(5 * len(learning), 4))
-    episodes = np.arange(args.learn_iters + 1) * args.learn_batch
-    for ax, (name, by_method) in zip(np.atleast_1d(axes), learning.items()):
-        plot_curves(ax, episodes, {m: np.array(c) for m, c in by_method.items()})
-        ax.set(title=f"{name}, σ = {args.learn_sigma:g}", xlabel="episodes", ylabel="exact J(π)")
-    save_figure(fig, path)
-
-
-# ============================================================================================
-# Claims
-# ============================================================================================
-def her_claims(args: Args, her: dict) -> list[dict]:
-    success = {name: {n: float(np.mean([r["final_success"] for r in by_n[n]])) for n in by_n}
-               for name, by_n in her.items()}
-    listing = "; ".join(f"{name}: " + ", ".join(f"n={n} {s:.2f}" for n, s in by_n.items())
-                        for name, by_n in success.items())
-    bits = args.bit_list
-
-    def dqn_fails_from(smallest: int) -> bool | None:
-        tried = [n for n in bits if n >= smallest]
-        return all(success["DQN"][n] < 0.1 for n in tried) if tried else None
-
-    failed = [n for n in bits if n <= 50 and success["DQN+HER"][n] < 0.9]
-    share = {name: np.mean([r["reward_share"] for r in her[name][max(bits)]]) for name in her}
-    first_failure = min((n for n in bits if dqn_fails_from(n)), default=None)  # fails there and beyond
-    claims = [
-        claim("HER paper, Fig. 1", "DQN alone fails beyond about 13-15 bits",
-              f"mean final success over {args.her_seeds} seeds: {listing}; DQN is below 10% from n = "
-              f"{first_failure} on" if first_failure is not None else f"mean final success: {listing}",
-              dqn_fails_from(15)),
-        claim("HER paper, Fig. 1", "DQN+HER solves up to 50 bits",
-              "DQN+HER: " + ", ".join(f"n={n} {success['DQN+HER'][n]:.2f}" for n in bits)
-              + ("" if max(bits) >= 50 else "; n = 50 not run by default (add it to --bits)"),
-              False if failed else (True if max(bits) >= 50 else None)),
-        claim("survey §4.2.2 and §7", "HER turns failed episodes into useful signal (reward density)",
-              f"n={max(bits)}: share of replayed transitions with reward 0, which is success in the −1/0 "
-              f"convention: DQN {share['DQN']:.4f}, DQN+HER {share['DQN+HER']:.3f}", bool(share["DQN+HER"] > 10 * share["DQN"])),
-        claim("survey §7", "among the relabelling strategies, \"future\" tends to work best",
-              f"not checked by the default run: it relabels with one strategy (--strategy {args.strategy}); "
-              "compare a run with --strategy final", None)]
-    if 30 in bits:
-        claims.append(claim("HER paper, Fig. 1", "DQN+HER reaches ≥ 90% success at n = 30",
-                            f"DQN+HER at n=30: {success['DQN+HER'][30]:.2f}", success["DQN+HER"][30] >= 0.9))
-    if any(n >= 20 for n in bits):
-        claims.append(claim("HER paper, Fig. 1", "DQN alone is below 10% success from n = 20 on",
-                            "DQN at n ≥ 20: " + ", ".join(f"n={n} {success['DQN'][n]:.2f}" for n in bits if n >= 20),
-                            dqn_fails_from(20)))
-    return claims
-
-
-def variance_ratio(at_sigma: dict, method: str) -> float:
+def variance_ratio(variances: dict, method: str) -> float:
     """How many times larger the variance of PG + V baseline is than `method`'s, at one σ."""
-    variance = {m: e["variance"] for m, e in at_sigma["estimators"].items()}
-    return variance["PG + V baseline"] / variance[method]
+    return variances["PG + V baseline"] / variances[method]
 
 
 def variance_claims(name: str, by_sigma: dict) -> list[dict]:
-    """Does HCA (learned h) have a lower gradient variance than PG + V baseline at every σ, and does
-    its edge (the variance ratio PG / HCA) grow from the smallest σ to the largest, per HCA variant?"""
+    """by_sigma: {σ: {estimator: tr Cov}}. Does HCA (learned h) have a lower gradient variance than
+    PG + V baseline at every σ, and does its edge (the ratio PG / HCA) grow from the smallest σ to
+    the largest, for each HCA variant?"""
     sigmas = sorted(by_sigma)
     low, high = sigmas[0], sigmas[-1]
-    methods = [m for m in ("state HCA (learned h)", "return HCA (learned h)") if m in by_sigma[high]["estimators"]]
+    methods = [m for m in ("state HCA (learned h)", "return HCA (learned h)") if m in by_sigma[high]]
     ratio = {s: {m: variance_ratio(by_sigma[s], m) for m in methods} for s in sigmas}
     every = "; ".join(f"{m.split(' (')[0]}: " + ", ".join(f"{ratio[s][m]:.3g}x" for s in sigmas) for m in methods)
     ends = "; ".join(f"{m.split(' (')[0]}: {ratio[low][m]:.3g}x at σ={low:g}, {ratio[high][m]:.3g}x at "
@@ -1001,101 +737,42 @@ def variance_claims(name: str, by_sigma: dict) -> list[dict]:
                   all(ratio[high][m] > ratio[low][m] for m in methods))]
 
 
-def conditioning_claim(name: str, by_sigma: dict) -> dict:
-    """Return HCA against state HCA (both with the learned h): which has the lower gradient
-    variance, at how many σ?"""
-    sigmas = sorted(by_sigma)
-    variance = {s: {m: by_sigma[s]["estimators"][m]["variance"] for m in ("state HCA (learned h)", "return HCA (learned h)")}
-                for s in sigmas}
-    lower = sum(v["return HCA (learned h)"] < v["state HCA (learned h)"] for v in variance.values())
-    return claim("survey §8", f"{name}: return-conditional HCA is preferable to state-conditional HCA",
-                 "gradient variance (tr Cov), return HCA vs state HCA (learned h): " + ", ".join(
-                     f"σ={s:g} {v['return HCA (learned h)']:.3g} vs {v['state HCA (learned h)']:.3g}" for s, v in variance.items())
-                 + f"; return HCA lower at {lower} of {len(sigmas)}", lower > len(sigmas) / 2)
+def summary(args: Args, her: dict, variances: dict, learning: dict) -> tuple[dict, list[dict], dict]:
+    """The headline metrics, the claims, and the mean share of reward-0 replays per HER method."""
+    success = {name: float(np.mean([r["final_success"] for r in runs])) for name, runs in her.items()}
+    share = {name: float(np.mean([r["reward_share"] for r in runs])) for name, runs in her.items()}
+    metrics = {f"bits{args.bits}_success[{name}]": s for name, s in success.items()}
+    metrics |= {f"delayed effect_sigma{s:g}_variance[{m}]": v for s, by_m in variances.items() for m, v in by_m.items()}
+    metrics |= {f"delayed effect_final_J[{m}]": float(np.mean([c[-1] for c in curves])) for m, curves in learning.items()}
+    return metrics, her_claims(args.bits, success, share) + variance_claims("delayed effect", variances), share
 
 
-def hca_claims(args: Args, study: dict, identity: dict) -> list[dict]:
-    low = min(args.sigma_list)
-    delayed = study["delayed effect"][low]
-    profile = delayed["hindsight_ratio"]
-    corridor = {m: float(np.mean(p[1:-1])) for m, p in profile.items()}
-    decisive = all(p[0] > 5 * corridor[m] for m, p in profile.items() if "learned" in m)
-    reinforce, state = (delayed["estimators"][m] for m in ("REINFORCE (no baseline)", "state HCA (exact h)"))
-    return [c for name, by_sigma in study.items() for c in variance_claims(name, by_sigma)] + [
-        conditioning_claim(name, by_sigma) for name, by_sigma in study.items()
-        if "state HCA (learned h)" in by_sigma[min(by_sigma)]["estimators"]] + [
-        claim("survey §4.2.1", "irrelevant actions get a hindsight ratio ≈ 1, the decisive one is far from 1",
-              f"delayed effect, σ = {low:g}, mean |h/π - 1| at the first action vs over the corridor: "
-              + "; ".join(f"{m} {p[0]:.2f} vs {corridor[m]:.3f}" for m, p in profile.items() if "learned" in m),
-              decisive),
-        claim("survey §8", "Q(x, a) = E_z[h(a|x,z)/π(a|x) · z]",
-              "largest |E_z[h/π z] - Q| at the start state, uniform π, σ = 1: "
-              + ", ".join(f"{name} {gap:.1e}" for name, gap in identity.items()),
-              max(identity.values()) < 1e-3),
-        claim("survey §8 (COCOA)", "when the later state reveals the action, state HCA degrades to REINFORCE",
-              f"delayed effect, variance at the first action: state HCA (exact h) "
-              f"{state['start_state_variance']:.3g}, REINFORCE without baseline "
-              f"{reinforce['start_state_variance']:.3g}",
-              math.isclose(state["start_state_variance"], reinforce["start_state_variance"], rel_tol=0.2)),
-    ]
-
-
-# ============================================================================================
-# Report
-# ============================================================================================
-def headline_metrics(her: dict, study: dict, learning: dict) -> dict:
-    metrics = {}
-    for name, by_n in her.items():
-        for n, runs in by_n.items():
-            metrics[f"bits{n}_success[{name}]"] = float(np.mean([r["final_success"] for r in runs]))
-    for name, by_sigma in study.items():
-        for noise, at in by_sigma.items():
-            for method, m in at["estimators"].items():
-                metrics[f"{name}_sigma{noise:g}_variance[{method}]"] = m["variance"]
-                metrics[f"{name}_sigma{noise:g}_bias2[{method}]"] = m["bias2"]
-    for name, by_method in learning.items():
-        for method, curves in by_method.items():
-            metrics[f"{name}_final_J[{method}]"] = float(np.mean([c[-1] for c in curves]))
-    return metrics
-
-
-def print_report(args: Args, study: dict, learning: dict, metrics: dict, claims: list[dict]) -> None:
-    print("\nBit flipping, final greedy success rate (mean over seeds):")
-    print(format_table([[n, *(metrics[f"bits{n}_success[{name}]"] for name in HER_METHODS)] for n in args.bit_list],
-                       ["n", *HER_METHODS]))
-    for name, by_sigma in study.items():
-        methods = list(by_sigma[args.sigma_list[0]]["estimators"])
-        print(f"\n{name}: gradient variance (tr Cov) / bias² against the exact gradient, uniform π "
-              f"(|∇J|² = {by_sigma[args.sigma_list[0]]['exact_gradient_norm2']:.3g})")
-        rows = [[f"σ={s:g}", *(f"{by_sigma[s]['estimators'][m]['variance']:.3g} / "
-                               f"{by_sigma[s]['estimators'][m]['bias2']:.2g}" for m in methods)]
-                for s in args.sigma_list]
-        print(format_table(rows, ["", *methods]))
-    rows = [[name, *(metrics.get(f"{name}_final_J[{m}]", float("nan")) for m in LEARNERS)] for name in learning]
-    print(f"\nFinal exact J(π) after {args.learn_iters * args.learn_batch} episodes, σ = {args.learn_sigma:g}:")
-    print(format_table(rows, ["task", *LEARNERS]))
+def report(args: Args, metrics: dict, share: dict, claims: list[dict]) -> None:
+    print(f"\nBit flipping, n = {args.bits}, mean over {args.her_seeds} seeds:")
+    print(format_table([[name, metrics[f"bits{args.bits}_success[{name}]"], share[name]] for name in HER_METHODS],
+                       ["", "final greedy success", "share of reward-0 replays"]))
+    print("\nDelayed effect: tr Cov of each gradient at the uniform policy, by σ; and the final exact J(π)\n"
+          f"after learning for {args.learn_iters * args.learn_batch} episodes at σ = {args.learn_sigma:g}:")
+    rows = [[f"σ={s:g}", *(metrics[f"delayed effect_sigma{s:g}_variance[{m}]"] for m in ESTIMATORS)]
+            for s in args.sigma_list]
+    print(format_table(rows + [["final J", *(metrics[f"delayed effect_final_J[{m}]"] for m in ESTIMATORS)]],
+                       ["", *ESTIMATORS]))
     print("\n" + format_claims(claims))
 
 
 def main(args: Args) -> dict:
     start = time.time()
     args, device, out = start_run(args)
-    print(f"04 hindsight: HER on bit flipping, n in {args.bit_list}; HCA on 3 tabular tasks; device {device}")
-    her = her_sweep(args, device)
-    plot_her(her, args.bit_list, out / "her_success_vs_bits.png")
-    study = gradient_study(args, device)
-    plot_variance(study, out / "hca_variance_vs_sigma.png")
-    low = min(args.sigma_list)  # the return still says something about the first action
-    plot_ratio(study["delayed effect"][low]["hindsight_ratio"], low, out / "hca_hindsight_ratio.png")
-    learning = learning_study(args, device)
-    plot_learning(learning, args, out / "hca_learning_curves.png")
-    identity = identity_study(args)
-    claims = her_claims(args, her) + hca_claims(args, study, identity)
-    metrics = headline_metrics(her, study, learning)
+    print(f"04 hindsight: DQN(+HER) on {args.bits}-bit flipping; HCA on the delayed effect; device {device}")
+    her = her_runs(args, args.bits, device)
+    variances = {noise: gradient_variances(args, noise, device)
+                 for noise in tqdm(args.sigma_list, desc="HCA variance", leave=False)}
+    learning = learning_runs(args, device)
+    plot(args, her, variances, learning, out / "hindsight.png")
+    metrics, claims, share = summary(args, her, variances, learning)
     wall = time.time() - start
-    write_results(out, args, wall, metrics, claims, her=her, hca_gradient_study=study,
-                  hca_learning=learning, hindsight_identity_gap=identity)
-    print_report(args, study, learning, metrics, claims)
+    write_results(out, args, wall, metrics, claims, her=her, hca_variances=variances, hca_learning=learning)
+    report(args, metrics, share, claims)
     print(f"\nwall clock {wall:.0f} s; results in {out}/")
     return {"metrics": metrics, "claims": claims}
 

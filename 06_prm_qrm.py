@@ -1,41 +1,38 @@
-"""06 — Dense credit for LMs: process reward models, Q-RM, and reward over-optimisation.
+"""06 — Dense credit for LMs: can a model give each step its own credit?
 
-05 gave every token of a completion the same advantage. Here the credit gets denser, from models
-that score parts of a completion, on the same task and cold-start policy (common.py):
+05 gave every token of a completion the same advantage. Here models score the parts of a
+completion, on the same task and cold-start policy (common.py), and this world's gold step labels
+(the first line that differs from the worked solution) say whether their credit lands on the step
+that went wrong:
 
   Math-Shepherd labels  from each step prefix of a sampled solution, roll out N completions:
-                        hard label = any of them right, soft = the share right (gold labels
-                        exist here, so we measure how often the automatic label is wrong)
-  PRM / ORM             a per-token score head, binary cross-entropy on each step's last token
-                        (PRM) or on the final token only (ORM); best-of-N by PRM (min, mean or
-                        product over steps), ORM, majority vote
+                        hard label = any of them right (soft = the share right)
+  PRM                   a per-token score head, binary cross-entropy on each step's last token
+                        only; P(step k right) read where step k ends
   Q-RM                  a token scorer Z trained on (right, wrong) pairs of one prompt with
                         -log σ(β (mean_t Z(τ_w) - mean_t Z(τ_l)) - γ): Z is per-token credit
-  dense RL              PRM step rewards (DeepSeekMath's process supervision
-                        A_t = Σ_{k≥t} (r_k - mean)/std) and Q-RM credit as per-token advantages
-                        in 05's step, against outcome-only GRPO on the same prompts and seed
-  over-optimisation     best-of-N and RL (β = 0) against the learned ORM while the verifier
-                        watches; Gao et al.'s R_bon(d) = d(α - βd), R_RL(d) = d(α - β log d)
-  length bias           the learned rewards' correlation with token count; with --length-bias, a
-                        Bradley-Terry RM -log σ(r(chosen) - r(rejected)) on the pairs of a labeller
-                        who prefers the longer of two equally right (or wrong) answers, RL on it,
-                        and the two fixes: r - b·length (b fitted with correctness held fixed)
-                        and the same RM trained on length-balanced pairs
+  localisation          on failed held-out solutions: does the lowest credit fall on the first
+                        wrong step? (the PRM's level, its drop from the previous step, Q-RM's Z)
+  dense RL              the PRM's step scores as process rewards (DeepSeekMath:
+                        A_t = Σ_{k≥t} (r_k - mean)/std), alone or with the verifier on the answer
+                        step (and, with --rl-methods qrm, Q-RM's Z as per-token advantages), in
+                        05's step, against outcome-only GRPO on the same prompts and seed
+
+The default run is compact (8 rollouts per prefix, 200 reward-model steps, RL on 8 x 8 completions
+for 60 updates). studies/06_overoptimisation.py runs the same pipeline at full scale and adds the
+label quality at N = 1..16, best-of-N reranking against Lightman et al.'s numbers, the ORM, Q-RM in
+RL with Chen et al.'s claims, RL against the learned ORM (Gao et al.'s forms) and length bias.
 
 Read beside: credit-assignment-problem-survey.txt §4.5, §9 (Q-RM), §10 (PRMs);
-credit-assignment-over-long-generations.txt (process rewards, over-optimisation);
-credit-assignment-is-the-whole-game.txt §7.2, §7.6, §7.7 (reward hacking, length bias, RM
-over-optimisation). Papers: Lightman et al. 2024; Wang et al. 2024 (Math-Shepherd); Shao et al.
-2024; Chen et al. 2025 (Q-RM); Gao, Schulman & Hilton 2022. Figures in runs/06_prm_qrm/:
-label_quality.png, best_of_n.png, credit.png (one failed solution coloured by each credit),
-rl.png, overoptimisation.png, and length_bias.png with --length-bias.
+credit-assignment-over-long-generations.txt (process rewards); credit-assignment-is-the-whole-game.txt
+§7.2 (reward hacking). Papers: Lightman et al. 2024; Wang et al. 2024 (Math-Shepherd); Shao et al.
+2024; Chen et al. 2025 (Q-RM). Figure: runs/06_prm_qrm/credit.png, one failed solution coloured by
+each credit.
 """
 
 from __future__ import annotations
 
 import copy
-import dataclasses
-import math
 import time
 from dataclasses import dataclass
 
@@ -52,7 +49,6 @@ from common import (
     LMArgs,
     arg,
     as_list,
-    auroc,
     claim,
     evaluate,
     first_wrong_step,
@@ -61,10 +57,6 @@ from common import (
     frozen_copy,
     head_width,
     localisation,
-    mean_or_nan,
-    moving_average,
-    pass_at_k,
-    pearson,
     positions_from_mask,
     require,
     require_positive,
@@ -78,13 +70,11 @@ from common import (
     token_logprobs,
     token_step_ids,
     verifier_rewards,
-    well_formed,
     write_results,
 )
 
-LIGHTMAN_N = 1860  # Lightman et al. (2024), best-of-1860 on MATH (their Figure 3)
-LIGHTMAN = {"PRM": 0.782, "ORM": 0.724, "majority vote": 0.696}
 RL_METHODS = ("outcome", "prm", "prm_outcome", "qrm")
+REWARD_MODELS = ("prm", "orm", "qrm")  # trained in this order from one random stream
 
 
 # ============================================================================================
@@ -129,7 +119,7 @@ def math_shepherd_labels(outcomes: np.ndarray, final: float, n: int) -> tuple[li
 
 
 # ============================================================================================
-# Reward models: the PRM, ORM and Q-RM objectives
+# Reward models: the PRM, ORM and Q-RM objectives, and a PRM's score of a whole solution
 # ============================================================================================
 
 
@@ -149,7 +139,8 @@ def step_targets(end_tokens: torch.Tensor, labels: list[list[float]], width: int
 
 def step_bce(scores: torch.Tensor, targets: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
     """The PRM loss: binary cross-entropy of σ(score) against the step label, on the last token
-    of each step only (every other token is masked out, as in TRL's PRMTrainer)."""
+    of each step only (every other token is masked out, as in TRL's PRMTrainer). The ORM is the
+    same loss on the final token only."""
     losses = F.binary_cross_entropy_with_logits(scores, targets, reduction="none")
     return losses[ends].mean()
 
@@ -168,11 +159,6 @@ def qrm_loss(z_w: torch.Tensor, mask_w: torch.Tensor, z_l: torch.Tensor, mask_l:
         return (z * mask).sum(1) / mask.sum(1).clamp(min=1)
 
     return -F.logsigmoid(beta * (token_mean(z_w, mask_w.float()) - token_mean(z_l, mask_l.float())) - gamma).mean()
-
-
-# ============================================================================================
-# Reranking: a solution's score from its steps, best-of-N, majority vote
-# ============================================================================================
 
 
 def per_step(token_values: torch.Tensor, end_tokens: torch.Tensor, fill: float) -> torch.Tensor:
@@ -195,54 +181,6 @@ def prm_mean(token_probs: torch.Tensor, end_tokens: torch.Tensor) -> torch.Tenso
     """A solution's PRM score = the mean of its steps' P(right) (what the survey sets min against)."""
     steps = (end_tokens >= 0).float()
     return (per_step(token_probs, end_tokens, 0.0) * steps).sum(1) / steps.sum(1).clamp(min=1)
-
-
-def answer_codes(texts: list[str]) -> np.ndarray:
-    """The final answer of each text as an integer; a missing or malformed answer gets its own
-    negative code, so it never agrees with anything in a majority vote."""
-    codes = []
-    for i, text in enumerate(texts):
-        last = text.split("\n")[-1]
-        codes.append(int(last[1:]) if last[:1] == "#" and last[1:].isdigit() else -1 - i)
-    return np.array(codes)
-
-
-def best_of_n(scores: np.ndarray, correct: np.ndarray, ns: list[int], repeats: int,
-              rng: np.random.Generator) -> dict[int, float]:
-    """Accuracy of the highest-scoring of N samples, averaged over problems and `repeats` random
-    N-subsets of each problem's samples (scores, correct: (problems, samples)). The subset
-    comes in random order and argmax takes the first of equals: ties are broken at random."""
-    P, M = scores.shape
-    result = {}
-    for N in ns:
-        picks = []
-        for _ in range(repeats):
-            subset = np.argsort(rng.random((P, M)), axis=1)[:, :N]
-            best = np.take_along_axis(scores, subset, 1).argmax(1)
-            picks.append(np.take_along_axis(correct, subset[np.arange(P), best][:, None], 1))
-        result[N] = float(np.mean(picks))
-    return result
-
-
-def votes(codes: np.ndarray) -> np.ndarray:
-    """Majority vote as a score: how many samples of the same problem share each one's answer."""
-    return (codes[:, :, None] == codes[:, None, :]).sum(2).astype(float)
-
-
-def majority_of_n(codes: np.ndarray, correct: np.ndarray, ns: list[int], repeats: int,
-                  rng: np.random.Generator) -> dict[int, float]:
-    """Majority vote among N random samples (votes are counted inside the subset)."""
-    P, M = codes.shape
-    result = {}
-    for N in ns:
-        picks = []
-        for _ in range(repeats):
-            subset = np.argsort(rng.random((P, M)), axis=1)[:, :N]
-            sub_codes = np.take_along_axis(codes, subset, 1)
-            best = votes(sub_codes).argmax(1)
-            picks.append(correct[np.arange(P), subset[np.arange(P), best]])
-        result[N] = float(np.mean(picks))
-    return result
 
 
 # ============================================================================================
@@ -301,156 +239,6 @@ def qrm_advantage_fn(qrm, group_size: int):
     return advantage_fn
 
 
-def centred_advantages(rewards: torch.Tensor) -> torch.Tensor:
-    """05's Dr. GRPO advantage of each completion, rewards (N prompts, G completions)."""
-    # A_i = r_i - mean_g
-    return rewards - rewards.mean(1, keepdim=True)
-
-
-def proxy_advantage_fn(orm, reference, group_size: int, log: list):
-    """Group-centred advantages (05's Dr. GRPO) on the learned ORM's P(right) instead of the
-    verifier. Logs, per update, the proxy and the sequence KL(π || π_ref), estimated as
-    mean_i Σ_t log π(y_t)/π_ref(y_t) (k1, summed)."""
-    def advantage_fn(completions: Completions, rewards, problems) -> torch.Tensor:
-        proxy = torch.sigmoid(reward_model_logits(orm, completions))[last_token_mask(completions.completion_mask)]
-        with torch.no_grad():
-            ref_logp, _ = token_logprobs(reference, completions.sequences, completions.attention_mask,
-                                         completions.prompt_length)
-        kl = ((completions.logprobs - ref_logp) * completions.completion_mask).sum(1).mean()
-        log.append({"proxy": float(proxy.mean()), "kl": float(kl), "gold": float(rewards.mean())})
-        # centred, not z-scored: GRPO's std division would blow tiny proxy differences up to unit advantages
-        return centred_advantages(proxy.view(-1, group_size)).flatten()[:, None] * completions.completion_mask.float()
-    return advantage_fn
-
-
-# ============================================================================================
-# Over-optimisation: the KL of best-of-N, Gao et al.'s functional forms
-# ============================================================================================
-
-
-def best_of_n_kl(n: int | np.ndarray) -> float | np.ndarray:
-    """KL(best-of-n || π) = log n - (n-1)/n: the analytic value used by Gao et al. (exact for a
-    continuous reward, an upper bound in general, Beirami et al. 2024)."""
-    return np.log(n) - (n - 1) / n
-
-
-def fit_gao(d: np.ndarray, gain: np.ndarray, form: str) -> dict:
-    """Least squares for R(d) = d(α - β d) ("bon") or R(d) = d(α - β log d) ("rl"), both linear
-    in (α, β); R is the gold reward's gain over the reference policy, d = sqrt(KL)."""
-    d, gain = np.asarray(d, float), np.asarray(gain, float)
-    keep = d > 0
-    d, gain = d[keep], gain[keep]
-    if len(d) < 2:
-        return {"alpha": float("nan"), "beta": float("nan"), "r2": float("nan")}
-    second = d * d if form == "bon" else d * np.log(d)
-    X = np.stack([d, -second], 1)
-    (alpha, beta), *_ = np.linalg.lstsq(X, gain, rcond=None)
-    fitted = X @ np.array([alpha, beta])
-    total = ((gain - gain.mean()) ** 2).sum()
-    return {"alpha": float(alpha), "beta": float(beta),
-            "r2": float(1 - ((gain - fitted) ** 2).sum() / total) if total > 0 else float("nan")}
-
-
-def gao_curve(d: np.ndarray, fit: dict, form: str) -> np.ndarray:
-    """R_bon(d) = d(α - βd) or R_RL(d) = d(α - β log d) with the fitted α, β."""
-    d = np.asarray(d, float)
-    if form == "bon":
-        return d * (fit["alpha"] - fit["beta"] * d)
-    return d * (fit["alpha"] - fit["beta"] * np.log(np.maximum(d, 1e-12)))
-
-
-# ============================================================================================
-# Length bias: a preference RM that prefers length, and the two fixes the essay names
-# ============================================================================================
-
-
-def problem_groups(problems: list) -> list[range]:
-    """The runs of consecutive rows that share one problem (each problem's sampled solutions)."""
-    groups, start = [], 0
-    while start < len(problems):
-        end = start
-        while end < len(problems) and problems[end] is problems[start]:
-            end += 1
-        groups.append(range(start, end))
-        start = end
-    return groups
-
-
-def length_preferring_pairs(problems: list, rewards, lengths) -> list[tuple[int, int]]:
-    """(chosen, rejected) pairs from a labeller with a length bias: of two solutions to one
-    problem, the right one; of two equally right (or equally wrong) ones, the longer one; same
-    verdict and same length: no preference, no pair."""
-    return [(i, j) for group in problem_groups(problems) for i in group for j in group
-            if (rewards[i], lengths[i]) > (rewards[j], lengths[j])]
-
-
-def length_balanced(pairs: list[tuple[int, int]], lengths, rng: np.random.Generator) -> list[tuple[int, int]]:
-    """The pairs subsampled so that the chosen solution is the longer one exactly as often as the
-    shorter one (pairs of equal length all kept): length alone no longer predicts the choice."""
-    longer = [(i, j) for i, j in pairs if lengths[i] > lengths[j]]
-    shorter = [(i, j) for i, j in pairs if lengths[i] < lengths[j]]
-    n = min(len(longer), len(shorter))
-
-    def some(of: list) -> list:
-        return [of[k] for k in rng.choice(len(of), n, replace=False)]
-
-    return sorted(some(longer) + some(shorter) + [(i, j) for i, j in pairs if lengths[i] == lengths[j]])
-
-
-def bradley_terry_loss(chosen: torch.Tensor, rejected: torch.Tensor) -> torch.Tensor:
-    """A preference RM's loss: -log σ(r(chosen) - r(rejected)), mean over pairs."""
-    return -F.logsigmoid(chosen - rejected).mean()
-
-
-def length_slope(scores, lengths, correct) -> float:
-    """b of the least-squares fit score ≈ a + b·length + c·right over labelled solutions: the
-    reward a token earns that correctness does not explain."""
-    X = np.stack([np.ones(len(scores)), np.asarray(lengths, float), np.asarray(correct, float)], 1)
-    (_, b, _), *_ = np.linalg.lstsq(X, np.asarray(scores, float), rcond=None)
-    return float(b)
-
-
-def length_normalised(scores: torch.Tensor, lengths: torch.Tensor, slope: float) -> torch.Tensor:
-    """The RM's score with its length trend removed: r' = r - b·length."""
-    return scores - slope * lengths
-
-
-def rm_advantage_fn(rm, group_size: int, slope: float, log: list):
-    """GRPO advantages (z-scored in the group) on a preference RM's score at EOS, length-normalised
-    with `slope` (0: the raw score). Logs each batch's mean raw score and length."""
-    def advantage_fn(completions: Completions, rewards, problems) -> torch.Tensor:
-        score = reward_model_logits(rm, completions)[last_token_mask(completions.completion_mask)]
-        lengths = completions.lengths.to(score.dtype)
-        log.append({"proxy": float(score.mean()), "length": float(lengths.mean())})
-        reward = length_normalised(score, lengths, slope).view(-1, group_size)
-        return grpo_advantages(reward).flatten()[:, None] * completions.completion_mask.float()
-    return advantage_fn
-
-
-def worked_form(text: str) -> bool:
-    """The shape of a worked solution, right or wrong: "a op b=c" lines, then "#n" (not a bare answer)."""
-    return "\n" in text and well_formed(text)
-
-
-def output_stats(problems: list, texts: list[str], correct, lengths) -> dict:
-    """What a policy writes: gold pass@1, tokens, padding (lines beyond the worked solution's
-    count, characters beyond its length) and form (worked form; worked form with a wrong answer)."""
-    extra = np.array([max(0, len(t.split("\n")) - len(p.lines)) for p, t in zip(problems, texts)])
-    excess = np.array([max(0, len(t) - len(p.solution)) for p, t in zip(problems, texts)])
-    form, correct = np.array([worked_form(t) for t in texts], bool), np.asarray(correct, bool)
-    return {"pass@1": float(correct.mean()), "length": float(np.mean(lengths)), "extra_lines": float(extra.mean()),
-            "padded_share": float((extra > 0).mean()), "excess_chars": float(excess.mean()),
-            "worked_form_share": float(form.mean()), "worked_form_wrong_share": float((form & ~correct).mean())}
-
-
-def length_correlations(scores, lengths, correct) -> dict:
-    """r(score, token count) over all samples, and within the right and within the wrong ones
-    (where correctness cannot be what the length stands for)."""
-    scores, lengths, correct = np.asarray(scores, float), np.asarray(lengths, float), np.asarray(correct, bool)
-    return {"all": pearson(scores, lengths), "right": pearson(scores[correct], lengths[correct]),
-            "wrong": pearson(scores[~correct], lengths[~correct])}
-
-
 # ============================================================================================
 # This world: gold step labels, and reward models built from the policy's body
 # ============================================================================================
@@ -462,17 +250,6 @@ def gold_step_labels(problem, text: str) -> list[bool]:
     wrong = first_wrong_step(problem, text)
     n = len(text.split("\n"))
     return [wrong is None or k < wrong for k in range(n)]
-
-
-def label_quality(gold: np.ndarray, counts: np.ndarray, rollouts: int, n: int) -> dict:
-    """Expected quality of the hard label from n rollouts, exactly, given c of `rollouts` right
-    per step: P(label = 1) = pass@n = 1 - C(rollouts-c, n)/C(rollouts, n). Positive = "step
-    right". False positive: a wrong prefix that a lucky completion rescued; false negative: a
-    right prefix that no completion finished."""
-    p_one = np.array([pass_at_k(rollouts, int(c), n) for c in counts])
-    gold = gold.astype(bool)
-    return {"accuracy": float(np.where(gold, p_one, 1 - p_one).mean()),
-            "false_positive_rate": mean_or_nan(p_one[~gold]), "false_negative_rate": mean_or_nan(1 - p_one[gold])}
 
 
 class TrunkScorer(torch.nn.Module):
@@ -518,6 +295,14 @@ def reward_model_logits(scorer, completions: Completions, chunk: int = 1024) -> 
                       for i in range(0, len(c.sequences), chunk)])
 
 
+def batch_scores(model, r: Completions, rows: torch.Tensor) -> torch.Tensor:
+    """The scorer's logits on completions `rows` of r, (len(rows), T), computed only up to the
+    batch's longest completion (padding costs time) and zero-padded back to r's width."""
+    width = r.prompt_length + int(r.completion_mask[rows].sum(1).max())
+    scores = scorer_logits(model, r.sequences[rows, :width], r.attention_mask[rows, :width], r.prompt_length)
+    return F.pad(scores, (0, r.completion_mask.shape[1] - scores.shape[1]))
+
+
 def fit_scorer(scorer, loss_of_batch, n_items: int, args: Args, rng: np.random.Generator, desc: str) -> list[float]:
     """AdamW on random minibatches of item indices; loss_of_batch(indices) -> scalar loss."""
     optimizer = torch.optim.AdamW(scorer.parameters(), lr=args.rm_lr, weight_decay=0.0)
@@ -531,6 +316,18 @@ def fit_scorer(scorer, loss_of_batch, n_items: int, args: Args, rng: np.random.G
         losses.append(loss.item())
     scorer.eval()
     return losses
+
+
+def problem_groups(problems: list) -> list[range]:
+    """The runs of consecutive rows that share one problem (each problem's sampled solutions)."""
+    starts = [i for i in range(len(problems)) if i == 0 or problems[i] is not problems[i - 1]]
+    return [range(a, b) for a, b in zip(starts, starts[1:] + [len(problems)])]
+
+
+def preference_pairs(problems: list, rewards: torch.Tensor) -> list[tuple[int, int]]:
+    """Every (right, wrong) pair of solutions to the same problem (consecutive rows share one)."""
+    return [(win, lose) for group in problem_groups(problems) for win in group if rewards[win] == 1
+            for lose in group if rewards[lose] == 0]
 
 
 def step_means(token_values: torch.Tensor, step_ids: torch.Tensor, end_tokens: torch.Tensor, steps: int) -> np.ndarray:
@@ -639,63 +436,45 @@ class Args(LMArgs):
     # the labelled data: cold-start solutions to training problems
     label_prompts: int = arg(256, "training problems whose sampled solutions train the reward models")
     label_samples: int = arg(6, "solutions sampled per training problem")
-    rollouts_per_prefix: int = arg(16, "Math-Shepherd: completions rolled out from each step prefix (largest N)")
-    label_ns: str = arg("1,2,4,8,16", "Math-Shepherd: the N at which label quality is measured (at most "
-                        "--rollouts-per-prefix)", item=int)
-    label_n: int = arg(8, "Math-Shepherd: N of the labels the PRM trains on (the paper's N = 8)")
+    rollouts_per_prefix: int = arg(8, "Math-Shepherd: completions rolled out from each step prefix")
+    label_n: int = arg(8, "Math-Shepherd: the labels come from the first N rollouts (the paper's N = 8)")
     labels: str = arg("hard", "PRM training labels: Math-Shepherd hard or soft, or the gold step labels",
                       choices=("hard", "soft", "gold"))
     # the reward models
-    rm_steps: int = arg(400, "optimiser steps for each reward model (PRM, ORM, Q-RM)")
+    rm_steps: int = arg(200, "optimiser steps for each reward model")
     rm_batch: int = arg(64, "solutions (or pairs) per reward-model step")
     rm_lr: float = arg(1e-3, "AdamW learning rate of the reward models")
     qrm_beta: float = arg(0.2, "Q-RM: β in -log σ(β Δ - γ) (the authors' script)")
     qrm_gamma: float = arg(2.0, "Q-RM: margin γ (the authors' script)")
-    # best-of-N and credit localisation on held-out problems
-    bon_samples: int = arg(64, "best-of-N: samples per held-out problem (the largest N)")
-    bon_repeats: int = arg(64, "best-of-N: random subsets of size N drawn per problem")
+    credit_samples: int = arg(16, "cold-start samples per held-out problem; the failed ones test localisation")
     # RL: 05's loop with one optimiser step per batch
-    rl_steps: int = arg(80, "RL: policy updates")
-    prompts: int = arg(16, "RL: prompts per update")
+    rl_steps: int = arg(60, "RL: policy updates")
+    prompts: int = arg(8, "RL: prompts per update")
     group_size: int = arg(8, "RL: completions per prompt, G (TRL: num_generations)")
     lr: float = arg(1e-4, "RL: AdamW learning rate (TRL: learning_rate)")
     warmup: int = arg(20, "RL: updates of linear learning-rate warmup")
     beta: float = arg(0.04, "RL: weight β of the k3 KL penalty to the cold-start reference (TRL: beta)")
     max_grad_norm: float = arg(1.0, "RL: gradient clipping (TRL: max_grad_norm)")
     eval_every: int = arg(10, "RL: updates between held-out evaluations")
-    rl_methods: str = arg("outcome,prm,prm_outcome,qrm", "RL: advantages to compare (outcome GRPO, PRM steps, "
+    rl_methods: str = arg("outcome,prm,prm_outcome", "RL: advantages to compare (outcome GRPO, PRM steps, "
                           "PRM steps with the verifier on the last step, Q-RM tokens)", RL_METHODS, item=str)
-    overopt_steps: int = arg(120, "over-optimisation: RL updates against the learned ORM")
-    overopt_lr: float = arg(3e-4, "over-optimisation: learning rate, 3x --lr's default (β = 0: nothing holds the policy back)")
-    length_bias: bool = arg(False, "also run the length-bias study: RL on a preference RM that prefers length, "
-                            "raw, length-normalised, and retrained on length-balanced pairs (about 6 more minutes)")
-    length_steps: int = arg(80, "length bias: RL updates on each preference RM")
-    speed_window: int = arg(5, "RL: trailing window (updates) of the training pass rate read for convergence speed")
 
     SMOKE = dict(LMArgs.SMOKE_LM, rl_steps=2, prompts=2, group_size=2, eval_every=1, label_prompts=4,
-                 label_samples=4, rollouts_per_prefix=4, label_ns="1,4", label_n=4, rm_steps=2, rm_batch=4,
-                 bon_samples=4, bon_repeats=2, overopt_steps=2, length_steps=2)
+                 label_samples=4, rollouts_per_prefix=4, label_n=4, rm_steps=2, rm_batch=4, credit_samples=4)
 
     def __post_init__(self):
         super().__post_init__()
         require_positive(self, "rl_steps", "prompts", "lr", "warmup", "max_grad_norm", "eval_every", "label_prompts",
                          "label_samples", "rollouts_per_prefix", "label_n", "rm_steps", "rm_batch", "rm_lr", "qrm_beta",
-                         "bon_samples", "bon_repeats", "overopt_steps", "overopt_lr", "length_steps",
-                         "speed_window")
+                         "credit_samples")
         require(self.group_size >= 2, f"--group-size must be at least 2: GRPO takes the baseline from the other "
                 f"completions of the same prompt, got {self.group_size}")
         require(self.beta >= 0, "--beta must be non-negative")
-        n_max = self.rollouts_per_prefix
-        require(all(0 < n <= n_max for n in self.label_n_list) and self.label_n <= n_max,
-                "--label-ns and --label-n must be in 1..--rollouts-per-prefix")
+        require(self.label_n <= self.rollouts_per_prefix, "--label-n must be in 1..--rollouts-per-prefix")
         require(self.label_samples >= 2, "--label-samples must be at least 2: Q-RM pairs a right and a wrong "
                 "solution of the same problem")
         require(self.rl_method_list and set(self.rl_method_list) <= set(RL_METHODS),
                 f"--rl-methods must be among {','.join(RL_METHODS)}")
-
-    @property
-    def label_n_list(self) -> list[int]:
-        return as_list(self.label_ns, int)
 
     @property
     def rl_method_list(self) -> list[str]:
@@ -703,13 +482,14 @@ class Args(LMArgs):
 
 
 # ============================================================================================
-# Study 1: solutions of the cold start, their automatic and gold step labels
+# The experiment: label solutions, train the reward models, read their credit, use it in RL
 # ============================================================================================
 
 
 def label_study(policy, tokenizer, args: Args, device) -> dict:
     """Sample `label_samples` solutions to each of `label_prompts` training problems, roll out
-    from every step prefix, and compare the automatic labels with the gold ones."""
+    `rollouts_per_prefix` completions from every step prefix, label each step from the first
+    `label_n`; the gold labels beside them."""
     rng = np.random.default_rng(args.seed + 11)  # not the problems RL will draw (those use args.seed)
     generator = torch.Generator(device).manual_seed(args.seed)
     exclude = frozenset(p.prompt for p in args.task.held_out())
@@ -718,51 +498,20 @@ def label_study(policy, tokenizer, args: Args, device) -> dict:
                                 device, chunk=1024)
     rewards = verifier_rewards(problems, texts, completions.truncated)
     start = time.time()
-    n_max = args.rollouts_per_prefix
-    outcomes = rollout_outcomes(policy, tokenizer, problems, texts, n_max, args.max_new_tokens, generator, device)
-    gold = [gold_step_labels(p, t) for p, t in zip(problems, texts)]
+    outcomes = rollout_outcomes(policy, tokenizer, problems, texts, args.rollouts_per_prefix, args.max_new_tokens,
+                                generator, device)
     labels = [math_shepherd_labels(o, float(r), args.label_n) for o, r in zip(outcomes, rewards)]
-    # quality of the hard label at each N, over every step (the last step's label is exact: c = 0 or all)
-    counts = np.concatenate([np.concatenate([o.sum(1), [float(r) * n_max]]) for o, r in zip(outcomes, rewards)])
-    all_gold = np.concatenate([np.array(g, dtype=bool) for g in gold])
-    inner = np.concatenate([np.arange(len(g)) < len(g) - 1 for g in gold])  # the steps that needed rollouts
-    quality = {n: label_quality(all_gold, counts, n_max, n) for n in args.label_n_list}
-    quality_inner = {n: label_quality(all_gold[inner], counts[inner], n_max, n) for n in args.label_n_list}
-    soft = counts / n_max
-    soft_auroc = auroc(soft[all_gold], soft[~all_gold])
-    print(f"labels: {len(texts)} solutions ({float(rewards.mean()):.2f} right), {int(inner.sum())} step prefixes x "
-          f"{n_max} rollouts in {time.time() - start:.0f} s; hard-label accuracy at N={args.label_n_list[-1]}: "
-          f"{quality[args.label_n_list[-1]]['accuracy']:.3f}")
-    return {"problems": problems, "completions": completions, "texts": texts, "rewards": rewards, "gold": gold,
-            "hard": [h for h, _ in labels], "soft": [s for _, s in labels], "quality": quality,
-            "quality_inner_steps": quality_inner, "soft_auroc": soft_auroc,
-            "soft_mean_on_gold_right": mean_or_nan(soft[all_gold]),
-            "soft_mean_on_gold_wrong": mean_or_nan(soft[~all_gold]),
-            "steps_labelled": int(len(all_gold)), "prefixes_rolled_out": int(inner.sum())}
+    print(f"labels: {len(texts)} solutions ({float(rewards.mean()):.2f} right), {sum(len(o) for o in outcomes)} step "
+          f"prefixes x {args.rollouts_per_prefix} rollouts in {time.time() - start:.0f} s")
+    return {"problems": problems, "completions": completions, "texts": texts, "rewards": rewards,
+            "outcomes": outcomes, "gold": [gold_step_labels(p, t) for p, t in zip(problems, texts)],
+            "hard": [h for h, _ in labels], "soft": [s for _, s in labels]}
 
 
-# ============================================================================================
-# Study 2: train the PRM, the ORM and Q-RM on those solutions
-# ============================================================================================
-
-
-def preference_pairs(problems: list, rewards: torch.Tensor) -> list[tuple[int, int]]:
-    """Every (right, wrong) pair of solutions to the same problem (consecutive rows share one)."""
-    return [(win, lose) for group in problem_groups(problems) for win in group if rewards[win] == 1
-            for lose in group if rewards[lose] == 0]
-
-
-def batch_scores(model, r: Completions, rows: torch.Tensor) -> torch.Tensor:
-    """The scorer's logits on completions `rows` of r, (len(rows), T), computed only up to the
-    batch's longest completion (padding costs time) and zero-padded back to r's width."""
-    width = r.prompt_length + int(r.completion_mask[rows].sum(1).max())
-    scores = scorer_logits(model, r.sequences[rows, :width], r.attention_mask[rows, :width], r.prompt_length)
-    return F.pad(scores, (0, r.completion_mask.shape[1] - scores.shape[1]))
-
-
-def train_reward_models(policy, tokenizer, data: dict, args: Args) -> dict:
-    """The PRM on the step labels (--labels), the ORM on the verifier's verdicts, Q-RM on every
-    (right, wrong) pair of solutions to one problem; each from a copy of the policy's body."""
+def train_reward_models(policy, tokenizer, data: dict, args: Args, kinds: tuple = ("prm", "qrm")) -> dict:
+    """Of REWARD_MODELS, those in `kinds`, each from a copy of the policy's body: the PRM on the
+    step labels (--labels), the ORM on the verifier's verdicts, Q-RM on every (right, wrong) pair
+    of solutions to one problem."""
     rng = np.random.default_rng(args.seed + 3)
     r = data["completions"]
     ends = step_end_mask(token_step_ids(tokenizer, r.completion_ids, r.completion_mask))
@@ -773,100 +522,67 @@ def train_reward_models(policy, tokenizer, data: dict, args: Args) -> dict:
     last = last_token_mask(r.completion_mask)
     orm_targets = last.float() * data["rewards"].to(last.device)[:, None]
     pairs = torch.tensor(preference_pairs(data["problems"], data["rewards"]), dtype=torch.long).view(-1, 2)
+    models = {kind: make_scorer(policy) for kind in REWARD_MODELS if kind in kinds}
 
-    prm, orm, qrm = make_scorer(policy), make_scorer(policy), make_scorer(policy)
-    losses = {
-        "prm": fit_scorer(prm, lambda rows: step_bce(batch_scores(prm, r, rows), prm_targets[rows], ends[rows]),
-                          len(r.sequences), args, rng, "PRM"),
-        "orm": fit_scorer(orm, lambda rows: step_bce(batch_scores(orm, r, rows), orm_targets[rows], last[rows]),
-                          len(r.sequences), args, rng, "ORM"),
-    }
-    if len(pairs):
-        def qrm_batch(rows):
-            win, lose = pairs[rows, 0], pairs[rows, 1]
-            return qrm_loss(batch_scores(qrm, r, win), r.completion_mask[win], batch_scores(qrm, r, lose),
-                            r.completion_mask[lose], args.qrm_beta, args.qrm_gamma)
-        losses["qrm"] = fit_scorer(qrm, qrm_batch, len(pairs), args, rng, "Q-RM")
-    print(f"reward models trained: PRM ({args.labels} labels) loss {np.mean(losses['prm'][-20:]):.3f}, "
-          f"ORM {np.mean(losses['orm'][-20:]):.3f}, Q-RM on {len(pairs)} pairs "
-          f"{np.mean(losses.get('qrm', [float('nan')])[-20:]):.3f}")
-    return {"prm": prm, "orm": orm, "qrm": qrm, "losses": losses, "pairs": len(pairs)}
+    def qrm_batch(rows):
+        win, lose = pairs[rows, 0], pairs[rows, 1]
+        return qrm_loss(batch_scores(models["qrm"], r, win), r.completion_mask[win],
+                        batch_scores(models["qrm"], r, lose), r.completion_mask[lose], args.qrm_beta, args.qrm_gamma)
 
-
-# ============================================================================================
-# Study 3: best-of-N and credit localisation on held-out problems
-# ============================================================================================
+    fits = {"prm": (lambda rows: step_bce(batch_scores(models["prm"], r, rows), prm_targets[rows], ends[rows]),
+                    len(r.sequences), "PRM"),
+            "orm": (lambda rows: step_bce(batch_scores(models["orm"], r, rows), orm_targets[rows], last[rows]),
+                    len(r.sequences), "ORM"),
+            "qrm": (qrm_batch, len(pairs), "Q-RM")}
+    losses = {kind: fit_scorer(models[kind], loss_of_batch, n_items, args, rng, desc)
+              for kind, (loss_of_batch, n_items, desc) in fits.items() if kind in models and n_items}
+    print("reward models trained, mean loss of the last 20 steps: " + ", ".join(
+        f"{fits[k][2]} {np.mean(v[-20:]):.3f}" for k, v in losses.items()) + f" ({len(pairs)} Q-RM pairs)")
+    return {**models, "losses": losses, "pairs": len(pairs)}
 
 
-def held_out_study(policy, tokenizer, models: dict, args: Args, device) -> dict:
-    """`bon_samples` cold-start solutions per held-out problem: best-of-N by each reranker, where
-    each credit puts the blame in the failed ones, and how each score tracks length."""
-    problems = args.task.held_out(args.eval_problems)
-    M = args.bon_samples
-    repeated = [p for p in problems for _ in range(M)]
+def held_out_samples(policy, tokenizer, models: dict, args: Args, device) -> dict:
+    """`credit_samples` cold-start solutions per held-out problem, verified, with the PRM's
+    P(step right) and Q-RM's Z at every token (on the CPU, where the analysis runs)."""
+    problems = [p for p in args.task.held_out(args.eval_problems) for _ in range(args.credit_samples)]
     generator = torch.Generator(device).manual_seed(args.seed + 4)
-    r, texts = sample(policy, tokenizer, [p.prompt for p in repeated], args.max_new_tokens, generator, device,
+    r, texts = sample(policy, tokenizer, [p.prompt for p in problems], args.max_new_tokens, generator, device,
                       chunk=1024)
-    correct = verifier_rewards(repeated, texts, r.truncated).numpy()
-    step_ids = token_step_ids(tokenizer, r.completion_ids, r.completion_mask)
-    ends = step_end_tokens(tokenizer, r.completion_ids, r.completion_mask)
-    prm_probs = torch.sigmoid(reward_model_logits(models["prm"], r)).cpu()  # the analysis below is on the CPU
-    orm_probs = torch.sigmoid(reward_model_logits(models["orm"], r))[last_token_mask(r.completion_mask)].cpu()
-    z = reward_model_logits(models["qrm"], r).cpu()
-    step_ids, ends, completion_mask = step_ids.cpu(), ends.cpu(), r.completion_mask.cpu()
-    mask = completion_mask.float()
-    rankers = {"PRM-min": prm_min(prm_probs, ends), "PRM-mean": prm_mean(prm_probs, ends),
-               "PRM-product": prm_product(prm_probs, ends), "ORM": orm_probs,
-               "Q-RM (mean Z)": (z * mask).sum(1) / mask.sum(1)}
-    ns = [2 ** i for i in range(int(math.log2(M)) + 1)]
-    shape = (len(problems), M)
-    correct_pm = correct.reshape(shape)
-    curves = {name: best_of_n(s.numpy().reshape(shape), correct_pm, ns, args.bon_repeats,
-                              np.random.default_rng(args.seed + 5)) for name, s in rankers.items()}
-    curves["majority vote"] = majority_of_n(answer_codes(texts).reshape(shape), correct_pm, ns, args.bon_repeats,
-                                            np.random.default_rng(args.seed + 5))
-    counts = correct_pm.sum(1)
-    curves["oracle (pass@N)"] = {N: float(np.mean([pass_at_k(M, int(c), N) for c in counts])) for N in ns}
-    orm_pm = orm_probs.numpy().reshape(shape)
-    proxy_of_pick = best_of_n(orm_pm, orm_pm, ns, args.bon_repeats, np.random.default_rng(args.seed + 5))
-    credit = credit_study(repeated, texts, correct, r.truncated.cpu(), step_ids, ends, prm_probs, z, completion_mask)
-    lengths = r.lengths.cpu().numpy()
-    length_corr = {name: length_correlations(rankers[name].numpy(), lengths, correct)
-                   for name in ("ORM", "PRM-min", "Q-RM (mean Z)")}
-    print(f"best-of-N at N={ns[-1]}: " + ", ".join(f"{k} {v[ns[-1]]:.3f}" for k, v in curves.items()))
-    return {"ns": ns, "curves": curves, "orm_proxy_of_pick": proxy_of_pick, "credit": credit,
-            "pass@1": float(correct.mean()), "samples": len(texts), "length_corr": length_corr,
-            "stats": output_stats(repeated, texts, correct, lengths), "completions": r, "correct": correct}
+    correct = verifier_rewards(problems, texts, r.truncated).numpy()
+    return {"problems": problems, "texts": texts, "completions": r, "correct": correct,
+            "truncated": r.truncated.cpu(), "mask": r.completion_mask.cpu(),
+            "step_ids": token_step_ids(tokenizer, r.completion_ids, r.completion_mask).cpu(),
+            "ends": step_end_tokens(tokenizer, r.completion_ids, r.completion_mask).cpu(),
+            "prm_probs": torch.sigmoid(reward_model_logits(models["prm"], r)).cpu(),
+            "z": reward_model_logits(models["qrm"], r).cpu()}
 
 
-def step_credits(prm_probs_row, z_row, step_ids_row, ends_row, gold: list[bool]) -> dict[str, np.ndarray]:
-    """Each method's credit for each step (line) of one solution; ends_row: where each line ends."""
-    n = len(gold)
-    prm = prm_probs_row[ends_row[:n]].numpy()
-    before = np.concatenate([[1.0], prm[:-1]])
-    gold_value = np.array(gold, float)
+def step_credits(held: dict, i: int) -> dict[str, np.ndarray]:
+    """Each method's credit for each step (line) of held-out solution i."""
+    gold = np.array(gold_step_labels(held["problems"][i], held["texts"][i]), float)
+    n, ends = len(gold), held["ends"][i]
+    prm = held["prm_probs"][i][ends[:n]].numpy()
     return {"outcome only (flat)": np.zeros(n),
             "PRM step score": prm,
-            "PRM drop (score - previous)": prm - before,
-            "Q-RM (mean Z of the step)": step_means(z_row, step_ids_row, ends_row, n),
-            "gold verifier": gold_value - np.concatenate([[1.0], gold_value[:-1]])}
+            "PRM drop (score - previous)": prm - np.concatenate([[1.0], prm[:-1]]),
+            "Q-RM (mean Z of the step)": step_means(held["z"][i], held["step_ids"][i], ends, n),
+            "gold verifier": gold - np.concatenate([[1.0], gold[:-1]])}
 
 
-def credit_study(problems, texts, correct, truncated, step_ids, ends, prm_probs, z, mask) -> dict:
-    """Failed solutions (not cut by the token budget) with at least two steps whose first wrong
-    step is one of their lines."""
+def credit_study(held: dict) -> dict:
+    """Localisation over the failed held-out solutions (not cut by the token budget) with at least
+    two steps whose first wrong step is one of their lines; one of them drawn token by token."""
     credits, wrong_steps, rows = {}, [], []
-    for i, (p, t) in enumerate(zip(problems, texts)):
+    for i, (p, t) in enumerate(zip(held["problems"], held["texts"])):
         wrong, n = first_wrong_step(p, t), len(t.split("\n"))
-        if correct[i] == 0 and not truncated[i] and n >= 2 and wrong is not None and wrong < n:
-            for name, c in step_credits(prm_probs[i], z[i], step_ids[i], ends[i], gold_step_labels(p, t)).items():
+        if held["correct"][i] == 0 and not held["truncated"][i] and n >= 2 and wrong is not None and wrong < n:
+            for name, c in step_credits(held, i).items():
                 credits.setdefault(name, []).append(c)
             wrong_steps.append(wrong)
             rows.append(i)
     results = {name: localisation(c, wrong_steps) for name, c in credits.items()}
-    i = pick_example(problems, texts, rows, wrong_steps)
-    example = None if i is None else example_rows(problems[i], texts[i], step_ids[i], ends[i], prm_probs[i], z[i], mask[i])
-    return {"solutions": len(rows), "results": results, "example": example}
+    i = pick_example(held["problems"], held["texts"], rows, wrong_steps)
+    return {"solutions": len(rows), "results": results, "example": None if i is None else example_rows(held, i)}
 
 
 def pick_example(problems, texts, rows: list[int], wrong_steps: list[int]) -> int | None:
@@ -877,187 +593,45 @@ def pick_example(problems, texts, rows: list[int], wrong_steps: list[int]) -> in
     return rows[0] if rows else None
 
 
-def example_rows(problem, text: str, step_ids_row, ends_row, prm_probs_row, z_row, mask_row) -> dict:
+def example_rows(held: dict, i: int) -> dict:
     """Per-token credit of one solution for the figure: the step methods' credit spread over
     their step's tokens, and Q-RM's own per-token Z (standardised)."""
-    n_tokens = int(mask_row.sum())
-    ids = step_ids_row[:n_tokens].numpy()
-    credits = step_credits(prm_probs_row, z_row, step_ids_row, ends_row, gold_step_labels(problem, text))
-    z = z_row[:n_tokens].numpy()
-    return {"text": text, "problem": problem.question.strip(),
+    n_tokens = int(held["mask"][i].sum())
+    ids = held["step_ids"][i][:n_tokens].numpy()
+    credits = step_credits(held, i)
+    z = held["z"][i][:n_tokens].numpy()
+    return {"text": held["texts"][i], "problem": held["problems"][i].question.strip(),
             "rows": {"outcome only (flat)": np.full(n_tokens, -1.0).tolist(),
                      "PRM drop": credits["PRM drop (score - previous)"][ids].tolist(),
                      "Q-RM Z (standardised)": ((z - z.mean()) / (z.std() + 1e-8)).tolist(),
                      "gold verifier": credits["gold verifier"][ids].tolist()}}
 
 
-# ============================================================================================
-# Study 4: dense rewards in RL, and RL against the learned ORM (over-optimisation)
-# ============================================================================================
+def advantages_of(method: str, models: dict, tokenizer, group_size: int):
+    """The per-token advantages of one --rl-methods name."""
+    if method == "outcome":
+        return outcome_advantage_fn
+    if method == "qrm":
+        return qrm_advantage_fn(models["qrm"], group_size)
+    return prm_advantage_fn(models["prm"], tokenizer, group_size, with_outcome=method == "prm_outcome")
 
 
 def rl_study(initial, tokenizer, models: dict, args: Args, device) -> dict:
-    """Each --rl-methods advantage in the same loop, from the cold start, same prompts and seed;
-    then what each trained policy writes on the held-out problems (`sample_stats`)."""
-    held_out = args.task.held_out(args.eval_problems)
-    G = args.group_size
-    fns = {"outcome": outcome_advantage_fn, "prm": prm_advantage_fn(models["prm"], tokenizer, G),
-           "prm_outcome": prm_advantage_fn(models["prm"], tokenizer, G, with_outcome=True),
-           "qrm": qrm_advantage_fn(models["qrm"], G)}
-    runs = {}
+    """Each --rl-methods advantage in the same loop, from the cold start, same prompts and seed."""
+    held_out, runs = args.task.held_out(args.eval_problems), {}
     for method in args.rl_method_list:
         start = time.time()
-        policy = copy.deepcopy(initial)
-        result = train(policy, frozen_copy(initial), tokenizer, args, fns[method], held_out, device,
-                       desc=f"RL {method}")
-        result["wall_clock_s"] = time.time() - start
-        result["examples"] = what_it_writes(policy, tokenizer, held_out[:2], args, device)
-        result["final"] = sample_stats(policy, tokenizer, held_out, args, device)
-        runs[method] = result
-        print(f"  RL {method:11s} held-out pass@1 {result['evals'][0]['pass@1']:.3f} -> "
-              f"{result['evals'][-1]['pass@1']:.3f} in {result['wall_clock_s']:.0f} s; writes {result['examples'][:2]}")
+        runs[method] = train(copy.deepcopy(initial), frozen_copy(initial), tokenizer, args,
+                             advantages_of(method, models, tokenizer, args.group_size), held_out, device, f"RL {method}")
+        runs[method]["wall_clock_s"] = time.time() - start
+        print(f"  RL {method:11s} held-out pass@1 {runs[method]['evals'][0]['pass@1']:.3f} -> "
+              f"{runs[method]['evals'][-1]['pass@1']:.3f} in {runs[method]['wall_clock_s']:.0f} s")
     return runs
 
 
-def what_it_writes(policy, tokenizer, problems: list, args: Args, device, samples: int = 3) -> list[str]:
-    """A few completions of the trained policy: what the credit taught it to write."""
-    prompts = [p.prompt for p in problems for _ in range(samples)]
-    _, texts = sample(policy, tokenizer, prompts, args.max_new_tokens, torch.Generator(device).manual_seed(args.seed),
-                      device)
-    return [prompt + text for prompt, text in zip(prompts, texts)]
-
-
-def sample_stats(policy, tokenizer, problems: list, args: Args, device) -> dict:
-    """`output_stats` of `eval_samples` completions of each problem by the policy."""
-    repeated = [p for p in problems for _ in range(args.eval_samples)]
-    completions, texts = sample(policy, tokenizer, [p.prompt for p in repeated], args.max_new_tokens,
-                                torch.Generator(device).manual_seed(args.seed + 6), device)
-    correct = verifier_rewards(repeated, texts, completions.truncated).numpy()
-    return output_stats(repeated, texts, correct, completions.lengths.cpu().numpy())
-
-
-def overoptimisation_rl(initial, tokenizer, models: dict, args: Args, device) -> dict:
-    """GRPO on the learned ORM's score with β = 0 for `overopt_steps` updates; the verifier
-    (gold) is only watched: held-out pass@1 every eval_every updates, and on the training batch."""
-    log = []
-    run_args = dataclasses.replace(args, beta=0.0, lr=args.overopt_lr, rl_steps=args.overopt_steps)
-    start = time.time()
-    policy, held_out = copy.deepcopy(initial), args.task.held_out(args.eval_problems)
-    result = train(policy, frozen_copy(initial), tokenizer, run_args,
-                   proxy_advantage_fn(models["orm"], frozen_copy(initial), args.group_size, log),
-                   held_out, device, desc="RL on the ORM proxy")
-    kl = moving_average([h["kl"] for h in log], 5)
-    proxy = moving_average([h["proxy"] for h in log], 5)
-    points = [{"step": e["step"], "gold": e["pass@1"], "kl": float(max(kl[min(e["step"], len(log) - 1)], 0.0)),
-               "proxy": float(proxy[min(e["step"], len(log) - 1)])} for e in result["evals"]]
-    points[0]["kl"] = 0.0  # the first evaluation is the reference policy itself
-    print(f"  RL on the ORM proxy: gold {points[0]['gold']:.3f} -> {points[-1]['gold']:.3f} (best "
-          f"{max(p['gold'] for p in points):.3f}), proxy {proxy[0]:.3f} -> {proxy[-1]:.3f}, KL {points[-1]['kl']:.2f} "
-          f"nats, {time.time() - start:.0f} s")
-    return {"log": log, "points": points, "evals": result["evals"], "wall_clock_s": time.time() - start,
-            "final": sample_stats(policy, tokenizer, held_out, args, device)}
-
-
-def overoptimisation_fits(held: dict, proxy_rl: dict) -> dict:
-    """Both of Gao et al.'s forms fitted to the gold gain, for best-of-N and for RL on the ORM."""
-    ns = np.array(held["ns"])
-    d_bon = np.sqrt(best_of_n_kl(ns))
-    gold_bon = np.array([held["curves"]["ORM"][N] for N in held["ns"]])
-    d_rl = np.sqrt([p["kl"] for p in proxy_rl["points"]])
-    gold_rl = np.array([p["gold"] for p in proxy_rl["points"]])
-    return {"bon": {"d": d_bon.tolist(), "gain": (gold_bon - gold_bon[0]).tolist(),
-                    "proxy": [held["orm_proxy_of_pick"][N] for N in held["ns"]],
-                    "fit_bon": fit_gao(d_bon, gold_bon - gold_bon[0], "bon"),
-                    "fit_rl": fit_gao(d_bon, gold_bon - gold_bon[0], "rl")},
-            "rl": {"d": d_rl.tolist(), "gain": (gold_rl - gold_rl[0]).tolist(),
-                   "proxy": [p["proxy"] for p in proxy_rl["points"]],
-                   "fit_bon": fit_gao(d_rl, gold_rl - gold_rl[0], "bon"),
-                   "fit_rl": fit_gao(d_rl, gold_rl - gold_rl[0], "rl")}}
-
-
-LENGTH_RUNS = ("length-preferring RM", "same RM, length-normalised", "RM on length-balanced pairs")
-
-
-def train_preference_rm(policy, r: Completions, pairs: list[tuple[int, int]], args: Args, rng: np.random.Generator,
-                        desc: str) -> tuple:
-    """A scorer from the policy's body, Bradley-Terry on (chosen, rejected) rows of r, read at EOS."""
-    rm, pairs = make_scorer(policy), torch.tensor(pairs, dtype=torch.long).view(-1, 2)
-    if not len(pairs):  # nothing to learn from: the scorer stays as made
-        return rm.eval(), []
-    last = last_token_mask(r.completion_mask)
-
-    def loss_of_batch(rows):
-        win, lose = pairs[rows, 0], pairs[rows, 1]
-        return bradley_terry_loss(batch_scores(rm, r, win)[last[win]], batch_scores(rm, r, lose)[last[lose]])
-
-    return rm, fit_scorer(rm, loss_of_batch, len(pairs), args, rng, desc)
-
-
-def length_bias_study(initial, tokenizer, data: dict, held: dict, args: Args, device) -> dict:
-    """Two preference RMs on the labelled solutions: one on the pairs of a labeller who prefers the
-    longer of two equally right (or wrong) solutions, one on those pairs length-balanced. Each
-    one's score against length on the held-out samples; then 05's loop, GRPO on the RM's score,
-    on the first (raw, and length-normalised) and on the second."""
-    r = data["completions"]
-    lengths, rewards = r.lengths.cpu().numpy(), data["rewards"].numpy()
-    pairs = length_preferring_pairs(data["problems"], rewards, lengths)
-    balanced = length_balanced(pairs, lengths, np.random.default_rng(args.seed + 7))
-    rng = np.random.default_rng(args.seed + 8)
-    (biased_rm, biased_losses), (balanced_rm, balanced_losses) = (
-        train_preference_rm(initial, r, chosen, args, rng, desc)
-        for chosen, desc in ((pairs, "length-preferring RM"), (balanced, "length-balanced RM")))
-    slope = length_slope(reward_model_logits(biased_rm, r)[last_token_mask(r.completion_mask)].cpu().numpy(),
-                         lengths, rewards)
-    h = held["completions"]
-    corr = {name: length_correlations(reward_model_logits(rm, h)[last_token_mask(h.completion_mask)].cpu().numpy(),
-                                      h.lengths.cpu().numpy(), held["correct"])
-            for name, rm in (("length-preferring RM", biased_rm), ("length-balanced RM", balanced_rm))}
-    held_out = args.task.held_out(args.eval_problems)
-    runs = {}
-    for name, rm, run_slope in zip(LENGTH_RUNS, (biased_rm, biased_rm, balanced_rm), (0.0, slope, 0.0)):
-        log, policy, start = [], copy.deepcopy(initial), time.time()
-        result = train(policy, frozen_copy(initial), tokenizer, dataclasses.replace(args, rl_steps=args.length_steps),
-                       rm_advantage_fn(rm, args.group_size, run_slope, log), held_out, device, desc=f"RL on the {name}")
-        runs[name] = {**result, "log": log, "final": sample_stats(policy, tokenizer, held_out, args, device),
-                      "wall_clock_s": time.time() - start}
-        f = runs[name]["final"]
-        print(f"  RL, {name}: length {f['length']:.1f} tokens, {f['extra_lines']:.2f} extra lines, "
-              f"{f['excess_chars']:.1f} characters past the worked solution, pass@1 {f['pass@1']:.3f}")
-    return {"pairs": len(pairs), "balanced_pairs": len(balanced), "slope": slope, "length_corr": corr, "runs": runs,
-            "losses": {"length-preferring RM": biased_losses, "length-balanced RM": balanced_losses}}
-
-
 # ============================================================================================
-# Figures
+# Figure, claims and report
 # ============================================================================================
-
-
-def plot_label_quality(data: dict, path) -> None:
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    for ax, (title, quality) in zip(axes, (("every step (the last one is the verifier's)", data["quality"]),
-                                           ("steps that needed rollouts", data["quality_inner_steps"]))):
-        ns = sorted(quality)
-        for key in ("accuracy", "false_positive_rate", "false_negative_rate"):
-            ax.plot(ns, [quality[n][key] for n in ns], "o-", label=key.replace("_", " "))
-        ax.set(xscale="log", xlabel="N rollouts per step prefix", title=title)
-        ax.set_xticks(ns, [str(n) for n in ns])
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel("hard Math-Shepherd label vs gold")
-    axes[0].legend(fontsize="small")
-    save_figure(fig, path)
-
-
-def plot_best_of_n(held: dict, path) -> None:
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    for name, curve in held["curves"].items():
-        style = "k--" if name.startswith("oracle") else "o-"
-        ax.plot(held["ns"], [curve[N] for N in held["ns"]], style, label=name, markersize=4)
-    ax.set(xscale="log", xlabel="N samples per problem", ylabel="held-out accuracy of the pick",
-           title="Best-of-N reranking of cold-start samples")
-    ax.set_xticks(held["ns"], [str(N) for N in held["ns"]])
-    ax.legend(fontsize="small")
-    ax.grid(alpha=0.3)
-    save_figure(fig, path)
 
 
 def plot_credit(problem: str, text: str, rows: dict, path) -> None:
@@ -1079,358 +653,57 @@ def plot_credit(problem: str, text: str, rows: dict, path) -> None:
     save_figure(fig, path)
 
 
-def plot_rl(runs: dict, proxy_rl: dict | None, path) -> None:
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    names = {"outcome": "outcome-only GRPO (verifier)", "prm": "PRM steps (process GRPO)",
-             "prm_outcome": "PRM steps, verifier on the last", "qrm": "Q-RM tokens"}
-    for method, run in runs.items():
-        ax.plot([e["step"] for e in run["evals"]], [e["pass@1"] for e in run["evals"]], "o-", label=names[method])
-    if proxy_rl is not None:
-        ax.plot([e["step"] for e in proxy_rl["evals"]], [e["pass@1"] for e in proxy_rl["evals"]], "x:",
-                label="RL on the learned ORM, β=0 (over-optimisation run)")
-    ax.set(xlabel="update", ylabel="held-out pass@1 (verifier)", title="Dense credit in RL, same prompts and seed")
-    ax.legend(fontsize="small")
-    ax.grid(alpha=0.3)
-    save_figure(fig, path)
-
-
-def plot_overoptimisation(fits: dict, path) -> None:
-    fig, axes = plt.subplots(1, 2, figsize=(11.5, 4.3))
-    for ax, (kind, part) in zip(axes, fits.items()):
-        d = np.array(part["d"])
-        grid = np.linspace(1e-3, d.max() * 1.05, 200)
-        ax.plot(d, part["gain"], "ko", label="gold (verifier) gain")
-        ax.plot(d, np.array(part["proxy"]) - part["proxy"][0], "s", color="tab:orange", label="proxy (ORM) gain")
-        for form, style in (("bon", "-"), ("rl", "--")):
-            f = part[f"fit_{form}"]
-            ax.plot(grid, gao_curve(grid, f, form), style,
-                    label=f"R_{form}: α={f['alpha']:.3f}, β={f['beta']:.3f}, R²={f['r2']:.2f}")
-        title = "best-of-N against the ORM" if kind == "bon" else "RL (group-centred, β=0) against the ORM"
-        ax.set(xlabel="d = sqrt(KL to the reference, nats)", ylabel="gain over the reference", title=title)
-        ax.legend(fontsize="small")
-        ax.grid(alpha=0.3)
-    save_figure(fig, path)
-
-
-def plot_length_bias(length: dict, proxy_rl: dict, path) -> None:
-    """Held-out length and pass@1 through RL on each preference RM (and on the ORM, β = 0)."""
-    fig, axes = plt.subplots(1, 2, figsize=(11.5, 4.3))
-    runs = {**{f"RL on the {name}": run for name, run in length["runs"].items()}, "RL on the ORM, β=0": proxy_rl}
-    for name, run in runs.items():
-        steps = [e["step"] for e in run["evals"]]
-        for ax, key in zip(axes, ("length", "pass@1")):
-            ax.plot(steps, [e[key] for e in run["evals"]], "o-", markersize=3, label=name)
-    axes[0].set(xlabel="update", ylabel="held-out completion length (tokens)", title="Length under RL on a learned reward")
-    axes[1].set(xlabel="update", ylabel="held-out pass@1 (verifier)", title="Gold accuracy on the same runs")
-    for ax in axes:
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize="small")
-    save_figure(fig, path)
-
-
-def plot_all(out, data: dict, held: dict, runs: dict, proxy_rl: dict, fits: dict, length: dict | None = None) -> None:
-    plot_label_quality(data, out / "label_quality.png")
-    plot_best_of_n(held, out / "best_of_n.png")
-    example = held["credit"]["example"]
-    if example is not None:
-        plot_credit(example["problem"], example["text"], example["rows"], out / "credit.png")
-    plot_rl(runs, proxy_rl, out / "rl.png")
-    plot_overoptimisation(fits, out / "overoptimisation.png")
-    if length is not None:
-        plot_length_bias(length, proxy_rl, out / "length_bias.png")
-
-
-# ============================================================================================
-# Claims and report
-# ============================================================================================
-
-
-def mean_over(curve: dict, ns: list[int]) -> float:
-    """A best-of-N curve's mean accuracy over the given N."""
-    return float(np.mean([curve[N] for N in ns]))
-
-
-def label_and_rerank_claims(args: Args, data: dict, held: dict) -> list[dict]:
-    q = data["quality"][args.label_n]
-    claims = [claim("survey §4.5.2, §10", "automatic (Monte Carlo) step labels are noisy: a step may be labelled "
-                    "correct because a lucky rollout reached the right answer",
-                    f"hard labels at N={args.label_n}: accuracy {q['accuracy']:.3f}, false positives "
-                    f"{q['false_positive_rate']:.3f} of wrong steps, false negatives {q['false_negative_rate']:.3f} "
-                    "of right steps", q["false_positive_rate"] > 0)]
-    curves, N = held["curves"], held["ns"][-1]
-    c = {k: v[N] for k, v in curves.items()}
-    above_1 = [n for n in held["ns"] if n > 1]
-    for better, worse in (("PRM-min", "ORM"), ("PRM-min", "majority vote"), ("ORM", "majority vote")):
-        wins = sum(curves[better][n] > curves[worse][n] for n in above_1)
-        a, b = better.split("-")[0], worse
-        claims.append(claim("Lightman et al. 2024", f"best-of-{LIGHTMAN_N} on MATH: {a} beats {b} "
-                            f"({100 * LIGHTMAN[a]:.1f}% vs {100 * LIGHTMAN[b]:.1f}%)",
-                            f"best-of-{N} here: {better} {c[better]:.3f} vs {worse} {c[worse]:.3f} (oracle "
-                            f"{c['oracle (pass@N)']:.3f}); ahead at {wins} of {len(above_1)} N > 1",
-                            c[better] > c[worse]))
-    wins = sum(curves["PRM-min"][n] > curves["PRM-mean"][n] for n in above_1)
-    claims.append(claim("survey §10", "for best-of-N, min aggregation of step scores outperforms mean aggregation "
-                        "(it catches the first error)",
-                        f"mean best-of-N accuracy over N = {above_1[0]}..{above_1[-1]}: min "
-                        f"{mean_over(curves['PRM-min'], above_1):.3f}, mean {mean_over(curves['PRM-mean'], above_1):.3f} "
-                        f"(product {mean_over(curves['PRM-product'], above_1):.3f}); min ahead of mean at {wins} of "
-                        f"{len(above_1)} N", mean_over(curves["PRM-min"], above_1) > mean_over(curves["PRM-mean"], above_1)))
-    loc = held["credit"]["results"]
-    if loc:
-        claims.append(claim("survey §10", "a PRM localises the error to the step where reasoning went astray",
-                            f"AUROC for the first wrong step over {held['credit']['solutions']} failed solutions: "
-                            f"PRM drop {loc['PRM drop (score - previous)']['auroc']:.3f}, PRM score "
-                            f"{loc['PRM step score']['auroc']:.3f}, flat {loc['outcome only (flat)']['auroc']:.3f}",
-                            loc["PRM drop (score - previous)"]["auroc"] > 0.5))
-        claims.append(claim("survey §9", "Q-RM assigns low credit to the tokens that caused the failure, from pairs "
-                            "alone (no step labels)", f"AUROC of Q-RM's step-mean Z {loc['Q-RM (mean Z of the step)']['auroc']:.3f}"
-                            f" (top-1 {loc['Q-RM (mean Z of the step)']['top1']:.3f})",
-                            loc["Q-RM (mean Z of the step)"]["auroc"] > 0.5))
-    return claims
-
-
-def updates_to_reach(curve, target: float) -> int | None:
-    """The first update whose (smoothed) value reaches target; None if none does."""
-    hits = np.nonzero(np.asarray(curve) >= target)[0]
-    return int(hits[0]) if len(hits) else None
-
-
-def convergence(runs: dict, window: int) -> dict:
-    """Updates each run takes to get halfway from the cold start to outcome GRPO's final level,
-    read on the training batches' verifier pass rate (128 fresh samples every update, a trailing
-    mean over `window` updates): one-update resolution, unlike the held-out evaluations."""
-    curves = {m: moving_average([h["reward"] for h in r["history"]], window) for m, r in runs.items()}
-    first = float(np.mean([h["reward"] for h in runs["outcome"]["history"][:window]]))
-    target = first + 0.5 * (curves["outcome"][-1] - first)
-    return {"target": float(target), "start": first, "updates": {m: updates_to_reach(c, target) for m, c in curves.items()}}
-
-
-def speed_claim(speed: dict, slow: str, fast: str, claimed: float, statement: str) -> dict:
-    reach = speed["updates"]
-    if speed["target"] <= speed["start"]:
-        return claim("Chen et al. 2025 (Q-RM)", statement, f"outcome GRPO's training pass rate did not rise "
-                     f"({speed['start']:.3f} at the start), so there is no halfway mark (not testable)", None)
-    counts = (f"updates to a training pass rate of {speed['target']:.3f} (halfway from {speed['start']:.3f} to "
-              f"outcome GRPO's final): " + ", ".join(f"{m} {v}" for m, v in reach.items()))
-    if reach.get(slow) is None or reach.get(fast) is None:
-        return claim("Chen et al. 2025 (Q-RM)", statement, counts + f"; {slow if reach.get(slow) is None else fast} "
-                     "never gets there, so there is no ratio (not testable)", None)
-    ratio = reach[slow] / max(reach[fast], 1)
-    return claim("Chen et al. 2025 (Q-RM)", statement, counts + f"; ratio {slow}/{fast} {ratio:.2g}x", ratio >= claimed)
+def credit_claims(credit: dict) -> list[dict]:
+    loc = credit["results"]
+    if not loc:
+        return []
+    drop, qrm = loc["PRM drop (score - previous)"], loc["Q-RM (mean Z of the step)"]
+    return [claim("survey §10", "a PRM localises the error to the step where reasoning went astray",
+                  f"AUROC for the first wrong step over {credit['solutions']} failed solutions: PRM drop "
+                  f"{drop['auroc']:.3f}, PRM score {loc['PRM step score']['auroc']:.3f}, flat "
+                  f"{loc['outcome only (flat)']['auroc']:.3f}", drop["auroc"] > 0.5),
+            claim("survey §9", "Q-RM assigns low credit to the tokens that caused the failure, from pairs alone (no "
+                  "step labels)", f"AUROC of Q-RM's step-mean Z {qrm['auroc']:.3f} (top-1 {qrm['top1']:.3f})",
+                  qrm["auroc"] > 0.5)]
 
 
 def rl_claims(args: Args, runs: dict) -> list[dict]:
-    if "outcome" not in runs:
+    if "outcome" not in runs or "prm" not in runs:
         return []
-    claims = []
     final_of = {m: r["evals"][-1]["pass@1"] for m, r in runs.items()}
-    final = final_of["outcome"]
-    speed = convergence(runs, args.speed_window)
-    if "qrm" in runs:
-        claims.append(speed_claim(speed, "outcome", "qrm", 12, "RL with Q-RM converges 12x faster than with an ORM "
-                                  "(GSM8K; our outcome baseline is the exact verifier)"))
-        gain = final_of["qrm"] - final
-        claims.append(claim("Chen et al. 2025 (Q-RM)", "Q-RM raises pass@1 by about 5 points over the ORM baseline",
-                            f"Q-RM {final_of['qrm']:.3f} vs outcome GRPO (exact verifier, a "
-                            f"stronger baseline than a learned ORM) {final:.3f}: {100 * gain:+.1f} points", gain >= 0.05))
-    if "qrm" in runs and "prm" in runs:
-        claims.append(speed_claim(speed, "prm", "qrm", 11, "RL with Q-RM converges 11x faster than with a step-level "
-                                  "PRM (MATH)"))
-        gain = final_of["qrm"] - final_of["prm"]
-        claims.append(claim("Chen et al. 2025 (Q-RM)", "Q-RM raises pass@1 by about 4-5 points over PRM baselines",
-                            f"Q-RM {final_of['qrm']:.3f} vs PRM step rewards (a step-level PRM; the paper's are "
-                            f"token-level) {final_of['prm']:.3f} after {args.rl_steps} updates: {100 * gain:+.1f} points",
-                            gain >= 0.04))
-    if "prm" in runs:
-        gain = final_of["prm"] - final
-        claims.append(claim("over-long-generations", "a PRM converts the sparse credit problem into a dense one "
-                            "(better RL than outcome-only)", f"PRM process GRPO {final_of['prm']:.3f}"
-                            f" vs outcome GRPO {final:.3f} after {args.rl_steps} updates ({100 * gain:+.1f} points)",
-                            gain > 0))
-        golds = [e["pass@1"] for e in runs["prm"]["evals"]]
-        best = int(np.argmax(golds))
-        anchored = (f"; with the verifier on the answer step it ends at {final_of['prm_outcome']:.3f}"
-                    if "prm_outcome" in runs else "")
-        claims.append(claim("over-long-generations", "the PRM used as a dense reward is a second proxy and "
-                            "inherits the over-optimisation risks of an ORM",
-                            f"PRM alone: held-out pass@1 {golds[0]:.3f} -> peak {golds[best]:.3f} at update "
-                            f"{runs['prm']['evals'][best]['step']} -> {golds[-1]:.3f}{anchored}; outcome GRPO {final:.3f}",
-                            0 < best < len(golds) - 1 and golds[-1] < golds[best] - 0.05))
-        if "final" in runs["prm"] and "final" in runs["outcome"]:
-            hacked, honest = runs["prm"]["final"], runs["outcome"]["final"]
-            claims.append(claim("whole-game §7.2; over-long-generations (Gao et al.)", "reward hacking shows as format "
-                                "tricks: well-formed outputs that score well on the learned reward but are wrong",
-                                f"share of held-out completions in worked form with a wrong answer after RL: PRM "
-                                f"alone {hacked['worked_form_wrong_share']:.3f} (worked form {hacked['worked_form_share']:.3f},"
-                                f" pass@1 {hacked['pass@1']:.3f}) vs outcome GRPO {honest['worked_form_wrong_share']:.3f} "
-                                f"(worked form {honest['worked_form_share']:.3f}, pass@1 {honest['pass@1']:.3f})",
-                                hacked["worked_form_wrong_share"] > honest["worked_form_wrong_share"]))
-    return claims
+    final, gain = final_of["outcome"], final_of["prm"] - final_of["outcome"]
+    golds = [e["pass@1"] for e in runs["prm"]["evals"]]
+    best = int(np.argmax(golds))
+    anchored = f"; with the verifier on the answer step it ends at {final_of['prm_outcome']:.3f}" if "prm_outcome" in runs else ""
+    return [claim("over-long-generations", "a PRM converts the sparse credit problem into a dense one (better RL than "
+                  "outcome-only)", f"PRM process GRPO {final_of['prm']:.3f} vs outcome GRPO {final:.3f} after "
+                  f"{args.rl_steps} updates ({100 * gain:+.1f} points)", gain > 0),
+            # a second proxy: held-out pass@1 peaks inside the run and ends more than 0.05 below the peak
+            claim("over-long-generations", "the PRM used as a dense reward is a second proxy and inherits the "
+                  "over-optimisation risks of an ORM", f"PRM alone: held-out pass@1 {golds[0]:.3f} -> peak "
+                  f"{golds[best]:.3f} at update {runs['prm']['evals'][best]['step']} -> {golds[-1]:.3f}{anchored}; "
+                  f"outcome GRPO {final:.3f}", 0 < best < len(golds) - 1 and golds[-1] < golds[best] - 0.05)]
 
 
-def overoptimisation_claims(fits: dict, proxy_rl: dict | None) -> list[dict]:
-    claims = []
-    if proxy_rl is not None:
-        points = proxy_rl["points"]
-        golds = [p["gold"] for p in points]
-        best = int(np.argmax(golds))
-        proxy_up = points[-1]["proxy"] > points[0]["proxy"]
-        claims.append(claim("over-long-generations (Gao et al.)", "optimising a learned proxy: proxy rises with KL, "
-                            "gold peaks then degrades",
-                            f"proxy {points[0]['proxy']:.3f} -> {points[-1]['proxy']:.3f}; gold {golds[0]:.3f} -> peak "
-                            f"{golds[best]:.3f} at KL {points[best]['kl']:.2f} -> {golds[-1]:.3f} at KL {points[-1]['kl']:.2f}",
-                            proxy_up and 0 < best < len(points) - 1 and golds[-1] < golds[best] - 0.02))
-    bon = fits["bon"]
-    claims.append(claim("over-long-generations", "gold ≈ α·sqrt(KL) − β·KL",
-                        f"with d = sqrt(KL) this is d(α − βd): Gao et al.'s best-of-N form, not their RL form "
-                        f"d(α − β log d). Best-of-N on the ORM here: α={bon['fit_bon']['alpha']:.3f}, "
-                        f"β={bon['fit_bon']['beta']:.3f}, R²={bon['fit_bon']['r2']:.2f}", None))
-    return claims
-
-
-PADDING = 0.25  # characters past the worked solution per completion, gained in RL, that count as padding learnt
-
-
-def padding_growth(stats: dict, cold: dict) -> float:
-    """Characters past the worked solution per completion, after RL minus before it."""
-    return stats["excess_chars"] - cold["excess_chars"]
-
-
-def writes(stats: dict) -> str:
-    return (f"{stats['length']:.1f} tokens, {stats['excess_chars']:.2f} characters and {stats['extra_lines']:.2f} "
-            f"lines past the worked solution, pass@1 {stats['pass@1']:.3f}")
-
-
-def length_claims(held: dict, runs: dict, proxy_rl: dict | None, length: dict | None) -> list[dict]:
-    cold, corr = held["stats"], held["length_corr"]
-    orm, qrm = corr["ORM"], corr["Q-RM (mean Z)"]
-    claims = [claim("whole-game §7.6", "length bias shows as a reward that correlates with token count",
-                    f"r(score, tokens) on {held['samples']} held-out cold-start samples: ORM {orm['all']:.2f} (within "
-                    f"right answers {orm['right']:.2f}, within wrong {orm['wrong']:.2f}); PRM-min "
-                    f"{corr['PRM-min']['all']:.2f}; Q-RM {qrm['all']:.2f}", orm["all"] > 0.1)]
-    if "qrm" in runs:
-        final = runs["qrm"]["final"]
-        claims.append(claim("over-long-generations (Gao et al.)", "reward models rate longer responses higher, so "
-                            "policies learn to pad (Q-RM's token credit as the reward)",
-                            f"Q-RM's mean Z vs tokens: r = {qrm['all']:.2f} (within right {qrm['right']:.2f}, within "
-                            f"wrong {qrm['wrong']:.2f}); RL on its credit: cold start {writes(cold)} -> {writes(final)}",
-                            qrm["all"] > 0.1 and padding_growth(final, cold) >= PADDING))
-    if proxy_rl is not None:
-        longest = max(proxy_rl["evals"], key=lambda e: e["length"])
-        claims.append(claim("over-long-generations (Gao et al.)", "reward models rate longer responses higher, so "
-                            "policies learn to pad (the ORM as the reward, β = 0)",
-                            f"ORM vs tokens: r = {orm['all']:.2f}; RL on it: cold start {writes(cold)}; after "
-                            f"{proxy_rl['evals'][-1]['step']} updates {writes(proxy_rl['final'])} (longest on the way: "
-                            f"{longest['length']:.1f} tokens at update {longest['step']})",
-                            padding_growth(proxy_rl["final"], cold) >= PADDING))
-    if length is None:
-        return claims
-    runs = {name: run["final"] for name, run in length["runs"].items()}
-    raw, biased = runs[LENGTH_RUNS[0]], length["length_corr"]["length-preferring RM"]
-    grew = padding_growth(raw, cold)
-    # growth: at least a fifth more tokens; no information gain: gold pass@1 no higher than before
-    claims.append(claim("whole-game §7.6", "length bias: answers grow without information gain and the reward "
-                        "correlates with token count (an RM whose preference data favour length)",
-                        f"RM from a labeller who prefers the longer of two equally right (or wrong) answers: r(score, "
-                        f"tokens) {biased['all']:.2f} (within right {biased['right']:.2f}, within wrong "
-                        f"{biased['wrong']:.2f}); RL on it: cold start {writes(cold)} -> {writes(raw)}",
-                        biased["all"] > 0.1 and raw["length"] >= 1.2 * cold["length"]
-                        and raw["pass@1"] <= cold["pass@1"] + 0.02))
-    for name, fix in ((LENGTH_RUNS[1], "length-normalise the reward (the RM's fitted length trend removed)"),
-                      (LENGTH_RUNS[2], "train the RM on length-balanced preferences")):
-        fixed = runs[name]
-        measured = f"{name}: {writes(fixed)}; unfixed: {writes(raw)}"
-        if grew < PADDING:
-            claims.append(claim("whole-game §7.6", f"mitigation of length bias: {fix}", measured + "; the unfixed RM "
-                                "taught no padding, so there is nothing to mitigate (not testable)", None))
-            continue
-        claims.append(claim("whole-game §7.6", f"mitigation of length bias: {fix}", measured,
-                            padding_growth(fixed, cold) <= 0.5 * grew and fixed["pass@1"] >= raw["pass@1"] - 0.02))
-    return claims
-
-
-def check_claims(args: Args, data: dict, held: dict, runs: dict, fits: dict, proxy_rl: dict | None,
-                 length: dict | None = None) -> list[dict]:
-    return (label_and_rerank_claims(args, data, held) + rl_claims(args, runs) + overoptimisation_claims(fits, proxy_rl)
-            + length_claims(held, runs, proxy_rl, length))
-
-
-def metrics_of(args: Args, data: dict, held: dict, runs: dict, fits: dict, proxy_rl: dict | None,
-               length: dict | None = None) -> dict:
-    metrics = {"label_solutions": len(data["texts"]), "label_solutions_right": float(data["rewards"].mean()),
-               "soft_label_auroc": data["soft_auroc"]}
-    for n, q in data["quality"].items():
-        metrics.update({f"hard_label_{k}[N={n}]": v for k, v in q.items()})
-    for name, curve in held["curves"].items():
-        metrics.update({f"best_of_n[{name}][N={N}]": v for N, v in curve.items()})
-    for name, loc in held["credit"]["results"].items():
+def metrics_of(data: dict, credit: dict, runs: dict) -> dict:
+    metrics = {"label_solutions": len(data["texts"]), "label_solutions_right": float(data["rewards"].mean())}
+    for name, loc in credit["results"].items():
         metrics.update({f"localisation_{k}[{name}]": v for k, v in loc.items()})
-    for name, corr in held["length_corr"].items():
-        metrics.update({f"length_corr[{name}]_{k}": v for k, v in corr.items()})
-    metrics.update({f"cold_start_{k}": v for k, v in held["stats"].items()})
-    speed = convergence(runs, args.speed_window) if "outcome" in runs else {"updates": {}}
     for method, run in runs.items():
         metrics[f"rl[{method}]_pass@1_start"] = run["evals"][0]["pass@1"]
         metrics[f"rl[{method}]_pass@1_final"] = run["evals"][-1]["pass@1"]
-        metrics[f"rl[{method}]_updates_to_halfway"] = speed["updates"].get(method)
-        metrics.update({f"rl[{method}]_final_{k}": v for k, v in run["final"].items()})
         metrics[f"rl[{method}]_wall_clock_s"] = run["wall_clock_s"]
-    for kind, part in fits.items():
-        for form in ("bon", "rl"):
-            metrics.update({f"overopt_{kind}_fit_{form}_{k}": v for k, v in part[f"fit_{form}"].items()})
-    if proxy_rl is not None:
-        metrics["overopt_rl_gold_final"] = proxy_rl["points"][-1]["gold"]
-        metrics["overopt_rl_gold_best"] = max(p["gold"] for p in proxy_rl["points"])
-        metrics["overopt_rl_kl_final"] = proxy_rl["points"][-1]["kl"]
-        metrics.update({f"overopt_rl_final_{k}": v for k, v in proxy_rl["final"].items()})
-    if length is not None:
-        metrics.update({"length_bias_pairs": length["pairs"], "length_bias_balanced_pairs": length["balanced_pairs"],
-                        "length_bias_slope_per_token": length["slope"]})
-        for name, corr in length["length_corr"].items():
-            metrics.update({f"length_corr[{name}]_{k}": v for k, v in corr.items()})
-        for name, run in length["runs"].items():
-            metrics.update({f"length_rl[{name}]_final_{k}": v for k, v in run["final"].items()})
-            proxies = [entry["proxy"] for entry in run["log"]]
-            metrics[f"length_rl[{name}]_rm_score_first"] = mean_or_nan(proxies[:args.speed_window])
-            metrics[f"length_rl[{name}]_rm_score_last"] = mean_or_nan(proxies[-args.speed_window:])
-            metrics[f"length_rl[{name}]_wall_clock_s"] = run["wall_clock_s"]
     return metrics
 
 
-def report(args: Args, data: dict, held: dict, runs: dict, fits: dict, proxy_rl: dict | None, length: dict | None,
-           claims: list[dict]) -> None:
-    rows = [[n, q["accuracy"], q["false_positive_rate"], q["false_negative_rate"],
-             data["quality_inner_steps"][n]["accuracy"]] for n, q in data["quality"].items()]
-    print(f"\nMath-Shepherd hard labels vs gold ({data['steps_labelled']} steps of {len(data['texts'])} solutions; "
-          f"soft-label AUROC {data['soft_auroc']:.3f}):")
-    print(format_table(rows, ["N", "accuracy", "false pos. rate", "false neg. rate", "accuracy (rolled-out steps)"]))
-    names = list(held["curves"])
-    rows = [[N, *(held["curves"][k][N] for k in names)] for N in held["ns"]]
-    rows.append([f"{LIGHTMAN_N} (MATH)", *(LIGHTMAN.get(k.split("-")[0] if k.startswith("PRM-min") else k, "-")
-                                           for k in names)])
-    print(f"\nBest-of-N on {args.eval_problems} held-out problems (Lightman et al.'s MATH numbers in the last row):")
-    print(format_table(rows, ["N", *names]))
-    loc = held["credit"]["results"]
-    print(f"\nCredit localisation on {held['credit']['solutions']} failed held-out solutions (≥ 2 steps):")
+def report(args: Args, credit: dict, runs: dict, claims: list[dict]) -> None:
+    loc = credit["results"]
+    print(f"\nCredit localisation on {credit['solutions']} failed held-out solutions (≥ 2 steps):")
     print(format_table([[k, v["auroc"], v["top1"]] for k, v in loc.items()], ["credit", "AUROC", "top-1"]))
-    if runs:
-        print(f"\nRL, {args.rl_steps} updates of {args.prompts}x{args.group_size} completions, β={args.beta:g}:")
-        print(format_table([[m, r["evals"][0]["pass@1"], r["evals"][-1]["pass@1"], r["wall_clock_s"]] for m, r in runs.items()],
-                           ["advantages", "pass@1 before", "pass@1 after", "seconds"]))
-    written = {"cold start": held["stats"], **{f"RL: {m}": r["final"] for m, r in runs.items()}}
-    if proxy_rl is not None:
-        written["RL on the ORM, β=0"] = proxy_rl["final"]
-    if length is not None:
-        written.update({f"RL on the {name}": run["final"] for name, run in length["runs"].items()})
-    keys = ("pass@1", "length", "extra_lines", "excess_chars", "worked_form_share", "worked_form_wrong_share")
-    print(f"\nWhat each policy writes on the held-out problems ({args.eval_samples} samples each):")
-    print(format_table([[name, *(stats[k] for k in keys)] for name, stats in written.items()],
-                       ["policy", "pass@1", "tokens", "extra lines", "chars past the solution", "worked form",
-                        "worked form, wrong"]))
-    rows = [[kind, form, part[f"fit_{form}"]["alpha"], part[f"fit_{form}"]["beta"], part[f"fit_{form}"]["r2"]]
-            for kind, part in fits.items() for form in ("bon", "rl")]
-    print("\nGao et al.'s forms fitted to the gold gain (d = sqrt(KL)):")
-    print(format_table(rows, ["optimisation", "form", "α", "β", "R²"]))
+    print(f"\nRL, {args.rl_steps} updates of {args.prompts}x{args.group_size} completions, β={args.beta:g}; held-out pass@1:")
+    steps = [e["step"] for e in next(iter(runs.values()))["evals"]]
+    print(format_table([[m, *(e["pass@1"] for e in r["evals"])] for m, r in runs.items()],
+                       ["advantages", *(f"update {s}" for s in steps)]))
     print("\n" + format_claims(claims))
 
 
@@ -1438,25 +711,21 @@ def main(args: Args) -> dict:
     start = time.time()
     args, device, out, policy, tokenizer, info = start_lm_run(args)
     seed_everything(args.seed)  # the same numbers whether the cold start was trained now or loaded
-    print(f"06 PRM, Q-RM and over-optimisation; policy {info['path']} "
-          f"({'trained now' if info['trained_now'] else 'cached'}), device {device}")
+    print(f"06 PRM and Q-RM credit; policy {info['path']} ({'trained now' if info['trained_now'] else 'cached'}), "
+          f"device {device}")
     data = label_study(policy, tokenizer, args, device)
     models = train_reward_models(policy, tokenizer, data, args)
-    held = held_out_study(policy, tokenizer, models, args, device)
+    credit = credit_study(held_out_samples(policy, tokenizer, models, args, device))
     runs = rl_study(policy, tokenizer, models, args, device)
-    proxy_rl = overoptimisation_rl(policy, tokenizer, models, args, device)
-    fits = overoptimisation_fits(held, proxy_rl)
-    length = length_bias_study(policy, tokenizer, data, held, args, device) if args.length_bias else None
 
-    plot_all(out, data, held, runs, proxy_rl, fits, length)
-    claims = check_claims(args, data, held, runs, fits, proxy_rl, length)
-    metrics = metrics_of(args, data, held, runs, fits, proxy_rl, length)
+    if credit["example"] is not None:
+        plot_credit(credit["example"]["problem"], credit["example"]["text"], credit["example"]["rows"], out / "credit.png")
+    claims = credit_claims(credit) + rl_claims(args, runs)
+    metrics = metrics_of(data, credit, runs)
     wall = time.time() - start
-    write_results(out, args, wall, metrics, claims, label_quality=data["quality"],
-                  best_of_n={"ns": held["ns"], "curves": held["curves"]}, localisation=held["credit"]["results"],
-                  rl=runs, overoptimisation=fits, overoptimisation_rl=proxy_rl, reward_model_losses=models["losses"],
-                  length_bias=length, cold_start_info={k: v for k, v in info.items() if k != "sft_losses"})
-    report(args, data, held, runs, fits, proxy_rl, length, claims)
+    write_results(out, args, wall, metrics, claims, localisation=credit["results"], rl=runs,
+                  reward_model_losses=models["losses"], cold_start_info={k: v for k, v in info.items() if k != "sft_losses"})
+    report(args, credit, runs, claims)
     print(f"\nwall clock {wall:.0f} s; results in {out}/")
     return {"metrics": metrics, "claims": claims}
 

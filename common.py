@@ -772,7 +772,7 @@ def sample_completions(model: PreTrainedModel, prompt_ids: torch.Tensor, prompt_
     """Sample one completion per row with a KV cache: each step feeds only the new token.
 
     (model.generate does the same; on CPU with a tiny model our loop is as fast or faster,
-    and it records the log-probs and masks we need; see 05's --bench.) Rows that have ended
+    and it records the log-probs and masks we need; see studies/05_bench.py.) Rows that have ended
     keep receiving <pad> with attention 0, so they change nothing; we stop when all have ended.
     temperature 0 is greedy decoding (the sampling policy is then deterministic: log π = 0).
     """

@@ -61,9 +61,9 @@ def assert_step_matches_05(module) -> None:
         policy = copy.deepcopy(model)
         optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-2)
         if original:
-            stats.append(grpo.policy_gradient_step(policy, optimizer, completions, advantages, ref_logp, clip_eps=0.2,
-                                                   beta=0.3, inner_iters=1, loss_norm="sequence", max_new_tokens=10,
-                                                   max_grad_norm=0.5))
+            settings = grpo.Args(clip_eps=0.2, beta=0.3, inner_iters=1, loss_norm="sequence", max_new_tokens=10,
+                                 max_grad_norm=0.5)
+            stats.append(grpo.policy_gradient_step(policy, optimizer, completions, advantages, ref_logp, settings))
         else:
             stats.append(module.policy_gradient_step(policy, optimizer, completions, advantages, ref_logp, beta=0.3,
                                                      max_grad_norm=0.5))

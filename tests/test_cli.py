@@ -17,8 +17,19 @@ import common
 
 ROOT = Path(__file__).resolve().parents[1]
 
-SCRIPTS = ["01_reinforce_pong", "02_gae", "03_rudder", "04_her_hca", "05_grpo_rloo", "06_prm_qrm", "07_ss_grpo"]
+CHAPTERS = ["01_reinforce_pong", "02_gae", "03_rudder", "04_her_hca", "05_grpo_rloo", "06_prm_qrm", "07_ss_grpo"]
+STUDIES = sorted(f"studies.{path.stem}" for path in (ROOT / "studies").glob("0*.py"))
+SCRIPTS = CHAPTERS + STUDIES
 MODULES = {name: importlib.import_module(name) for name in SCRIPTS}
+
+
+def path_of(script: str) -> Path:
+    return ROOT / (script.replace(".", "/") + ".py")
+
+
+def is_lm(script: str) -> bool:
+    """A chapter or study of 05-07: it takes the cold-start cache."""
+    return script.rpartition(".")[2] >= "05"
 
 
 def flags(script: str, keep) -> list[tuple[str, dataclasses.Field]]:
@@ -58,15 +69,15 @@ def test_every_bad_number_list_and_seed_of_every_script_stops_in_one_line(cli_er
 
 def test_the_generic_checks_reach_every_script():
     scripts = {case[0] for case in all_cases()}
-    assert scripts == set(SCRIPTS)
-    for script in SCRIPTS:  # each script has a float flag and a list flag the checks cover
+    assert scripts == set(SCRIPTS) and len(STUDIES) > 0
+    for script in CHAPTERS:  # each chapter has a float flag and a list flag the checks cover
         assert flags(script, is_float) and flags(script, is_list), script
 
 
 @pytest.mark.parametrize("script,argv,message", [
     ("01_reinforce_pong", ["--variants", ",rtg"], "'' is not one of"),
     ("03_rudder", ["--sweep=-2"], "--sweep: corridor lengths must be positive"),
-    ("05_grpo_rloo", ["--bench", "--bench-steps", "0"], "--bench-steps must be positive"),
+    ("studies.05_bench", ["--bench-steps", "0"], "--bench-steps must be positive"),
     ("05_grpo_rloo", ["--final-samples", "-1"], "--final-samples must be positive"),
     ("06_prm_qrm", ["--rl-methods", ""], "argument --rl-methods: expected a comma-separated list"),
 ])
@@ -77,8 +88,8 @@ def test_flag_specific_checks_name_the_right_flag(cli_error, script, argv, messa
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_a_missing_device_or_an_unusable_out_folder_ends_the_run_in_one_line(tmp_path, script):
     (tmp_path / "a_file").write_text("x")
-    cache = ["--cache", str(tmp_path / "cache")] if script >= "05" else []
-    runs = [subprocess.Popen([sys.executable, f"{script}.py", "--smoke", *cache, *argv], cwd=ROOT, text=True,
+    cache = ["--cache", str(tmp_path / "cache")] if is_lm(script) else []
+    runs = [subprocess.Popen([sys.executable, path_of(script), "--smoke", *cache, *argv], cwd=ROOT, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             for argv in (["--device", "meta", "--out", str(tmp_path / "out")], ["--out", str(tmp_path / "a_file")])]
     for run, message in zip(runs, ("--device meta: this machine cannot run on it", "cannot make a folder there")):
@@ -113,7 +124,7 @@ def test_every_script_runs_its_main_through_run_script(monkeypatch, script):
     Ctrl-C into one line (the test above interrupts one script; this pins the others' entry)."""
     entries = []
     monkeypatch.setattr(common, "run_script", lambda main, args_class: entries.append((main, args_class)))
-    namespace = runpy.run_path(str(ROOT / f"{script}.py"), run_name="__main__")
+    namespace = runpy.run_path(str(path_of(script)), run_name="__main__")
     assert entries == [(namespace["main"], namespace["Args"])]
 
 

@@ -24,6 +24,7 @@ from transformers import (
 import common
 
 grpo = importlib.import_module("05_grpo_rloo")
+critic = importlib.import_module("studies.05_critic")
 prm = importlib.import_module("06_prm_qrm")
 ss = importlib.import_module("07_ss_grpo")
 
@@ -126,12 +127,12 @@ def test_the_bpe_merges_newlines_with_text_and_steps_match_the_decoded_lines(tin
 
 
 @pytest.mark.parametrize("family", ["tiny_gpt2", "tiny_opt"])
-@pytest.mark.parametrize("script", [grpo, prm, ss], ids=["05", "06", "07"])
+@pytest.mark.parametrize("script", [grpo, critic, prm, ss], ids=["05", "05 critic", "06", "07"])
 def test_every_lm_script_runs_on_each_family(family, request, tmp_path, read_results, script):
     folder = request.getfixturevalue(family)
     args = script.Args(smoke=True, device="cpu", model=str(folder), out=str(tmp_path / "out"))
     if script is grpo:
-        args = dataclasses.replace(args, methods="grpo,rloo", betas="")
+        args = dataclasses.replace(args, methods="grpo,rloo")
     result = script.main(args)
     data = read_results(tmp_path / "out" / "results.json")  # strict JSON: no NaN anywhere
     assert data["metrics"] == common.json_ready(result["metrics"])

@@ -1,0 +1,155 @@
+"""02 study — does the estimator matter for learning? A tabular actor-critic with MC, GAE and TD(0).
+
+The actor is a softmax over tabular logits, stepped along Σ_t Ψ_t ∇log π(a_t|s_t) with
+Ψ = GAE(γ = 1, λ): MC at λ = 1, TD(0) at λ = 0, GAE in between. The critic is a tabular V moved
+toward the λ-return Ψ + V. Measured: episodes until π(take key | key room) reaches --success, for
+each corridor length L, against the survey's §2.1 claim that small value errors compound when
+bootstrapped over long horizons (TD(0)'s cost should grow with L faster than MC's). Read beside:
+credit-assignment-problem-survey.txt §2.1, §4.1.1.
+
+    python studies/02_learning.py               # runs/studies/02_learning/
+    python studies/02_learning.py --noise 0.5   # noisy rewards: does MC still learn?
+
+The default run took 160 s on 2 CPU cores measured under load (other jobs kept both busy).
+
+Figure: episodes_to_solve.png (episodes to success vs L, median and spread over seeds).
+"""
+
+import importlib
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from tqdm import tqdm
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the chapters and common.py
+import common  # noqa: E402
+
+gae = importlib.import_module("02_gae")
+
+
+@dataclass
+class Args(common.RunArgs):
+    out: str = common.arg("runs/studies/02_learning", "output folder for figures and results.json")
+    lengths: str = common.arg("5,10,20,40,80", "corridor lengths L (the delay), comma-separated", item=int)
+    distractor_prob: float = common.arg(0.5, "probability of a distractor reward at each corridor step")
+    distractor: float = common.arg(0.2, "size of a distractor reward (the key is worth 1)")
+    noise: float = common.arg(0.0, "std of Gaussian noise added to every reward")
+    learn_seeds: int = common.arg(5, "seeds per (estimator, L)")
+    batch: int = common.arg(16, "episodes per actor-critic update")
+    max_episodes: int = common.arg(20_000, "actor-critic budget; unsolved runs count as this")
+    actor_lr: float = common.arg(0.1, "actor step size (SGD on the tabular logits)")
+    critic_lr: float = common.arg(0.2, "critic step size (tabular V)")
+    gae_lambda: float = common.arg(0.9, "λ of the GAE learner")
+    success: float = common.arg(0.9, "solved once π(take key | key room) reaches this")
+
+    SMOKE = dict(lengths="3,6", learn_seeds=1, max_episodes=64, batch=8)
+
+    def __post_init__(self):
+        common.require_positive(self, "learn_seeds", "batch", "max_episodes", "actor_lr", "critic_lr")
+        common.require(0 <= self.distractor_prob <= 1, "--distractor-prob must be in [0, 1]")
+        common.require(self.noise >= 0, "--noise must be non-negative")
+        common.require(0 <= self.gae_lambda <= 1, "--gae-lambda must be in [0, 1]")
+        common.require(0 < self.success < 1, "--success must be in (0, 1)")
+        common.require(all(L >= 1 for L in self.length_list), "--lengths must be positive integers")
+
+    @property
+    def length_list(self) -> list[int]:
+        return common.as_list(self.lengths, int)
+
+
+def actor_critic(args: Args, L: int, lam: float, seed: int, device) -> int:
+    """Episodes until π(take key | key room) ≥ args.success (args.max_episodes if never).
+
+    Actor: softmax over tabular logits, policy-gradient step with Ψ = GAE(γ=1, λ).
+    Critic: tabular V moved toward the λ-return Ψ + V (MC target at λ = 1, TD(0) at λ = 0).
+    """
+    common.seed_everything(seed)
+    env = gae.make_env(args, L, args.batch, seed, device)
+    logits = torch.zeros(env.num_states + 1, 2, device=device, requires_grad=True)
+    V = torch.zeros(env.num_states + 1, device=device)
+    actor = torch.optim.SGD([logits], lr=args.actor_lr)
+    for episodes in range(args.batch, args.max_episodes + 1, args.batch):
+        episode = common.play_episodes(env, torch.softmax(logits.detach(), 1))
+        s, a = episode["states"], episode["actions"]
+        advantages = gae.gae(episode["rewards"], V[s], V[episode["next_states"]], episode["ends"], 1.0, lam)
+        logp = torch.log_softmax(logits, 1)[s, a]
+        actor.zero_grad()
+        # sum over steps, mean over episodes: the key step's share does not shrink with L
+        (-(logp * advantages).sum(0).mean()).backward()
+        actor.step()
+        # critic: V(s) += lr · mean over the batch's visits of s of (λ-return - V(s)) = Ψ_t
+        target_error = advantages.flatten()
+        visits = torch.bincount(s.flatten(), minlength=len(V)).clamp(min=1)
+        V += args.critic_lr * torch.zeros_like(V).index_add_(0, s.flatten(), target_error) / visits
+        if torch.softmax(logits.detach()[0], 0)[1] >= args.success:
+            return episodes
+    return args.max_episodes
+
+
+def learning_study(args: Args, device) -> dict:
+    """{learner: {L: episodes to solve, one per seed}} for MC, GAE(--gae-lambda) and TD(0)."""
+    learners = {"MC (λ=1)": 1.0, f"GAE (λ={args.gae_lambda:g})": args.gae_lambda, "TD(0) (λ=0)": 0.0}
+    results = {}
+    runs = [(name, lam, L) for name, lam in learners.items() for L in args.length_list]
+    for name, lam, L in tqdm(runs, desc="actor-critic", leave=False):
+        results.setdefault(name, {})[L] = [actor_critic(args, L, lam, args.seed + i, device)
+                                           for i in range(args.learn_seeds)]
+    return results
+
+
+def plot_learning(learning: dict, lengths: list[int], path):
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    common.plot_curves(ax, np.array(lengths), {name: np.array([by_L[L] for L in lengths]).T
+                                              for name, by_L in learning.items()})
+    ax.set(xlabel="corridor length L", ylabel="episodes to 90% success",
+           title="Tabular actor-critic: who learns the key fastest?")
+    common.save_figure(fig, path)
+
+
+def learning_claims(learning: dict, lengths: list[int], budget: int) -> list[dict]:
+    """Does bootstrapping's cost grow with the delay faster than Monte Carlo's (survey §2.1)?
+    TD(0)'s growth from the shortest L to the longest against twice MC's. A run that never
+    solves counts as the budget, so a censored growth decides only when it already exceeds that."""
+    statement = "small value errors compound when bootstrapped over long horizons"
+    td, mc = "TD(0) (λ=0)", "MC (λ=1)"
+    short, long = min(lengths), max(lengths)
+    median = {name: (float(np.median(by_L[short])), float(np.median(by_L[long]))) for name, by_L in learning.items()}
+    if len(lengths) < 2 or max(median[td][0], median[mc][0], median[mc][1]) >= budget:
+        return [common.claim("survey §2.1", statement, "needs two corridor lengths, and MC (at both) and TD(0) "
+                             f"(at the shortest) solved within the budget of {budget:,} episodes", None)]
+    growth = {name: b / a for name, (a, b) in median.items()}
+    censored = median[td][1] >= budget
+    measured = (f"median episodes to solve, L = {short} → {long}: "
+                + ", ".join(f"{name} {a:,.0f} → {b:,.0f} ({'≥ ' if b >= budget else ''}{growth[name]:.1f}x)"
+                            for name, (a, b) in median.items()))
+    compounds = growth[td] > 2 * growth[mc]
+    return [common.claim("survey §2.1", statement, measured, True if compounds else (None if censored else False))]
+
+
+def main(args: Args) -> dict:
+    start = time.time()
+    args, device, out = common.start_run(args)
+    print(f"02 study: a tabular actor-critic on key-to-door, L in {args.length_list}, device {device}")
+    learning = learning_study(args, device)
+    plot_learning(learning, args.length_list, out / "episodes_to_solve.png")
+
+    claims = learning_claims(learning, args.length_list, args.max_episodes)
+    metrics = {f"L{L}_episodes_to_solve[{name}]": float(np.median(by_L[L]))
+               for L in args.length_list for name, by_L in learning.items()}
+    wall = time.time() - start
+    common.write_results(out, args, wall, metrics, claims, episodes_to_solve=learning)
+    rows = [[L, *(f"{np.median(by_L[L]):,.0f}" for by_L in learning.values())] for L in args.length_list]
+    print(f"\nEpisodes to solve, median of {args.learn_seeds} seed(s) (budget {args.max_episodes:,}):")
+    print(common.format_table(rows, ["L", *learning.keys()]))
+    print("\n" + common.format_claims(claims))
+    print(f"\nwall clock {wall:.0f} s; results in {out}/")
+    return {"metrics": metrics, "claims": claims}
+
+
+if __name__ == "__main__":
+    common.run_script(main, Args)

@@ -1,0 +1,811 @@
+"""07 study — five credits side by side: what each does to the steps, what it costs, and the article's numbers.
+
+The chapter trains GRPO, SS-GRPO and the gold PRM-GRPO on one seed. This study runs them over two
+seeds with two more methods: SS-GRPO ± (ours: A_i · (1 - w(s)) where A_i < 0) and a step-size
+control, GRPO with its advantages scaled at each update by SS-GRPO's push relative to GRPO's
+(advantage_scale, Σ_i mean_t |A_i w(s)| / Σ_i |A_i|) at the same update of the same seed: SS-GRPO's
+step size without its step weights. Each update logs what the credit does: w(s) on right and on
+failed completions and its entropy, the blame on the first wrong step of failed completions and
+on the right steps before it, the credit on a flawed step of a right completion, the share of
+|advantage| that is negative, the targets of all-equal groups, the article's loss padding; and
+what it costs: evaluator calls, tokens read, FLOPs against GRPO's and against a PRM labelled by
+Monte Carlo, seconds. The article's own numbers are checked against each other (gain share, cost
+readings, overhead figures, its estimator's parameters and FLOPs next to a 7B policy, memory,
+per-step cost), computed, not typed. With --lengths, the sweep over chain lengths instead: every
+method trained and evaluated on problems of exactly that many steps, from one cold start that
+knows them all.
+
+    python studies/07_credit.py      # 393 s on 2 CPU cores shared with other jobs (load ~3.5); runs/studies/07_credit/
+    python studies/07_credit.py --max-steps 16 --sft-steps 2000 --lengths 2,4,8,16   # over 66 min (not rerun)
+
+The first is the chapter's default run before the chapter kept three methods and one seed (651 s
+then on an idle machine, 894 s in a loaded rerun); the sweep took 66 min before the control joined it.
+
+Figures: learning_curves.png (held-out pass@1 per method), step_weights.png (w(s) on right vs
+failed solutions, the first wrong step's blame, the weights' entropy), localisation.png (w(s) by
+position relative to the first wrong step); with --lengths, length_sweep.png (held-out pass@1 of
+every method against the chain length, and what RL added to the cold start).
+"""
+
+import dataclasses
+import importlib
+import math
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the chapters and common.py
+import common  # noqa: E402
+from common import Completions, claim, format_claims, format_table, mean_or_nan, moving_average  # noqa: E402
+
+ssg = importlib.import_module("07_ss_grpo")
+
+METHODS = ("grpo", "ss_grpo", "ss_grpo_signed", "prm_grpo", "grpo_scaled")
+NAMES = ssg.NAMES | {"grpo_scaled": "GRPO, SS step size"}
+# The article's table (7B policy, GSM8K, 8×A100): accuracy %, training hours, inference cost per rollout
+ARTICLE = {"grpo": (72.3, 24, 1.0), "prm_grpo": (78.1, 120, 1000.0), "ss_grpo": (77.5, 28, 1.05)}
+ARTICLE_SHARE, ARTICLE_COST = ssg.ARTICLE_SHARE, 0.04  # "97% of the accuracy gain of a full PRM at 4% of the training cost"
+# The estimator's overhead as the article's text states it, twice (its table gives a third figure)
+ARTICLE_INFERENCE_OVERHEAD, ARTICLE_ROLLOUT_OVERHEAD = 0.01, 0.05  # "<1% of LLM inference", "5% ... rollout generation"
+ARTICLE_ESTIMATOR = {"vocab": 32000, "hidden": 128, "layers": 2, "ffn": 2048}  # its code; PyTorch's default ffn
+ARTICLE_ESTIMATOR_PARAMS = 1e6  # "the estimator adds ~1M parameters"
+ARTICLE_POLICY_PARAMS = 7e9
+ARTICLE_ROLLOUT_TOKENS, ARTICLE_PER_STEP_COST = 1000, 1000.0  # "a 1000-token rollout ... multiplies inference by 1000x"
+ARTICLE_WEIGHT_MEMORY = 0.10  # "storing step-level weights for all rollouts increases memory by ~10%"
+# A rollout buffer's bytes per token (int64 id; float32 log-probs of policy, sampler and reference, and
+# the advantage) and per stored step weight (float32)
+BUFFER_BYTES_PER_TOKEN, WEIGHT_BYTES = 8 + 4 * 4, 4
+
+
+@dataclass
+class Args(common.RunArgs):
+    out: str = common.arg("runs/studies/07_credit", "output folder for figures and results.json")
+    cache: str = common.arg("runs/cold_start", "folder of cached cold-start models, one per config")
+    methods: str = common.arg(",".join(METHODS), "methods to compare, comma-separated", METHODS, item=str)
+    repeats: int = common.arg(2, "seeds per method: --seed, --seed + 1, ...")
+    mc_rollouts: int = common.arg(8, "cost comparison: rollouts per step prefix of Monte-Carlo step labels (06's N = 8)")
+    lengths: str = common.arg("", "flat against step credit as chains grow: chain lengths (e.g. 2,4,8,16), each method "
+                              "trained and evaluated on problems of exactly that many steps, from one cold start that "
+                              "knows them all (--max-steps 16); this sweep replaces the comparison", item=int, empty=True)
+    target_gain: float = common.arg(0.1, "length sweep: samples until held-out pass@1 first reaches the cold start's + this")
+    min_steps: int = common.arg(1, "task: fewest operations in a problem")
+    max_steps: int = common.arg(4, "task: most operations in a problem (the cold start learns 1..max)")
+    sft_steps: int = common.arg(1000, "cold start: SFT steps on demonstrations")
+
+    SMOKE = dict(repeats=1)
+
+    def __post_init__(self):
+        common.require_positive(self, "repeats", "mc_rollouts", "min_steps", "max_steps", "sft_steps")
+        common.require(self.method_list and all(m in METHODS for m in self.method_list),
+                       f"--methods must be among {','.join(METHODS)}")
+        if "grpo_scaled" in self.method_list:  # the control takes its step sizes from SS-GRPO's run of its seed
+            common.require("ss_grpo" in self.method_list[:self.method_list.index("grpo_scaled")],
+                           "--methods: grpo_scaled needs ss_grpo before it (it uses SS-GRPO's step sizes)")
+        common.require(all(self.min_steps <= n <= self.max_steps for n in self.length_list),
+                       "--lengths must be within --min-steps..--max-steps (the cold start learns those lengths)")
+        common.require(self.target_gain > 0, "--target-gain must be positive")
+
+    @property
+    def method_list(self) -> list[str]:
+        return common.as_list(self.methods, str)
+
+    @property
+    def length_list(self) -> list[int]:
+        return common.as_list(self.lengths, int)
+
+    def chapter_args(self) -> ssg.Args:
+        """The chapter's hyperparameters, with this study's seeds, task lengths and cold start."""
+        return ssg.Args(seed=self.seed, device=self.device, out=self.out, smoke=self.smoke, cache=self.cache,
+                        repeats=self.repeats, min_steps=self.min_steps, max_steps=self.max_steps,
+                        sft_steps=self.sft_steps)
+
+
+# ============================================================================================
+# The credit, logged: what it costs and what it does to each step; the step-size control
+# ============================================================================================
+
+
+class Diagnosed(ssg.Credit):
+    """The chapter's credit, logging per update: evaluator calls and tokens (and those Monte-Carlo step
+    labels would read); w(s) on right / failed completions and its entropy; the blame on the first wrong
+    step of failed completions and on the right steps before it, the credit on a flawed step of a right
+    completion (each as a share of GRPO's |A_i|), the share of |advantage| that is negative, the article's
+    padding, and the size of the push relative to GRPO's (advantage_scale).
+
+    `scales` (grpo_scaled only): the multiplier of GRPO's advantages at each update, SS-GRPO's
+    advantage_scale at that update: GRPO with SS-GRPO's step size but no step weights."""
+
+    def __init__(self, method: str, tokenizer, args: ssg.Args, estimator: ssg.StepValueEstimator | None, seed: int,
+                 scales: list[float] | None = None, mc_rollouts: int = 8):
+        if (method == "grpo_scaled") != (scales is not None):
+            raise ValueError("the step-size control, and only it, takes SS-GRPO's advantage scales")
+        super().__init__(method, tokenizer, args, estimator, seed)
+        self.scales, self.mc_rollouts = scales, mc_rollouts
+
+    def step_credit(self, r: ssg.Rollouts) -> torch.Tensor:
+        if self.scales is None:
+            return super().step_credit(r)
+        return r.A[:, None].expand(-1, int(r.steps.max())) * self.step_scale()
+
+    def step_scale(self) -> float:
+        """The control's multiplier at this update: SS-GRPO's advantage scale at the same update of
+        the same seed; 1 where that update had no advantage (its A is 0 here too)."""
+        scale = self.scales[len(self.log)]
+        return scale if math.isfinite(scale) else 1.0
+
+    def diagnose(self, r: ssg.Rollouts, advantages: torch.Tensor) -> dict:
+        completions, steps, B = r.completions, r.steps, len(r.wrong)
+        entry = {"evaluator_calls": 1.0,  # the outcome verifier, once per completion
+                 "policy_tokens": float(completions.attention_mask.sum()) / B, "steps": float(steps.float().mean()),
+                 "mc_label_tokens": mc_label_tokens(completions, steps, self.mc_rollouts)}
+        if self.method == "prm_grpo":
+            entry["evaluator_calls"] = float(steps.float().mean())  # one verification per step
+            entry["prm_tokens"] = prefix_tokens(completions, r.end_tokens)
+        if r.w is not None:
+            entry.update(r.fit, estimator_tokens=r.batch.tokens / B, **weight_stats(r.w, steps, r.rewards, r.targets))
+        entry.update(blame_stats(advantages, r.A, r.step_ids, r.wrong, r.rewards), **article_padding(r.step_ids),
+                     **flawed_step_stats(advantages, r.A, r.step_ids, r.wrong, r.rewards),
+                     advantage_scale=advantage_scale(advantages, r.A, r.step_ids))
+        return entry
+
+
+def weight_entropy(grid: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
+    """Per completion with ≥ 2 steps: the entropy of w(s)/Σw over its steps, divided by
+    log(steps) (1 = uniform: the weights say nothing about which step mattered)."""
+    valid = torch.arange(grid.shape[1], device=grid.device)[None] < steps[:, None]
+    p = torch.where(valid, grid, 0.0) / torch.where(valid, grid, 0.0).sum(1, keepdim=True).clamp(min=1e-12)
+    h = -(p * p.clamp(min=1e-12).log()).sum(1)
+    several = steps >= 2
+    return h[several] / steps[several].float().log()
+
+
+def weight_stats(w: torch.Tensor, steps: torch.Tensor, rewards: torch.Tensor, targets: torch.Tensor) -> dict:
+    """Mean w(s) over the steps of right and of failed completions, the weights' normalised
+    entropy, and the share of right completions whose target is 0 (all-right groups)."""
+    valid = torch.arange(w.shape[1], device=w.device)[None] < steps[:, None]
+    right = rewards.flatten().bool()[:, None]
+    return {"w_right": mean_or_nan(w[valid & right].tolist()), "w_failed": mean_or_nan(w[valid & ~right].tolist()),
+            "w_entropy": mean_or_nan(weight_entropy(w, steps).tolist()),
+            "right_target_zero": mean_or_nan((targets[rewards > 0] == 0).float().tolist())}
+
+
+def first_wrong_credit(advantages: torch.Tensor, A: torch.Tensor, step_ids: torch.Tensor,
+                       wrong: list[int | None]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per completion (B,): the mean advantage on the tokens of its first wrong step, and on the
+    tokens of the steps before it, each divided by A_i (1 = GRPO's credit); NaN where the
+    completion has no such tokens or A_i = 0."""
+    first = torch.tensor([-1 if w is None else w for w in wrong], device=step_ids.device)[:, None]
+    on_wrong = (step_ids == first) & (first >= 0)
+    before_wrong = (step_ids >= 0) & (step_ids < first)
+
+    def share(where: torch.Tensor) -> torch.Tensor:
+        tokens = where.sum(1)
+        mean = torch.where(where, advantages, 0.0).sum(1) / tokens.clamp(min=1)
+        return torch.where((tokens > 0) & (A != 0), mean / torch.where(A != 0, A, 1.0), math.nan)
+
+    return share(on_wrong), share(before_wrong)
+
+
+def blame_stats(advantages: torch.Tensor, A: torch.Tensor, step_ids: torch.Tensor, wrong: list[int | None],
+                rewards: torch.Tensor) -> dict:
+    """On failed completions of mixed groups (A_i < 0): the blame on the first wrong step and on
+    the right steps before that slip, each as a share of GRPO's A_i (1 = GRPO's, 0 = none); and
+    the share of Σ|advantage| over all tokens that is negative (GRPO: about half in mixed groups)."""
+    mixed = ~ssg.zero_spread(rewards).repeat_interleave(rewards.shape[1])
+    on_wrong, before_wrong = first_wrong_credit(advantages, A, step_ids, wrong)
+    failed = mixed & (A < 0)
+    total = advantages.abs().sum()
+    return {"wrong_step_blame": mean_or_nan(on_wrong[failed].tolist()),
+            "right_steps_blame": mean_or_nan(before_wrong[failed].tolist()),
+            "negative_share": float(advantages.clamp(max=0).abs().sum() / total) if total > 0 else math.nan}
+
+
+def flawed_step_stats(advantages: torch.Tensor, A: torch.Tensor, step_ids: torch.Tensor, wrong: list[int | None],
+                      rewards: torch.Tensor) -> dict:
+    """Right completions that hold a wrong line (a flawed step that still reaches the answer), in
+    mixed groups (A_i > 0): their share of those groups' right completions, and the credit on the
+    flawed step and on the right steps before it, each as a share of GRPO's A_i."""
+    on_wrong, before_wrong = first_wrong_credit(advantages, A, step_ids, wrong)
+    rewarded = ~ssg.zero_spread(rewards).repeat_interleave(rewards.shape[1]) & (A > 0)
+    flawed = rewarded & on_wrong.isfinite()
+    return {"flawed_right_share": float(flawed.sum() / rewarded.sum()) if rewarded.any() else math.nan,
+            "flawed_step_credit": mean_or_nan(on_wrong[flawed].tolist()),
+            "flawed_right_steps_credit": mean_or_nan(before_wrong[flawed].tolist())}
+
+
+def advantage_scale(advantages: torch.Tensor, A: torch.Tensor, step_ids: torch.Tensor) -> float:
+    """The size of this update's policy-gradient push relative to GRPO's on the same completions:
+    Σ_i mean_t |a_it| / Σ_i mean_t |A_i| over each completion's step tokens (the loss averages over a
+    completion's tokens). SS-GRPO: the token mean of w(s), weighted by |A_i|. NaN: no advantage."""
+    tokens = step_ids >= 0
+    count = tokens.sum(1).clamp(min=1)
+    flat = (A.abs()[:, None] * tokens).sum(1) / count
+    total = flat.sum()
+    return float((advantages.abs() * tokens).sum(1).div(count).sum() / total) if total > 0 else math.nan
+
+
+def mc_label_tokens(completions: Completions, steps: torch.Tensor, rollouts: int) -> float:
+    """Tokens per completion that Monte-Carlo step labels (06, Math-Shepherd) would read: `rollouts`
+    continuations from the prefix of every step but the last (the verifier labels the last), each
+    as long as the completion it continues (the prefix read, the rest generated)."""
+    lengths = completions.attention_mask.sum(1)
+    return float((rollouts * (steps - 1) * lengths).sum()) / len(lengths)
+
+
+def article_padding(step_ids: torch.Tensor) -> dict:
+    """The article's ss_grpo_loss lays one completion out as (steps, longest step) and takes
+    .mean() over all of it, padding included: the share of those cells that are padding, and so
+    the factor by which every real token's gradient shrinks (it differs between completions)."""
+    steps = step_ids.max(1).values + 1
+    lengths = torch.zeros(len(step_ids), int(steps.max()), dtype=torch.long, device=step_ids.device)
+    lengths.scatter_add_(1, step_ids.clamp(min=0), (step_ids >= 0).long())  # tokens per (completion, step)
+    shares = 1 - lengths.sum(1).double() / (steps * lengths.max(1).values).double()
+    return {"padding_share": float(shares.mean()), "padding_share_max": float(shares.max())}
+
+
+def prefix_tokens(completions: Completions, end_tokens: torch.Tensor) -> float:
+    """Tokens a per-step evaluator reads per completion when it scores each step prefix
+    (prompt + completion up to that step's end token) in its own forward pass."""
+    prompt = completions.attention_mask[:, :completions.prompt_length].sum(1)
+    lengths = torch.where(end_tokens >= 0, end_tokens + 1 + prompt[:, None], 0)
+    return float(lengths.sum()) / len(end_tokens)
+
+
+# ============================================================================================
+# The runs: each method over seeds, their costs and diagnostics; the sweep over chain lengths
+# ============================================================================================
+
+
+def run_method(initial, tokenizer, args: ssg.Args, method: str, held_out: list, device,
+               scales: list[float] | None = None, mc_rollouts: int = 8) -> dict:
+    """The chapter's run of one method, with its credit logged (and the control's step sizes)."""
+    credit = ssg.make_credit(method, tokenizer, args, device, Diagnosed, scales=scales, mc_rollouts=mc_rollouts)
+    return ssg.run_method(initial, tokenizer, args, credit, held_out, device, NAMES[method])
+
+
+def compare_methods(initial, tokenizer, args: ssg.Args, study: Args, held_out: list, device) -> dict:
+    """Every method of --methods from the cold start, for each seed: {method: [runs]}. The step-size
+    control gets the advantage scale of each update of SS-GRPO's run of its seed."""
+    runs = {m: [] for m in study.method_list}
+    for seed in args.seeds:
+        at = dataclasses.replace(args, seed=seed)
+        for m in study.method_list:
+            scales = [e["advantage_scale"] for e in runs["ss_grpo"][-1]["credit"]] if m == "grpo_scaled" else None
+            runs[m].append(run_method(initial, tokenizer, at, m, held_out, device, scales, study.mc_rollouts))
+    return runs
+
+
+def parameters(model: nn.Module, skip: tuple[str, ...] = ("embed", "position", "embed_tokens")) -> int:
+    """Parameters that cost FLOPs per token (embeddings are look-ups)."""
+    return sum(p.numel() for n, p in model.named_parameters() if not any(s in n for s in skip))
+
+
+def cost_row(run: dict, grpo: dict, policy_params: int, est_params: int) -> dict:
+    """Training seconds (and relative to GRPO); inference FLOPs per completion relative to
+    GRPO's (2·params per token: the policy on prompt + completion, plus the estimator on its
+    rows, plus, for PRM-GRPO, a policy-sized PRM run on every step prefix as the article prices
+    per-step evaluation); training FLOPs per completion relative to GRPO's on the same rollouts
+    (the policy generates, the reference scores and the policy trains: 2 + 2 + 6 = 10·params per
+    token; the estimator adds 2· per token it scores and 6· per token it trains on), and the same
+    for a PRM labelled by Monte Carlo (the labels' rollouts only: its own training is left out);
+    evaluator calls per completion; the credit's share of an update."""
+    log = run["credit"]
+
+    def mean(key: str) -> float:
+        return float(np.mean([e.get(key, 0.0) for e in log]))
+
+    generation = policy_params * mean("policy_tokens")  # FLOPs / 2
+    extra = est_params * mean("estimator_tokens") + policy_params * mean("prm_tokens")
+    update = 5 * generation  # 10·params per token
+    estimator_training = 3 * est_params * mean("estimator_train_tokens")  # 6·params per token
+    step_s = np.mean([h["generate_s"] + h["update_s"] for h in run["history"]])
+    return {"train_wall_clock_s": run["wall_clock_s"], "train_wall_clock_vs_grpo": run["wall_clock_s"] / grpo["wall_clock_s"],
+            "inference_flops_vs_grpo": (generation + extra) / generation,
+            "train_flops_vs_grpo": (update + extra + estimator_training) / update,
+            "mc_prm_train_flops_vs_grpo": (update + policy_params * mean("mc_label_tokens")) / update,
+            "estimator_tokens_per_policy_token": mean("estimator_tokens") / mean("policy_tokens"),
+            "tokens_per_rollout": mean("policy_tokens"), "steps_per_rollout": mean("steps"),
+            "evaluator_calls": mean("evaluator_calls"), "credit_wall_clock_share": mean("credit_s") / step_s}
+
+
+def run_metrics(run: dict, grpo: dict, policy_params: int, est_params: int) -> dict:
+    """The flat numbers of one run: held-out pass@1, costs, credit diagnostics over the second
+    half of training, and the held-out probes of w(s)."""
+    late = run["credit"][len(run["credit"]) // 2:]
+    metrics = {"pass@1": run["final"]["pass@1"], **cost_row(run, grpo, policy_params, est_params)}
+    estimator_keys = ("w_right", "w_failed", "w_entropy", "right_target_zero") if "probe" in run else ()
+    keys = ("wrong_step_blame", "right_steps_blame", "negative_share", "padding_share", "flawed_right_share",
+            "flawed_step_credit", "flawed_right_steps_credit", "advantage_scale") + estimator_keys
+    metrics.update({key: mean_or_nan([e.get(key, math.nan) for e in late]) for key in keys})
+    metrics.update({k: v for k, v in run.get("probe", {}).items() if k != "w_by_offset"})
+    return metrics
+
+
+def summarise(initial, tokenizer, args: ssg.Args, runs: dict) -> tuple[dict, dict, dict]:
+    """The numbers of each run (per seed) and their mean over seeds, and the parameter counts."""
+    sizes = {"policy_params": parameters(initial), "estimator_params": parameters(ssg.make_estimator(tokenizer, args, "cpu"))}
+    per_seed = {m: [run_metrics(r, runs.get("grpo", rs)[i], sizes["policy_params"], sizes["estimator_params"])
+                    for i, r in enumerate(rs)] for m, rs in runs.items()}
+    return per_seed, {m: ssg.seed_means(v) for m, v in per_seed.items()}, sizes
+
+
+def at_length(args: ssg.Args, steps: int) -> ssg.Args:
+    """The same run on problems of exactly `steps` operations, with the budget their solutions
+    need (its training and held-out problems are drawn at that length)."""
+    return dataclasses.replace(args, min_steps=steps, max_steps=steps, max_new_tokens=0)
+
+
+def samples_to_target(run: dict, target: float) -> float:
+    """Completions sampled before held-out pass@1 first reached `target` (NaN: never)."""
+    return next((e["samples"] for e in run["evals"] if e["pass@1"] >= target), math.nan)
+
+
+def length_sweep(initial, tokenizer, args: ssg.Args, study: Args, device) -> dict:
+    """Every method at each chain length of --lengths, on the same cold start, seeds and budget:
+    {steps: {"before": cold-start pass@1, "target": pass@1 to reach, "per_seed": run metrics,
+    "summary": their means, "to_target": {method: samples per seed}, "curves": {method: evals}}}."""
+    sweep = {}
+    for steps in study.length_list:
+        at = at_length(args, steps)
+        held_out = at.task.held_out(at.eval_problems)
+        before = ssg.held_out_pass(initial, tokenizer, held_out, at, device)["pass@1"]
+        print(f"{steps} steps (budget {at.max_new_tokens} tokens): cold start pass@1 {before:.3f}")
+        runs = compare_methods(initial, tokenizer, at, study, held_out, device)
+        per_seed, summary, _ = summarise(initial, tokenizer, at, runs)
+        target = before + study.target_gain
+        sweep[steps] = {"before": before, "target": target, "per_seed": per_seed, "summary": summary,
+                        "to_target": {m: [samples_to_target(r, target) for r in rs] for m, rs in runs.items()},
+                        "curves": {m: [r["evals"] for r in rs] for m, rs in runs.items()}}
+    return sweep
+
+
+# ============================================================================================
+# Figures
+# ============================================================================================
+
+
+def seed_curve(runs: list[dict], key: str) -> np.ndarray:
+    """A credit diagnostic per update, averaged over seeds (NaN-aware), then smoothed."""
+    table = np.array([[e.get(key, math.nan) for e in run["credit"]] for run in runs], dtype=float)
+    finite = np.isfinite(table)
+    mean = np.where(finite.any(0), np.nansum(table, 0) / np.maximum(finite.sum(0), 1), np.nan)
+    return moving_average(mean, 5)
+
+
+
+def plot_step_weights(runs: dict, path) -> None:
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    for method, seeds in runs.items():
+        axes[1].plot(seed_curve(seeds, "wrong_step_blame"), label=NAMES[method])
+        if method.startswith("ss_"):
+            for key, style in (("w_right", "-"), ("w_failed", "--")):
+                axes[0].plot(seed_curve(seeds, key), style, label=f"{NAMES[method]}: {key}")
+            axes[2].plot(seed_curve(seeds, "w_entropy"), label=NAMES[method])
+    axes[0].set(title="w(s) on steps of right / failed completions", xlabel="update")
+    axes[1].set(title="blame on the first wrong step of a failed completion\n(share of GRPO's |A_i|)",
+                xlabel="update")
+    axes[2].set(title="entropy of w(s)/Σw over a completion's steps\n(1 = uniform)", xlabel="update")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    common.save_figure(fig, path)
+
+
+
+def plot_length_sweep(sweep: dict, path) -> None:
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    lengths = sorted(sweep)
+    methods = list(sweep[lengths[0]]["summary"])
+    for method in methods:
+        finals = np.array([[r["pass@1"] for r in sweep[n]["per_seed"][method]] for n in lengths])
+        axes[0].errorbar(lengths, finals.mean(1), yerr=[finals.mean(1) - finals.min(1), finals.max(1) - finals.mean(1)],
+                         marker="o", capsize=3, label=NAMES[method])
+        gains = finals.mean(1) - np.array([sweep[n]["before"] for n in lengths])
+        axes[1].plot(lengths, gains, "o-", label=NAMES[method])
+    axes[0].plot(lengths, [sweep[n]["before"] for n in lengths], "k--", label="cold start")
+    axes[0].set(ylabel="held-out pass@1 after equal samples (seed min-max)", title="pass@1 vs chain length")
+    axes[1].set(ylabel="gain over the cold start", title="what RL added, by chain length")
+    for ax in axes:
+        ax.set(xlabel="operations in the chain")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(lengths, [str(n) for n in lengths])
+        ax.minorticks_off()
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    common.save_figure(fig, path)
+
+
+# ============================================================================================
+# The article's numbers against each other, the claims, the report
+# ============================================================================================
+
+
+def table_gain_share(table: dict) -> float:
+    """SS-GRPO's share of the PRM's accuracy gain over GRPO in the article's table."""
+    # (acc_SS - acc_GRPO) / (acc_PRM - acc_GRPO)
+    return (table["ss_grpo"][0] - table["grpo"][0]) / (table["prm_grpo"][0] - table["grpo"][0])
+
+
+def table_cost_readings(table: dict) -> tuple[float, float]:
+    """SS-GRPO's training hours as a share of the PRM's in the article's table: of the total, and
+    of the hours each spends beyond GRPO's."""
+    ss_hours, prm_hours, grpo_hours = (table[m][1] for m in ("ss_grpo", "prm_grpo", "grpo"))
+    return ss_hours / prm_hours, (ss_hours - grpo_hours) / (prm_hours - grpo_hours)
+
+
+def encoder_parameters(vocab: int, hidden: int, layers: int, ffn: int, positions: int = 0) -> dict:
+    """Parameters of a step-value estimator: token (and position) embeddings, PyTorch's
+    TransformerEncoderLayer (attention in/out projections with biases, two feed-forward linears,
+    two LayerNorms) per layer, and the linear head to one number."""
+    d = hidden
+    # attention 4d² + 4d, feed-forward 2·d·ffn + ffn + d, two LayerNorms 4d
+    per_layer = 4 * d * d + 4 * d + 2 * d * ffn + ffn + d + 4 * d
+    counts = {"embedding": (vocab + positions) * d, "layers": layers * per_layer, "head": d + 1}
+    return counts | {"total": sum(counts.values())}
+
+
+def estimator_flops_share(estimator_params: float, policy_params: float, tokens_per_policy_token: float) -> float:
+    """The estimator's inference FLOPs as a share of the policy's generation FLOPs, 2·params per
+    token each (attention left out): it reads tokens_per_policy_token tokens per policy token."""
+    return estimator_params * tokens_per_policy_token / policy_params
+
+
+def prefix_rescoring_cost(tokens: int) -> float:
+    """Scoring every prefix of a T-token rollout in its own forward pass reads Σ_{t=1..T} t
+    tokens; relative to one pass over the rollout (a causal PRM with a head on every token): (T + 1) / 2."""
+    return tokens * (tokens + 1) / 2 / tokens
+
+
+def weight_memory_share(steps: float, tokens: float) -> float:
+    """Bytes of the stored step weights (one float32 per step) relative to the rollout buffer's
+    per-token bytes (BUFFER_BYTES_PER_TOKEN), for a rollout of `steps` steps and `tokens` tokens."""
+    return WEIGHT_BYTES * steps / (BUFFER_BYTES_PER_TOKEN * tokens)
+
+
+def article_numbers(summary: dict) -> dict:
+    """The article's own numbers checked against each other, and its estimator at its own sizes;
+    the FLOPs share uses the estimator's measured tokens per policy token where SS-GRPO ran (it
+    re-reads the prompt with each step), else 1 (steps only, as the article's code reads them)."""
+    share = table_gain_share(ARTICLE)
+    total, incremental = table_cost_readings(ARTICLE)
+    size = encoder_parameters(**ARTICLE_ESTIMATOR)
+    reads = summary["ss_grpo"]["estimator_tokens_per_policy_token"] if "ss_grpo" in summary else 1.0
+    rollouts = summary.get("grpo") or next(iter(summary.values()), None)  # steps and tokens of a rollout here
+    memory = {} if rollouts is None else {
+        "rollout_steps": rollouts["steps_per_rollout"], "rollout_tokens": rollouts["tokens_per_rollout"],
+        "article_weight_memory_share": weight_memory_share(rollouts["steps_per_rollout"], rollouts["tokens_per_rollout"])}
+    return {"article_gain_share": share, "article_accuracy_ratio": ARTICLE["ss_grpo"][0] / ARTICLE["prm_grpo"][0],
+            "article_cost_share_total": total, "article_cost_share_incremental": incremental,
+            "article_training_hours_vs_grpo": ARTICLE["ss_grpo"][1] / ARTICLE["grpo"][1],
+            **{f"article_estimator_params_{k}": v for k, v in size.items()},
+            "article_estimator_tokens_per_policy_token": reads,
+            "article_estimator_flops_share_7b": estimator_flops_share(size["layers"] + size["head"],
+                                                                      ARTICLE_POLICY_PARAMS, reads),
+            "article_prefix_rescoring_cost": prefix_rescoring_cost(ARTICLE_ROLLOUT_TOKENS), **memory}
+
+
+def article_claims(n: dict, summary: dict) -> list[dict]:
+    """The article's numbers against each other (n = article_numbers), no training involved."""
+    table = ARTICLE
+    hours = "/".join(f"{table[m][1]:g}" for m in ("grpo", "prm_grpo", "ss_grpo"))
+    table_overhead = table["ss_grpo"][2] - table["grpo"][2]
+    figures = {"<1% of LLM inference (Engineering decisions)": ARTICLE_INFERENCE_OVERHEAD,
+               "5% of rollout generation (Performance)": ARTICLE_ROLLOUT_OVERHEAD,
+               f"{table['ss_grpo'][2]:g}x inference per rollout (its table)": table_overhead}
+    overheads = "; ".join(f"{k}: {v:.0%}" for k, v in figures.items())
+    prm = summary.get("prm_grpo")
+    ours = (f"; our PRM-GRPO run reads {prm['inference_flops_vs_grpo'] - 1:.2f}x the policy's tokens in step "
+            f"prefixes ({prm['evaluator_calls']:.2f} steps per rollout)") if prm else ""
+    return [
+        claim("SS-GRPO article, Performance", f"SS-GRPO achieves {ARTICLE_SHARE:.0%} of the accuracy gain of a full "
+              "PRM (its table: GRPO 72.3%, PRM 78.1%, SS-GRPO 77.5%)",
+              f"its table gives {n['article_gain_share']:.1%} of the gain ({table['ss_grpo'][0] - table['grpo'][0]:.1f} "
+              f"of {table['prm_grpo'][0] - table['grpo'][0]:.1f} points); the other reading, SS-GRPO's accuracy over "
+              f"the PRM's, is {n['article_accuracy_ratio']:.1%}",
+              round(n["article_gain_share"], 2) >= ARTICLE_SHARE),
+        claim("SS-GRPO article, Performance", f"...at {ARTICLE_COST:.0%} of the PRM's training cost, read as total "
+              f"training hours (its table: {hours} h for GRPO/PRM/SS-GRPO)",
+              f"{table['ss_grpo'][1]:g}/{table['prm_grpo'][1]:g} h = {n['article_cost_share_total']:.1%}",
+              round(n["article_cost_share_total"], 2) <= ARTICLE_COST),
+        claim("SS-GRPO article, Performance", f"...at {ARTICLE_COST:.0%} of the PRM's training cost, read as the "
+              "hours each spends beyond GRPO's",
+              f"({table['ss_grpo'][1]:g} - {table['grpo'][1]:g})/({table['prm_grpo'][1]:g} - {table['grpo'][1]:g}) h "
+              f"= {n['article_cost_share_incremental']:.1%}: the only reading that gives {ARTICLE_COST:.0%}",
+              round(n["article_cost_share_incremental"], 2) <= ARTICLE_COST),
+        claim("SS-GRPO article, Engineering decisions", "the tiny estimator keeps the overhead below 1% of LLM "
+              "inference, as the article's other overhead figures say",
+              f"the article states three figures: {overheads}; the smallest is "
+              f"{min(figures.values()) / max(figures.values()):.0%} of the largest",
+              len({round(v, 3) for v in figures.values()}) == 1),
+        claim("SS-GRPO article, Performance", "the estimator adds only 5% overhead to rollout generation (its table: "
+              "1.05x inference per rollout)",
+              f"the table's {table['ss_grpo'][2]:g}x is +{table_overhead:.0%} per rollout, as the text says; its "
+              f"training time is +{n['article_training_hours_vs_grpo'] - 1:.0%} over GRPO's ({table['ss_grpo'][1]:g}/"
+              f"{table['grpo'][1]:g} h), {(n['article_training_hours_vs_grpo'] - 1) / table_overhead:.1f}x the "
+              "rollout overhead",
+              math.isclose(table_overhead, ARTICLE_ROLLOUT_OVERHEAD)),
+        claim("SS-GRPO article, Trade-offs", "the estimator adds ~1M parameters",
+              f"its StepValueEstimator with its own sizes (vocab {ARTICLE_ESTIMATOR['vocab']:,}, width "
+              f"{ARTICLE_ESTIMATOR['hidden']}, {ARTICLE_ESTIMATOR['layers']} layers, PyTorch's default feed-forward "
+              f"width {ARTICLE_ESTIMATOR['ffn']}): {n['article_estimator_params_embedding'] / 1e6:.2f}M embedding + "
+              f"{n['article_estimator_params_layers'] / 1e6:.2f}M layers + {n['article_estimator_params_head']} head "
+              f"= {n['article_estimator_params_total'] / 1e6:.2f}M; ~1M only without the embedding table",
+              round(n["article_estimator_params_total"] / ARTICLE_ESTIMATOR_PARAMS) == 1),
+        claim("SS-GRPO article, Why it works", "the only extra cost is one forward pass of a tiny model per step, "
+              "negligible next to the LLM's generation (at the article's scale, a 7B policy)",
+              f"FLOPs (2·params per token, attention left out): the article's estimator without its embedding "
+              f"({(n['article_estimator_params_layers'] + n['article_estimator_params_head']) / 1e6:.2f}M) reading "
+              f"{n['article_estimator_tokens_per_policy_token']:.2f} tokens per policy token (measured here: it re-reads "
+              f"the prompt with every step) costs {n['article_estimator_flops_share_7b']:.3%} of a 7B policy's "
+              f"generation (below 1% counts as negligible); its 5% and 1.05x are not FLOPs",
+              n["article_estimator_flops_share_7b"] < 0.01),
+        *([claim("SS-GRPO article, Trade-offs", "storing step-level weights for all rollouts increases memory by "
+                 f"~{ARTICLE_WEIGHT_MEMORY:.0%} ({50 * ARTICLE_WEIGHT_MEMORY:g}-{200 * ARTICLE_WEIGHT_MEMORY:g}% counts as holding)",
+                 f"one float32 per step against the rollout buffer alone ({BUFFER_BYTES_PER_TOKEN} B per token: int64 "
+                 f"id, float32 log-probs of policy, sampler and reference, advantage), on our rollouts "
+                 f"({n['rollout_steps']:.1f} steps, {n['rollout_tokens']:.0f} tokens): "
+                 f"{n['article_weight_memory_share']:.2%}; weights, optimiser state and activations would add to "
+                 "the denominator", ARTICLE_WEIGHT_MEMORY / 2 <= n["article_weight_memory_share"] <= 2 * ARTICLE_WEIGHT_MEMORY)]
+          if "article_weight_memory_share" in n else []),
+        claim("SS-GRPO article, The Problem", f"for a {ARTICLE_ROLLOUT_TOKENS}-token rollout, per-step evaluation "
+              f"multiplies inference cost by {ARTICLE_PER_STEP_COST:g}x",
+              f"scoring every token's prefix in its own forward pass reads {n['article_prefix_rescoring_cost']:.1f}x "
+              f"the tokens of one pass (Σ t over t = 1..{ARTICLE_ROLLOUT_TOKENS}); per step (not per token) it is "
+              f"fewer passes still, and a causal PRM with a head at each step's end scores all steps in one pass (1x)"
+              + ours,
+              round(n["article_prefix_rescoring_cost"]) >= ARTICLE_PER_STEP_COST),
+    ]
+
+
+def cost_claims(summary: dict, mc_rollouts: int) -> list[dict]:
+    """SS-GRPO's training cost against a PRM labelled by Monte Carlo (the chapter checks its accuracy)."""
+    if not {"grpo", "prm_grpo", "ss_grpo"} <= set(summary):
+        return []
+    ss = summary["ss_grpo"]
+    ss_extra, mc_extra = ss["train_flops_vs_grpo"] - 1, ss["mc_prm_train_flops_vs_grpo"] - 1
+    wall = ss["train_wall_clock_s"] / summary["prm_grpo"]["train_wall_clock_s"]
+    return [
+        claim("SS-GRPO article, Performance", f"...at {ARTICLE_COST:.0%} of the PRM's training cost (read as cost "
+              "beyond GRPO's, the reading that gives 4% in its table)",
+              f"training FLOPs per rollout against GRPO's: SS-GRPO {ss['train_flops_vs_grpo']:.2f}x; a PRM labelled "
+              f"by Monte Carlo ({mc_rollouts} rollouts per step prefix, its own training not counted) "
+              f"{ss['mc_prm_train_flops_vs_grpo']:.2f}x on the same rollouts; SS-GRPO's extra cost is "
+              f"{ss_extra / mc_extra:.0%} of the PRM's (its total {ss['train_flops_vs_grpo'] / ss['mc_prm_train_flops_vs_grpo']:.0%}). "
+              f"Our PRM-GRPO run's step checker is a free string compare, so SS-GRPO's wall-clock at {wall:.0%} "
+              "of that run's says nothing about a PRM's cost",
+              round(ss_extra / mc_extra, 2) <= ARTICLE_COST),
+    ]
+
+
+
+
+def credit_claims(summary: dict) -> list[dict]:
+    """What the article says GRPO does to a flawed step, and whether SS-GRPO's weight changes it."""
+    if "grpo" not in summary:
+        return []
+    credit = {m: summary[m] for m in ("grpo", "ss_grpo", "ss_grpo_signed", "prm_grpo") if m in summary}
+
+    def shares(key: str) -> str:
+        return ", ".join(f"{NAMES[m]} {s[key]:+.2f}" for m, s in credit.items())
+
+    flawed, slips = summary["grpo"]["flawed_right_share"], summary["grpo"]["right_steps_blame"]
+    claims = [
+        claim("SS-GRPO article, The Problem", "a flawed step in a chain that still reaches the right answer is "
+              "reinforced by GRPO",
+              f"{flawed:.1%} of GRPO's rewarded completions (second half of training) hold a wrong line; the credit "
+              f"on it as a share of GRPO's A_i > 0: {shares('flawed_step_credit')}",
+              None if math.isnan(flawed) or flawed == 0 else bool(summary["grpo"]["flawed_step_credit"] > 0)),
+        claim("SS-GRPO article, The Problem", "a correct step followed by a single slip is penalised by GRPO",
+              f"blame on the right steps before the first wrong one in failed completions, as a share of GRPO's "
+              f"A_i < 0 (positive = pushed down): {shares('right_steps_blame')}",
+              None if math.isnan(slips) else bool(slips > 0))]
+    if "ss_grpo" in summary:
+        ss = summary["ss_grpo"]
+        on, before = ss["flawed_step_credit"], ss["flawed_right_steps_credit"]
+        claims.append(claim(
+            "SS-GRPO article, The Problem and Mechanics", "SS-GRPO's step weight stops reinforcing the flawed step: "
+            "in a right solution it gets clearly less credit than the solution's right steps (at most 0.9x)",
+            f"SS-GRPO, right completions with a wrong line: credit on the flawed step {on:.2f}, on the right steps "
+            f"before it {before:.2f} (shares of GRPO's A_i; {ss['flawed_right_share']:.1%} of its rewarded "
+            f"completions hold a wrong line)",
+            None if math.isnan(on) or math.isnan(before) else bool(on <= 0.9 * before)))
+    return claims
+
+
+def step_size_claims(summary: dict, per_seed: dict) -> list[dict]:
+    """SS-GRPO against GRPO with SS-GRPO's step size (its advantage scale at each update)."""
+    if not {"ss_grpo", "grpo_scaled"} <= set(summary):
+        return []
+    ss, control = per_seed["ss_grpo"], per_seed["grpo_scaled"]
+    seeds = "; ".join(f"{a['pass@1']:.3f} against {b['pass@1']:.3f}" for a, b in zip(ss, control))
+    grpo = f"; GRPO {summary['grpo']['pass@1']:.3f}" if "grpo" in summary else ""
+    lead = summary["ss_grpo"]["pass@1"] - summary["grpo_scaled"]["pass@1"]
+    return [claim(
+        "SS-GRPO article, Mechanics and Why it works", "the learned step weights give credit to the steps that "
+        "matter: SS-GRPO beats GRPO given the same step size at every update (its advantages scaled by SS-GRPO's "
+        "mean weight), on the mean and on every seed",
+        f"SS-GRPO's push is {summary['ss_grpo']['advantage_scale']:.2f}x GRPO's (second half of training); held-out "
+        f"pass@1 SS-GRPO {summary['ss_grpo']['pass@1']:.3f} against the control {summary['grpo_scaled']['pass@1']:.3f} "
+        f"({100 * lead:+.1f} points; per seed {seeds}){grpo}",
+        bool(lead > 0 and all(a["pass@1"] > b["pass@1"] for a, b in zip(ss, control))))]
+
+
+def estimator_claims(summary: dict) -> list[dict]:
+    """What w(s) learns, the signed variant, the article's objective and its overhead at our scale."""
+    claims = []
+    for method in ("ss_grpo", "ss_grpo_signed"):
+        if method in summary:
+            m = summary[method]
+            claims.append(claim(
+                "SS-GRPO article", f"{NAMES[method]}: the estimator learns to identify steps causally correlated with "
+                "success", f"held-out: AUROC of w for 'the solution is right' {m['auroc_outcome']:.2f}, for 'this step "
+                f"is right' within failed solutions {m['auroc_step_right_in_failed']:.2f}; localisation of the first "
+                f"wrong step AUROC {m['localisation_auroc']:.2f}, top-1 {m['localisation_top1']:.2f} (chance "
+                f"{m['chance_top1']:.2f}); that step keeps {m['wrong_step_blame']:.0%} of GRPO's blame",
+                bool(m["localisation_auroc"] > 0.6 and m["auroc_step_right_in_failed"] > 0.6)))
+    if {"ss_grpo", "ss_grpo_signed"} <= set(summary):
+        plain, signed = summary["ss_grpo"], summary["ss_grpo_signed"]
+        claims.append(claim(
+            "this script (our variant)", "a sign-aware weight (1 - w when A_i < 0) gives the mistakes of failed "
+            "completions their blame back and does no worse than the faithful SS-GRPO",
+            f"blame on the first wrong step {plain['wrong_step_blame']:.2f} -> {signed['wrong_step_blame']:.2f} of "
+            f"GRPO's; pass@1 {plain['pass@1']:.3f} -> {signed['pass@1']:.3f}",
+            bool(signed["wrong_step_blame"] > plain["wrong_step_blame"] and signed["pass@1"] >= plain["pass@1"])))
+    if "ss_grpo" in summary:
+        m = summary["ss_grpo"]
+        claims.append(claim(
+            "SS-GRPO article", "the estimator is trained with a contrastive objective on normalised rewards; if the "
+            "entropy of the step weights collapses to uniform, increase the contrastive margin",
+            f"the code's loss is a regression, MSE to the rollout's min-max reward, the same target for every step of "
+            f"a rollout, and its `margin` is never used; normalised entropy of w over a completion's steps "
+            f"{m['w_entropy']:.3f} (1 = uniform); all-right groups get target 0 (0/(0 + 1e-8)): "
+            f"{m['right_target_zero']:.0%} of right completions were trained toward w = 0",
+            bool(m["w_entropy"] < 0.9)))
+        claims.append(claim("SS-GRPO article", "the estimator adds only ~5% overhead (a single forward pass per step), "
+                            "measured at our scale",
+                            f"estimator training + inference {m['credit_wall_clock_share']:.0%} of an update's "
+                            f"wall-clock (it varies between identical runs); +{m['inference_flops_vs_grpo'] - 1:.0%} "
+                            "inference FLOPs per rollout (the 2-layer, 128-wide estimator is bigger than our policy)",
+                            bool(m["credit_wall_clock_share"] <= 0.05)))
+    return claims
+
+
+def check_claims(summary: dict, per_seed: dict, mc_rollouts: int) -> list[dict]:
+    return (article_claims(article_numbers(summary), summary) + ssg.accuracy_claims(summary, per_seed)
+            + cost_claims(summary, mc_rollouts) + credit_claims(summary) + step_size_claims(summary, per_seed)
+            + estimator_claims(summary))
+
+
+def length_claims(sweep: dict) -> list[dict]:
+    """Does step credit's lead over flat credit grow as chains grow? (shortest against longest)"""
+    shortest, longest = min(sweep), max(sweep)
+    claims = []
+    for method, source, statement in (
+            ("prm_grpo", "over-long-generations", "uniform token-level weighting wastes the policy's capacity to learn "
+             "which decisions matter: step credit (the gold step verifier) gains more over flat GRPO as chains grow"),
+            ("ss_grpo", "SS-GRPO article", "one scalar per rollout cannot tell a good step from a bad one, and the "
+             "learned step weight recovers that credit without per-step evaluation: SS-GRPO's lead over GRPO grows "
+             "with chain length")):
+        if not {method, "grpo"} <= set(sweep[shortest]["summary"]) or shortest == longest:
+            continue
+        lead = {n: sweep[n]["summary"][method]["pass@1"] - sweep[n]["summary"]["grpo"]["pass@1"] for n in sorted(sweep)}
+        claims.append(claim(source, statement, f"{NAMES[method]} - GRPO, held-out pass@1 (mean of seeds), by chain "
+                            "length: " + ", ".join(f"{n}: {gap:+.3f}" for n, gap in lead.items()),
+                            bool(lead[longest] > max(lead[shortest], 0.0))))
+    return claims
+
+
+def length_metrics(sweep: dict) -> dict:
+    metrics = {}
+    for n, at in sweep.items():
+        metrics[f"length{n}_cold_start_pass@1"] = at["before"]
+        for m, s in at["summary"].items():
+            finals = [r["pass@1"] for r in at["per_seed"][m]]
+            reached = [x for x in at["to_target"][m] if not math.isnan(x)]
+            metrics.update({f"length{n}_{m}_pass@1": s["pass@1"], f"length{n}_{m}_pass@1_min": min(finals),
+                            f"length{n}_{m}_pass@1_max": max(finals),
+                            f"length{n}_{m}_samples_to_target": mean_or_nan(reached),
+                            f"length{n}_{m}_seeds_reaching_target": len(reached),
+                            f"length{n}_{m}_wrong_step_blame": s["wrong_step_blame"],
+                            f"length{n}_{m}_train_wall_clock_s": s["train_wall_clock_s"]})
+            if "localisation_auroc" in s:
+                metrics[f"length{n}_{m}_localisation_auroc"] = s["localisation_auroc"]
+                metrics[f"length{n}_{m}_localisation_top1"] = s["localisation_top1"]
+    return metrics
+
+
+def print_length_report(sweep: dict, args: ssg.Args, target_gain: float) -> None:
+    rows = []
+    for n, at in sweep.items():
+        for m, s in at["summary"].items():
+            finals = [r["pass@1"] for r in at["per_seed"][m]]
+            reached = [x for x in at["to_target"][m] if not math.isnan(x)]
+            rows.append([n, NAMES[m], at["before"], s["pass@1"], f"{min(finals):.3f}-{max(finals):.3f}",
+                         f"{mean_or_nan(reached):.0f} ({len(reached)}/{len(finals)})" if reached else f"never (0/{len(finals)})",
+                         s["wrong_step_blame"], s.get("localisation_auroc", "-"), s["train_wall_clock_s"]])
+    print(f"\nFlat against step credit by chain length: {args.rl_steps} updates of {args.prompts}x{args.group_size}, "
+          f"seeds {args.seeds};\ntarget = cold start + {target_gain:g}:")
+    print(format_table(rows, ["steps", "method", "cold start", "pass@1", "seed range", "samples to target",
+                              "blame on 1st wrong step", "loc. AUROC", "train s"]))
+
+
+def print_report(summary: dict, args: ssg.Args, before: float, mc_rollouts: int) -> None:
+    grpo, prm = summary.get("grpo"), summary.get("prm_grpo")
+    prm_gain = prm["pass@1"] - grpo["pass@1"] if grpo and prm else math.nan
+    rows = []
+    for m, s in summary.items():
+        a = ARTICLE.get(m)
+        share = (s["pass@1"] - grpo["pass@1"]) / prm_gain if grpo and prm_gain > 0 else "- (no PRM gain)"
+        rows.append([NAMES[m], s["pass@1"], s["pass@1"] - before, share, s["train_wall_clock_s"], s["train_wall_clock_vs_grpo"],
+                     s["inference_flops_vs_grpo"], s["train_flops_vs_grpo"], s["mc_prm_train_flops_vs_grpo"],
+                     s["evaluator_calls"], s["credit_wall_clock_share"], f"{a[0]}% / {a[1]} h / {a[2]:g}x" if a else "-"])
+    print(f"\nHeld-out pass@1 ({args.eval_problems} problems x {args.final_samples} samples) after {args.rl_steps} "
+          f"updates of {args.prompts}x{args.group_size},\nmean of seeds {args.seeds}; cold start {before:.3f}:")
+    print(format_table(rows, ["method", "pass@1", "Δ", "share of PRM gain", "train s", "train vs GRPO",
+                              "inference FLOPs vs GRPO", "train FLOPs vs GRPO",
+                              f"MC-label PRM (N={mc_rollouts}) train FLOPs", "evaluator calls",
+                              "credit share of update", "article: acc / time / inference"]))
+    rows = [[NAMES[m], s.get("wrong_step_blame"), s.get("right_steps_blame"), s.get("flawed_step_credit"),
+             s.get("flawed_right_steps_credit"), s.get("flawed_right_share"), s.get("advantage_scale"),
+             s.get("negative_share"), s.get("w_right", "-"), s.get("w_failed", "-"), s.get("w_entropy", "-"),
+             s.get("auroc_outcome", "-"), s.get("auroc_step_right_in_failed", "-"), s.get("localisation_auroc", "-"),
+             s.get("localisation_top1", "-")] for m, s in summary.items()]
+    print("\nWhat the credit does (second half of training; credit as a share of GRPO's A_i;\nAUROCs from held-out "
+          "samples of the trained policy):")
+    print(format_table(rows, ["method", "blame 1st wrong step", "blame right steps before it",
+                              "credit flawed step (right sol.)", "credit its right steps", "right sol. with a flaw",
+                              "push vs GRPO", "negative share of |A|", "w right", "w failed", "w entropy",
+                              "AUROC w: outcome", "AUROC w: step right", "loc. AUROC", "loc. top-1"]))
+
+
+def comparison(args: ssg.Args, study: Args, initial, tokenizer, device) -> dict:
+    """Every method over the seeds at the chapter's task: their runs, per-seed numbers and means,
+    the cold start's pass@1 and the parameter counts."""
+    held_out = args.task.held_out(args.eval_problems)
+    before = ssg.held_out_pass(initial, tokenizer, held_out, args, device)
+    print(f"cold start: held-out pass@1 {before['pass@1']:.3f}")
+    runs = compare_methods(initial, tokenizer, args, study, held_out, device)
+    per_seed, summary, sizes = summarise(initial, tokenizer, args, runs)
+    return {"before": before, "runs": runs, "per_seed": per_seed, "summary": summary, "sizes": sizes}
+
+
+def main(study: Args) -> dict:
+    start = time.time()
+    study = common.apply_smoke(study)
+    args, device, out, initial, tokenizer, info = common.start_lm_run(study.chapter_args())
+    print(f"07 study; policy {info['path']} ({'trained now' if info['trained_now'] else 'cached'}), device {device}")
+    if study.length_list:
+        sweep = length_sweep(initial, tokenizer, args, study, device)
+        plot_length_sweep(sweep, out / "length_sweep.png")
+        metrics, claims, extra = length_metrics(sweep), length_claims(sweep), {"length_sweep": sweep}
+    else:
+        result = comparison(args, study, initial, tokenizer, device)
+        summary, per_seed, runs = result["summary"], result["per_seed"], result["runs"]
+        claims = check_claims(summary, per_seed, study.mc_rollouts)
+        ssg.plot_learning_curves(runs, out / "learning_curves.png", NAMES)
+        plot_step_weights(runs, out / "step_weights.png")
+        ssg.plot_localisation(runs, out / "localisation.png", NAMES)
+        metrics = {"cold_start_pass@1": result["before"]["pass@1"], **result["sizes"], **article_numbers(summary)}
+        metrics.update({f"{m}_{k}": v for m, s in summary.items() for k, v in s.items()})
+        metrics.update({f"{m}_seed{seed}_pass@1": r["pass@1"] for m, rs in per_seed.items()
+                        for seed, r in zip(args.seeds, rs)})
+        extra = {"cold_start": result["before"], "per_seed": per_seed, "runs": runs}
+    wall = time.time() - start
+    common.write_results(out, study, wall, metrics, claims, **extra)
+    if study.length_list:
+        print_length_report(sweep, args, study.target_gain)
+    else:
+        print_report(summary, args, result["before"]["pass@1"], study.mc_rollouts)
+    print("\n" + format_claims(claims))
+    print(f"\nwall clock {wall:.0f} s; results in {out}/")
+    return {"metrics": metrics, "claims": claims}
+
+
+if __name__ == "__main__":
+    common.run_script(main, Args)

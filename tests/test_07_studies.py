@@ -1,0 +1,688 @@
+"""studies/07_credit.py: the diagnostics each update logs (blame, flawed steps, push, padding,
+weights), the step-size control, what each credit costs, the article's numbers against each other
+and every claim's verdict flipped both ways, the numbers of each run and their pairing by seed, the
+sweep over chain lengths; CLI checks and smoke runs. The chapter's own pieces are tested in
+test_07_ss_grpo.py, whose hand-made completions these tests share."""
+
+import dataclasses
+import importlib
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+from test_07_ss_grpo import PROBLEMS, REWARDS, TEXTS, TOK, credit_args, end_tokens_of, estimator, step_ids_of
+
+import common
+import lm_pins
+from lm_pins import hand_completions
+
+ss = importlib.import_module("07_ss_grpo")
+lab = importlib.import_module("studies.07_credit")
+
+
+def credit_of(method: str, args: ss.Args) -> lab.Diagnosed:
+    """A method's logged credit: a small fresh estimator for SS-GRPO, SCALES for the step-size control."""
+    model = estimator(hidden=16, layers=1, heads=2, ffn=32) if method.startswith("ss_") else None
+    return lab.Diagnosed(method, TOK, args, model, seed=0, scales=SCALES if method == "grpo_scaled" else None)
+
+
+SCALES = [0.5, 0.25, float("nan")]  # the step-size control's multiplier at updates 0, 1, 2
+
+
+def test_zero_spread_group_gives_zero_advantage_and_no_nan(tmp_path):
+    args = common.apply_smoke(ss.Args(smoke=True, device="cpu", out=str(tmp_path)))
+    args = dataclasses.replace(args, group_size=4, prompts=2)
+    problem = common.ChainTask().sample(1, np.random.default_rng(0))[0]
+    r = hand_completions([problem.prompt] * 8, [problem.solution] * 4 + ["#1", "1+1=2\n#2", problem.solution, "#0"])
+    rewards = common.verifier_rewards([problem] * 8, common.completion_texts(TOK, r), r.truncated).view(2, 4)
+    assert rewards[0].tolist() == [1.0] * 4 and len(set(rewards[1].tolist())) == 2
+    for method in lab.METHODS:
+        advantages = credit_of(method, args)(r, rewards, [problem, problem])
+        assert torch.isfinite(advantages).all()
+        assert torch.equal(advantages[:4], torch.zeros_like(advantages[:4])), method
+        assert advantages[4:].abs().sum() > 0, method
+        assert torch.equal(advantages[~r.completion_mask], torch.zeros_like(advantages[~r.completion_mask]))
+
+
+def test_blame_and_entropy_diagnostics():
+    step_ids = torch.tensor([[0, 0, 1, 1], [0, 1, 1, -1]])
+    rewards = torch.tensor([[1.0, 0.0]])
+    A = ss.grpo_advantages(rewards).flatten()
+    advantages = ss.broadcast_to_tokens(ss.step_advantages(A, torch.tensor([[0.9, 0.8], [0.6, 0.1]]), False), step_ids)
+    stats = lab.blame_stats(advantages, A, step_ids, [None, 1], rewards)
+    assert math.isclose(stats["wrong_step_blame"], 0.1, rel_tol=1e-5)  # the mistake keeps 10% of GRPO's blame
+    assert 0 < stats["negative_share"] < 0.5
+    uniform = lab.weight_entropy(torch.tensor([[0.3, 0.3, 0.3], [1.0, 1e-9, 0.0]]), torch.tensor([3, 2]))
+    assert torch.allclose(uniform, torch.tensor([1.0, 0.0]), atol=1e-4)
+
+
+def test_credit_on_flawed_steps_of_right_solutions_and_on_right_steps_before_a_slip_by_hand():
+    """Group 0 (rewards 1, 1, 0, 0; A = ±0.866): a right solution with a wrong line 1, a right one
+    with none, a failed one wrong from line 0, a failed one wrong from line 1. Group 1 (all right,
+    A = 0) holds flaws too, and counts nowhere. Credit = mean advantage on the step's tokens / A_i."""
+    step_ids = torch.tensor([[0, 0, 1, 1, 1, 2]] * 8)
+    rewards = torch.tensor([[1.0, 1.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0]])
+    A = ss.grpo_advantages(rewards).flatten()
+    wrong = [1, None, 0, 1, 1, 1, 1, 1]
+    advantages = torch.zeros(8, 6)
+    advantages[0] = torch.tensor([1.0, 3.0, 2.0, 2.0, 5.0, 9.0])  # right steps: 2; flawed step: 3
+    advantages[2] = torch.tensor([-1.0, -1.0, 0.0, 0.0, 0.0, 0.0])  # its wrong line 0 gets -1
+    advantages[3] = torch.tensor([4.0, 0.0, -3.0, -3.0, -3.0, 0.0])  # right step before the slip: 2; slip: -3
+    a = float(A[0])
+    flawed = lab.flawed_step_stats(advantages, A, step_ids, wrong, rewards)
+    assert flawed["flawed_right_share"] == 0.5  # one of group 0's two right solutions; group 1 has no spread
+    assert flawed["flawed_step_credit"] == pytest.approx(3 / a) and flawed["flawed_right_steps_credit"] == pytest.approx(2 / a)
+    blame = lab.blame_stats(advantages, A, step_ids, wrong, rewards)
+    assert blame["wrong_step_blame"] == pytest.approx(np.mean([-1 / -a, -3 / -a]))
+    assert blame["right_steps_blame"] == pytest.approx(2 / -a)  # only completion 3 has steps before its slip
+    grpo = ss.broadcast_to_tokens(A[:, None].expand(-1, 3), step_ids)  # GRPO: exactly its own credit
+    assert lab.flawed_step_stats(grpo, A, step_ids, wrong, rewards)["flawed_step_credit"] == pytest.approx(1.0)
+    assert lab.blame_stats(grpo, A, step_ids, wrong, rewards)["right_steps_blame"] == pytest.approx(1.0)
+    nobody = lab.flawed_step_stats(advantages, A, step_ids, [None] * 8, rewards)
+    assert nobody["flawed_right_share"] == 0 and math.isnan(nobody["flawed_step_credit"])
+
+
+def test_advantage_scale_is_the_push_relative_to_grpos_by_hand():
+    """Σ_i mean_t |a_it| / Σ_i |A_i| over each completion's step tokens; 1 for GRPO itself."""
+    step_ids = torch.tensor([[0, 0, 1, -1], [0, 1, 1, 1], [0, -1, -1, -1]])
+    A = torch.tensor([2.0, -1.0, 0.0])
+    w = torch.tensor([[0.5, 0.25], [0.1, 0.4], [0.9, 0.0]])
+    advantages = ss.broadcast_to_tokens(ss.step_advantages(A, w, signed=False), step_ids)
+    per_completion = [abs(2.0) * (0.5 + 0.5 + 0.25) / 3, abs(-1.0) * (0.1 + 0.4 * 3) / 4, 0.0]
+    assert lab.advantage_scale(advantages, A, step_ids) == pytest.approx(sum(per_completion) / 3.0)
+    grpo = ss.broadcast_to_tokens(A[:, None].expand(-1, 2), step_ids)
+    assert lab.advantage_scale(grpo, A, step_ids) == pytest.approx(1.0)
+    assert math.isnan(lab.advantage_scale(torch.zeros(3, 4), torch.zeros(3), step_ids))
+
+
+def test_the_step_size_control_is_grpo_times_ss_grpos_scale_of_each_update(tmp_path):
+    r = hand_completions([p.prompt for p in PROBLEMS for _ in range(4)], TEXTS)
+    step_ids = step_ids_of(r)
+    grpo = lab.Diagnosed("grpo", TOK, credit_args(tmp_path), None, seed=0)(r, REWARDS, PROBLEMS)
+    control = credit_of("grpo_scaled", credit_args(tmp_path))
+    for scale in (0.5, 0.25, 1.0):  # SCALES; a NaN (no advantage in SS-GRPO's update) leaves GRPO's
+        torch.testing.assert_close(control(r, REWARDS, PROBLEMS), grpo * scale)
+    assert [e["advantage_scale"] for e in control.log] == pytest.approx([0.5, 0.25, 1.0])
+    assert lab.advantage_scale(grpo, ss.grpo_advantages(REWARDS).flatten(), step_ids) == pytest.approx(1.0)
+    for method, scales in (("grpo_scaled", None), ("grpo", SCALES), ("ss_grpo", SCALES)):
+        with pytest.raises(ValueError, match="step-size control"):
+            lab.Diagnosed(method, TOK, credit_args(tmp_path), estimator(), seed=0, scales=scales)
+
+
+def test_blame_and_padding_diagnostics_equal_a_loop_over_completions():
+    g = torch.Generator().manual_seed(0)
+    B, T = 48, 9
+    lengths = torch.randint(3, T + 1, (B,), generator=g)
+    step_ids = torch.sort(torch.randint(0, 4, (B, T), generator=g), 1).values  # steps in order
+    step_ids = torch.where(torch.arange(T)[None] < lengths[:, None], step_ids, -1)
+    step_ids[:, 0] = 0
+    rewards = (torch.rand(12, 4, generator=g) > 0.5).float()
+    A = ss.grpo_advantages(rewards).flatten()
+    advantages = torch.randn(B, T, generator=g) * (step_ids >= 0)
+    wrong = [int(w) if w < 4 else None for w in torch.randint(0, 5, (B,), generator=g)]
+    mixed = ~ss.zero_spread(rewards).repeat_interleave(4)
+    shares = [float(advantages[b][step_ids[b] == w].mean() / A[b]) for b, w in enumerate(wrong)
+              if w is not None and mixed[b] and A[b] < 0 and (step_ids[b] == w).any()]
+    stats = lab.blame_stats(advantages, A, step_ids, wrong, rewards)
+    assert len(shares) > 1 and math.isclose(stats["wrong_step_blame"], float(np.mean(shares)), rel_tol=1e-5)
+    padding = []
+    for row in step_ids:
+        counts = torch.bincount(row[row >= 0])
+        padding.append(1 - float(counts.sum()) / (len(counts) * int(counts.max())))
+    got = lab.article_padding(step_ids)
+    assert math.isclose(got["padding_share"], np.mean(padding)) and math.isclose(got["padding_share_max"], max(padding))
+
+
+@pytest.mark.parametrize("flag,value,message", [
+    ("--lengths", "2,8", "--lengths must be within --min-steps..--max-steps"),
+    ("--target-gain", "0", "--target-gain must be positive"),
+    ("--mc-rollouts", "0", "--mc-rollouts must be positive"),
+    ("--methods", "grpo_scaled,ss_grpo", "grpo_scaled needs ss_grpo before it"),
+    ("--methods", "grpo,grpo_scaled", "grpo_scaled needs ss_grpo before it"),
+    ("--methods", "grpo,ppo", "argument --methods: 'ppo' is not one of grpo"),
+])
+def test_cli_rejects_bad_values_with_one_line(cli_error, flag, value, message):
+    assert message in cli_error("studies.07_credit", flag, value)
+
+
+def without_timing(metrics: dict) -> dict:
+    """The metrics that must repeat exactly: all but the wall-clock ones (the seconds, and the
+    ratio and share computed from them), which say so in their name."""
+    return {k: v for k, v in metrics.items() if not k.endswith(("wall_clock_s", "wall_clock_vs_grpo", "wall_clock_share"))}
+
+
+def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path, read_results):
+    args = lab.Args(smoke=True, device="cpu", out=str(tmp_path / "out"), cache=str(tmp_path / "cache"))
+    first = lab.main(args)
+    data = read_results(tmp_path / "out" / "results.json")
+    for name in ("learning_curves.png", "step_weights.png", "localisation.png"):
+        assert (tmp_path / "out" / name).stat().st_size > 1000
+    assert set(data["per_seed"]) == set(lab.METHODS)
+    assert data["metrics"]["estimator_params"] > 0 and len(data["claims"]) >= 4
+    assert all(math.isfinite(v) for v in data["metrics"].values() if v is not None)
+    assert {"w_right", "estimator_tokens", "credit_s"} <= set(data["runs"]["ss_grpo"][0]["credit"][0])
+    timing = set(first["metrics"]) - set(without_timing(first["metrics"]))
+    assert timing == {f"{m}_{k}" for m in lab.METHODS for k in ("train_wall_clock_s", "train_wall_clock_vs_grpo",
+                                                               "credit_wall_clock_share")}
+    # what this run must show: GRPO is its own cost unit; the estimator and the PRM add inference;
+    # the PRM verifies every step; the estimator retrains every update (N = 1); the article's own
+    # table does not reach its claim
+    m = first["metrics"]
+    assert m["grpo_inference_flops_vs_grpo"] == 1.0 and m["grpo_train_wall_clock_vs_grpo"] == 1.0
+    assert m["grpo_evaluator_calls"] == 1.0 == m["ss_grpo_evaluator_calls"] and m["prm_grpo_evaluator_calls"] >= 1
+    assert m["ss_grpo_inference_flops_vs_grpo"] > 1 and m["prm_grpo_inference_flops_vs_grpo"] > 1
+    for method in ("ss_grpo", "ss_grpo_signed"):
+        log = data["runs"][method][0]["credit"]
+        assert len(log) == common.apply_smoke(args.chapter_args()).rl_steps and all(e["estimator_loss"] >= 0 for e in log)
+    assert first["claims"][0]["holds"] is False
+    assert m["article_estimator_params_total"] == 5_282_177 and m["grpo_scaled_mc_prm_train_flops_vs_grpo"] > 1
+    # the control's push at each update is SS-GRPO's (1 where SS-GRPO's update had no advantage)
+    for ss_entry, control in zip(data["runs"]["ss_grpo"][0]["credit"], data["runs"]["grpo_scaled"][0]["credit"]):
+        if control["advantage_scale"] is not None:
+            assert control["advantage_scale"] == pytest.approx(ss_entry["advantage_scale"] or 1.0)
+    again = lab.main(args)
+    assert json.dumps(without_timing(again["metrics"])) == json.dumps(without_timing(first["metrics"]))
+
+
+# -------------------------------------------------------------------------- the length sweep
+
+
+def test_at_length_trains_and_evaluates_at_exactly_that_length_with_the_budget_it_needs():
+    args = ss.Args(max_steps=16, max_new_tokens=20)
+    short, long = lab.at_length(args, 2), lab.at_length(args, 16)
+    assert {len(p.ops) for p in short.task.sample(50, np.random.default_rng(0))} == {2}
+    assert {len(p.ops) for p in long.task.held_out(20)} == {16}
+    assert (short.max_new_tokens, long.max_new_tokens) == (2 * 8 + 4 + 12, 16 * 8 + 4 + 12)
+    assert short.seed == args.seed and short.methods == args.methods and short.repeats == args.repeats
+
+
+def test_samples_to_target_is_the_first_evaluation_that_reaches_it():
+    run = {"evals": [{"samples": 0, "pass@1": 0.1}, {"samples": 64, "pass@1": 0.3}, {"samples": 128, "pass@1": 0.2}]}
+    assert lab.samples_to_target(run, 0.3) == 64 and lab.samples_to_target(run, 0.1) == 0
+    assert math.isnan(lab.samples_to_target(run, 0.31))
+
+
+def sweep_of(grpo: dict, prm: dict, ss_grpo: dict) -> dict:
+    return {n: {"summary": {"grpo": {"pass@1": grpo[n]}, "prm_grpo": {"pass@1": prm[n]}, "ss_grpo": {"pass@1": ss_grpo[n]}}}
+            for n in grpo}
+
+
+@pytest.mark.parametrize("prm,ss_grpo,holds", [
+    ({2: 0.5, 16: 0.2}, {2: 0.5, 16: 0.2}, [True, True]),     # both lead by 0.1 at 16 steps, none at 2
+    ({2: 0.65, 16: 0.2}, {2: 0.45, 16: 0.1}, [False, False]),  # PRM's lead shrinks; SS trails at 16
+    ({2: 0.7, 16: 0.25}, {2: 0.5, 16: 0.15}, [False, True]),  # PRM leads by 0.2 at 2 and 0.15 at 16
+])
+
+
+def test_the_length_verdicts_compare_the_lead_at_the_longest_and_the_shortest_chain(prm, ss_grpo, holds):
+    claims = lab.length_claims(sweep_of({2: 0.5, 16: 0.1}, prm, ss_grpo))
+    assert [c["holds"] for c in claims] == holds
+    assert claims[0]["measured"].endswith(f"2: {prm[2] - 0.5:+.3f}, 16: {prm[16] - 0.1:+.3f}")
+
+
+def test_a_smoke_length_sweep_writes_each_length_and_its_figure(tmp_path, read_results):
+    args = lab.Args(smoke=True, device="cpu", out=str(tmp_path / "out"), cache=str(tmp_path / "cache"),
+                    lengths="1,3", methods="grpo,prm_grpo")
+    result = lab.main(args)
+    data = read_results(tmp_path / "out" / "results.json")
+    assert (tmp_path / "out" / "length_sweep.png").stat().st_size > 1000
+    assert all(math.isfinite(v) for v in data["metrics"].values() if v is not None)
+    assert set(data["length_sweep"]) == {"1", "3"}
+    assert {"length1_grpo_pass@1", "length3_prm_grpo_seeds_reaching_target", "length3_cold_start_pass@1"} <= set(
+        result["metrics"])
+    assert [c["source"] for c in result["claims"]] == ["over-long-generations"]
+
+
+def test_cost_row_by_hand():
+    """Inference FLOPs per completion relative to GRPO: 2·params per token read, the policy on its
+    tokens, the estimator on its rows, a policy-sized PRM on every step prefix; training FLOPs:
+    10·params per policy token, plus that inference, plus 6·params per token the estimator trains
+    on; a Monte-Carlo-labelled PRM: 10·P per policy token + 2·P per label token; means over
+    updates (a key an update did not log counts 0); the credit's share of an update's seconds."""
+    run = {"credit": [{"policy_tokens": 10.0, "estimator_tokens": 30.0, "evaluator_calls": 1.0, "credit_s": 0.5,
+                       "estimator_train_tokens": 50.0, "mc_label_tokens": 160.0, "steps": 2.0},
+                      {"policy_tokens": 14.0, "prm_tokens": 40.0, "evaluator_calls": 3.0, "credit_s": 1.5,
+                       "mc_label_tokens": 240.0, "steps": 3.0}],
+           "history": [{"generate_s": 1.0, "update_s": 2.0}, {"generate_s": 3.0, "update_s": 2.0}],
+           "wall_clock_s": 30.0}
+    row = lab.cost_row(run, {"wall_clock_s": 20.0}, policy_params=100, est_params=7)
+    # in FLOPs: policy 2·100·12 per generation; estimator 2·7·15; PRM 2·100·20; estimator training 6·7·25
+    train = 10 * 100 * 12.0
+    expected = {"train_wall_clock_s": 30.0, "train_wall_clock_vs_grpo": 1.5,
+                "inference_flops_vs_grpo": (2 * 100 * 12 + 2 * 7 * 15 + 2 * 100 * 20) / (2 * 100 * 12),
+                "train_flops_vs_grpo": (train + 2 * 7 * 15 + 2 * 100 * 20 + 6 * 7 * 25) / train,
+                "mc_prm_train_flops_vs_grpo": (train + 2 * 100 * 200) / train,
+                "estimator_tokens_per_policy_token": 15 / 12, "tokens_per_rollout": 12.0, "steps_per_rollout": 2.5,
+                "evaluator_calls": 2.0, "credit_wall_clock_share": 1.0 / 4.0}
+    assert set(row) == set(expected)
+    for key, value in expected.items():
+        assert math.isclose(row[key], value, rel_tol=1e-12), key
+
+
+def test_prefix_tokens_by_hand():
+    """A per-step evaluator reads prompt + completion through each step's end token, per step."""
+    r = hand_completions(["12+7*3\n", "5+1\n"], ["12+7=19\n19*3=57\n#57", "#6"])
+    assert lab.prefix_tokens(r, torch.tensor([[7, 15, 19], [1, -1, -1]])) == ((7 + 8) + (7 + 16) + (7 + 20) + (4 + 2)) / 2
+    assert lab.prefix_tokens(r, end_tokens_of(r)) == ((7 + 8) + (7 + 16) + (7 + 20) + (4 + 3)) / 2
+    empty_first = hand_completions(["5+1\n"], ["\n#6"])  # line 0 is empty and ends at token 0
+    assert end_tokens_of(empty_first).tolist() == [[0, 3]]
+    assert lab.prefix_tokens(empty_first, end_tokens_of(empty_first)) == (4 + 1) + (4 + 4)
+
+
+def test_each_method_logs_what_its_credit_costs(tmp_path):
+    """Per completion: the policy's tokens, one outcome verification (GRPO, SS-GRPO) or one step
+    verification per line (PRM-GRPO, which reads every step prefix), the estimator's row tokens,
+    and the tokens Monte-Carlo step labels would read (every method: they price the alternative)."""
+    prompts = [p.prompt for p in PROBLEMS for _ in range(4)]
+    r = hand_completions(prompts, TEXTS)
+    lines = [t.split("\n") for t in TEXTS]
+    policy = np.mean([len(p) + len(t) + 1 for p, t in zip(prompts, TEXTS)])  # + EOS
+    prefixes = np.mean([sum(len(p) + len("\n".join(ls[:k + 1])) + 1 for k in range(len(ls)))
+                        for p, ls in zip(prompts, lines)])
+    rows = np.mean([len(p) * len(ls) + len(t) + 1 for p, ls, t in zip(prompts, lines, TEXTS)])
+    expected = {"grpo": {"evaluator_calls": 1.0},
+                "prm_grpo": {"evaluator_calls": np.mean([len(ls) for ls in lines]), "prm_tokens": prefixes},
+                "ss_grpo": {"evaluator_calls": 1.0, "estimator_tokens": rows},
+                "ss_grpo_signed": {"evaluator_calls": 1.0, "estimator_tokens": rows},
+                "grpo_scaled": {"evaluator_calls": 1.0}}
+    # Monte-Carlo labels: 8 continuations of each step prefix but the last, each as long as the completion
+    mc = np.mean([8 * (len(ls) - 1) * (len(p) + len(t) + 1) for p, ls, t in zip(prompts, lines, TEXTS)])
+    for method in lab.METHODS:
+        credit = credit_of(method, credit_args(tmp_path))
+        credit(r, REWARDS, PROBLEMS)
+        entry = credit.log[0]
+        assert math.isclose(entry["policy_tokens"], policy, rel_tol=1e-6), method
+        assert math.isclose(entry["mc_label_tokens"], mc, rel_tol=1e-6), method
+        assert math.isclose(entry["steps"], np.mean([len(ls) for ls in lines]), rel_tol=1e-6), method
+        assert 0 <= entry["credit_s"] < 60, method  # seconds, measured
+        for key in ("prm_tokens", "estimator_tokens"):
+            assert (key in entry) == (key in expected[method]), (method, key)
+        for key, value in expected[method].items():
+            assert math.isclose(entry[key], value, rel_tol=1e-6), (method, key)
+
+
+def test_the_credit_keeps_every_tensor_on_the_device_of_its_inputs(tmp_path):
+    """With factory functions defaulting to another device ("meta"), the credit of CPU inputs
+    still runs and stays on the CPU: each tensor it builds says which device it goes on."""
+    r = hand_completions([p.prompt for p in PROBLEMS for _ in range(4)], TEXTS)
+    args = credit_args(tmp_path, est_groups=2)
+    keep = torch.arange(12) % 3 == 0
+    for method in lab.METHODS:
+        credit = credit_of(method, args)
+        with torch.device("meta"):
+            advantages = credit(r, REWARDS, PROBLEMS)
+            batch = ss.step_batch(r, step_ids_of(r), end_tokens_of(r), chunk=4, pad_id=TOK.pad_token_id)
+            selected = batch.select(keep)
+        assert advantages.device.type == "cpu" and torch.isfinite(advantages).all(), method
+        for part in (batch, selected):
+            for value in dataclasses.astuple(part):
+                assert not isinstance(value, torch.Tensor) or value.device.type == "cpu"
+
+
+# -------------------------------------------------- the article's numbers against each other
+
+
+def test_the_article_table_arithmetic():
+    """97% of the gain? (77.5 - 72.3)/(78.1 - 72.3) = 5.2/5.8; 4% of the cost? 28/120 of the hours,
+    or (28 - 24)/(120 - 24) of the hours beyond GRPO's."""
+    assert lab.table_gain_share(lab.ARTICLE) == pytest.approx(5.2 / 5.8) == pytest.approx(0.8966, abs=1e-4)
+    total, extra = lab.table_cost_readings(lab.ARTICLE)
+    assert total == pytest.approx(0.2333, abs=1e-4) and extra == pytest.approx(4 / 96)
+    other = {"grpo": (50.0, 10, 1.0), "prm_grpo": (60.0, 110, 9.0), "ss_grpo": (59.0, 20, 1.1)}
+    assert lab.table_gain_share(other) == pytest.approx(0.9)
+    assert lab.table_cost_readings(other) == pytest.approx((20 / 110, 0.1))
+
+
+def article_module(vocab: int, hidden: int, layers: int) -> torch.nn.Module:
+    """The article's StepValueEstimator's modules, as its __init__ builds them (PyTorch's defaults)."""
+    layer = torch.nn.TransformerEncoderLayer(d_model=hidden, nhead=4, batch_first=True)
+    return torch.nn.ModuleDict({"embed": torch.nn.Embedding(vocab, hidden), "head": torch.nn.Linear(hidden, 1),
+                                "transformer": torch.nn.TransformerEncoder(layer, num_layers=layers)})
+
+
+def test_encoder_parameters_count_what_pytorch_builds():
+    article = lab.encoder_parameters(**lab.ARTICLE_ESTIMATOR)
+    assert article == {"embedding": 4_096_000, "layers": 1_186_048, "head": 129, "total": 5_282_177}
+    assert sum(p.numel() for p in article_module(32000, 128, 2).parameters()) == article["total"]
+    assert sum(p.numel() for p in article_module(50, 64, 3).parameters()) == lab.encoder_parameters(
+        50, 64, 3, 2048)["total"]
+    ours = lab.encoder_parameters(len(TOK), 32, 2, 64, positions=ss.MAX_POSITIONS)
+    model = estimator()
+    assert sum(p.numel() for p in model.parameters()) == ours["total"]
+    assert lab.parameters(model) == ours["layers"] + ours["head"]  # what costs FLOPs per token
+
+
+def test_flops_share_and_prefix_rescoring_by_hand():
+    assert lab.estimator_flops_share(1e6, 7e9, 2.0) == pytest.approx(2e6 / 7e9)
+    for T in (1, 2, 7, 50):  # Σ over prefixes of their lengths, per token of one pass
+        assert lab.prefix_rescoring_cost(T) == pytest.approx(sum(len(range(t)) for t in range(1, T + 1)) / T)
+    assert lab.prefix_rescoring_cost(1000) == 500.5
+
+
+def test_article_numbers_read_the_estimators_measured_tokens_when_ss_grpo_ran():
+    steps_only = lab.article_numbers({})
+    assert steps_only["article_estimator_tokens_per_policy_token"] == 1.0
+    assert steps_only["article_estimator_flops_share_7b"] == pytest.approx((1_186_048 + 129) / 7e9)
+    assert "article_weight_memory_share" not in steps_only  # no rollouts to measure
+    measured = lab.article_numbers({"ss_grpo": {"estimator_tokens_per_policy_token": 3.0, **ROLLOUTS},
+                                   "grpo": {"steps_per_rollout": 4.0, "tokens_per_rollout": 20.0}})
+    assert measured["article_estimator_flops_share_7b"] == pytest.approx(3 * (1_186_048 + 129) / 7e9)
+    assert measured["article_weight_memory_share"] == pytest.approx(4 * 4 / (24 * 20))  # GRPO's rollouts
+    assert measured["article_gain_share"] == lab.table_gain_share(lab.ARTICLE)
+
+
+# -------------------------------------------------- the verdicts, each flipped both ways
+
+
+HOLDING = {"ARTICLE": {"grpo": (70.0, 1, 1.0), "prm_grpo": (80.0, 100, 1000.0), "ss_grpo": (79.7, 4, 1.05)},
+           "ARTICLE_INFERENCE_OVERHEAD": 0.05, "ARTICLE_ROLLOUT_OVERHEAD": 0.05,
+           "ARTICLE_ESTIMATOR": {"vocab": 1000, "hidden": 128, "layers": 2, "ffn": 512},  # 0.52M
+           "ARTICLE_PER_STEP_COST": 500.0}
+
+
+def holding_article(monkeypatch, **changes) -> None:
+    """Article constants on which every arithmetic verdict holds, with some changed."""
+    for name, value in (HOLDING | changes).items():
+        monkeypatch.setattr(lab, name, value)
+
+
+ROLLOUTS = {"steps_per_rollout": 3.0, "tokens_per_rollout": 4.0}  # step weights: 12 of 96 buffer bytes, 12.5%
+
+
+def claims_summary(**changes) -> dict:
+    """A summary on which every verdict holds, with some numbers changed: {"method.key": value}."""
+    ss_numbers = {"localisation_auroc": 0.7, "auroc_step_right_in_failed": 0.7, "auroc_outcome": 0.8,
+                  "localisation_top1": 0.5, "chance_top1": 0.3, "w_entropy": 0.5, "right_target_zero": 0.3,
+                  "credit_wall_clock_share": 0.05, "inference_flops_vs_grpo": 1.2, "train_flops_vs_grpo": 1.04,
+                  "mc_prm_train_flops_vs_grpo": 2.0, "estimator_tokens_per_policy_token": 2.0,
+                  "flawed_right_share": 0.1, "flawed_step_credit": 0.45, "flawed_right_steps_credit": 0.5,
+                  "right_steps_blame": 0.4, "advantage_scale": 0.4, **ROLLOUTS}
+    flat = {"flawed_right_share": 0.1, "flawed_step_credit": 1.0, "flawed_right_steps_credit": 1.0,
+            "right_steps_blame": 1.0, "wrong_step_blame": 1.0, "inference_flops_vs_grpo": 1.0, "advantage_scale": 1.0,
+            **ROLLOUTS}
+    summary = {"grpo": {"pass@1": 0.25, "train_wall_clock_s": 50.0, **flat},
+               "prm_grpo": {"pass@1": 0.875, "train_wall_clock_s": 100.0, **flat, "inference_flops_vs_grpo": 3.0,
+                            "evaluator_calls": 3.0, "flawed_step_credit": -2.0, "right_steps_blame": -1.0},
+               # 0.5625 of a 0.625 gain: exactly 90%; 0.04 of 1.0 extra FLOPs: exactly 4%
+               "ss_grpo": {"pass@1": 0.8125, "train_wall_clock_s": 10.0, "wrong_step_blame": 0.2, **ss_numbers},
+               "ss_grpo_signed": {"pass@1": 0.8125, "train_wall_clock_s": 12.0, "wrong_step_blame": 0.6, **ss_numbers},
+               "grpo_scaled": {"pass@1": 0.75, "train_wall_clock_s": 50.0, **flat, "advantage_scale": 0.4}}
+    for name, value in changes.items():
+        method, key = name.split(".")
+        summary[method][key] = value
+    return summary
+
+
+NAMES = {"SS-GRPO achieves 97%": "table share", "...at 4% of the PRM's training cost, read as total": "table cost",
+         "...at 4% of the PRM's training cost, read as the hours": "table extra cost",
+         "the tiny estimator keeps the overhead below 1%": "overhead figures",
+         "the estimator adds only 5% overhead to rollout": "rollout overhead", "the estimator adds ~1M": "parameters",
+         "the only extra cost is one forward pass": "flops", "for a 1000-token rollout": "per-step cost",
+         "SS-GRPO beats GRPO (": "beats", "SS-GRPO recovers": "share",
+         "...at 4% of the PRM's training cost (read as cost beyond": "cost", "a flawed step in a chain": "flawed",
+         "a correct step followed": "slip", "SS-GRPO's step weight stops": "ss flawed",
+         "the learned step weights give credit": "step size", "SS-GRPO: the estimator learns": "causal",
+         "SS-GRPO ±: the estimator learns": "causal signed", "a sign-aware weight": "signed",
+         "the estimator is trained with a contrastive": "entropy", "the estimator adds only ~5% overhead": "overhead",
+         "storing step-level weights": "memory"}
+
+
+ARITHMETIC = {"table share", "table cost", "table extra cost", "overhead figures", "rollout overhead", "parameters",
+              "flops", "per-step cost", "memory"}
+
+
+def verdicts(summary: dict, per_seed: dict | None = None) -> dict:
+    """The verdict of each claim, by the first words of its statement."""
+    per_seed = per_seed or {m: [{"pass@1": s["pass@1"]}] for m, s in summary.items()}
+    out = {}
+    for c in lab.check_claims(summary, per_seed, mc_rollouts=8):
+        (name,) = [n for start, n in NAMES.items() if c["claim"].startswith(start)]
+        assert c["holds"] in (True, False, None) and name not in out
+        out[name] = c["holds"]
+    return out
+
+
+def test_the_articles_own_numbers_fail_where_they_disagree():
+    """As published: 89.7% of the gain, 23% of the hours (4.2% of the extra hours), overheads of
+    1%, 5% and 5%, 5.28M parameters, 0.03% of a 7B policy's FLOPs, 500.5x for per-token rescoring."""
+    got = verdicts(claims_summary())
+    assert {name: got[name] for name in ARITHMETIC} == {
+        "table share": False, "table cost": False, "table extra cost": True, "overhead figures": False,
+        "rollout overhead": True, "parameters": False, "flops": True, "per-step cost": False, "memory": True}
+
+
+@pytest.mark.parametrize("changes,flipped", [
+    ({}, set()),
+    ({"ARTICLE": HOLDING["ARTICLE"] | {"ss_grpo": (79.6, 4, 1.05)}}, {"table share"}),  # 96%
+    ({"ARTICLE": HOLDING["ARTICLE"] | {"ss_grpo": (79.655, 4.49, 1.05)}}, set()),  # 96.55% and 4.49% round up/down
+    ({"ARTICLE": HOLDING["ARTICLE"] | {"ss_grpo": (79.7, 5, 1.05)}}, {"table cost"}),  # 5% of the hours; 4% extra
+    ({"ARTICLE": HOLDING["ARTICLE"] | {"grpo": (70.0, 0.1, 1.0), "ss_grpo": (79.7, 5, 1.05)}},
+     {"table cost", "table extra cost"}),  # and 4.9 of 99.9 extra hours
+    ({"ARTICLE": HOLDING["ARTICLE"] | {"ss_grpo": (79.7, 4, 1.5)}},
+     {"rollout overhead", "overhead figures"}),  # the table's 1.5x
+    ({"ARTICLE_INFERENCE_OVERHEAD": 0.01}, {"overhead figures"}),
+    ({"ARTICLE_ROLLOUT_OVERHEAD": 0.01}, {"overhead figures", "rollout overhead"}),
+    ({"ARTICLE_ESTIMATOR": {"vocab": 32000, "hidden": 128, "layers": 2, "ffn": 2048}}, {"parameters"}),
+    ({"ARTICLE_POLICY_PARAMS": 1e8}, set()),  # 0.40M x 2 tokens of 100M: 0.8%
+    ({"ARTICLE_POLICY_PARAMS": 5e7}, {"flops"}),  # of 50M: 1.6%
+    ({"ARTICLE_PER_STEP_COST": 1000.0}, {"per-step cost"}),
+    ({"BUFFER_BYTES_PER_TOKEN": 64}, {"memory"}),  # 12 of 256 bytes: 4.7%
+    ({"BUFFER_BYTES_PER_TOKEN": 14}, {"memory"}),  # 12 of 56 bytes: 21%
+])
+
+
+def test_each_arithmetic_verdict_flips_with_its_own_numbers(changes, flipped, monkeypatch):
+    holding_article(monkeypatch, **changes)
+    got = verdicts(claims_summary())
+    assert {name for name in ARITHMETIC if not got[name]} == flipped
+
+
+@pytest.mark.parametrize("changes,flipped", [
+    ({}, set()),
+    ({"ss_grpo.pass@1": 0.8}, {"share"}),  # 88% of the PRM's gain
+    ({"ss_grpo.pass@1": 0.24}, {"beats", "share", "step size"}),  # below GRPO, and below the control
+    ({"ss_grpo.train_flops_vs_grpo": 1.05}, {"cost"}),  # 5% of the MC-labelled PRM's extra FLOPs
+    ({"ss_grpo.mc_prm_train_flops_vs_grpo": 1.5}, {"cost"}),  # 8%
+    ({"grpo.flawed_step_credit": -0.1}, {"flawed"}),
+    ({"grpo.right_steps_blame": -0.1}, {"slip"}),
+    ({"ss_grpo.flawed_step_credit": 0.46}, {"ss flawed"}),  # more than 0.9x the right steps' credit
+    ({"grpo_scaled.pass@1": 0.8125}, {"step size"}),  # a tie is no win
+    ({"ss_grpo.localisation_auroc": 0.6}, {"causal"}),
+    ({"ss_grpo.auroc_step_right_in_failed": 0.6}, {"causal"}),
+    ({"ss_grpo_signed.localisation_auroc": 0.55}, {"causal signed"}),
+    ({"ss_grpo_signed.auroc_step_right_in_failed": 0.5}, {"causal signed"}),
+    ({"ss_grpo_signed.wrong_step_blame": 0.2}, {"signed"}),  # no more blame than the faithful one
+    ({"ss_grpo_signed.pass@1": 0.75}, {"signed"}),  # worse pass@1
+    ({"ss_grpo.w_entropy": 0.9}, {"entropy"}),
+    ({"ss_grpo.credit_wall_clock_share": 0.051}, {"overhead"}),
+])
+
+
+def test_each_run_verdict_flips_with_its_own_numbers(changes, flipped, monkeypatch):
+    holding_article(monkeypatch)
+    got = verdicts(claims_summary(**changes))
+    assert set(got) == set(NAMES.values())
+    assert {name for name, holds in got.items() if holds is not True} == flipped
+
+
+@pytest.mark.parametrize("changes,untestable", [
+    ({"prm_grpo.pass@1": 0.25}, {"share"}),  # no PRM gain: no share of it
+    ({"prm_grpo.pass@1": 0.2, "ss_grpo.pass@1": 0.1, "ss_grpo_signed.pass@1": 0.1}, {"share"}),  # a PRM loss
+    ({"grpo.flawed_right_share": 0.0}, {"flawed"}),  # no right completion with a wrong line
+    ({"grpo.flawed_right_share": math.nan}, {"flawed"}),
+    ({"grpo.right_steps_blame": math.nan}, {"slip"}),
+    ({"ss_grpo.flawed_right_steps_credit": math.nan}, {"ss flawed"}),
+])
+
+
+def test_a_verdict_with_nothing_to_measure_is_none_not_false(changes, untestable, monkeypatch):
+    holding_article(monkeypatch)
+    got = verdicts(claims_summary(**changes))
+    assert {name for name, holds in got.items() if holds is None} == untestable
+
+
+def test_the_step_size_verdict_needs_every_seed():
+    summary = claims_summary()
+    per_seed = {m: [{"pass@1": s["pass@1"]}] * 2 for m, s in summary.items()}
+    assert verdicts(summary, per_seed)["step size"] is True
+    per_seed["grpo_scaled"] = [{"pass@1": 0.6}, {"pass@1": 0.82}]  # mean 0.71 < 0.8125, but seed 1 wins
+    assert verdicts(summary, per_seed)["step size"] is False
+
+
+def test_claims_need_only_the_methods_they_compare(monkeypatch):
+    holding_article(monkeypatch)
+    full = claims_summary()
+    assert set(verdicts({m: full[m] for m in ("grpo", "prm_grpo", "ss_grpo")})) == ARITHMETIC | {
+        "beats", "share", "cost", "flawed", "slip", "ss flawed", "causal", "entropy", "overhead"}
+    assert set(verdicts({m: full[m] for m in ("ss_grpo", "ss_grpo_signed")})) == ARITHMETIC | {
+        "causal", "causal signed", "signed", "entropy", "overhead"}
+    assert set(verdicts({m: full[m] for m in ("grpo", "prm_grpo")})) == ARITHMETIC | {"flawed", "slip"}
+    assert set(verdicts({m: full[m] for m in ("grpo", "ss_grpo", "grpo_scaled")})) == ARITHMETIC | {
+        "flawed", "slip", "ss flawed", "step size", "causal", "entropy", "overhead"}
+
+
+# -------------------------------------------------- the numbers of each run, and their pairing by seed
+
+
+def hand_run(wall: float, blames: list[float], probe: bool) -> dict:
+    credit = [{"policy_tokens": 10.0, "evaluator_calls": 1.0, "credit_s": 0.1, "wrong_step_blame": b,
+               "negative_share": 0.5 + i, "padding_share": 0.1 * i, "w_right": 0.6, "w_failed": 0.2 + i,
+               "w_entropy": 0.8, "right_target_zero": 0.25} for i, b in enumerate(blames)]
+    run = {"credit": credit, "history": [{"generate_s": 1.0, "update_s": 1.0}] * len(blames), "wall_clock_s": wall,
+           "final": {"pass@1": wall / 100}}
+    if probe:
+        run["probe"] = {"auroc_outcome": wall / 50, "w_by_offset": {0: 0.5}}
+    return run
+
+
+def test_run_metrics_average_the_second_half_of_training_and_pair_each_run_with_grpo_of_its_seed():
+    nan = math.nan
+    runs = {"grpo": [hand_run(10.0, [nan] * 4, False), hand_run(20.0, [nan] * 4, False)],
+            "ss_grpo": [hand_run(30.0, [0.9, 0.8, 0.3, nan], True), hand_run(40.0, [0.9, nan, 0.1, 0.2], True)]}
+    model, tok = lm_pins.tiny_model()
+    args = dataclasses.replace(common.apply_smoke(ss.Args(smoke=True, device="cpu")), est_hidden=8, est_heads=2,
+                               est_layers=1, est_ffn=16)
+    per_seed, summary, sizes = lab.summarise(model, tok, args, runs)
+    assert sizes["estimator_params"] == lab.parameters(ss.make_estimator(tok, args, "cpu")) > 0
+    first, second = per_seed["ss_grpo"]
+    assert first["train_wall_clock_vs_grpo"] == 3.0 and second["train_wall_clock_vs_grpo"] == 2.0  # its own seed's GRPO
+    assert first["wrong_step_blame"] == 0.3 and second["wrong_step_blame"] == pytest.approx(0.15)  # updates 2 and 3
+    assert first["negative_share"] == 3.0 and first["padding_share"] == pytest.approx(0.25)
+    assert first["w_failed"] == pytest.approx(2.7) and first["w_right"] == pytest.approx(0.6)
+    assert first["auroc_outcome"] == 0.6 and "w_by_offset" not in first
+    assert summary["ss_grpo"]["pass@1"] == pytest.approx(0.35) and summary["ss_grpo"]["wrong_step_blame"] == pytest.approx(0.225)
+    assert "w_right" not in per_seed["grpo"][0] and math.isnan(summary["grpo"]["wrong_step_blame"])
+    assert summary["grpo"]["train_wall_clock_vs_grpo"] == 1.0
+
+
+def test_seed_curve_is_the_nan_aware_mean_over_seeds_then_smoothed():
+    runs = [{"credit": [{"k": 1.0}, {"k": math.nan}, {}, {"k": 4.0}, {"k": 2.0}, {"k": 0.0}, {"k": 6.0}]},
+            {"credit": [{"k": 3.0}, {"k": 5.0}, {}, {}, {"k": math.nan}, {"k": 1.0}, {"k": 8.0}]}]
+    per_update = [2.0, 5.0, math.nan, 4.0, 2.0, 0.5, 7.0]
+    np.testing.assert_allclose(lab.seed_curve(runs, "k"), common.moving_average(per_update, 5))
+
+
+def test_weight_stats_by_hand():
+    """w on the real steps of right and of failed completions, the weights' entropy over
+    completions with ≥ 2 steps, and the share of right completions trained toward 0."""
+    w = torch.tensor([[0.8, 0.4, 0.7], [0.2, 0.9, 0.0], [0.5, 0.5, 0.5], [0.3, 0.0, 0.0]])
+    steps = torch.tensor([3, 2, 3, 1])
+    rewards = torch.tensor([[1.0, 0.0], [1.0, 1.0]])
+    targets = ss.minmax_targets(rewards)
+    got = lab.weight_stats(w, steps, rewards, targets)
+    assert math.isclose(got["w_right"], (0.8 + 0.4 + 0.7 + 0.5 * 3 + 0.3) / 7, rel_tol=1e-6)
+    assert math.isclose(got["w_failed"], (0.2 + 0.9) / 2, rel_tol=1e-6)
+    assert got["right_target_zero"] == 2 / 3  # the all-right group's two completions
+    entropies = lab.weight_entropy(w, steps).tolist()
+    assert len(entropies) == 3 and math.isclose(entropies[2], 1.0, rel_tol=1e-6)
+    p = np.array([0.2, 0.9]) / 1.1
+    assert math.isclose(entropies[1], float(-(p * np.log(p)).sum() / np.log(2)), rel_tol=1e-5)
+    assert math.isclose(got["w_entropy"], float(np.mean(entropies)), rel_tol=1e-6)
+
+
+def test_each_run_trains_a_copy_of_the_cold_start_with_its_methods_credit(tmp_path, monkeypatch):
+    """run_method: the policy trained is a copy of the cold start (left untouched), the reference a
+    frozen copy; the credit is the method's, with a fresh estimator (seeded by the run's seed) for
+    SS-GRPO only, SS-GRPO's step sizes for the control only; the trained policy is the one evaluated
+    and probed, with the final-evaluation seed. compare_methods: every method for every seed, in order."""
+    initial, tok = lm_pins.tiny_model(7)
+    start = [p.detach().clone() for p in initial.parameters()]
+    args = dataclasses.replace(credit_args(tmp_path, est_hidden=8, est_heads=2, est_ffn=16, est_layers=1), seed=3)
+    seen = {}
+
+    def fake_train(policy, reference, tokenizer, run_args, advantage_fn, held_out, device, desc="RL"):
+        assert policy is not initial and all(torch.equal(a, b) for a, b in zip(policy.parameters(), start))
+        assert all(torch.equal(a, b) and not a.requires_grad for a, b in zip(reference.parameters(), start))
+        seen.update(policy=policy, credit=advantage_fn, args=run_args)
+        assert advantage_fn.args is run_args and advantage_fn.rng.bit_generator.state == np.random.default_rng(
+            run_args.seed).bit_generator.state
+        if advantage_fn.estimator is not None:
+            torch.manual_seed(run_args.seed)
+            fresh = ss.make_estimator(tok, run_args, "cpu")
+            assert all(torch.equal(a, b) for a, b in zip(advantage_fn.estimator.parameters(), fresh.parameters()))
+        with torch.no_grad():
+            next(policy.parameters()).add_(1.0)
+        advantage_fn.log.append({"marker": run_args.seed})
+        return {"history": [], "evals": [{"pass@1": 0.0}]}
+
+    def fake_evaluate(model, tokenizer, problems, samples, max_new_tokens, generator, device):
+        assert model is seen["policy"] and samples == args.final_samples and generator.initial_seed() == args.seed + 2
+        return {"pass@1": 0.5}
+
+    def fake_probe(policy, model, tokenizer, held_out, run_args, device):
+        assert policy is seen["policy"] and model is seen["credit"].estimator
+        return {"probed": True}
+
+    monkeypatch.setattr(ss, "train", fake_train)
+    monkeypatch.setattr(ss, "evaluate", fake_evaluate)
+    monkeypatch.setattr(ss, "probe_weights", fake_probe)
+    for method in lab.METHODS:
+        scales = SCALES if method == "grpo_scaled" else None
+        result = lab.run_method(initial, tok, args, method, [], "cpu", scales)
+        credit = seen["credit"]
+        assert credit.method == method and (credit.estimator is not None) == method.startswith("ss_")
+        assert credit.scales is scales
+        assert result["credit"] == [{"marker": 3}] and result["seed"] == 3 and result["final"] == {"pass@1": 0.5}
+        assert ("probe" in result) == method.startswith("ss_") and 0 <= result["wall_clock_s"] < 60
+    assert all(torch.equal(a, b) for a, b in zip(initial.parameters(), start))
+
+    def fake_run(model, tokenizer, run_args, method, held_out, device, scales=None, mc_rollouts=8):
+        assert model is initial and tokenizer is tok
+        return {"run": (method, run_args.seed), "scales": scales,
+                "credit": [{"advantage_scale": run_args.seed + u / 10} for u in range(3)]}
+
+    monkeypatch.setattr(lab, "run_method", fake_run)
+    two = dataclasses.replace(args, repeats=2)
+    got = lab.compare_methods(initial, tok, two, lab.Args(methods="ss_grpo,grpo,grpo_scaled"), [], "cpu")
+    assert {m: [r["run"] for r in rs] for m, rs in got.items()} == {
+        "ss_grpo": [("ss_grpo", 3), ("ss_grpo", 4)], "grpo": [("grpo", 3), ("grpo", 4)],
+        "grpo_scaled": [("grpo_scaled", 3), ("grpo_scaled", 4)]}
+    # the control of each seed takes the step sizes of SS-GRPO's run of that seed; no other run takes any
+    assert [r["scales"] for r in got["grpo_scaled"]] == [[3.0, 3.1, 3.2], [4.0, 4.1, 4.2]]
+    assert all(r["scales"] is None for m in ("ss_grpo", "grpo") for r in got[m])
+
+
+def test_each_update_logs_the_diagnostics_of_the_advantages_it_returns(tmp_path):
+    """The blame on the first wrong step, the negative share, the article's padding share (every
+    method), and w(s) on right and failed completions (SS-GRPO), of this very update."""
+    r = hand_completions([p.prompt for p in PROBLEMS for _ in range(4)], TEXTS)
+    step_ids = step_ids_of(r)
+    wrong = [common.first_wrong_step(PROBLEMS[b // 4], t) for b, t in enumerate(TEXTS)]
+    A = ss.grpo_advantages(REWARDS).flatten()
+    for method in lab.METHODS:
+        credit = credit_of(method, credit_args(tmp_path))
+        model = credit.estimator
+        advantages = credit(r, REWARDS, PROBLEMS)
+        expected = (lab.blame_stats(advantages, A, step_ids, wrong, REWARDS) | lab.article_padding(step_ids)
+                    | lab.flawed_step_stats(advantages, A, step_ids, wrong, REWARDS)
+                    | {"advantage_scale": lab.advantage_scale(advantages, A, step_ids)})
+        if model is not None:
+            batch = ss.step_batch(r, step_ids, end_tokens_of(r), 512, TOK.pad_token_id)
+            with torch.no_grad():
+                w = ss.step_grid(model.step_weights(batch), batch)
+            expected |= lab.weight_stats(w, step_ids.max(1).values + 1, REWARDS, ss.minmax_targets(REWARDS))
+        entry = credit.log[0]
+        for key, value in expected.items():
+            assert math.isclose(entry[key], value, rel_tol=1e-6), (method, key)
