@@ -1211,6 +1211,13 @@ class LMArgs(RunArgs):
         return dataclasses.replace(self.cold_start.task, prompt_format=self.prompt_format)
 
 
+def chapter_lm_args(args_class: type[LMArgsT], args: LMArgs, **values: Any) -> LMArgsT:
+    """A chapter's Args (its smoke values under --smoke) on a study's model, task, cold start and
+    seed, with `values` on top: how an LM study runs its chapter's settings."""
+    shared = {f.name: getattr(args, f.name) for f in dataclasses.fields(LMArgs)}
+    return apply_smoke(args_class(**shared, **values))
+
+
 def chat_prompt_format(tokenizer: PreTrainedTokenizerBase) -> str:
     """The tokenizer's chat template around one user turn, up to where the assistant begins, with
     {prompt} where the problem goes."""

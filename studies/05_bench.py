@@ -39,12 +39,6 @@ class Args(common.LMArgs):
         common.require_positive(self, "bench_steps")
 
 
-def chapter_args(args: Args) -> grpo.Args:
-    """The chapter's RL settings (its smoke values under --smoke) on this run's model, task and seed."""
-    shared = {f.name: getattr(args, f.name) for f in dataclasses.fields(common.LMArgs)}
-    return common.apply_smoke(grpo.Args(**shared))
-
-
 def timed_steps(policy, tokenizer, rl: grpo.Args, steps: int, device) -> list[dict]:
     """`steps` GRPO updates of the chapter's loop (same problems and draws, no held-out
     evaluation), each timed: seconds sampling and scoring, seconds in the update, mean length."""
@@ -132,7 +126,7 @@ def trl_benchmark(policy, tokenizer, rl: grpo.Args, args: Args, device) -> dict:
 def main(args: Args) -> dict:
     start = time.time()
     args, device, out, initial, tokenizer, info = common.start_lm_run(args)
-    rl = chapter_args(args)
+    rl = common.chapter_lm_args(grpo.Args, args)
     print(f"05 study: throughput; policy {info['path']}, device {device}")
     bench = benchmark(initial, tokenizer, rl, args, device)
     wall = time.time() - start

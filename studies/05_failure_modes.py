@@ -80,12 +80,6 @@ class Args(common.LMArgs):
         return common.as_list(self.stale_lags, int)
 
 
-def chapter_args(args: Args) -> grpo.Args:
-    """The chapter's RL settings (its smoke values under --smoke) on this run's model, task and seed."""
-    shared = {f.name: getattr(args, f.name) for f in dataclasses.fields(common.LMArgs)}
-    return common.apply_smoke(grpo.Args(**shared))
-
-
 # ============================================================================================
 # The chapter's loop, with stale rollouts and reference resets
 # ============================================================================================
@@ -616,7 +610,7 @@ def without_models(study: dict) -> dict:
 def main(args: Args) -> dict:
     start = time.time()
     args, device, out, initial, tokenizer, info = common.start_lm_run(args)
-    rl = chapter_args(args)
+    rl = common.chapter_lm_args(grpo.Args, args)
     print(f"05 study: failure modes; policy {info['path']}, device {device}")
     held_out = rl.task.held_out(rl.eval_problems)
     before = grpo.final_evaluation(initial, tokenizer, rl, held_out, device)

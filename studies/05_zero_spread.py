@@ -15,7 +15,6 @@ Figure: zero_spread.png (share of groups with zero spread vs G, per difficulty, 
 GRPO).
 """
 
-import dataclasses
 import importlib
 import math
 import sys
@@ -51,12 +50,6 @@ class Args(common.LMArgs):
     @property
     def group_list(self) -> list[int]:
         return common.as_list(self.group_sizes, int)
-
-
-def chapter_args(args: Args) -> grpo.Args:
-    """The chapter's RL settings (its smoke values under --smoke) on this run's model, task and seed."""
-    shared = {f.name: getattr(args, f.name) for f in dataclasses.fields(common.LMArgs)}
-    return common.apply_smoke(grpo.Args(**shared, final_samples=args.final_samples))
 
 
 def zero_spread_probability(n: int, c: int, G: int) -> float:
@@ -156,7 +149,7 @@ def check_claims(args: Args, rl: grpo.Args, tables: dict, grads: dict | None) ->
 def main(args: Args) -> dict:
     start = time.time()
     args, device, out, initial, tokenizer, info = common.start_lm_run(args)
-    rl = chapter_args(args)
+    rl = common.chapter_lm_args(grpo.Args, args, final_samples=args.final_samples)
     print(f"05 study: groups with no reward spread; policy {info['path']}, device {device}")
     held_out = rl.task.held_out(rl.eval_problems)
     before = grpo.final_evaluation(initial, tokenizer, rl, held_out, device)

@@ -121,10 +121,9 @@ class Args(common.LMArgs):
 def chapter_args(args: Args) -> "prm.Args":
     """The chapter's settings (its smoke values under --smoke) at this study's scale, on this run's
     model, task and seed."""
-    shared = {f.name: getattr(args, f.name) for f in dataclasses.fields(common.LMArgs)}
     scale = {"rollouts_per_prefix": args.rollouts_per_prefix, "rm_steps": args.rm_steps, "rl_steps": args.rl_steps,
              "prompts": args.prompts, "rl_methods": args.rl_methods, "credit_samples": args.bon_samples}
-    return dataclasses.replace(common.apply_smoke(prm.Args(**shared)), **scale)
+    return dataclasses.replace(common.chapter_lm_args(prm.Args, args), **scale)
 
 
 # ============================================================================================

@@ -2,6 +2,8 @@
 log-probs, step segmentation, the cold-start cache, evaluation."""
 
 import copy
+import dataclasses
+import importlib
 import itertools
 import math
 import time
@@ -420,3 +422,18 @@ def test_auroc_and_localisation_by_hand():
     # a solution with no step credit counts for nothing; with none left, both are NaN
     assert common.localisation(credits + [np.array([])], [1, 0, 1, 0]) == result
     assert all(math.isnan(v) for v in common.localisation([np.array([])], [0]).values())
+
+
+def test_a_study_runs_its_chapters_settings_on_its_own_model_task_and_seed():
+    grpo = importlib.import_module("05_grpo_rloo")
+
+    @dataclasses.dataclass
+    class StudyArgs(common.LMArgs):
+        out: str = "runs/studies/x"
+
+    study = StudyArgs(seed=7, max_steps=3, sft_steps=11)
+    settings = common.chapter_lm_args(grpo.Args, study, final_samples=5)
+    assert type(settings) is grpo.Args and (settings.seed, settings.max_steps, settings.sft_steps) == (7, 3, 11)
+    assert settings.final_samples == 5 and settings.rl_steps == grpo.Args().rl_steps
+    smoke = common.chapter_lm_args(grpo.Args, dataclasses.replace(study, smoke=True))
+    assert smoke.rl_steps == grpo.Args.SMOKE["rl_steps"] and smoke.seed == 7
