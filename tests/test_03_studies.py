@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from test_03_rudder import FitRecorder, key_to_door_episodes
 
 import common
 
@@ -20,24 +21,6 @@ red = importlib.import_module("studies.03_redistribution")
 TD, MC = "Q-learning (TD)", "Monte Carlo"
 OPTIMAL = (0, 1, 1, 0)  # the pocket watch's best decision per brand: sell, repair, repair, sell
 WORST = (1, 0, 0, 1)
-
-
-def key_to_door_episodes(num_envs, corridor=3, distractor_prob=0.0, seed=0):
-    env = common.KeyToDoor(num_envs, corridor=corridor, distractor_prob=distractor_prob, seed=seed)
-    return env, common.play_episodes(env, torch.full((env.num_states + 1, 2), 0.5))
-
-
-class FitRecorder:
-    """Stands in for Fitter.fit: records (x, targets, steps) and nudges the model's last bias, so
-    that a reward computed before the fit would differ from one computed after it."""
-
-    def __init__(self, bias: torch.Tensor):
-        self.bias, self.calls = bias, []
-
-    def __call__(self, x, targets, steps, progress=False):
-        self.calls.append((x.clone(), targets.clone(), steps))
-        with torch.no_grad():
-            self.bias += 0.5
 
 
 # --------------------------------------------------------------------------------------------

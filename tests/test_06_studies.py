@@ -26,6 +26,7 @@ from test_06_prm_qrm import (
     fake_sampler,
     labelled_data,
     step_ends_by_hand,
+    without_timing,
 )
 
 import common
@@ -620,10 +621,6 @@ def test_overoptimisation_claims_without_the_rl_run_keep_the_fit_only():
 ])
 def test_cli_rejects_bad_values_with_one_line(cli_error, flag, value, message):
     assert message in cli_error("studies.06_overoptimisation", flag, value)
-
-
-def without_timing(metrics: dict) -> dict:
-    return {k: v for k, v in metrics.items() if "wall_clock" not in k}
 
 
 def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path, read_results, monkeypatch):

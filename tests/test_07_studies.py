@@ -12,7 +12,17 @@ import math
 import numpy as np
 import pytest
 import torch
-from test_07_ss_grpo import PROBLEMS, REWARDS, TEXTS, TOK, credit_args, end_tokens_of, estimator, step_ids_of
+from test_07_ss_grpo import (
+    PROBLEMS,
+    REWARDS,
+    TEXTS,
+    TOK,
+    credit_args,
+    end_tokens_of,
+    estimator,
+    step_ids_of,
+    without_timing,
+)
 
 import common
 import lm_pins
@@ -145,12 +155,6 @@ def test_blame_and_padding_diagnostics_equal_a_loop_over_completions():
 ])
 def test_cli_rejects_bad_values_with_one_line(cli_error, flag, value, message):
     assert message in cli_error("studies.07_credit", flag, value)
-
-
-def without_timing(metrics: dict) -> dict:
-    """The metrics that must repeat exactly: all but the wall-clock ones (the seconds, and the
-    ratio and share computed from them), which say so in their name."""
-    return {k: v for k, v in metrics.items() if not k.endswith(("wall_clock_s", "wall_clock_vs_grpo", "wall_clock_share"))}
 
 
 def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path, read_results):
