@@ -178,6 +178,8 @@ def test_baseline_claim_holds_only_if_the_mean_lowers_both_variances(flat, rtg, 
 def test_the_measured_policy_has_the_chapters_hyperparameters_and_the_studys_budget():
     setting = grad_var.chapter_args(grad_var.Args(frames=123, seed=7))
     assert setting.frames == 123 and setting.seed == 7 and setting.num_envs == pong.Args().num_envs
+    assert setting.gamma == pong.Args().gamma  # the chapter's γ by default: its numbers are unchanged
+    assert grad_var.chapter_args(grad_var.Args(gamma=0.99)).gamma == 0.99
     smoke = grad_var.chapter_args(common.apply_smoke(grad_var.Args(smoke=True)))
     assert smoke.frames == grad_var.Args.SMOKE["frames"] and smoke.num_envs == pong.Args.SMOKE["num_envs"]
 
