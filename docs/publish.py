@@ -8,8 +8,9 @@
    its `runs/<run>/results.json` copied to `docs/results/<run>.json`, trimmed to what a table
    reads: args, wall clock, metrics and claims.
 3. Every generated block is written anew from those committed results. A block is the lines
-   between `<!-- generated: KIND ARG -->` and `<!-- end generated -->`; KIND is `claims` (every
-   claim of run ARG) or `table` (the table named ARG in TABLES below).
+   between `<!-- generated: KIND RUN [NAME] -->` and `<!-- end generated -->`: `claims RUN` is
+   every claim of the run, `table RUN NAME` the table the run wrote into its metrics as
+   `"tables": {NAME: {"header": [...], "rows": [[...], ...]}}` (the run prints the same one).
 
 `python docs/publish.py --check` writes nothing and exits 1 where a page disagrees with the
 committed results (the test suite runs the same check).
@@ -21,19 +22,15 @@ import argparse
 import json
 import re
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 PAGES = sorted(DOCS.glob("*.md")) + [ROOT / "README.md"]
-BLOCK = re.compile(r"(<!-- generated: (\w+) ([\w/.-]+) -->\n)(.*?)(<!-- end generated -->)", re.S)
+BLOCK = re.compile(r"(<!-- generated: (\w+) ([\w/.-]+)(?: (\w+))? -->\n)(.*?)(<!-- end generated -->)", re.S)
 FIGURE = re.compile(r"\]\((?:docs/)?figures/([\w/.-]+)/([\w.-]+\.png)\)")
 KEPT = ("args", "wall_clock_s", "metrics", "claims")
 VERDICT = {True: "yes", False: "no", None: "not checked"}
-
-# A named table: the run it reads and a function of that run's results -> (header, rows).
-TABLES: dict[str, tuple[str, Callable[[dict], tuple[list[str], list[list]]]]] = {}
 
 
 def cell(value) -> str:
@@ -61,22 +58,22 @@ def committed(run: str) -> dict:
     return json.loads(path.read_text())
 
 
-def render(kind: str, name: str) -> str:
-    if kind == "claims":
-        return claims_table(committed(name))
-    if kind == "table" and name in TABLES:
-        run, build = TABLES[name]
-        return markdown_table(*build(committed(run)))
-    raise SystemExit(f"publish: unknown block '{kind} {name}'")
+def render(kind: str, run: str, name: str) -> str:
+    if kind == "claims" and not name:
+        return claims_table(committed(run))
+    tables = committed(run)["metrics"].get("tables", {}) if kind == "table" else {}
+    if name in tables:
+        return markdown_table(tables[name]["header"], tables[name]["rows"])
+    raise SystemExit(f"publish: unknown block '{' '.join(filter(None, (kind, run, name)))}'")
 
 
 def rendered(text: str) -> str:
     """The page with every generated block written from the committed results."""
-    return BLOCK.sub(lambda m: m.group(1) + render(m.group(2), m.group(3)) + m.group(5), text)
+    return BLOCK.sub(lambda m: m.group(1) + render(m.group(2), m.group(3), m.group(4) or "") + m.group(6), text)
 
 
 def runs_quoted(text: str) -> set[str]:
-    return {name if kind == "claims" else TABLES[name][0] for _, kind, name, _, _ in BLOCK.findall(text)}
+    return {run for _, _, run, _, _, _ in BLOCK.findall(text)}
 
 
 def publish_run(run: str) -> None:

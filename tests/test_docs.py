@@ -33,30 +33,32 @@ def one_run(tmp_path, monkeypatch):
     """A docs folder holding one committed run, "demo", with two claims and one metric."""
     monkeypatch.setattr(publish, "DOCS", tmp_path)
     (tmp_path / "results").mkdir()
-    results = {"args": {}, "wall_clock_s": 1.0, "metrics": {"pass@1": 0.41234},
+    results = {"args": {}, "wall_clock_s": 1.0,
+               "metrics": {"pass@1": 0.41234, "tables": {"pass": {"header": ["k", "pass@k"], "rows": [[1, 0.41234]]}}},
                "claims": [{"source": "survey §3", "claim": "a | b", "measured": "0.5", "holds": True},
                           {"source": "s", "claim": "c", "measured": "m", "holds": None}]}
     (tmp_path / "results" / "demo.json").write_text(json.dumps(results))
-    monkeypatch.setitem(publish.TABLES, "demo_pass", ("demo", lambda r: (["pass@1"], [[r["metrics"]["pass@1"]]])))
     return tmp_path
 
 
 def test_a_stale_block_is_rewritten_and_the_text_around_it_kept(one_run):
     page = ("intro\n<!-- generated: claims demo -->\nold numbers\n<!-- end generated -->\nmiddle\n"
-            "<!-- generated: table demo_pass -->\n<!-- end generated -->\nend\n")
+            "<!-- generated: table demo pass -->\n<!-- end generated -->\nend\n")
     new = publish.rendered(page)
     assert new == ("intro\n<!-- generated: claims demo -->\n"
                    "| claim (source) | measured | verdict |\n|---|---|---|\n"
                    "| a \\| b (survey §3) | 0.5 | yes |\n| c (s) | m | not checked |\n<!-- end generated -->\nmiddle\n"
-                   "<!-- generated: table demo_pass -->\n| pass@1 |\n|---|\n| 0.412 |\n<!-- end generated -->\nend\n")
+                   "<!-- generated: table demo pass -->\n| k | pass@k |\n|---|---|\n| 1 | 0.412 |\n<!-- end generated -->\nend\n")
     assert publish.rendered(new) == new and publish.runs_quoted(new) == {"demo"}
 
 
 def test_a_block_without_committed_results_or_table_stops_with_one_line(one_run):
     with pytest.raises(SystemExit, match="no committed results for other"):
         publish.rendered("<!-- generated: claims other -->\n<!-- end generated -->")
-    with pytest.raises(SystemExit, match="unknown block 'table nothing'"):
-        publish.rendered("<!-- generated: table nothing -->\n<!-- end generated -->")
+    with pytest.raises(SystemExit, match="unknown block 'table demo nothing'"):
+        publish.rendered("<!-- generated: table demo nothing -->\n<!-- end generated -->")
+    with pytest.raises(SystemExit, match="unknown block 'claims demo pass'"):
+        publish.rendered("<!-- generated: claims demo pass -->\n<!-- end generated -->")
 
 
 def test_figure_links_name_the_run_and_the_file():
