@@ -45,14 +45,12 @@ ArgsT = TypeVar("ArgsT")
 LMArgsT = TypeVar("LMArgsT", bound="LMArgs")
 
 
-# --------------------------------------------------------------------------------------------
-# Command line: a @dataclass Args becomes an argparse CLI
-# --------------------------------------------------------------------------------------------
+# ---------------------------------------------------- command line: a @dataclass Args as a CLI
 def arg(default: Any, help: str, choices: tuple | None = None, item: type | None = None,
         bounds: tuple[float, float] | None = None, empty: bool = False) -> Any:
-    """A dataclass field with its one-line help for the CLI. `choices`: the allowed values (of each
-    item, for a list). `item`: the field is a comma-separated list of int, float or str (`empty`:
-    the empty list is allowed). `bounds`: the inclusive range of a number."""
+    """A dataclass field with its one-line help. `choices`: the allowed values (of each item, for
+    a list); `item`: the flag is a comma-separated list of int, float or str (`empty`: may be
+    empty); `bounds`: the inclusive range of a number."""
     return dataclasses.field(default=default, metadata={"help": help, "choices": choices, "item": item,
                                                         "bounds": bounds, "empty": empty})
 
@@ -72,13 +70,12 @@ class RunArgs:
 
 
 def require(condition: bool, message: str) -> None:
-    """Validation used in `Args.__post_init__`: a bad value raises ValueError(message)."""
+    """Validation in `Args.__post_init__`: a bad value raises ValueError(message)."""
     if not condition:
         raise ValueError(message)
 
 
 def require_positive(args: Any, *names: str) -> None:
-    """`require` each named field of args to be > 0, naming its flag in the message."""
     for name in names:
         value = getattr(args, name)
         require(value > 0, f"--{name.replace('_', '-')} must be positive, got {value}")
@@ -96,9 +93,7 @@ def fail(message: str) -> NoReturn:
 
 
 class _OneLineErrors(argparse.ArgumentParser):
-    """argparse, but a bad flag or value ends with one line (no usage block)."""
-
-    def error(self, message: str):
+    def error(self, message: str):  # a bad flag or value ends with one line, no usage block
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
@@ -118,49 +113,41 @@ def _number(kind: type, bounds: tuple[float, float] | None) -> Callable[[str], A
     return convert
 
 
-def _listing(field: dataclasses.Field) -> Callable[[str], str]:
-    """An argparse type for a comma-separated list flag: every item parses (and is a known
-    choice), numbers are finite; the string is kept as it is."""
-    item, choices, empty = field.metadata["item"], field.metadata["choices"], field.metadata["empty"]
-    kind = {int: "integers", float: "numbers", str: "names"}[item]
-
+def _listing(item: type, choices: tuple | None, empty: bool) -> Callable[[str], str]:
+    """An argparse type for a list flag: every item parses (and is a known choice); the string is
+    kept as it is (`as_list` reads it)."""
     def convert(text: str) -> str:
         parts = as_list(text, str)
         if not parts and not empty:
+            kind = {int: "integers", float: "numbers", str: "names"}[item]
             raise argparse.ArgumentTypeError(f"expected a comma-separated list of {kind}, got {text!r}")
         for part in parts:
-            if item is str:
-                if not part or (choices and part not in choices):
-                    raise argparse.ArgumentTypeError(f"{part!r} is not one of {', '.join(choices or ())}")
-            else:
+            if item is not str:
                 _number(item, None)(part)
+            elif not part or (choices and part not in choices):
+                raise argparse.ArgumentTypeError(f"{part!r} is not one of {', '.join(choices or ())}")
         return text
     return convert
 
 
 def parse_args(args_class: type[ArgsT], argv: list[str] | None = None) -> ArgsT:
-    """Build a CLI from a dataclass: one `--flag-with-dashes` per field, with its help.
-
-    Booleans become `--flag/--no-flag`; numbers must be finite (and within `bounds`); list flags
-    are checked item by item. The dataclass then validates itself in `__post_init__` (see
-    `require`); a ValueError there ends the program with a one-line message, no trace.
-    """
-    parser = _OneLineErrors(
-        description=(sys.modules[args_class.__module__].__doc__ or "").split("\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+    """A CLI from a dataclass: one `--flag-with-dashes` per field, with its help. Booleans become
+    `--flag/--no-flag`, numbers must be finite (and within `bounds`), list flags are checked item
+    by item; then the dataclass validates itself in `__post_init__` (see `require`), and a
+    ValueError there ends the program with one line."""
+    parser = _OneLineErrors(description=(sys.modules[args_class.__module__].__doc__ or "").split("\n")[0],
+                            formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     for f in dataclasses.fields(args_class):
-        flag, meta = "--" + f.name.replace("_", "-"), f.metadata
+        meta, options = f.metadata, {"default": f.default, "help": f.metadata.get("help", "")}
         if isinstance(f.default, bool):
-            parser.add_argument(flag, default=f.default, help=meta.get("help", ""),
-                                action=argparse.BooleanOptionalAction)
+            options["action"] = argparse.BooleanOptionalAction
         elif meta.get("item"):
-            parser.add_argument(flag, default=f.default, help=meta["help"], type=_listing(f))
-        elif isinstance(f.default, (int, float)):
-            parser.add_argument(flag, default=f.default, help=meta.get("help", ""),
-                                type=_number(type(f.default), meta.get("bounds")), choices=meta.get("choices"))
+            options["type"] = _listing(meta["item"], meta["choices"], meta["empty"])
         else:
-            parser.add_argument(flag, default=f.default, help=meta.get("help", ""), choices=meta.get("choices"))
+            options["choices"] = meta.get("choices")
+            if isinstance(f.default, (int, float)):
+                options["type"] = _number(type(f.default), meta.get("bounds"))
+        parser.add_argument("--" + f.name.replace("_", "-"), **options)
     values = vars(parser.parse_args(argv))
     try:
         return args_class(**values)
@@ -169,18 +156,17 @@ def parse_args(args_class: type[ArgsT], argv: list[str] | None = None) -> ArgsT:
 
 
 def apply_smoke(args: ArgsT) -> ArgsT:
-    """With `--smoke`, the values of the class's SMOKE dict (a seconds-long run) replace the fields
-    still at their defaults; a field set to anything else (a flag you passed) keeps its value."""
+    """With `--smoke`, the class's SMOKE values (a seconds-long run) replace the fields still at
+    their defaults; a flag you passed keeps its value."""
     if not getattr(args, "smoke", False):
         return args
     defaults = {f.name: f.default for f in dataclasses.fields(args)}
-    changes = {k: v for k, v in type(args).SMOKE.items() if getattr(args, k) == defaults[k]}
-    return dataclasses.replace(args, **changes)
+    return dataclasses.replace(args, **{k: v for k, v in type(args).SMOKE.items() if getattr(args, k) == defaults[k]})
 
 
 def run_script(main: Callable[[ArgsT], Any], args_class: type[ArgsT]) -> None:
-    """What a script does when run: parse its flags, run `main`, and end a Ctrl-C with one line
-    (exit code 130). Results, figures and the cold-start cache are written whole or not at all."""
+    """Parse the flags, run `main`, and end a Ctrl-C with one line (exit code 130): results,
+    figures and the cold-start cache are written whole or not at all."""
     args = parse_args(args_class)
     try:
         main(args)
@@ -190,33 +176,26 @@ def run_script(main: Callable[[ArgsT], Any], args_class: type[ArgsT]) -> None:
         raise SystemExit(130) from None
 
 
-# --------------------------------------------------------------------------------------------
-# Reproducibility and devices
-# --------------------------------------------------------------------------------------------
+# ---------------------------------------------------------------- reproducibility and devices
 def seed_everything(seed: int) -> None:
-    """Seed python, numpy and torch (CPU and every GPU) from one integer (numpy's legacy
-    generator takes it modulo 2^32, so that seed + i stays valid near the top of the range)."""
+    """Seed python, numpy and torch from one integer (numpy's legacy generator modulo 2^32, so
+    that seed + i stays valid near the top of the range)."""
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
 
 
 def _available(device: torch.device) -> bool:
-    """Whether this machine has the device: cpu always; cuda, mps and xpu when torch sees them."""
-    if device.type == "cpu":
-        return True
+    """cpu always; cuda, mps and xpu when torch sees them; meta, or a type we never run on, never."""
     if device.type == "cuda":
         return torch.cuda.is_available() and (device.index or 0) < torch.cuda.device_count()
-    if device.type == "mps":
-        return torch.backends.mps.is_available()
-    if device.type == "xpu":
-        return hasattr(torch, "xpu") and torch.xpu.is_available()
-    return False  # meta, or a type we never run on
+    backend = {"mps": torch.backends.mps, "xpu": getattr(torch, "xpu", None)}.get(device.type)
+    return device.type == "cpu" or (backend is not None and backend.is_available())
 
 
 def resolve_device(name: str) -> torch.device:
     """'auto' picks cuda when present, else cpu. A device this machine lacks, or a name that is
-    no device, stops the program with one line (exit code 2) instead of failing later."""
+    no device, stops with one line (exit code 2) instead of failing later."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
@@ -230,7 +209,7 @@ def resolve_device(name: str) -> torch.device:
 
 
 def make_out_dir(path: str | Path) -> Path:
-    """Create (if needed) and return the run's output folder; one line if that cannot be done."""
+    """The run's output folder, made if needed; one line if that cannot be done."""
     out = Path(path)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -248,33 +227,25 @@ def start_run(args: ArgsT) -> tuple[ArgsT, torch.device, Path]:
     return args, resolve_device(args.device), make_out_dir(args.out)
 
 
-# --------------------------------------------------------------------------------------------
-# Results: results.json, claims and the final table
-# --------------------------------------------------------------------------------------------
+# ------------------------------------------------------ results: results.json, claims, tables
 def claim(source: str, statement: str, measured: str, holds: bool | None) -> dict:
-    """One checked claim: where it comes from, what it says, what we measured, and the verdict.
-
-    `holds=None` means the measurement neither confirms nor refutes it (say why in `measured`).
-    """
+    """One checked claim: its source, what it says, what we measured, and the verdict
+    (`holds=None`: the measurement neither confirms nor refutes it; `measured` says why)."""
     return {"source": source, "claim": statement, "measured": measured, "holds": holds}
 
 
 def json_ready(value: Any) -> Any:
-    """The value as strict JSON can hold it: numpy and torch numbers as Python's, NaN and ±inf
-    (an undefined number: no such case, nothing measured) as None, which JSON writes null."""
+    """The value as strict JSON holds it: numpy and torch numbers as Python's, NaN and ±inf (no
+    such case, nothing measured) as None, which JSON writes null."""
     if isinstance(value, dict):
         return {(k.item() if isinstance(k, np.generic) else k): json_ready(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [json_ready(v) for v in value]
-    if isinstance(value, (np.ndarray, torch.Tensor)):
+    if isinstance(value, (np.ndarray, torch.Tensor, np.generic)):
         return json_ready(value.tolist())
-    if isinstance(value, np.generic):
-        return json_ready(value.item())
     if isinstance(value, float):
         return value if math.isfinite(value) else None
-    if isinstance(value, Path):
-        return str(value)
-    return value
+    return str(value) if isinstance(value, Path) else value
 
 
 def _not_json(value: Any) -> Any:
@@ -296,8 +267,9 @@ def write_atomically(path: Path, write: Callable[[Path], Any]) -> Path:
 
 def write_results(out: Path, args: Any, wall_clock_s: float, metrics: dict,
                   claims: list[dict], **extra: Any) -> Path:
-    """Write results.json (strict JSON: undefined numbers are null): args, wall-clock, flat
-    headline metrics, checked claims, extras."""
+    """results.json, strict JSON (undefined numbers are null): args, wall clock, headline
+    metrics, checked claims, extras. A table the docs show goes in metrics["tables"][name] as
+    {"header": [...], "rows": [...]} (docs/publish.py renders it)."""
     payload = json_ready({"args": dataclasses.asdict(args), "wall_clock_s": wall_clock_s,
                            "metrics": metrics, "claims": claims, **extra})
     text = json.dumps(payload, indent=1, allow_nan=False, default=_not_json)
@@ -308,14 +280,10 @@ TERMINAL_WIDTH = 100  # every final table fits a terminal this wide
 
 
 def format_table(rows: list[list[Any]], header: list[str], width: int = TERMINAL_WIDTH) -> str:
-    """A plain fixed-width text table (floats with 3 significant digits). A table wider than
-    `width` is printed as several, each repeating the first column, so no line wraps."""
-    def cell(v: Any) -> str:
-        if isinstance(v, float):
-            return f"{v:.3g}" if math.isfinite(v) else str(v)
-        return str(v)
-
-    table = [header] + [[cell(v) for v in row] for row in rows]
+    """A fixed-width text table (floats with 3 significant digits). A table wider than `width` is
+    printed as several, each repeating the first column, so no line wraps."""
+    table = [header] + [[f"{v:.3g}" if isinstance(v, float) and math.isfinite(v) else str(v) for v in row]
+                        for row in rows]
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     groups = [[0]]
     for i in range(1, len(header)):
@@ -325,15 +293,13 @@ def format_table(rows: list[list[Any]], header: list[str], width: int = TERMINAL
 
     def part(columns: list[int]) -> str:
         lines = ["  ".join(r[i].ljust(widths[i]) for i in columns).rstrip() for r in table]
-        lines.insert(1, "  ".join("-" * widths[i] for i in columns))
-        return "\n".join(lines)
+        return "\n".join([lines[0], "  ".join("-" * widths[i] for i in columns), *lines[1:]])
 
     return "\n\n".join(part(columns) for columns in groups)
 
 
 def format_claims(claims: list[dict], width: int = TERMINAL_WIDTH) -> str:
-    """The claims, one block each, wrapped to `width`: the verdict and source, the claim, and
-    what was measured."""
+    """One block per claim, wrapped to `width`: verdict and source, the claim, what was measured."""
     verdict = {True: "yes", False: "NO", None: "n/a"}
 
     def wrapped(label: str, text: str) -> list[str]:
@@ -343,51 +309,35 @@ def format_claims(claims: list[dict], width: int = TERMINAL_WIDTH) -> str:
                                 *wrapped("measured: ", c["measured"])]) for c in claims)
 
 
-# --------------------------------------------------------------------------------------------
-# Figures
-# --------------------------------------------------------------------------------------------
-def plot_curves(ax: plt.Axes, x: np.ndarray, curves: dict[str, np.ndarray],
-                band: str = "minmax") -> None:
-    """One line per name: the mean over seeds, with a min-max or ±1 std band.
-
-    `curves[name]` has shape (seeds, len(x)).
-    """
+# ------------------------------------------------------------------------ figures and numbers
+def plot_curves(ax: plt.Axes, x: np.ndarray, curves: dict[str, np.ndarray]) -> None:
+    """One line per name, `curves[name]` of shape (seeds, len(x)): the mean over seeds and a
+    min-max band."""
     for name, ys in curves.items():
         ys = np.atleast_2d(np.asarray(ys, dtype=float))
-        mean = ys.mean(axis=0)
-        if band == "minmax":
-            low, high = ys.min(axis=0), ys.max(axis=0)
-        elif band == "std":
-            low, high = mean - ys.std(axis=0), mean + ys.std(axis=0)
-        else:
-            raise ValueError(f"band must be 'minmax' or 'std', not {band!r}")
-        (line,) = ax.plot(x, mean, label=f"{name} (n={len(ys)})")
-        ax.fill_between(x, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
+        (line,) = ax.plot(x, ys.mean(axis=0), label=f"{name} (n={len(ys)})")
+        ax.fill_between(x, ys.min(axis=0), ys.max(axis=0), color=line.get_color(), alpha=0.2, linewidth=0)
     ax.legend(fontsize="small")
     ax.grid(alpha=0.3)
 
 
 def loglog_slope(x: list[float] | np.ndarray, y: list[float] | np.ndarray) -> float:
-    """Exponent k of y ∝ x^k, fitted by least squares in log-log over the points where both are
-    positive (1: y grows linearly in x); NaN with fewer than 2 such points."""
+    """Exponent k of y ∝ x^k by least squares in log-log, over the points where both are positive;
+    NaN with fewer than 2 such points."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     ok = (x > 0) & (y > 0)
-    if ok.sum() < 2:
-        return math.nan
-    return float(np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)[0])
+    return float(np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)[0]) if ok.sum() >= 2 else math.nan
 
 
 def pearson(x: list[float] | np.ndarray, y: list[float] | np.ndarray) -> float:
     """Pearson's r; NaN with fewer than two points or a constant side."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    if len(x) < 2 or x.std() == 0 or y.std() == 0:
-        return math.nan
-    return float(np.corrcoef(x, y)[0, 1])
+    return float(np.corrcoef(x, y)[0, 1]) if len(x) >= 2 and x.std() > 0 and y.std() > 0 else math.nan
 
 
 def moving_average(x: np.ndarray | list[float], window: int) -> np.ndarray:
-    """Trailing mean over the last `window` entries (fewer at the start); same length as x.
-    NaN entries are skipped; a window with nothing but NaN gives NaN."""
+    """Trailing mean over the last `window` entries (fewer at the start), skipping NaN; NaN where a
+    window holds nothing else."""
     x = np.asarray(x, dtype=float)
     finite = np.isfinite(x)
     sums = np.concatenate([[0.0], np.cumsum(np.where(finite, x, 0.0))])
@@ -402,8 +352,7 @@ def moving_average(x: np.ndarray | list[float], window: int) -> np.ndarray:
 def mean_or_nan(values: Any) -> float:
     """The mean of the finite values; NaN when there are none."""
     values = np.asarray(values, dtype=float).ravel()
-    finite = values[np.isfinite(values)]
-    return float(finite.mean()) if len(finite) else math.nan
+    return float(values[np.isfinite(values)].mean()) if np.isfinite(values).any() else math.nan
 
 
 def save_figure(fig: plt.Figure, path: Path) -> Path:
@@ -414,22 +363,19 @@ def save_figure(fig: plt.Figure, path: Path) -> Path:
     return path
 
 
-# --------------------------------------------------------------------------------------------
-# The shared toy world: key-to-door (02, 03 and 04 use it)
-# --------------------------------------------------------------------------------------------
+# ---------------------------------------------------------- the key-to-door world (02, 03, 04)
 class KeyToDoor:
-    """The survey's robot (credit-assignment-problem-survey.txt §2.1), as a tabular MDP batch.
+    """The survey's robot (credit-assignment-problem-survey.txt §2.1), as a batch of tabular MDPs.
 
-    Step 0, in the key room: action 1 picks up the key, action 0 leaves it. Then a corridor of
-    `corridor` cells that any action walks through (the actions there change nothing), where a
-    distractor reward `distractor` falls with probability `distractor_prob` at each step
-    (unrelated to the key, as in TVT). Last, the door: reward 1 if the key was taken, else 0,
-    and the episode ends. Gaussian noise of std `noise` is added to every reward.
-    Every episode lasts corridor + 2 steps.
+    Step 0, in the key room: action 1 takes the key, action 0 leaves it. Then a corridor of
+    `corridor` cells that every action walks through, where a distractor reward `distractor`
+    falls with probability `distractor_prob` at each step (unrelated to the key, as in TVT).
+    Last, the door: reward 1 if the key was taken, else 0, and the episode ends (corridor + 2
+    steps in all). Gaussian noise of std `noise` is added to every reward.
 
-    State s = 2 * position + has_key, position 0 (key room) .. corridor + 1 (door); the
-    absorbing terminal state is `num_states`. Gymnasium conventions over a batch, with the
-    finished episodes reset in the same step. `model()` gives the exact P and R for DP.
+    State s = 2 * position + has_key, position 0 (key room) .. corridor + 1 (door); the absorbing
+    terminal state is `num_states`. Gymnasium's conventions over a batch, finished episodes reset
+    in the same step; `model()` gives the exact P and R for dynamic programming.
     """
 
     num_actions = 2
@@ -463,15 +409,12 @@ class KeyToDoor:
         reward = torch.where(in_corridor & (rand < self.distractor_prob), self.distractor, 0.0)
         reward = reward + torch.where(at_door, self.has_key.float(), 0.0)
         if self.noise > 0:
-            reward = reward + self.noise * torch.randn(self.num_envs, generator=self.generator,
-                                                       device=self.device)
+            reward = reward + self.noise * torch.randn(self.num_envs, generator=self.generator, device=self.device)
         self.has_key = torch.where(at_key, action.long(), self.has_key)
         self.position = self.position + 1
-        terminated = at_door
-        self.position[terminated] = 0  # same-step reset of finished episodes only
-        self.has_key[terminated] = 0
-        truncated = torch.zeros_like(terminated)
-        return self.state, reward, terminated, truncated, {}
+        self.position[at_door] = 0  # same-step reset of the finished episodes only
+        self.has_key[at_door] = 0
+        return self.state, reward, at_door, torch.zeros_like(at_door), {}
 
     def model(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Exact dynamics: P[s, a, s'] over num_states + 1 states (the last is terminal and
@@ -481,25 +424,18 @@ class KeyToDoor:
         R = torch.zeros(n + 1, 2, dtype=torch.float64)
         P[n, :, n] = 1.0
         for key in (0, 1):
-            for position in range(self.door + 1):
-                s = 2 * position + key
+            P[2 * self.door + key, :, n], R[2 * self.door + key] = 1.0, float(key)
+            for position in range(self.door):
                 for a in (0, 1):
-                    if position == self.door:
-                        P[s, a, n], R[s, a] = 1.0, float(key)
-                    else:
-                        next_key = a if position == 0 else key
-                        P[s, a, 2 * (position + 1) + next_key] = 1.0
-                        R[s, a] = self.distractor_prob * self.distractor if position > 0 else 0.0
+                    P[2 * position + key, a, 2 * (position + 1) + (a if position == 0 else key)] = 1.0
+                    R[2 * position + key, a] = self.distractor_prob * self.distractor if position > 0 else 0.0
         return P, R
 
 
 @torch.no_grad()
 def play_episodes(env: KeyToDoor, policy: torch.Tensor) -> dict:
-    """One episode per env under a tabular policy π[s, a], time-major (T = corridor + 2).
-
-    Returns states, actions, rewards, ends and next_states; after the last step the next state
-    is the terminal one (`env.num_states`), whose value is 0.
-    """
+    """One episode per env under a tabular policy π[s, a], time-major (T = corridor + 2): states,
+    actions, rewards, ends and next_states (after the last step, the terminal state, value 0)."""
     state, _ = env.reset()
     steps = {"states": [], "actions": [], "rewards": [], "ends": []}
     for _ in range(env.corridor + 2):
@@ -516,25 +452,17 @@ def play_episodes(env: KeyToDoor, policy: torch.Tensor) -> dict:
 
 def evaluate_policy(P: torch.Tensor, R: torch.Tensor, policy: torch.Tensor,
                     gamma: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Exact V^π and Q^π of a tabular policy π[s, a] by solving the Bellman equations.
-
-    V = r_π + γ P_π V, solved as (I - γ P_π) V = r_π with the absorbing last state pinned to 0;
-    then Q(s, a) = R(s, a) + γ Σ_s' P(s' | s, a) V(s').
-    """
+    """Exact V^π and Q^π of a tabular policy π[s, a]: (I - γ P_π) V = r_π solved with the
+    absorbing last state pinned to 0, then Q(s, a) = R(s, a) + γ Σ_s' P(s' | s, a) V(s')."""
     policy = policy.to(P.dtype)
     P_pi = torch.einsum("sa,sat->st", policy, P)
     r_pi = (policy * R).sum(1)
     P_pi[-1] = 0.0  # the terminal state earns nothing and goes nowhere
-    eye = torch.eye(len(P), dtype=P.dtype)
-    V = torch.linalg.solve(eye - gamma * P_pi, r_pi)
-    Q = R + gamma * torch.einsum("sat,t->sa", P, V)
-    return V, Q
+    V = torch.linalg.solve(torch.eye(len(P), dtype=P.dtype) - gamma * P_pi, r_pi)
+    return V, R + gamma * torch.einsum("sat,t->sa", P, V)
 
 
-# ============================================================================================
-# The small-LM world (05, 06 and 07): a verifiable multi-step task, a tiny causal LM trained
-# from scratch on it (the cold start), sampling with masks and log-probs, and evaluation.
-# ============================================================================================
+# ================================================================ the small-LM world (05-07)
 HELD_OUT_SEED = 2**31 - 1  # one held-out set for every LM script, whatever --seed is
 HELD_OUT_SIZE = 512  # never trained on (SFT and RL skip these prompts); evaluations use a prefix
 
@@ -544,9 +472,9 @@ class ChainProblem:
     """A chain of operations applied left to right: start, then (op, operand) pairs.
 
     Question "12+7*3-5\\n"; worked solution, one step per line, then the answer line:
-    "12+7=19\\n19*3=57\\n57-5=52\\n#52" (the model ends it with its end-of-sequence token).
-    The prompt the model sees is the question put into `prompt_format` at "{prompt}" (bare by
-    default, as a base model and our cold start see it; a chat template for an instruct model).
+    "12+7=19\\n19*3=57\\n57-5=52\\n#52" (the model ends it with its end-of-sequence token). The
+    model sees the question put into `prompt_format` at "{prompt}" (bare by default, as a base
+    model sees it; a chat template for an instruct model).
     """
 
     start: int
@@ -578,8 +506,7 @@ class ChainProblem:
     def lines(self) -> list[str]:
         """The gold lines of the solution: one per step, then the answer line."""
         v = self.values
-        steps = [f"{v[i]}{op}{b}={v[i + 1]}" for i, (op, b) in enumerate(self.ops)]
-        return steps + [f"#{self.answer}"]
+        return [f"{v[i]}{op}{b}={v[i + 1]}" for i, (op, b) in enumerate(self.ops)] + [f"#{self.answer}"]
 
     @property
     def solution(self) -> str:
@@ -589,7 +516,7 @@ class ChainProblem:
 @dataclasses.dataclass(frozen=True)
 class ChainTask:
     """The distribution of problems: `min_steps`..`max_steps` operations (the difficulty),
-    operands 1..max_operand, every intermediate value kept within 0..max_value."""
+    operands 1..max_operand, every intermediate value within 0..max_value."""
 
     min_steps: int = 1
     max_steps: int = 4
@@ -604,8 +531,8 @@ class ChainTask:
 
     @property
     def longest_solution(self) -> int:
-        """Characters in the longest worked solution, plus the end-of-sequence token: each step line
-        is "a op b = c" and a newline, then "#answer" (a one-token-per-character model's budget)."""
+        """Characters in the longest worked solution ("a op b=c" and a newline per step, then
+        "#answer"), plus EOS: a one-token-per-character model's budget."""
         digits, operand = len(str(self.max_value)), len(str(self.max_operand))
         return self.max_steps * (2 * digits + operand + 3) + 1 + digits + 1
 
@@ -638,8 +565,7 @@ class ChainTask:
         return problems
 
     def held_out(self, n: int = HELD_OUT_SIZE) -> list[ChainProblem]:
-        """The fixed evaluation set (its own seed), the same for every script and seed; the
-        first n of HELD_OUT_SIZE problems."""
+        """The first n problems of the fixed evaluation set (its own seed, whatever the run's)."""
         require(n <= HELD_OUT_SIZE, f"the held-out set has {HELD_OUT_SIZE} problems, asked for {n}")
         return self.sample(n, np.random.default_rng(HELD_OUT_SEED))
 
@@ -660,9 +586,9 @@ def verify(problem: ChainProblem, completion: str) -> float:
 
 
 def first_wrong_step(problem: ChainProblem, completion: str) -> int | None:
-    """Gold step label: the index of the first line that differs from the worked solution
-    (a malformed, missing or extra line counts as wrong; the answer line is index n_steps);
-    None when every line is right. A right answer after a wrong step gets a label too."""
+    """Gold step label: the index of the first line that differs from the worked solution (a
+    malformed, missing or extra line counts; the answer line is index n_steps); None when every
+    line is right. A right answer after a wrong step gets a label too."""
     lines, gold = completion.split("\n"), problem.lines
     for i, line in enumerate(gold):
         if i >= len(lines) or lines[i] != line:
@@ -671,8 +597,8 @@ def first_wrong_step(problem: ChainProblem, completion: str) -> int | None:
 
 
 def make_char_tokenizer() -> PreTrainedTokenizerFast:
-    """A PreTrainedTokenizerFast with one token per character of the task (built locally with
-    the `tokenizers` library: nothing to download). Specials: <pad> 0, <eos> 1, <unk> 2."""
+    """A PreTrainedTokenizerFast with one token per character of the task, built locally (nothing
+    to download). Specials: <pad> 0, <eos> 1, <unk> 2."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
@@ -689,32 +615,27 @@ def make_tiny_lm(tokenizer: PreTrainedTokenizerBase, hidden: int, layers: int, h
     """A small Llama-architecture causal LM, randomly initialised (tied input/output embeddings)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=4 * hidden,
-                         num_hidden_layers=layers, num_attention_heads=heads,
-                         max_position_embeddings=context, tie_word_embeddings=True,
-                         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
-                         bos_token_id=None)
-    return LlamaForCausalLM(config)
+    return LlamaForCausalLM(LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=4 * hidden, num_hidden_layers=layers,
+        num_attention_heads=heads, max_position_embeddings=context, tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, bos_token_id=None))
 
 
-# -------------------------------------------------------------------------- batches and masks
+# ------------------------------------------------------------------ batches, masks, sampling
 def encode_prompts(tokenizer: PreTrainedTokenizerBase, prompts: list[str] | list[list[int]],
                    device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
     """Left-padded prompt ids and attention mask (B, P): generation continues every row at P."""
     rows = [tokenizer(p, add_special_tokens=False)["input_ids"] if isinstance(p, str) else list(p)
             for p in prompts]
     width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), tokenizer.pad_token_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, row in enumerate(rows):
-        ids[i, width - len(row):] = torch.tensor(row, dtype=torch.long)
-        mask[i, width - len(row):] = 1
+    ids = torch.tensor([[tokenizer.pad_token_id] * (width - len(r)) + r for r in rows], dtype=torch.long)
+    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], dtype=torch.long)
     return ids.to(device), mask.to(device)
 
 
 def head_width(model: PreTrainedModel) -> int:
-    """The width of the hidden states the LM head reads: what a head on the trunk must take
-    (not always config.hidden_size: OPT's trunk can project its states down first)."""
+    """The width of the hidden states the LM head reads, which a head on the trunk must take (not
+    always config.hidden_size: OPT's trunk can project its states down first)."""
     return model.get_output_embeddings().in_features
 
 
@@ -725,14 +646,11 @@ def positions_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
 
 @dataclasses.dataclass
 class Completions:
-    """One sampled completion per row, B rows. Prompt columns 0..P-1 (left-padded), completion
-    columns P..P+T-1.
-
-    completion_mask (B, T): the generated tokens up to and including EOS (false on the padding
-    written after EOS); attention_mask (B, P+T): real prompt tokens and completion_mask;
-    logprobs (B, T): log π(token) of each sampled token under the sampling policy (0 where
-    masked); truncated (B,): no EOS within the token budget (the completion was cut).
-    """
+    """One sampled completion per row. Prompt columns 0..P-1 (left-padded), completion columns
+    P..P+T-1. completion_mask (B, T): the generated tokens up to and including EOS;
+    attention_mask (B, P+T): real prompt tokens and completion_mask; logprobs (B, T): log π of
+    each sampled token under the sampling policy (0 where masked); truncated (B,): no EOS
+    within the budget (the completion was cut)."""
 
     sequences: torch.Tensor
     attention_mask: torch.Tensor
@@ -749,20 +667,18 @@ class Completions:
     def lengths(self) -> torch.Tensor:
         return self.completion_mask.sum(1)
 
-    def padded_to(self, width: int, pad_id: int) -> Completions:
-        """The same rows with the completion columns right-padded (masked) to `width`."""
-        extra = width - self.completion_mask.shape[1]
-        return dataclasses.replace(
-            self, sequences=F.pad(self.sequences, (0, extra), value=pad_id),
-            attention_mask=F.pad(self.attention_mask, (0, extra), value=0),
-            completion_mask=F.pad(self.completion_mask, (0, extra), value=False),
-            logprobs=F.pad(self.logprobs, (0, extra), value=0.0))
-
     @staticmethod
-    def stack(parts: list[Completions]) -> Completions:
-        """Rows of batches that share their prompt and completion widths, one after another."""
-        fields = ("sequences", "attention_mask", "completion_mask", "logprobs", "truncated")
-        return dataclasses.replace(parts[0], **{f: torch.cat([getattr(p, f) for p in parts]) for f in fields})
+    def stack(parts: list[Completions], width: int, pad_id: int) -> Completions:
+        """Batches of one prompt width, one after another, their completion columns right-padded
+        (masked) to `width`."""
+        def joined(name: str, pad: float) -> torch.Tensor:
+            return torch.cat([F.pad(getattr(p, name), (0, width - p.completion_mask.shape[1]), value=pad)
+                              for p in parts])
+
+        return dataclasses.replace(parts[0], sequences=joined("sequences", pad_id),
+                                   attention_mask=joined("attention_mask", 0),
+                                   completion_mask=joined("completion_mask", False),
+                                   logprobs=joined("logprobs", 0.0), truncated=torch.cat([p.truncated for p in parts]))
 
 
 @torch.no_grad()
@@ -771,18 +687,13 @@ def sample_completions(model: PreTrainedModel, prompt_ids: torch.Tensor, prompt_
                        generator: torch.Generator | None = None, temperature: float = 1.0) -> Completions:
     """Sample one completion per row with a KV cache: each step feeds only the new token.
 
-    (model.generate does the same; on CPU with a tiny model our loop is as fast or faster,
-    and it records the log-probs and masks we need; see studies/05_bench.py.) Rows that have ended
-    keep receiving <pad> with attention 0, so they change nothing; we stop when all have ended.
-    temperature 0 is greedy decoding (the sampling policy is then deterministic: log π = 0).
+    (model.generate does the same; with a tiny model on CPU our loop is as fast or faster, and it
+    records the log-probs and masks we need: studies/05_bench.py.) Rows that have ended receive
+    <pad> with attention 0, so they change nothing; we stop when all have ended. Temperature 0
+    is greedy decoding (the sampling policy is then deterministic: log π = 0).
     """
     if temperature < 0:
         raise ValueError(f"temperature must be ≥ 0, got {temperature}")
-    if max_new_tokens == 0:  # nothing to generate: no token, so no EOS either
-        nothing = prompt_ids.new_zeros(len(prompt_ids), 0)
-        return Completions(prompt_ids, prompt_mask.long(), nothing.bool(), nothing.float(),
-                           torch.ones(len(prompt_ids), dtype=torch.bool, device=prompt_ids.device),
-                           prompt_length=prompt_ids.shape[1])
     was_training = model.training
     model.eval()
     attention = prompt_mask.long()
@@ -792,7 +703,7 @@ def sample_completions(model: PreTrainedModel, prompt_ids: torch.Tensor, prompt_
     alive = torch.ones(len(prompt_ids), dtype=torch.bool, device=prompt_ids.device)
     # on a GPU each look at `alive` waits for the device: look every 8 tokens, trim the surplus below
     check_every = 1 if prompt_ids.device.type == "cpu" else 8
-    tokens, logprobs, masks = [], [], []
+    tokens, logprobs, masks = [prompt_ids[:, :0]], [prompt_ids[:, :0].float()], [alive[:, None][:, :0]]  # none yet
     for step in range(max_new_tokens):
         logits = out.logits[:, -1].float()
         if temperature > 0:
@@ -801,10 +712,10 @@ def sample_completions(model: PreTrainedModel, prompt_ids: torch.Tensor, prompt_
             token_logp = logp.gather(1, token[:, None]).squeeze(1)
         else:
             token, token_logp = logits.argmax(-1), torch.zeros_like(logits[:, 0])
-        token = torch.where(alive, token, torch.full_like(token, pad_id))
-        tokens.append(token)
-        logprobs.append(torch.where(alive, token_logp, 0.0))
-        masks.append(alive)
+        token = torch.where(alive, token, pad_id)
+        tokens.append(token[:, None])
+        logprobs.append(torch.where(alive, token_logp, 0.0)[:, None])
+        masks.append(alive[:, None])
         alive = alive & (token != eos_id)
         if step == max_new_tokens - 1 or ((step + 1) % check_every == 0 and not alive.any()):
             break
@@ -813,12 +724,12 @@ def sample_completions(model: PreTrainedModel, prompt_ids: torch.Tensor, prompt_
                     cache=out.cache, use_cache=True)
         next_position = next_position + 1
     model.train(was_training)
-    completion_mask = torch.stack(masks, 1)
+    completion_mask = torch.cat(masks, 1)
     width = int(completion_mask.any(0).sum())  # the columns up to the step where the last row ended
     completion_mask = completion_mask[:, :width]
-    return Completions(sequences=torch.cat([prompt_ids, torch.stack(tokens, 1)[:, :width]], 1),
+    return Completions(sequences=torch.cat([prompt_ids, torch.cat(tokens, 1)[:, :width]], 1),
                        attention_mask=torch.cat([prompt_mask.long(), completion_mask.long()], 1),
-                       completion_mask=completion_mask, logprobs=torch.stack(logprobs, 1)[:, :width],
+                       completion_mask=completion_mask, logprobs=torch.cat(logprobs, 1)[:, :width],
                        truncated=alive, prompt_length=prompt_ids.shape[1])
 
 
@@ -832,15 +743,13 @@ def sample(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prompts: 
            generator: torch.Generator | None, device: torch.device | str,
            chunk: int = 512) -> tuple[Completions, list[str]]:
     """One completion per prompt, and its text: the one way every script samples. Prompts go
-    through the model `chunk` rows at a time (memory); with several chunks, each is padded to
+    through the model `chunk` rows at a time (memory); several chunks are padded to
     max_new_tokens so that they stack into one Completions."""
     ids, mask = encode_prompts(tokenizer, prompts, device)
     parts = [sample_completions(model, ids[i:i + chunk], mask[i:i + chunk], max_new_tokens,
                                 tokenizer.eos_token_id, tokenizer.pad_token_id, generator)
              for i in range(0, len(prompts), chunk)]
-    if len(parts) > 1:
-        parts = [part.padded_to(max_new_tokens, tokenizer.pad_token_id) for part in parts]
-    completions = Completions.stack(parts)
+    completions = parts[0] if len(parts) == 1 else Completions.stack(parts, max_new_tokens, tokenizer.pad_token_id)
     return completions, completion_texts(tokenizer, completions)
 
 
@@ -858,8 +767,7 @@ def token_logprobs(model: PreTrainedModel, sequences: torch.Tensor, attention_ma
                    position_ids=positions_from_mask(attention_mask)).logits
     logp_all = torch.log_softmax(logits[:, prompt_length - 1:-1].float(), dim=-1)
     logp = logp_all.gather(2, sequences[:, prompt_length:, None]).squeeze(2)
-    entropy = -(logp_all.exp() * logp_all).sum(-1) if with_entropy else None
-    return logp, entropy
+    return logp, -(logp_all.exp() * logp_all).sum(-1) if with_entropy else None
 
 
 # Steps are the lines of a completion's decoded text. A token may hold several characters, a
@@ -881,22 +789,21 @@ def token_step_ids(tokenizer: PreTrainedTokenizerBase, completion_ids: torch.Ten
     inside one token (the empty line of "\n\n") has no token of its own: see `step_end_tokens`."""
     counts = newline_counts(tokenizer, completion_ids, completion_mask)
     before = counts.cumsum(1) - counts  # newlines strictly before each token
-    return torch.where(completion_mask, before, torch.full_like(before, -1))
+    return torch.where(completion_mask, before, -1)
 
 
 def step_end_tokens(tokenizer: PreTrainedTokenizerBase, completion_ids: torch.Tensor,
                     completion_mask: torch.Tensor) -> torch.Tensor:
     """For each line (step) k of each completion, the token where it ends, (B, S): the token that
     holds its newline, or the last token (EOS) for the last line; -1 beyond a row's lines. Every
-    line has one, also a line that begins and ends inside one token (then several lines end at the
+    line has one, also a line that begins and ends inside one token (several lines then end at the
     same token), so line k of the text is step k here: step labels and rewards stay aligned."""
     through = newline_counts(tokenizer, completion_ids, completion_mask).cumsum(1)  # newlines up to each token
     lines = through[:, -1] + 1
     k = torch.arange(int(lines.max()), device=completion_ids.device).expand(len(lines), -1)
     ends = torch.searchsorted(through.contiguous(), (k + 1).contiguous())  # the first token that holds newline k+1
-    last_token = completion_mask.long().sum(1, keepdim=True) - 1
-    ends = torch.where(k == lines[:, None] - 1, last_token, ends)
-    return torch.where(k < lines[:, None], ends, torch.full_like(ends, -1))
+    ends = torch.where(k == lines[:, None] - 1, completion_mask.long().sum(1, keepdim=True) - 1, ends)
+    return torch.where(k < lines[:, None], ends, -1)
 
 
 def step_end_mask(step_ids: torch.Tensor) -> torch.Tensor:
@@ -906,7 +813,7 @@ def step_end_mask(step_ids: torch.Tensor) -> torch.Tensor:
     return (step_ids >= 0) & (following != step_ids)
 
 
-# ------------------------------------------------------------------- the cold-start policy
+# ---------------------------------------------------------------------- the cold-start policy
 @dataclasses.dataclass(frozen=True)
 class ColdStart:
     """Everything that determines the cold-start model; its hash names the cache folder."""
@@ -935,8 +842,8 @@ class ColdStart:
 
 def text_batch(tokenizer: PreTrainedTokenizerBase, prompts: list[str], targets: list[str],
                device: torch.device | str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Teacher-forcing batch: prompt + target + EOS per row, right-padded. Returns ids, attention
-    mask and the loss mask (true on the tokens the model must predict: the target and EOS)."""
+    """Teacher forcing: prompt + target + EOS per row, right-padded. Returns ids, attention mask
+    and the loss mask (true on the tokens the model must predict: the target and EOS)."""
     rows, predicted = [], []
     for prompt_text, target in zip(prompts, targets):
         prompt = tokenizer(prompt_text, add_special_tokens=False)["input_ids"]
@@ -952,8 +859,7 @@ def text_batch(tokenizer: PreTrainedTokenizerBase, prompts: list[str], targets: 
 
 def sft_batch(tokenizer: PreTrainedTokenizerBase, problems: list[ChainProblem], shortcuts: list[bool],
               device: torch.device | str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """`text_batch` of demonstrations: the target is the worked solution or, where `shortcuts`
-    says so, the bare answer line."""
+    """`text_batch` of demonstrations: the worked solution or, where `shortcuts` says, the bare answer."""
     targets = [p.lines[-1] if shortcut else p.solution for p, shortcut in zip(problems, shortcuts)]
     return text_batch(tokenizer, [p.prompt for p in problems], targets, device)
 
@@ -962,23 +868,24 @@ def target_nll(model: PreTrainedModel, ids: torch.Tensor, attention: torch.Tenso
                loss_mask: torch.Tensor) -> torch.Tensor:
     """Mean cross-entropy of the target tokens of a `text_batch` (the prompt is masked out)."""
     logits = model(input_ids=ids, attention_mask=attention).logits[:, :-1]
-    nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2).float(), ids[:, 1:], reduction="none")
+    nll = F.cross_entropy(logits.transpose(1, 2).float(), ids[:, 1:], reduction="none")
     return (nll * loss_mask[:, 1:]).sum() / loss_mask[:, 1:].sum()
 
 
-def supervised_finetune(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, task: ChainTask, steps: int, batch: int, lr: float,
-                        rng: np.random.Generator, device: torch.device | str, shortcut_prob: float = 0.0,
-                        exclude: frozenset[str] = frozenset(), progress: bool = True) -> list[float]:
-    """SFT on demonstrations: cross-entropy on the target tokens (prompt masked), AdamW with a
-    linear decay to 0. A share `shortcut_prob` of the demonstrations are bare answers with no
-    worked steps (as in mixed web data). Returns the loss per step."""
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: 1 - i / steps)
+def supervised_finetune(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, config: ColdStart,
+                        device: torch.device | str, progress: bool = True) -> list[float]:
+    """The cold start's SFT on demonstrations, none of the held-out set: cross-entropy on the
+    target tokens, AdamW with a linear decay to 0. A share `shortcut_prob` of the demonstrations
+    are bare answers with no worked steps (as in mixed web data). Returns the loss per step."""
+    rng, exclude = np.random.default_rng(config.seed), frozenset(p.prompt for p in config.task.held_out())
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.sft_lr, weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: 1 - i / config.sft_steps)
     model.train()
     losses = []
-    for _ in tqdm(range(steps), desc="cold start (SFT)", leave=False, disable=not progress):
-        shortcuts = (rng.random(batch) < shortcut_prob).tolist()
-        loss = target_nll(model, *sft_batch(tokenizer, task.sample(batch, rng, exclude=exclude), shortcuts, device))
+    for _ in tqdm(range(config.sft_steps), desc="cold start (SFT)", leave=False, disable=not progress):
+        shortcuts = (rng.random(config.sft_batch) < config.shortcut_prob).tolist()
+        problems = config.task.sample(config.sft_batch, rng, exclude=exclude)
+        loss = target_nll(model, *sft_batch(tokenizer, problems, shortcuts, device))
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -1001,8 +908,8 @@ def quiet_transformers() -> Iterator[None]:
 
 def load_cold_start(folder: Path, config: ColdStart,
                     device: torch.device | str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, dict]:
-    """The cached cold start in `folder`, checked: its record names this config, and its
-    tokenizer still knows its padding and end-of-sequence tokens."""
+    """The cached cold start in `folder`, checked: its record names this config, and its tokenizer
+    still knows its padding and end-of-sequence tokens."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     info = json.loads((folder / "cold_start.json").read_text())
@@ -1018,11 +925,10 @@ def load_cold_start(folder: Path, config: ColdStart,
 
 def cold_start_policy(config: ColdStart, device: torch.device | str, cache_root: str | Path = "runs/cold_start",
                       progress: bool = True) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, dict]:
-    """The cold-start model and tokenizer: loaded from cache_root/<config hash>/ if it was made
-    before, else trained from scratch by SFT and saved there with save_pretrained. A cache that
-    does not load (a file missing, truncated or garbled) is said so in one line and rebuilt; the
-    cache is written to a temporary folder first, then renamed, so a stopped run leaves none.
-    Returns (model, tokenizer, info); info says where, and whether it was trained now."""
+    """The cold-start model and tokenizer: loaded from cache_root/<config hash>/, or trained from
+    scratch by SFT and saved there with save_pretrained. A cache that does not load (a file
+    missing, truncated or garbled) is said so in one line and rebuilt. Returns (model, tokenizer,
+    info); info says where, and whether it was trained now."""
     folder = Path(cache_root) / config.key
     if folder.exists():
         try:
@@ -1036,12 +942,9 @@ def cold_start_policy(config: ColdStart, device: torch.device | str, cache_root:
     tokenizer = make_char_tokenizer()
     context = max(128, config.task.longest_prompt + config.task.longest_solution)
     model = make_tiny_lm(tokenizer, config.hidden, config.layers, config.heads, context).to(device)
-    exclude = frozenset(p.prompt for p in config.task.held_out())
-    losses = supervised_finetune(model, tokenizer, config.task, config.sft_steps, config.sft_batch, config.sft_lr,
-                                 np.random.default_rng(config.seed), device, config.shortcut_prob, exclude, progress)
+    losses = supervised_finetune(model, tokenizer, config, device, progress)
     info = {"config": dataclasses.asdict(config), "path": str(folder), "sft_losses": losses,
-            "parameters": sum(p.numel() for p in model.parameters()),
-            "sft_wall_clock_s": time.time() - start}
+            "parameters": sum(p.numel() for p in model.parameters()), "sft_wall_clock_s": time.time() - start}
     save_whole(folder, model, tokenizer, info)
     return model, tokenizer, {**info, "trained_now": True}
 
@@ -1065,9 +968,8 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
     """Whether the Hugging Face hub answers at all (one quick try, no retries)."""
     from huggingface_hub import constants
 
-    host = constants.ENDPOINT.split("://")[-1].split("/")[0]
     try:
-        socket.create_connection((host, 443), timeout=timeout).close()
+        socket.create_connection((constants.ENDPOINT.split("://")[-1].split("/")[0], 443), timeout=timeout).close()
         return True
     except OSError:
         return False
@@ -1075,18 +977,16 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
 
 def load_pretrained(name_or_path: str,
                     device: torch.device | str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Any causal LM and its tokenizer (a folder, or a hub name): left padding, a pad token.
-    Anything that cannot be loaded stops the program with one line, at once: a missing or empty
-    folder, a folder without a causal LM, a hub name that is not cached here while the hub cannot
-    be reached (no retry loop)."""
+    """Any causal LM and its tokenizer (a folder, or a hub name), with left padding and a pad
+    token. What cannot be loaded stops with one line at once: a missing or empty folder, a folder
+    without a causal LM, a hub name not cached here while the hub cannot be reached (no retries)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = Path(name_or_path).expanduser()
     is_folder = path.exists() or name_or_path.startswith((".", "/", "~")) or name_or_path.count("/") > 1
-    if is_folder and not path.is_dir():
-        fail(f"--model {name_or_path}: no such folder")
     if is_folder and not (path / "config.json").exists():
-        fail(f"--model {name_or_path}: no model in that folder (no config.json); save one there with save_pretrained")
+        fail(f"--model {name_or_path}: " + ("no model in that folder (no config.json); save one there with "
+                                            "save_pretrained" if path.is_dir() else "no such folder"))
     offline = not is_folder and not _hub_reachable()
     source = str(path) if is_folder else name_or_path
     try:
@@ -1106,24 +1006,23 @@ def load_pretrained(name_or_path: str,
     return model, tokenizer
 
 
-# ------------------------------------------------------------------------------ evaluation
+# --------------------------------------------------------------------------------- evaluation
 def auroc(positives: np.ndarray, negatives: np.ndarray) -> float:
     """P(a positive outranks a negative), ties counted half (the Mann-Whitney statistic)."""
     if len(positives) == 0 or len(negatives) == 0:
-        return float("nan")
+        return math.nan
     diff = np.asarray(positives)[:, None] - np.asarray(negatives)[None, :]
     return float((diff > 0).mean() + 0.5 * (diff == 0).mean())
 
 
 def localisation(credits: list[np.ndarray], first_wrong: list[int]) -> dict:
-    """How well low credit points at the first wrong step (06 and 07's metric), one credit per
-    step of each failed solution: AUROC of -credit for "this is the first wrong step" (all steps
-    of all solutions pooled), and top-1, the chance that the lowest-credit step is the first
-    wrong one (ties split evenly). A solution with no step credit counts for nothing; none
-    left: both NaN."""
+    """How well low credit points at the first wrong step, one credit per step of each failed
+    solution: the AUROC of -credit for "this is the first wrong step" (all steps pooled), and
+    top-1, the chance that the lowest-credit step is the first wrong one (ties split evenly). A
+    solution with no step credit counts for nothing; none left: both NaN."""
     pairs = [(np.asarray(c), w) for c, w in zip(credits, first_wrong) if len(c)]
     if not pairs:
-        return {"auroc": float("nan"), "top1": float("nan")}
+        return {"auroc": math.nan, "top1": math.nan}
     positives, negatives, top1 = [], [], []
     for credit, wrong in pairs:
         is_wrong = np.arange(len(credit)) == wrong
@@ -1135,20 +1034,18 @@ def localisation(credits: list[np.ndarray], first_wrong: list[int]) -> dict:
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k from n samples of which c are right (Chen et al., 2021):
-    1 - C(n-c, k) / C(n, k), the chance that k of the n, drawn without replacement, miss."""
+    """Unbiased pass@k from n samples of which c are right (Chen et al., 2021): 1 - C(n-c, k) /
+    C(n, k), the chance that k of the n, drawn without replacement, are not all wrong."""
     if not (0 <= c <= n and 1 <= k <= n):
         raise ValueError(f"pass@k needs 0 ≤ c ≤ n and 1 ≤ k ≤ n, got n={n}, c={c}, k={k}")
-    if n - c < k:
-        return 1.0
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
 def evaluate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problems: list[ChainProblem],
              samples: int, max_new_tokens: int, generator: torch.Generator | None, device: torch.device | str,
              ks: tuple[int, ...] = (1,)) -> dict:
-    """Held-out pass@k (sampling at temperature 1, unbiased estimator over `samples` per
-    problem, k ≤ samples), the mean completion length, and the right count per problem."""
+    """Held-out pass@k (temperature 1, the unbiased estimator over `samples` per problem, k ≤
+    samples), the mean completion length, and the right count per problem."""
     repeated = [p for p in problems for _ in range(samples)]
     completions, texts = sample(model, tokenizer, [p.prompt for p in repeated], max_new_tokens, generator, device)
     correct = verifier_rewards(repeated, texts, completions.truncated).view(len(problems), samples).sum(1)
@@ -1156,7 +1053,7 @@ def evaluate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problem
     return {**result, "length": float(completions.lengths.float().mean()), "correct": correct.long().tolist()}
 
 
-# ------------------------------------------------------------------ the LM scripts' flags
+# ------------------------------------------------------------------------ the LM scripts' flags
 @dataclasses.dataclass
 class LMArgs(RunArgs):
     """Flags shared by the LM scripts: the model, the task, the cold start, sampling, evaluation.

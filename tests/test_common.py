@@ -231,23 +231,14 @@ def test_claims_wrap_to_the_terminal_and_keep_every_word():
     assert text.split() == ["[yes]", "survey", "§3", *statement.split(), "measured:", *measured.split()]
 
 
-@pytest.mark.parametrize("band", ["minmax", "std"])
-def test_plot_curves_draws_mean_and_band(tmp_path, band):
+def test_plot_curves_draws_the_mean_and_the_min_max_band(tmp_path):
     fig, ax = plt.subplots()
-    ys = np.array([[0.0, 1.0, 2.0], [2.0, 3.0, 4.0]])
-    common.plot_curves(ax, np.arange(3), {"run": ys}, band=band)
-    np.testing.assert_allclose(ax.lines[0].get_ydata(), [1.0, 2.0, 3.0])
-    low, high = (ys.min(0), ys.max(0)) if band == "minmax" else (ys.mean(0) - 1, ys.mean(0) + 1)
+    ys = np.array([[0.0, 1.0, 5.0], [2.0, 3.0, 4.0]])
+    common.plot_curves(ax, np.arange(3), {"run": ys})
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), [1.0, 2.0, 4.5])
     vertices = ax.collections[0].get_paths()[0].vertices
-    assert np.isclose(vertices[:, 1].min(), low.min()) and np.isclose(vertices[:, 1].max(), high.max())
+    assert np.isclose(vertices[:, 1].min(), 0.0) and np.isclose(vertices[:, 1].max(), 5.0)
     assert common.save_figure(fig, tmp_path / "f.png").stat().st_size > 0
-
-
-def test_plot_curves_rejects_unknown_band():
-    fig, ax = plt.subplots()
-    with pytest.raises(ValueError, match="band"):
-        common.plot_curves(ax, np.arange(2), {"x": np.zeros((1, 2))}, band="iqr")
-    plt.close(fig)
 
 
 def test_moving_average_is_a_trailing_mean():

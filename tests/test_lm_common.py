@@ -205,16 +205,18 @@ def test_sample_in_chunks_stacks_into_one_batch_padded_to_the_budget():
     assert not chunked.completion_mask[:2, width:].any()
 
 
-def test_padded_to_and_stack_keep_every_row_and_mask_the_padding():
+def test_stack_pads_every_part_to_the_width_and_masks_the_padding():
     model, tok = tiny_model()
     ids, mask = common.encode_prompts(tok, ["1+2\n", "45\n"])
-    part = common.sample_completions(model, ids, mask, 4, tok.eos_token_id, tok.pad_token_id,
-                                     torch.Generator().manual_seed(1))
-    wide = part.padded_to(9, tok.pad_token_id)
-    assert wide.completion_mask.shape == (2, 9) and wide.sequences.shape == (2, part.prompt_length + 9)
-    assert torch.equal(wide.lengths, part.lengths) and torch.all(wide.completion_ids[:, 4:] == tok.pad_token_id)
-    both = common.Completions.stack([wide, wide])
-    assert both.sequences.shape[0] == 4 and torch.equal(both.truncated, part.truncated.repeat(2))
+    parts = [common.sample_completions(model, ids, mask, budget, tok.eos_token_id, tok.pad_token_id,
+                                       torch.Generator().manual_seed(1)) for budget in (4, 2)]
+    both = common.Completions.stack(parts, 9, tok.pad_token_id)
+    assert both.completion_mask.shape == (4, 9) and both.sequences.shape == (4, parts[0].prompt_length + 9)
+    assert torch.equal(both.lengths, torch.cat([p.lengths for p in parts]))
+    assert torch.all(both.completion_ids[:, 4:] == tok.pad_token_id) and not both.completion_mask[:, 4:].any()
+    assert torch.all(both.logprobs[:, 4:] == 0) and torch.equal(both.attention_mask[:, both.prompt_length:].bool(),
+                                                                 both.completion_mask)
+    assert torch.equal(both.truncated, torch.cat([p.truncated for p in parts]))
 
 
 def test_verifier_rewards_score_zero_for_a_truncated_completion():
@@ -317,8 +319,8 @@ def test_sft_loss_is_the_mean_nll_of_exactly_the_target_tokens_and_eos(monkeypat
 
     real_sft_batch = common.sft_batch
     monkeypatch.setattr(common, "sft_batch", recorded_sft_batch)
-    losses = common.supervised_finetune(model, tok, common.ChainTask(max_steps=3), steps=2, batch=6, lr=1e-2,
-                                        rng=np.random.default_rng(1), device="cpu", shortcut_prob=0.5, progress=False)
+    config = common.ColdStart(max_steps=3, sft_steps=2, sft_batch=6, sft_lr=1e-2, shortcut_prob=0.5, seed=1)
+    losses = common.supervised_finetune(model, tok, config, device="cpu", progress=False)
     ids, attention, _ = batches[0]
     newline = tok.convert_tokens_to_ids("\n")
     nll, targets = [], set()
