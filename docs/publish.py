@@ -10,7 +10,9 @@
 3. Every generated block is written anew from those committed results. A block is the lines
    between `<!-- generated: KIND RUN [NAME] -->` and `<!-- end generated -->`: `claims RUN` is
    every claim of the run, `table RUN NAME` the table the run wrote into its metrics as
-   `"tables": {NAME: {"header": [...], "rows": [[...], ...]}}` (the run prints the same one).
+   `"tables": {NAME: {"header": [...], "rows": [[...], ...]}}` (the run prints the same one), and
+   `map RUN,RUN,...` the README's map: per chapter run, its docs page's title, the question and
+   answer the run wrote as metrics["map"] = {"question": ..., "answer": ...}, and its wall clock.
 
 `python docs/publish.py --check` writes nothing and exits 1 where a page disagrees with the
 committed results (the test suite runs the same check).
@@ -27,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 PAGES = sorted(DOCS.glob("*.md")) + [ROOT / "README.md"]
-BLOCK = re.compile(r"(<!-- generated: (\w+) ([\w/.-]+)(?: (\w+))? -->\n)(.*?)(<!-- end generated -->)", re.S)
+BLOCK = re.compile(r"(<!-- generated: (\w+) ([\w/.,-]+)(?: (\w+))? -->\n)(.*?)(<!-- end generated -->)", re.S)
 FIGURE = re.compile(r"\]\((?:docs/)?figures/([\w/.-]+)/([\w.-]+\.png)\)")
 KEPT = ("args", "wall_clock_s", "metrics", "claims")
 VERDICT = {True: "yes", False: "no", None: "not checked"}
@@ -58,7 +60,18 @@ def committed(run: str) -> dict:
     return json.loads(path.read_text())
 
 
+def map_table(runs: list[str]) -> str:
+    rows = []
+    for run in runs:
+        results, title = committed(run), (DOCS / f"{run}.md").read_text().split("\n")[0].lstrip("# ")
+        rows.append([f"[{title.split(':')[0]}](docs/{run}.md)", results["metrics"]["map"]["question"],
+                     results["metrics"]["map"]["answer"], f"{results['wall_clock_s']:.0f} s"])
+    return markdown_table(["chapter", "the question", "the answer, measured by its default run", "time"], rows)
+
+
 def render(kind: str, run: str, name: str) -> str:
+    if kind == "map" and not name:
+        return map_table(run.split(","))
     if kind == "claims" and not name:
         return claims_table(committed(run))
     tables = committed(run)["metrics"].get("tables", {}) if kind == "table" else {}
@@ -73,7 +86,7 @@ def rendered(text: str) -> str:
 
 
 def runs_quoted(text: str) -> set[str]:
-    return {run for _, _, run, _, _, _ in BLOCK.findall(text)}
+    return {run for _, _, runs, _, _, _ in BLOCK.findall(text) for run in runs.split(",")}
 
 
 def publish_run(run: str) -> None:

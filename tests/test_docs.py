@@ -33,8 +33,9 @@ def one_run(tmp_path, monkeypatch):
     """A docs folder holding one committed run, "demo", with two claims and one metric."""
     monkeypatch.setattr(publish, "DOCS", tmp_path)
     (tmp_path / "results").mkdir()
-    results = {"args": {}, "wall_clock_s": 1.0,
-               "metrics": {"pass@1": 0.41234, "tables": {"pass": {"header": ["k", "pass@k"], "rows": [[1, 0.41234]]}}},
+    results = {"args": {}, "wall_clock_s": 1.4,
+               "metrics": {"pass@1": 0.41234, "tables": {"pass": {"header": ["k", "pass@k"], "rows": [[1, 0.41234]]}},
+                           "map": {"question": "Which?", "answer": "That one"}},
                "claims": [{"source": "survey §3", "claim": "a | b", "measured": "0.5", "holds": True},
                           {"source": "s", "claim": "c", "measured": "m", "holds": None}]}
     (tmp_path / "results" / "demo.json").write_text(json.dumps(results))
@@ -50,6 +51,14 @@ def test_a_stale_block_is_rewritten_and_the_text_around_it_kept(one_run):
                    "| a \\| b (survey §3) | 0.5 | yes |\n| c (s) | m | not checked |\n<!-- end generated -->\nmiddle\n"
                    "<!-- generated: table demo pass -->\n| k | pass@k |\n|---|---|\n| 1 | 0.412 |\n<!-- end generated -->\nend\n")
     assert publish.rendered(new) == new and publish.runs_quoted(new) == {"demo"}
+
+
+def test_the_map_has_one_row_per_run_with_its_page_title_question_answer_and_time(one_run):
+    (one_run / "demo.md").write_text("# 09 — A demo: its subtitle\n")
+    page = "<!-- generated: map demo,demo -->\n<!-- end generated -->"
+    row = "| [09 — A demo](docs/demo.md) | Which? | That one | 1 s |\n"
+    assert publish.rendered(page).split("|---|---|---|---|\n")[1] == row * 2 + "<!-- end generated -->"
+    assert publish.runs_quoted(page) == {"demo"}
 
 
 def test_a_block_without_committed_results_or_table_stops_with_one_line(one_run):
