@@ -82,6 +82,8 @@ def render(kind: str, run: str, name: str) -> str:
 
 def rendered(text: str) -> str:
     """The page with every generated block written from the committed results."""
+    if text.count("<!-- generated:") != len(BLOCK.findall(text)):  # a typo in a marker would hide its block
+        raise SystemExit("publish: a '<!-- generated:' line that is not KIND RUN [NAME] -->, or has no end")
     return BLOCK.sub(lambda m: m.group(1) + render(m.group(2), m.group(3), m.group(4) or "") + m.group(6), text)
 
 

@@ -70,6 +70,13 @@ def test_a_block_without_committed_results_or_table_stops_with_one_line(one_run)
         publish.rendered("<!-- generated: claims demo pass -->\n<!-- end generated -->")
 
 
+def test_a_marker_that_does_not_parse_stops_instead_of_hiding_its_block(one_run):
+    for page in ("<!-- generated: table demo pass@1 -->\n<!-- end generated -->",
+                 "<!-- generated: claims demo -->\nno end"):
+        with pytest.raises(SystemExit, match="not KIND RUN"):
+            publish.rendered(page)
+
+
 def test_figure_links_name_the_run_and_the_file():
     text = "![a](figures/02_gae/bias.png) ![b](docs/figures/studies/05_length/variance.png)"
     assert publish.FIGURE.findall(text) == [("02_gae", "bias.png"), ("studies/05_length", "variance.png")]
