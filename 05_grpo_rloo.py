@@ -401,25 +401,26 @@ def check_claims(args: Args, runs: dict, before: dict) -> list[dict]:
 
 
 def collect_metrics(args: Args, runs: dict, before: dict) -> dict:
+    """The headline numbers, and the final table (printed, and shown in the docs)."""
     metrics = {f"cold_start_pass@{k}": before[f"pass@{k}"] for k in args.ks}
+    last = f"pass@{args.final_samples}"
+    rows = [["cold start", "-", before["pass@1"], before[last], 0.0, before["length"], "-", "-"]]
     for method, run in runs.items():
         metrics |= {f"{method}_pass@{k}": run["final"][f"pass@{k}"] for k in args.ks}
         metrics |= {f"{method}_kl": run["final_kl"], f"{method}_length": run["final"]["length"],
-                    f"{method}_wall_clock_s": run["wall_clock_s"],
-                    f"{method}_late_length_right": late_mean(run, "length_right"),
-                    f"{method}_late_length_wrong": late_mean(run, "length_wrong")}
-    return metrics
+                    f"{method}_wall_clock_s": run["wall_clock_s"]}
+        metrics |= {f"{method}_late_{key}": late_mean(run, key) for key in ("length_right", "length_wrong")}
+        rows.append([NAMES[method], f"{100 * (run['final']['pass@1'] - before['pass@1']):+.1f}", run["final"]["pass@1"],
+                     run["final"][last], run["final_kl"], run["final"]["length"],
+                     f"{np.mean([h['zero_spread'] for h in run['history']]):.0%}", run["wall_clock_s"]])
+    header = ["policy", "Δ pass@1 (points)", "pass@1", last, "KL", "length", "zero-spread", "seconds"]
+    return metrics | {"tables": {"results": {"header": header, "rows": rows}}}
 
 
-def report(args: Args, claims: list[dict], runs: dict, before: dict) -> None:
-    k = args.final_samples
-    rows = [["cold start", "-", before["pass@1"], before[f"pass@{k}"], 0.0, before["length"], "-", "-"]]
-    rows += [[NAMES[m], run["final"]["pass@1"] - before["pass@1"], run["final"]["pass@1"], run["final"][f"pass@{k}"],
-              run["final_kl"], run["final"]["length"], float(np.mean([h["zero_spread"] for h in run["history"]])),
-              run["wall_clock_s"]] for m, run in runs.items()]
-    print(f"\nHeld-out ({args.eval_problems} problems, {k} samples each), after {args.rl_steps} updates of "
-          f"{args.prompts}x{args.group_size} completions, β={args.beta:g}:")
-    print(format_table(rows, ["policy", "Δ pass@1", "pass@1", f"pass@{k}", "KL", "length", "zero-spread", "seconds"]))
+def report(args: Args, claims: list[dict], table: dict) -> None:
+    print(f"\nHeld-out ({args.eval_problems} problems, {args.final_samples} samples each), after {args.rl_steps} "
+          f"updates of {args.prompts}x{args.group_size} completions, β={args.beta:g}:")
+    print(format_table(table["rows"], table["header"]))
     print("\n" + format_claims(claims))
 
 
@@ -440,7 +441,7 @@ def main(args: Args) -> dict:
     write_results(out, args, wall, metrics, claims, cold_start=before,
                   runs={m: {k: v for k, v in run.items() if k != "policy"} for m, run in runs.items()},
                   cold_start_info={k: v for k, v in info.items() if k != "sft_losses"})
-    report(args, claims, runs, before)
+    report(args, claims, metrics["tables"]["results"])
     print(f"\nwall clock {wall:.0f} s; results in {out}/")
     return {"metrics": metrics, "claims": claims}
 

@@ -13,7 +13,7 @@ length; and we ask whether the critic tells the truth: its V at the first token 
 boundary against P(success | prefix) estimated by fresh rollouts from that prefix. Beside PPO,
 GRPO at the same budget, and the training state each holds.
 
-    python studies/05_critic.py             # 230 s on 2 CPU cores, measured with the other one busy;
+    python studies/05_critic.py             # 195 s on 2 CPU cores, measured with the other one busy;
                                             # writes runs/studies/05_critic/
     python studies/05_critic.py --max-steps 16 --sft-steps 2000 --methods grpo,ppo
                                             # the length axis: chains of 1-16 steps, up to 144 tokens
@@ -51,6 +51,7 @@ grpo = importlib.import_module("05_grpo_rloo")
 METHODS = ("grpo", "ppo", "ppo_head")  # GRPO, and PPO with each kind of critic
 CRITICS = {"ppo": "separate", "ppo_head": "head"}  # the kind of critic each PPO method learns
 NAMES = {"grpo": "GRPO", "ppo": "PPO (critic, GAE)", "ppo_head": "PPO (value head on the policy)"}
+SHORT = {"ppo": "PPO, critic", "ppo_head": "PPO, value head"}  # in the tables, beside their λ
 
 
 @dataclass
@@ -582,28 +583,51 @@ def collect_metrics(rl: grpo.Args, runs: dict, by_lambda: dict, variance: dict, 
     return metrics
 
 
-def report(rl: grpo.Args, args: Args, claims: list[dict], before: dict, runs: dict, by_lambda: dict,
-           variance: dict, truth: dict) -> None:
-    k = rl.final_samples
-    rows = [["cold start", "-", before["pass@1"], before[f"pass@{k}"], 0.0, "-", "-", "-"]]
-    labelled = [(NAMES[m], r) for m, r in runs.items()]
-    labelled += [(f"PPO λ={lam:g}", r) for lam, r in by_lambda.items() if lam != args.gae_lambda]
-    rows += [[label, run["final"]["pass@1"] - before["pass@1"], run["final"]["pass@1"], run["final"][f"pass@{k}"],
-              run["final_kl"], float(np.mean([h["zero_spread"] for h in run["history"]])),
+def runs_table(rl: grpo.Args, args: Args, before: dict, runs: dict, by_lambda: dict) -> dict:
+    """Each trained policy on the held-out problems, with the bytes its training holds."""
+    last = f"pass@{rl.final_samples}"
+    labelled = [(NAMES[m] if m not in CRITICS else f"{SHORT[m]}, λ={args.gae_lambda:g}", r) for m, r in runs.items()]
+    labelled += [(f"{SHORT['ppo']}, λ={lam:g}", r) for lam, r in by_lambda.items() if lam != args.gae_lambda]
+    rows = [["cold start", "-", before["pass@1"], before[last], 0.0, "-", "-", "-"]]
+    rows += [[label, f"{100 * (run['final']['pass@1'] - before['pass@1']):+.1f}", run["final"]["pass@1"],
+              run["final"][last], run["final_kl"], f"{np.mean([h['zero_spread'] for h in run['history']]):.0%}",
               run["state_bytes"] / 2**20, run["wall_clock_s"]] for label, run in labelled]
-    print(f"\nHeld-out ({rl.eval_problems} problems, {k} samples each), after {rl.rl_steps} updates of "
-          f"{rl.prompts}x{rl.group_size} completions, β={rl.beta:g}\n(PPO: λ={args.gae_lambda:g} unless named):")
-    print(common.format_table(rows, ["policy", "Δ pass@1", "pass@1", f"pass@{k}", "KL", "zero-spread", "MiB",
-                                     "seconds"]))
-    rows = [[name, row["slope"], row["relative"], "  ".join(f"{x:.0f}: {v:.3g}" for x, v in zip(row["length"], row["variance"]))]
-            for name, row in variance.items()]
+    return {"header": ["policy", "Δ pass@1 (points)", "pass@1", last, "KL", "zero-spread", "MiB", "seconds"],
+            "rows": rows}
+
+
+def three_digits(x: float) -> str:
+    """A number rounded to 3 significant digits, written in full with thousands separators."""
+    return f"{float(f'{x:.3g}'):,g}"
+
+
+def variance_table(variance: dict) -> dict:
+    """Per Ψ: the log-log slope, the relative variance and tr Cov in each length bin (the bins are
+    the same completions for every Ψ)."""
+    lengths = next(iter(variance.values()))["length"] if variance else []
+    bins = f"tr Cov at mean length {' / '.join(f'{x:.0f}' for x in lengths)}" if lengths else "tr Cov (no length bin)"
+    return {"header": ["Ψ", "log-log slope", "tr Cov / ‖E g‖²", bins],
+            "rows": [[name, row["slope"], row["relative"], " / ".join(map(three_digits, row["variance"]))]
+                     for name, row in variance.items()]}
+
+
+def truth_table(truth: dict) -> dict:
+    """Per critic: its mean error |V - P(success | prefix)| at the first token and at step
+    boundaries, its bias, its correlation with the rollout truth, and the noise floor."""
+    return {"header": ["critic", "error, first token", "error, step boundaries", "bias", "correlation",
+                       "noise floor"],
+            "rows": [[stage, r["error_first_token"], r["error_boundaries"], r["bias"], r["correlation"],
+                      r["noise_floor"]] for stage, r in truth.items()]}
+
+
+def report(rl: grpo.Args, args: Args, claims: list[dict], tables: dict) -> None:
+    print(f"\nHeld-out ({rl.eval_problems} problems, {rl.final_samples} samples each), after {rl.rl_steps} updates "
+          f"of {rl.prompts}x{rl.group_size} completions, β={rl.beta:g}:")
+    print(common.format_table(tables["runs"]["rows"], tables["runs"]["header"]))
     print("\nPer-completion gradient variance at the cold start, by completion length:")
-    print(common.format_table(rows, ["Ψ", "log-log slope", "tr Cov / |E g|²", "mean length: tr Cov, per bin"]))
-    rows = [[stage, r["error_first_token"], r["error_boundaries"], r["bias"], r["correlation"], r["noise_floor"]]
-            for stage, r in truth.items()]
+    print(common.format_table(tables["variance"]["rows"], tables["variance"]["header"]))
     print(f"\nThe critic's V against P(success | prefix) from {args.truth_rollouts} rollouts per prefix:")
-    print(common.format_table(rows, ["critic", "|error| first token", "|error| boundaries", "bias", "correlation",
-                                     "noise floor"]))
+    print(common.format_table(tables["critic_truth"]["rows"], tables["critic_truth"]["header"]))
     print("\n" + common.format_claims(claims))
 
 
@@ -631,11 +655,13 @@ def main(args: Args) -> dict:
     plot_critic_truth(truth, out / "critic_truth.png")
     claims = variance_claims(args, variance) + critic_claims(runs, truth)
     metrics = collect_metrics(rl, runs, by_lambda, variance, truth)
+    metrics["tables"] = {"runs": runs_table(rl, args, before, runs, by_lambda), "variance": variance_table(variance),
+                         "critic_truth": truth_table(truth)}
     wall = time.time() - start
     common.write_results(out, args, wall, metrics, claims, chapter_args=dataclasses.asdict(rl), cold_start=before,
                          runs=without_models(trained(runs, by_lambda)), gradient_variance=variance,
                          critic_truth=truth, critic_warmup_losses={kind: c["losses"] for kind, c in critics.items()})
-    report(rl, args, claims, before, runs, by_lambda, variance, truth)
+    report(rl, args, claims, metrics["tables"])
     print(f"\nwall clock {wall:.0f} s; results in {out}/")
     return {"metrics": metrics, "claims": claims}
 

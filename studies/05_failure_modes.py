@@ -15,7 +15,7 @@ reward from a weak cold start, and train/serve skew and state blindness at servi
 The loop is the chapter's `train` with what these modes need: rollouts from older weights, the
 ratio against them, the drift between the two policies, and reference resets.
 
-    python studies/05_failure_modes.py  # 456 s on 2 CPU cores, measured with the other one busy and
+    python studies/05_failure_modes.py  # 384 s on 2 CPU cores, measured with the other one busy and
                                         # its two extra cold starts cached (about 100 s more the first
                                         # time); writes runs/studies/05_failure_modes/
 
@@ -579,26 +579,39 @@ def collect_metrics(rl: grpo.Args, sweep: dict, stale: dict, skew: dict, kl: dic
     return metrics
 
 
-def report(rl: grpo.Args, claims: list[dict], sweep: dict, stale: dict, skew: dict, kl: dict, sparse: dict,
-           poor: dict) -> None:
+TITLES = {"staleness": "GRPO with stale rollouts (failure mode: async staleness):",
+          "kl": "KL weight, both sides (failure mode: KL mis-tune):",
+          "serving": "The GRPO policy served differently from how it was trained (state mismatch, state blindness):",
+          "sparse": "A weak cold start (sparse reward) and its mitigation:",
+          "poor_reference": "GRPO from a poor reference that rarely writes the steps (KL anchoring):"}
+
+
+def tables(rl: grpo.Args, stale: dict, skew: dict, kl: dict, sparse: dict, poor: dict) -> dict:
+    """Each study as the table it prints and the docs show (keys of TITLES)."""
     k = rl.final_samples
-    rows = [[name, run["final"]["pass@1"], worst_regression(run),
-             *(history_mean(run, key) for key in ("policy_age", "clip_fraction", "policy_drift"))]
-            for name, run in stale.items()]
-    print("\nGRPO with stale rollouts (failure mode: async staleness):")
-    print(common.format_table(rows, ["rollouts", "pass@1", "worst drop", "policy age", "clip fraction", "|log ρ|"]))
-    keys = list(next(iter(kl.values())))
-    print("\nKL weight, both sides (failure mode: KL mis-tune):")
-    print(common.format_table([[f"β={b:g}", *row.values()] for b, row in kl.items()], ["β", *keys]))
-    print("\nThe GRPO policy served differently from how it was trained (state mismatch, state blindness):")
-    print(common.format_table([[name, value] for name, value in skew.items()], ["prompt at serving", "pass@1"]))
-    for title, study in (("A weak cold start (sparse reward) and its mitigation:", sparse),
-                         ("GRPO from a poor reference that rarely writes the steps (KL anchoring):", poor)):
-        print("\n" + title)
-        print(common.format_table([[name, r["final"]["pass@1"], r["final"][f"pass@{k}"], unsolved(r["final"]),
-                                    history_mean(r, "zero_spread") if "history" in r else "-",
-                                    r.get("writes_steps", "-"), r.get("final_kl", "-")] for name, r in study.items()],
-                                  ["policy", "pass@1", f"pass@{k}", "unsolved", "zero-spread", "writes steps", "KL"]))
+    stale_rows = [[name, run["final"]["pass@1"], worst_regression(run),
+                   *(history_mean(run, key) for key in ("policy_age", "clip_fraction", "policy_drift"))]
+                  for name, run in stale.items()]
+    kl_rows = [[f"{b:g}", r["kl"], r["pass@1"], r[f"pass@{k}"], r["entropy"], r["distinct"], r["well_formed"],
+                r["writes_steps"]] for b, r in kl.items()]
+    found = {"staleness": {"header": ["rollouts", "pass@1", "worst drop", "policy age", "clip fraction",
+                                      "drift (mean abs log ρ)"], "rows": stale_rows},
+             "kl": {"header": ["β", "KL", "pass@1", f"pass@{k}", "entropy", "distinct", "well-formed", "writes steps"],
+                    "rows": kl_rows},
+             "serving": {"header": ["prompt at serving", "pass@1"], "rows": [[n, v] for n, v in skew.items()]}}
+    for name, study, columns in (("sparse", sparse, ["KL"]), ("poor_reference", poor, ["writes steps", "KL"])):
+        rows = [[label, r["final"]["pass@1"], r["final"][f"pass@{k}"], f"{unsolved(r['final']):.0%}",
+                 f"{history_mean(r, 'zero_spread'):.0%}" if "history" in r else "-",
+                 *([f"{r['writes_steps']:.0%}"] if "writes steps" in columns else []), r.get("final_kl", "-")]
+                for label, r in study.items()]
+        found[name] = {"header": ["policy", "pass@1", f"pass@{k}", "unsolved", "zero-spread", *columns], "rows": rows}
+    return found
+
+
+def report(claims: list[dict], found: dict) -> None:
+    for name, title in TITLES.items():
+        print(f"\n{title}")
+        print(common.format_table(found[name]["rows"], found[name]["header"]))
     print("\n" + common.format_claims(claims))
 
 
@@ -627,11 +640,12 @@ def main(args: Args) -> dict:
     claims = (beta_claims(sweep) + staleness_claims(args, stale) + kl_claims(rl, before, kl) + skew_claims(skew)
               + sparse_claims(rl, args, sparse, before, {"grpo": on_policy}) + poor_reference_claims(rl, poor, max(sweep)))
     metrics = collect_metrics(rl, sweep, stale, skew, kl, sparse, poor)
+    metrics["tables"] = tables(rl, stale, skew, kl, sparse, poor)
     wall = time.time() - start
     common.write_results(out, args, wall, metrics, claims, chapter_args=dataclasses.asdict(rl), cold_start=before,
                          beta_sweep=without_models(sweep), staleness=without_models(stale), served=skew,
                          kl_study=kl, sparse_reward=without_models(sparse), poor_reference=without_models(poor))
-    report(rl, claims, sweep, stale, skew, kl, sparse, poor)
+    report(claims, metrics["tables"])
     print(f"\nwall clock {wall:.0f} s; results in {out}/")
     return {"metrics": metrics, "claims": claims}
 

@@ -8,7 +8,7 @@ the number of steps in the problem (over-long-generations: "no signal on easy or
 prompts"). Then, on one batch of the GRPO policy, the gradient norm of the policy-gradient term
 and of the β·KL term from the zero-spread groups alone and from the mixed ones.
 
-    python studies/05_zero_spread.py    # 35 s on 2 CPU cores, measured with the other one busy;
+    python studies/05_zero_spread.py    # 34 s on 2 CPU cores, measured with the other one busy;
                                         # writes runs/studies/05_zero_spread/
 
 Figure: zero_spread.png (share of groups with zero spread vs G, per difficulty, before and after
@@ -161,12 +161,14 @@ def main(args: Args) -> dict:
     metrics = {f"zero_spread[{name}][steps={k}][G={G}]": row[G]
                for name, table in tables.items() for k, row in table.items() for G in args.group_list}
     metrics |= {f"grad_norm[{k}]": v for k, v in grads.items()}
+    rows = [[name, steps, row["pass@1"], *(f"{row[G]:.0%}" for G in args.group_list)]
+            for name, table in tables.items() for steps, row in table.items()]
+    metrics["tables"] = {"zero_spread": {"header": ["policy", "steps", "pass@1", *(f"G = {G}" for G in args.group_list)],
+                                         "rows": rows}}
     wall = time.time() - start
     common.write_results(out, args, wall, metrics, claims, zero_spread=tables, gradient_by_spread=grads)
-    rows = [[name, steps, row["pass@1"], *(row[G] for G in args.group_list)]
-            for name, table in tables.items() for steps, row in table.items()]
     print("\nShare of groups with zero reward spread (no policy gradient), by difficulty and G:")
-    print(common.format_table(rows, ["policy", "steps", "pass@1", *(f"G={G}" for G in args.group_list)]))
+    print(common.format_table(rows, metrics["tables"]["zero_spread"]["header"]))
     print("\n" + common.format_claims(claims))
     print(f"\nwall clock {wall:.0f} s; results in {out}/")
     return {"metrics": metrics, "claims": claims}

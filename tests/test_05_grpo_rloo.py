@@ -577,7 +577,30 @@ def smoke_args(tmp_path, **changes):
 
 
 def without_timing(metrics: dict) -> dict:
-    return {k: v for k, v in metrics.items() if "wall_clock" not in k}
+    """The metrics without their wall-clock times: the keys that hold one, and the tables' seconds columns."""
+    kept = {k: v for k, v in metrics.items() if "wall_clock" not in k and k != "tables"}
+    for name, table in metrics.get("tables", {}).items():
+        columns = [i for i, h in enumerate(table["header"]) if h != "seconds"]
+        kept[f"table {name}"] = [[row[i] for i in columns] for row in table["rows"]]
+    return kept
+
+
+def test_the_final_table_holds_each_policys_held_out_numbers():
+    """The printed table (the docs' table) reads each run's own numbers: Δ in points against the
+    cold start, pass@1 and pass@k, late KL, length, the mean zero-spread share and the seconds."""
+    args = grpo.Args(final_samples=4)
+    before = {"pass@1": 0.25, "pass@4": 0.5, "length": 13.0}
+
+    def run(p1, spreads):
+        return {"final": {"pass@1": p1, "pass@4": 0.75, "length": 20.0}, "final_kl": 0.03, "wall_clock_s": 9.0,
+                "history": [{"zero_spread": z, "length_right": 1.0, "length_wrong": 2.0} for z in spreads]}
+    table = grpo.collect_metrics(args, {"rloo": run(0.5, [0.25, 0.75]), "grpo": run(0.125, [0.0, 0.5])},
+                                 before)["tables"]["results"]
+    assert table["header"] == ["policy", "Δ pass@1 (points)", "pass@1", "pass@4", "KL", "length", "zero-spread",
+                               "seconds"]
+    assert table["rows"] == [["cold start", "-", 0.25, 0.5, 0.0, 13.0, "-", "-"],
+                             ["RLOO", "+25.0", 0.5, 0.75, 0.03, 20.0, "50%", 9.0],
+                             ["GRPO", "-12.5", 0.125, 0.75, 0.03, 20.0, "25%", 9.0]]
 
 
 def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path, read_results):
@@ -588,7 +611,10 @@ def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path, read
     # a smoke cold start never succeeds: no right length
     undefined = ("late_length_right",)
     assert data["metrics"] == common.json_ready(first["metrics"])  # NaN is written as null
-    assert all(np.isfinite(v) for k, v in first["metrics"].items() if not any(u in k for u in undefined))
+    assert all(np.isfinite(v) for k, v in first["metrics"].items() if k != "tables" and not any(u in k for u in undefined))
+    table = data["metrics"]["tables"]["results"]
+    assert [row[0] for row in table["rows"]] == ["cold start", *grpo.NAMES.values()]
+    assert all(len(row) == len(table["header"]) for row in table["rows"])
     history = data["runs"]["grpo"]["history"]
     assert {"reward", "kl", "entropy", "length", "zero_spread", "clip_fraction", "grad_norm"} <= set(history[0])
     again = grpo.main(smoke_args(tmp_path))  # the cold start now comes from the cache

@@ -1,5 +1,6 @@
 """The studies beside 05_grpo_rloo (studies/05_*.py): groups with no reward spread, PPO's token
-critic (GAE over tokens, its truth, gradient variance by length), the failure modes, the bench.
+critic (GAE over tokens, its truth, gradient variance by length), the failure modes, the bench,
+the chapter's experiment on several seeds; the tables each study prints (and the docs show).
 Each study's loop is the chapter's with its own additions: a pin holds it to the chapter's
 numbers with the additions off. CLI checks and a --smoke run of each study."""
 
@@ -8,6 +9,7 @@ import dataclasses
 import importlib
 import itertools
 import math
+import re
 import subprocess
 import sys
 import time
@@ -26,6 +28,7 @@ zs = importlib.import_module("studies.05_zero_spread")
 ppo = importlib.import_module("studies.05_critic")
 fm = importlib.import_module("studies.05_failure_modes")
 bench = importlib.import_module("studies.05_bench")
+seeds = importlib.import_module("studies.05_seeds")
 
 
 def loop_args(tmp_path, **changes):
@@ -589,6 +592,29 @@ def test_the_critic_studys_run_records_the_training_state_and_no_critic_for_grpo
     assert result["final_kl"] == pytest.approx((27 + 28 + 29) / 3)
 
 
+def test_the_critic_studys_tables_read_each_run_each_length_bin_and_each_critic():
+    rl, args = grpo.Args(final_samples=4), ppo.Args(gae_lambda=0.95)
+    before = {"pass@1": 0.25, "pass@4": 0.5}
+
+    def run(p1):
+        return {"final": {"pass@1": p1, "pass@4": 0.75}, "final_kl": 0.03, "state_bytes": 3 * 2**19,
+                "wall_clock_s": 7.0, "history": [{"zero_spread": 0.25}, {"zero_spread": 0.75}]}
+    runs = {"grpo": run(0.5), "ppo": run(0.375), "ppo_head": run(0.25)}
+    table = ppo.runs_table(rl, args, before, runs, {0.95: runs["ppo"], 1.0: run(0.125)})
+    assert [row[0] for row in table["rows"]] == ["cold start", "GRPO", "PPO, critic, λ=0.95", "PPO, value head, λ=0.95",
+                                                 "PPO, critic, λ=1"]
+    assert table["rows"][2] == ["PPO, critic, λ=0.95", "+12.5", 0.375, 0.75, 0.03, "50%", 1.5, 7.0]
+    assert table["rows"][4][1] == "-12.5"
+    bins = {"length": [4.2, 12.0], "slope": 1.5, "relative": 140.0}
+    table = ppo.variance_table({"Ψ = 1": bins | {"variance": [2384.6, 20441.4]}, "RLOO": bins | {"variance": [63.3, 0.5]}})
+    assert table["header"][-1] == "tr Cov at mean length 4 / 12"
+    assert table["rows"] == [["Ψ = 1", 1.5, 140.0, "2,380 / 20,400"], ["RLOO", 1.5, 140.0, "63.3 / 0.5"]]
+    assert ppo.variance_table({"RLOO": {"length": [], "variance": [], "slope": math.nan, "relative": 0.0}})[
+        "header"][-1] == "tr Cov (no length bin)"
+    truth = {"error_first_token": 0.2, "error_boundaries": 0.4, "bias": -0.1, "correlation": 0.3, "noise_floor": 0.05}
+    assert ppo.truth_table({"cold start": truth})["rows"] == [["cold start", 0.2, 0.4, -0.1, 0.3, 0.05]]
+
+
 # ------------------------------------------------------------------ zero-spread claims
 ZERO_SPREAD_KEYS = {"vanishes": "the gradient vanishes", "medium": "medium-difficulty"}
 
@@ -678,6 +704,41 @@ def test_the_bench_times_generation_and_the_update_of_each_step(tmp_path):
     assert sum(t["generate_s"] + t["update_s"] for t in timings) < elapsed
 
 
+def test_the_bench_table_names_its_batches_and_trl_where_it_ran():
+    found = {"completions_per_s": 250.0, "tokens_per_s": 4000.0, "generation_share": 0.41, "seconds_per_update": 0.5,
+             "own_loop_generate_s": 2.0, "hf_generate_s": 2.1, "completions_per_step": 128, "trl": "not installed"}
+    rows = dict(bench.throughput_table(found, bench.Args(bench_steps=5), "cpu")["rows"])
+    assert rows["device, torch threads"] == "cpu, 1" and rows["share of the time in generation"] == "41%"
+    assert rows["our sampling loop, 5 x 128 completions, with scoring: seconds"] == 2.0
+    assert rows["model.generate, 5 x 128 completions: seconds"] == 2.1 and rows["trl"] == "not installed"
+    found |= {"trl": "GRPOTrainer, trl 1.0", "trl_completions_per_s": 166.4, "trl_seconds_per_step": 0.77}
+    rows = dict(bench.throughput_table(found, bench.Args(bench_steps=5), "cpu")["rows"])
+    assert rows["trl"] == "GRPOTrainer, trl 1.0: 166 completions/s, 0.77 s per step"
+
+
+# ------------------------------------------------------------------ the chapter on several seeds
+def seed_claims(*verdicts):
+    return [{"source": "s", "claim": f"c{i}", "measured": f"m{i}", "holds": v} for i, v in enumerate(verdicts)]
+
+
+def test_a_claim_holds_on_every_seed_only_if_it_holds_on_each():
+    claims = seeds.on_every_seed({0: {"claims": seed_claims(True, True, None)},
+                                  3: {"claims": seed_claims(True, False, True)}})
+    assert [c["holds"] for c in claims] == [True, False, None]
+    assert claims[1]["claim"] == "c1 (on every seed)" and claims[1]["measured"] == "seed 0: m1; seed 3: m1"
+
+
+def test_the_seed_table_gives_each_policy_per_seed_and_the_spread_between_methods():
+    def found(cold, rloo, grpo_):
+        return {"cold_start": {"pass@1": cold}, "runs": {"rloo": {"final": {"pass@1": rloo}},
+                                                         "grpo": {"final": {"pass@1": grpo_}}}}
+    table = seeds.pass_table({0: found(0.25, 0.5, 0.375), 1: found(0.25, 0.4375, 0.5)})
+    assert table["header"] == ["pass@1", "seed 0", "seed 1", "mean", "spread over seeds (points)"]
+    assert table["rows"] == [["cold start", 0.25, 0.25, 0.25, "0.0"], ["RLOO", 0.5, 0.4375, 0.46875, "6.2"],
+                             ["GRPO", 0.375, 0.5, 0.4375, "12.5"],
+                             ["spread between the methods (points)", "12.5", "6.2", "-", "-"]]
+
+
 # ------------------------------------------------------------------ CLI and smoke runs
 @pytest.mark.parametrize("study,flag,value,message", [
     ("05_zero_spread", "--group-sizes", "1,4", "--group-sizes must be in 2..--final-samples"),
@@ -690,24 +751,33 @@ def test_the_bench_times_generation_and_the_update_of_each_step(tmp_path):
     ("05_failure_modes", "--rft-n", "0", "--rft-n must be positive"),
     ("05_failure_modes", "--stale-lags", "0,4", "--stale-lags must be positive"),
     ("05_bench", "--bench-steps", "0", "--bench-steps must be positive"),
+    ("05_seeds", "--seeds", "1", "--seeds must be at least two different seeds"),
+    ("05_seeds", "--seeds", "1,1", "--seeds must be at least two different seeds"),
 ])
 def test_cli_rejects_bad_values_with_one_line(cli_error, study, flag, value, message):
     assert message in cli_error(f"studies.{study}", flag, value)
 
 
 def smoke(tmp_path, read_results, study: str, *flags: str) -> dict:
-    """Run a study with --smoke as a program: exit 0, strict JSON, every metric finite (or named)."""
+    """Run a study with --smoke as a program: exit 0, strict JSON, tables a docs page can name."""
     out = tmp_path / study
     run = subprocess.run([sys.executable, f"studies/{study}.py", "--smoke", "--cache", str(tmp_path / "cache"),
                           "--out", str(out), *flags], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr
-    return read_results(out / "results.json")
+    data = read_results(out / "results.json")
+    # a docs page shows each table by name (<!-- generated: table RUN NAME -->): a word, and rows as wide as the header
+    for name, table in data["metrics"].get("tables", {}).items():
+        assert re.fullmatch(r"\w+", name) and all(len(row) == len(table["header"]) for row in table["rows"])
+    return data
 
 
 def test_the_zero_spread_study_runs_with_smoke(tmp_path, read_results):
     data = smoke(tmp_path, read_results, "05_zero_spread")
+    table = data["metrics"].pop("tables")["zero_spread"]
     assert all(np.isfinite(v) for v in data["metrics"].values()) and len(data["claims"]) == 2
     assert set(data["zero_spread"]) == {"cold start", "after GRPO"}
+    assert table["rows"] == [[name, int(steps), row["pass@1"], f"{row['2']:.0%}"]
+                             for name, strata in data["zero_spread"].items() for steps, row in strata.items()]
     assert (tmp_path / "05_zero_spread" / "zero_spread.png").stat().st_size > 1000
 
 
@@ -715,7 +785,11 @@ def test_the_critic_study_runs_with_smoke(tmp_path, read_results):
     data = smoke(tmp_path, read_results, "05_critic")
     # a smoke cold start never succeeds: no variance slope, critic correlation or right length
     undefined = ("variance_slope", "correlation", "late_length_right")
+    tables = data["metrics"].pop("tables")
     assert all(np.isfinite(v) for k, v in data["metrics"].items() if not any(u in k for u in undefined))
+    assert [row[2] for row in tables["runs"]["rows"][1:]] == [data["metrics"][f"{m}_pass@1"] for m in
+                                                               ("grpo", "ppo", "ppo_head", "ppo_lambda1")]
+    assert [row[0] for row in tables["critic_truth"]["rows"]] == list(data["critic_truth"])
     assert {"grpo_state_bytes", "ppo_state_bytes", "ppo_head_state_bytes", "ppo_lambda1_pass@1"} <= set(data["metrics"])
     assert "value_loss" in data["runs"]["ppo"]["history"][0]
     for name in ("learning_curves.png", "gradient_variance.png", "critic_truth.png"):
@@ -724,7 +798,13 @@ def test_the_critic_study_runs_with_smoke(tmp_path, read_results):
 
 def test_the_failure_modes_study_runs_with_smoke(tmp_path, read_results):
     data = smoke(tmp_path, read_results, "05_failure_modes", "--stale-lags", "1", "--betas", "")
+    tables = data["metrics"].pop("tables")
     assert all(np.isfinite(v) for v in data["metrics"].values())
+    assert set(tables) == set(fm.TITLES)
+    for name, study in (("staleness", "staleness"), ("sparse", "sparse_reward"), ("poor_reference", "poor_reference")):
+        assert [row[:2] for row in tables[name]["rows"]] == [[label, run["final"]["pass@1"]]
+                                                             for label, run in data[study].items()]
+    assert tables["serving"]["rows"] == [list(item) for item in data["served"].items()]
     assert set(data["staleness"]) == {"on-policy", "age 1, ignore", "age 1, importance"}
     assert data["metrics"]["staleness[age 1, importance]_policy_age"] == 0.5  # ages 0, 1 over two updates
     assert (tmp_path / "05_failure_modes" / "staleness.png").stat().st_size > 1000
@@ -746,4 +826,22 @@ def test_the_bench_runs_with_smoke(tmp_path, read_results):
     data = smoke(tmp_path, read_results, "05_bench")
     metrics = data["metrics"]
     assert metrics["completions_per_s"] > 0 and 0 < metrics["generation_share"] < 1
-    assert all(np.isfinite(v) for v in metrics.values() if not isinstance(v, str))
+    assert all(np.isfinite(v) for k, v in metrics.items() if k != "tables" and not isinstance(v, str))
+    assert metrics["tables"]["throughput"]["rows"][1][1] == metrics["completions_per_s"]
+
+
+def test_the_seeds_study_runs_with_smoke(tmp_path, read_results):
+    data = smoke(tmp_path, read_results, "05_seeds", "--seeds", "0,3")
+    table = data["metrics"].pop("tables")["pass_at_1"]
+    assert all(np.isfinite(v) for k, v in data["metrics"].items() if "late_length_right" not in k)
+    assert [row[1:3] for row in table["rows"][1:-1]] == [[data["metrics"][f"seed{s}_{m}_pass@1"] for s in (0, 3)]
+                                                         for m in grpo.ESTIMATORS]
+    assert len(data["claims"]) == 4 and all("seed 0: " in c["measured"] and "; seed 3: " in c["measured"]
+                                            for c in data["claims"])
+    chapter = subprocess.run([sys.executable, "05_grpo_rloo.py", "--smoke", "--cache", str(tmp_path / "cache"), "--out",
+                              str(tmp_path / "chapter")], cwd=ROOT, capture_output=True, timeout=600)
+    assert chapter.returncode == 0
+    chapter = read_results(tmp_path / "chapter" / "results.json")["metrics"]
+    # seed 0 is the chapter's default run
+    assert {k: v for k, v in chapter.items() if k != "tables" and "wall_clock" not in k} == {
+        k.removeprefix("seed0_"): v for k, v in data["metrics"].items() if k.startswith("seed0_") and "wall_clock" not in k}
