@@ -1,10 +1,13 @@
-"""07 study — five credits side by side: what each does to the steps, what it costs, and the article's numbers.
+"""07 study — five credits side by side: what w(s) learns, what each credit does to the steps, what it costs, and the article's numbers.
 
 The chapter trains GRPO, SS-GRPO and the gold PRM-GRPO on one seed. This study runs them over two
-seeds with two more methods: SS-GRPO ± (ours: A_i · (1 - w(s)) where A_i < 0) and a step-size
-control, GRPO with its advantages scaled at each update by SS-GRPO's push relative to GRPO's
-(advantage_scale, Σ_i mean_t |A_i w(s)| / Σ_i |A_i|) at the same update of the same seed: SS-GRPO's
-step size without its step weights. Each update logs what the credit does: w(s) on right and on
+seeds with two more methods: SS-GRPO ± (ours: A_i · (1 - w(s)) where A_i < 0, so that in a failed
+completion the steps the estimator rates low carry the blame) and a step-size control, GRPO with
+its advantages scaled at each update by SS-GRPO's push relative to GRPO's (advantage_scale,
+Σ_i mean_t |A_i w(s)| / Σ_i |A_i|) at the same update of the same seed: SS-GRPO's step size
+without its step weights. After training, w(s) is probed on held-out samples against the gold
+step labels: does it tell right solutions from failed ones, right steps from wrong ones, and does
+it drop at the first wrong step? Each update logs what the credit does: w(s) on right and on
 failed completions and its entropy, the blame on the first wrong step of failed completions and
 on the right steps before it, the credit on a flawed step of a right completion, the share of
 |advantage| that is negative, the targets of all-equal groups, the article's loss padding; and
@@ -15,18 +18,17 @@ per-step cost), computed, not typed. With --lengths, the sweep over chain length
 method trained and evaluated on problems of exactly that many steps, from one cold start that
 knows them all.
 
-    python studies/07_credit.py      # 393 s on 2 CPU cores shared with other jobs (load ~3.5); runs/studies/07_credit/
-    python studies/07_credit.py --max-steps 16 --sft-steps 2000 --lengths 2,4,8,16   # over 66 min (not rerun)
+    python studies/07_credit.py      # about 400 s on 2 CPU cores; runs/studies/07_credit/
+    python studies/07_credit.py --max-steps 16 --sft-steps 2000 --lengths 2,4,8,16   # over an hour
 
-The first is the chapter's default run before the chapter kept three methods and one seed (651 s
-then on an idle machine, 894 s in a loaded rerun); the sweep took 66 min before the control joined it.
-
-Figures: learning_curves.png (held-out pass@1 per method), step_weights.png (w(s) on right vs
-failed solutions, the first wrong step's blame, the weights' entropy), localisation.png (w(s) by
-position relative to the first wrong step); with --lengths, length_sweep.png (held-out pass@1 of
-every method against the chain length, and what RL added to the cold start).
+Figures: learning_curves.png (held-out pass@1 per method, mean of the seeds), step_weights.png
+(w(s) on right vs failed solutions, the first wrong step's blame, the weights' entropy),
+localisation.png (w(s) by position relative to the first wrong step, held-out failed solutions);
+with --lengths, length_sweep.png (held-out pass@1 of every method against the chain length, and
+what RL added to the cold start).
 """
 
+import copy
 import dataclasses
 import importlib
 import math
@@ -47,7 +49,10 @@ from common import Completions, claim, format_claims, format_table, mean_or_nan,
 ssg = importlib.import_module("07_ss_grpo")
 
 METHODS = ("grpo", "ss_grpo", "ss_grpo_signed", "prm_grpo", "grpo_scaled")
-NAMES = ssg.NAMES | {"grpo_scaled": "GRPO, SS step size"}
+NAMES = ssg.NAMES | {"ss_grpo_signed": "SS-GRPO ±", "grpo_scaled": "GRPO, SS step size"}
+BASE = {"ss_grpo_signed": "ss_grpo", "grpo_scaled": "grpo"}  # the chapter's credit each of this study's methods starts from
+PROBE_KEYS = ("auroc_outcome", "auroc_step_right_in_failed", "localisation_auroc", "localisation_top1", "chance_top1",
+              "failed_solutions", "w_right_solutions", "w_failed_solutions")
 # The article's table (7B policy, GSM8K, 8×A100): accuracy %, training hours, inference cost per rollout
 ARTICLE = {"grpo": (72.3, 24, 1.0), "prm_grpo": (78.1, 120, 1000.0), "ss_grpo": (77.5, 28, 1.05)}
 ARTICLE_SHARE, ARTICLE_COST = ssg.ARTICLE_SHARE, 0.04  # "97% of the accuracy gain of a full PRM at 4% of the training cost"
@@ -69,6 +74,7 @@ class Args(common.RunArgs):
     cache: str = common.arg("runs/cold_start", "folder of cached cold-start models, one per config")
     methods: str = common.arg(",".join(METHODS), "methods to compare, comma-separated", METHODS, item=str)
     repeats: int = common.arg(2, "seeds per method: --seed, --seed + 1, ...")
+    probe_samples: int = common.arg(4, "samples per held-out problem for the probe of w(s) after training")
     mc_rollouts: int = common.arg(8, "cost comparison: rollouts per step prefix of Monte-Carlo step labels (06's N = 8)")
     lengths: str = common.arg("", "flat against step credit as chains grow: chain lengths (e.g. 2,4,8,16), each method "
                               "trained and evaluated on problems of exactly that many steps, from one cold start that "
@@ -78,10 +84,10 @@ class Args(common.RunArgs):
     max_steps: int = common.arg(4, "task: most operations in a problem (the cold start learns 1..max)")
     sft_steps: int = common.arg(1000, "cold start: SFT steps on demonstrations")
 
-    SMOKE = dict(repeats=1)
+    SMOKE = dict(repeats=1, probe_samples=2)
 
     def __post_init__(self):
-        common.require_positive(self, "repeats", "mc_rollouts", "min_steps", "max_steps", "sft_steps")
+        common.require_positive(self, "repeats", "probe_samples", "mc_rollouts", "min_steps", "max_steps", "sft_steps")
         common.require(self.method_list and all(m in METHODS for m in self.method_list),
                        f"--methods must be among {','.join(METHODS)}")
         if "grpo_scaled" in self.method_list:  # the control takes its step sizes from SS-GRPO's run of its seed
@@ -99,60 +105,116 @@ class Args(common.RunArgs):
     def length_list(self) -> list[int]:
         return common.as_list(self.lengths, int)
 
+    @property
+    def seeds(self) -> list[int]:
+        return [self.seed + i for i in range(self.repeats)]
+
     def chapter_args(self) -> ssg.Args:
-        """The chapter's hyperparameters, with this study's seeds, task lengths and cold start."""
+        """The chapter's hyperparameters, with this study's first seed, task lengths and cold start."""
         return ssg.Args(seed=self.seed, device=self.device, out=self.out, smoke=self.smoke, cache=self.cache,
-                        repeats=self.repeats, min_steps=self.min_steps, max_steps=self.max_steps,
-                        sft_steps=self.sft_steps)
+                        min_steps=self.min_steps, max_steps=self.max_steps, sft_steps=self.sft_steps)
 
 
 # ============================================================================================
-# The credit, logged: what it costs and what it does to each step; the step-size control
+# The credit, logged: this study's two methods, what each credit costs and does to each step
 # ============================================================================================
+
+
+@dataclass
+class Rollouts:
+    """One update as the diagnostics read it: the steps, the gold labels, GRPO's A_i, and for
+    SS-GRPO the estimator's rows, their targets r̂ and the weights w(s) the credit used."""
+
+    completions: Completions
+    rewards: torch.Tensor  # (N, G)
+    step_ids: torch.Tensor  # (B, T): each token's line, -1 off the completion
+    end_tokens: torch.Tensor  # (B, max steps): the token each line ends in
+    wrong: list[int | None]  # each completion's first wrong line by the gold labels (None: none)
+    A: torch.Tensor  # (B,) GRPO's group advantage
+    batch: ssg.StepBatch | None = None
+    targets: torch.Tensor | None = None
+    w: torch.Tensor | None = None
+
+    @property
+    def steps(self) -> torch.Tensor:
+        return self.step_ids.max(1).values + 1
 
 
 class Diagnosed(ssg.Credit):
-    """The chapter's credit, logging per update: evaluator calls and tokens (and those Monte-Carlo step
-    labels would read); w(s) on right / failed completions and its entropy; the blame on the first wrong
-    step of failed completions and on the right steps before it, the credit on a flawed step of a right
-    completion (each as a share of GRPO's |A_i|), the share of |advantage| that is negative, the article's
-    padding, and the size of the push relative to GRPO's (advantage_scale).
+    """The chapter's credit, with this study's two methods and a log per update: evaluator calls and
+    tokens (and those Monte-Carlo step labels would read); w(s) on right / failed completions and its
+    entropy; the blame on the first wrong step of failed completions and on the right steps before it,
+    the credit on a flawed step of a right completion (each as a share of GRPO's |A_i|), the share of
+    |advantage| that is negative, the article's padding, and the size of the push relative to GRPO's
+    (advantage_scale).
 
-    `scales` (grpo_scaled only): the multiplier of GRPO's advantages at each update, SS-GRPO's
-    advantage_scale at that update: GRPO with SS-GRPO's step size but no step weights."""
+    SS-GRPO ± (ours): A_i · (1 - w(s)) where A_i < 0. The step-size control (grpo_scaled): GRPO's
+    advantages times `scales` at each update, SS-GRPO's advantage_scale at that update: GRPO with
+    SS-GRPO's step size but no step weights."""
 
     def __init__(self, method: str, tokenizer, args: ssg.Args, estimator: ssg.StepValueEstimator | None, seed: int,
                  scales: list[float] | None = None, mc_rollouts: int = 8):
         if (method == "grpo_scaled") != (scales is not None):
             raise ValueError("the step-size control, and only it, takes SS-GRPO's advantage scales")
-        super().__init__(method, tokenizer, args, estimator, seed)
-        self.scales, self.mc_rollouts = scales, mc_rollouts
+        super().__init__(BASE.get(method, method), tokenizer, args, estimator, seed)
+        self.name, self.scales, self.mc_rollouts = method, scales, mc_rollouts
 
-    def step_credit(self, r: ssg.Rollouts) -> torch.Tensor:
-        if self.scales is None:
-            return super().step_credit(r)
-        return r.A[:, None].expand(-1, int(r.steps.max())) * self.step_scale()
+    def __call__(self, completions: Completions, rewards: torch.Tensor, problems: list) -> torch.Tensor:
+        advantages = super().__call__(completions, rewards, problems)
+        start = time.time()  # from here on, this study's bookkeeping: its cost is not the method's
+        r = self.rollouts(completions, rewards, problems)
+        if self.name == "ss_grpo_signed":
+            advantages = ssg.broadcast_to_tokens(signed_advantages(r.A, r.w), r.step_ids)
+        elif self.name == "grpo_scaled":
+            advantages = advantages * self.step_scale()
+        self.log[-1].update(self.diagnose(r, advantages), diagnostics_s=time.time() - start)
+        return advantages
+
+    def rollouts(self, completions: Completions, rewards: torch.Tensor, problems: list) -> Rollouts:
+        """The update read again with the chapter's functions; w(s) is the credit's own (the estimator
+        has not changed since it weighed these steps)."""
+        repeated = [p for p in problems for _ in range(self.args.group_size)]
+        r = Rollouts(completions, rewards, *ssg.read_steps(self.tokenizer, completions, repeated),
+                     ssg.grpo_advantages(rewards).flatten())
+        if self.estimator is not None:
+            r.batch = ssg.step_batch(completions, r.step_ids, r.end_tokens, ssg.CHUNK, self.tokenizer.pad_token_id)
+            r.targets = ssg.minmax_targets(rewards)
+            with torch.no_grad():
+                r.w = ssg.step_grid(self.estimator.step_weights(r.batch), r.batch)
+        return r
 
     def step_scale(self) -> float:
         """The control's multiplier at this update: SS-GRPO's advantage scale at the same update of
         the same seed; 1 where that update had no advantage (its A is 0 here too)."""
-        scale = self.scales[len(self.log)]
+        scale = self.scales[len(self.log) - 1]
         return scale if math.isfinite(scale) else 1.0
 
-    def diagnose(self, r: ssg.Rollouts, advantages: torch.Tensor) -> dict:
+    def diagnose(self, r: Rollouts, advantages: torch.Tensor) -> dict:
         completions, steps, B = r.completions, r.steps, len(r.wrong)
         entry = {"evaluator_calls": 1.0,  # the outcome verifier, once per completion
                  "policy_tokens": float(completions.attention_mask.sum()) / B, "steps": float(steps.float().mean()),
                  "mc_label_tokens": mc_label_tokens(completions, steps, self.mc_rollouts)}
-        if self.method == "prm_grpo":
+        if self.name == "prm_grpo":
             entry["evaluator_calls"] = float(steps.float().mean())  # one verification per step
             entry["prm_tokens"] = prefix_tokens(completions, r.end_tokens)
         if r.w is not None:
-            entry.update(r.fit, estimator_tokens=r.batch.tokens / B, **weight_stats(r.w, steps, r.rewards, r.targets))
+            entry.update(estimator_tokens=float(r.batch.attention.sum()) / B,
+                         **weight_stats(r.w, steps, r.rewards, r.targets))
         entry.update(blame_stats(advantages, r.A, r.step_ids, r.wrong, r.rewards), **article_padding(r.step_ids),
                      **flawed_step_stats(advantages, r.A, r.step_ids, r.wrong, r.rewards),
                      advantage_scale=advantage_scale(advantages, r.A, r.step_ids))
         return entry
+
+
+def signed_advantages(A: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """SS-GRPO ± (ours), (B, S): A_i · w(s) where A_i ≥ 0, A_i · (1 - w(s)) where A_i < 0, so in a
+    failed completion the steps the estimator rates low carry the blame."""
+    return A[:, None] * torch.where(A[:, None] < 0, 1 - w, w)
+
+
+def zero_spread(rewards: torch.Tensor) -> torch.Tensor:
+    """05's (N,) mask of the groups whose G rewards are all equal (no group advantage)."""
+    return rewards.max(1).values == rewards.min(1).values
 
 
 def weight_entropy(grid: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
@@ -197,7 +259,7 @@ def blame_stats(advantages: torch.Tensor, A: torch.Tensor, step_ids: torch.Tenso
     """On failed completions of mixed groups (A_i < 0): the blame on the first wrong step and on
     the right steps before that slip, each as a share of GRPO's A_i (1 = GRPO's, 0 = none); and
     the share of Σ|advantage| over all tokens that is negative (GRPO: about half in mixed groups)."""
-    mixed = ~ssg.zero_spread(rewards).repeat_interleave(rewards.shape[1])
+    mixed = ~zero_spread(rewards).repeat_interleave(rewards.shape[1])
     on_wrong, before_wrong = first_wrong_credit(advantages, A, step_ids, wrong)
     failed = mixed & (A < 0)
     total = advantages.abs().sum()
@@ -212,7 +274,7 @@ def flawed_step_stats(advantages: torch.Tensor, A: torch.Tensor, step_ids: torch
     mixed groups (A_i > 0): their share of those groups' right completions, and the credit on the
     flawed step and on the right steps before it, each as a share of GRPO's A_i."""
     on_wrong, before_wrong = first_wrong_credit(advantages, A, step_ids, wrong)
-    rewarded = ~ssg.zero_spread(rewards).repeat_interleave(rewards.shape[1]) & (A > 0)
+    rewarded = ~zero_spread(rewards).repeat_interleave(rewards.shape[1]) & (A > 0)
     flawed = rewarded & on_wrong.isfinite()
     return {"flawed_right_share": float(flawed.sum() / rewarded.sum()) if rewarded.any() else math.nan,
             "flawed_step_credit": mean_or_nan(on_wrong[flawed].tolist()),
@@ -262,28 +324,89 @@ def prefix_tokens(completions: Completions, end_tokens: torch.Tensor) -> float:
 # ============================================================================================
 
 
-def run_method(initial, tokenizer, args: ssg.Args, method: str, held_out: list, device,
-               scales: list[float] | None = None, mc_rollouts: int = 8) -> dict:
-    """The chapter's run of one method, with its credit logged (and the control's step sizes)."""
-    credit = ssg.make_credit(method, tokenizer, args, device, Diagnosed, scales=scales, mc_rollouts=mc_rollouts)
-    return ssg.run_method(initial, tokenizer, args, credit, held_out, device, NAMES[method])
+def make_estimator(tokenizer, args: ssg.Args, device) -> ssg.StepValueEstimator:
+    return ssg.StepValueEstimator(len(tokenizer), args.est_hidden, args.est_layers, args.est_heads,
+                                  args.est_ffn).to(device)
+
+
+def run_method(initial, tokenizer, args: ssg.Args, method: str, held_out: list, device, study: Args,
+               scales: list[float] | None = None) -> dict:
+    """The chapter's run of one method (a copy of the cold start, the cold start as the KL reference,
+    an estimator seeded by the run's seed), with its credit logged (and the control's step sizes);
+    then held-out pass@1 and, for SS-GRPO, the probe of w(s)."""
+    torch.manual_seed(args.seed)
+    estimator = make_estimator(tokenizer, args, device) if method.startswith("ss_") else None
+    credit = Diagnosed(method, tokenizer, args, estimator, args.seed, scales, study.mc_rollouts)
+    policy, start = copy.deepcopy(initial), time.time()
+    result = ssg.train(policy, common.frozen_copy(initial), tokenizer, args, credit, held_out, device, NAMES[method])
+    result |= {"wall_clock_s": time.time() - start, "final": ssg.held_out_pass(policy, tokenizer, held_out, args, device),
+               "credit": credit.log, "seed": args.seed}
+    if estimator is not None:
+        result["probe"] = probe_weights(policy, estimator, tokenizer, held_out, args, study.probe_samples, device)
+    print(f"  {NAMES[method]:18s} seed {args.seed}: held-out pass@1 {result['evals'][0]['pass@1']:.3f} -> "
+          f"{result['final']['pass@1']:.3f}, {result['wall_clock_s']:.0f} s")
+    return result
 
 
 def compare_methods(initial, tokenizer, args: ssg.Args, study: Args, held_out: list, device) -> dict:
     """Every method of --methods from the cold start, for each seed: {method: [runs]}. The step-size
     control gets the advantage scale of each update of SS-GRPO's run of its seed."""
     runs = {m: [] for m in study.method_list}
-    for seed in args.seeds:
+    for seed in study.seeds:
         at = dataclasses.replace(args, seed=seed)
         for m in study.method_list:
             scales = [e["advantage_scale"] for e in runs["ss_grpo"][-1]["credit"]] if m == "grpo_scaled" else None
-            runs[m].append(run_method(initial, tokenizer, at, m, held_out, device, scales, study.mc_rollouts))
+            runs[m].append(run_method(initial, tokenizer, at, m, held_out, device, study, scales))
     return runs
+
+
+def probe_weights(policy, estimator: ssg.StepValueEstimator, tokenizer, held_out: list, args: ssg.Args, samples: int,
+                  device) -> dict:
+    """Sample held-out solutions (`samples` per problem), score every step with w(s), compare with
+    the gold labels: AUROC of w for "the solution is right" (what the target teaches), AUROC of w
+    for "this step is right" within failed solutions, and 06's localisation (AUROC and top-1 of -w
+    for "this is the first wrong step", failed solutions with ≥ 2 steps); w by offset to that step."""
+    problems = [p for p in held_out for _ in range(samples)]
+    completions, texts = common.sample(policy, tokenizer, [p.prompt for p in problems], args.max_new_tokens,
+                                       torch.Generator(device).manual_seed(args.seed + 3), device)
+    right = common.verifier_rewards(problems, texts, completions.truncated).bool().tolist()
+    step_ids, end_tokens, first_wrong = ssg.read_steps(tokenizer, completions, problems)
+    batch = ssg.step_batch(completions, step_ids, end_tokens, ssg.CHUNK, tokenizer.pad_token_id)
+    with torch.no_grad():
+        w = ssg.step_grid(estimator.step_weights(batch), batch).cpu().numpy()
+    steps = (step_ids.max(1).values + 1).tolist()
+    by_outcome = {True: [], False: []}
+    good, bad, credits, wrongs, offsets = [], [], [], [], {}
+    for b, wrong in enumerate(first_wrong):
+        weights = w[b, :steps[b]]
+        by_outcome[right[b]].extend(weights)
+        if right[b] or wrong is None or wrong >= steps[b]:
+            continue
+        good.extend(weights[:wrong])
+        bad.extend(weights[wrong:])
+        for k, value in enumerate(weights):
+            offsets.setdefault(k - wrong, []).append(value)
+        if steps[b] >= 2:
+            credits.append(weights)
+            wrongs.append(wrong)
+    located = common.localisation(credits, wrongs)
+    return {"auroc_outcome": common.auroc(np.array(by_outcome[True]), np.array(by_outcome[False])),
+            "auroc_step_right_in_failed": common.auroc(np.array(good), np.array(bad)),
+            "localisation_auroc": located["auroc"],
+            "localisation_top1": located["top1"], "chance_top1": mean_or_nan([1 / n for n in steps if n >= 2]),
+            "failed_solutions": len(credits), "w_right_solutions": mean_or_nan(by_outcome[True]),
+            "w_failed_solutions": mean_or_nan(by_outcome[False]),
+            "w_by_offset": {k: float(np.mean(v)) for k, v in sorted(offsets.items()) if len(v) >= 5}}
 
 
 def parameters(model: nn.Module, skip: tuple[str, ...] = ("embed", "position", "embed_tokens")) -> int:
     """Parameters that cost FLOPs per token (embeddings are look-ups)."""
     return sum(p.numel() for n, p in model.named_parameters() if not any(s in n for s in skip))
+
+
+def train_seconds(run: dict) -> float:
+    """A run's training seconds without this study's own bookkeeping (reading each update again)."""
+    return run["wall_clock_s"] - sum(e.get("diagnostics_s", 0.0) for e in run["credit"])
 
 
 def cost_row(run: dict, grpo: dict, policy_params: int, est_params: int) -> dict:
@@ -294,7 +417,8 @@ def cost_row(run: dict, grpo: dict, policy_params: int, est_params: int) -> dict
     (the policy generates, the reference scores and the policy trains: 2 + 2 + 6 = 10·params per
     token; the estimator adds 2· per token it scores and 6· per token it trains on), and the same
     for a PRM labelled by Monte Carlo (the labels' rollouts only: its own training is left out);
-    evaluator calls per completion; the credit's share of an update."""
+    evaluator calls per completion; the credit's share of an update. Seconds leave out the study's
+    bookkeeping."""
     log = run["credit"]
 
     def mean(key: str) -> float:
@@ -304,8 +428,8 @@ def cost_row(run: dict, grpo: dict, policy_params: int, est_params: int) -> dict
     extra = est_params * mean("estimator_tokens") + policy_params * mean("prm_tokens")
     update = 5 * generation  # 10·params per token
     estimator_training = 3 * est_params * mean("estimator_train_tokens")  # 6·params per token
-    step_s = np.mean([h["generate_s"] + h["update_s"] for h in run["history"]])
-    return {"train_wall_clock_s": run["wall_clock_s"], "train_wall_clock_vs_grpo": run["wall_clock_s"] / grpo["wall_clock_s"],
+    step_s = np.mean([h["generate_s"] + h["update_s"] for h in run["history"]]) - mean("diagnostics_s")
+    return {"train_wall_clock_s": train_seconds(run), "train_wall_clock_vs_grpo": train_seconds(run) / train_seconds(grpo),
             "inference_flops_vs_grpo": (generation + extra) / generation,
             "train_flops_vs_grpo": (update + extra + estimator_training) / update,
             "mc_prm_train_flops_vs_grpo": (update + policy_params * mean("mc_label_tokens")) / update,
@@ -320,19 +444,24 @@ def run_metrics(run: dict, grpo: dict, policy_params: int, est_params: int) -> d
     late = run["credit"][len(run["credit"]) // 2:]
     metrics = {"pass@1": run["final"]["pass@1"], **cost_row(run, grpo, policy_params, est_params)}
     estimator_keys = ("w_right", "w_failed", "w_entropy", "right_target_zero") if "probe" in run else ()
-    keys = ("wrong_step_blame", "right_steps_blame", "negative_share", "padding_share", "flawed_right_share",
-            "flawed_step_credit", "flawed_right_steps_credit", "advantage_scale") + estimator_keys
+    keys = ("wrong_step_blame", "right_steps_blame", "negative_share", "padding_share", "padding_share_max",
+            "flawed_right_share", "flawed_step_credit", "flawed_right_steps_credit", "advantage_scale") + estimator_keys
     metrics.update({key: mean_or_nan([e.get(key, math.nan) for e in late]) for key in keys})
     metrics.update({k: v for k, v in run.get("probe", {}).items() if k != "w_by_offset"})
     return metrics
 
 
+def seed_means(per_seed: list[dict]) -> dict:
+    """The mean over seeds of every metric (NaN-free values only)."""
+    return {k: mean_or_nan([m[k] for m in per_seed]) for k in per_seed[0]}
+
+
 def summarise(initial, tokenizer, args: ssg.Args, runs: dict) -> tuple[dict, dict, dict]:
     """The numbers of each run (per seed) and their mean over seeds, and the parameter counts."""
-    sizes = {"policy_params": parameters(initial), "estimator_params": parameters(ssg.make_estimator(tokenizer, args, "cpu"))}
+    sizes = {"policy_params": parameters(initial), "estimator_params": parameters(make_estimator(tokenizer, args, "cpu"))}
     per_seed = {m: [run_metrics(r, runs.get("grpo", rs)[i], sizes["policy_params"], sizes["estimator_params"])
                     for i, r in enumerate(rs)] for m, rs in runs.items()}
-    return per_seed, {m: ssg.seed_means(v) for m, v in per_seed.items()}, sizes
+    return per_seed, {m: seed_means(v) for m, v in per_seed.items()}, sizes
 
 
 def at_length(args: ssg.Args, steps: int) -> ssg.Args:
@@ -378,6 +507,17 @@ def seed_curve(runs: list[dict], key: str) -> np.ndarray:
     return moving_average(mean, 5)
 
 
+def plot_learning_curves(runs: dict, path) -> None:
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    for method, seeds in runs.items():
+        steps = [e["step"] for e in seeds[0]["evals"]]
+        ax.plot(steps, np.mean([[e["pass@1"] for e in r["evals"]] for r in seeds], 0), "o-", label=NAMES[method])
+    ax.set(xlabel="policy update", ylabel=f"held-out pass@1 (mean of {len(seeds)} seeds)",
+           title="Same prompts, budget and seeds")
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
+    common.save_figure(fig, path)
+
 
 def plot_step_weights(runs: dict, path) -> None:
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
@@ -396,6 +536,20 @@ def plot_step_weights(runs: dict, path) -> None:
         ax.legend(fontsize="small")
     common.save_figure(fig, path)
 
+
+def plot_localisation(runs: dict, path) -> None:
+    """The probe of each SS-GRPO's first seed: mean w(s) by position relative to the first wrong step."""
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    for method, seeds in runs.items():
+        if "probe" in seeds[0]:
+            offsets = seeds[0]["probe"]["w_by_offset"]
+            ax.plot(list(offsets), list(offsets.values()), "o-", label=f"{NAMES[method]} (seed {seeds[0]['seed']})")
+    ax.axvline(0, color="gray", linestyle="--")
+    ax.set(xlabel="step position relative to the first wrong step (0)", ylabel="mean w(s)",
+           title="Held-out failed solutions: does w(s) drop at the mistake?")
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
+    common.save_figure(fig, path)
 
 
 def plot_length_sweep(sweep: dict, path) -> None:
@@ -676,8 +830,14 @@ def estimator_claims(summary: dict) -> list[dict]:
     return claims
 
 
+def accuracy_claims(summary: dict) -> list[dict]:
+    """The chapter's two claims (SS-GRPO beats GRPO; it recovers 97% of the PRM's gain) on the means of the seeds."""
+    compared = ("grpo", "prm_grpo", "ss_grpo")
+    return ssg.check_claims({m: summary[m]["pass@1"] for m in compared}) if set(compared) <= set(summary) else []
+
+
 def check_claims(summary: dict, per_seed: dict, mc_rollouts: int) -> list[dict]:
-    return (article_claims(article_numbers(summary), summary) + ssg.accuracy_claims(summary, per_seed)
+    return (article_claims(article_numbers(summary), summary) + accuracy_claims(summary)
             + cost_claims(summary, mc_rollouts) + credit_claims(summary) + step_size_claims(summary, per_seed)
             + estimator_claims(summary))
 
@@ -720,7 +880,7 @@ def length_metrics(sweep: dict) -> dict:
     return metrics
 
 
-def print_length_report(sweep: dict, args: ssg.Args, target_gain: float) -> None:
+def length_table(sweep: dict, args: ssg.Args, study: Args) -> dict:
     rows = []
     for n, at in sweep.items():
         for m, s in at["summary"].items():
@@ -729,39 +889,71 @@ def print_length_report(sweep: dict, args: ssg.Args, target_gain: float) -> None
             rows.append([n, NAMES[m], at["before"], s["pass@1"], f"{min(finals):.3f}-{max(finals):.3f}",
                          f"{mean_or_nan(reached):.0f} ({len(reached)}/{len(finals)})" if reached else f"never (0/{len(finals)})",
                          s["wrong_step_blame"], s.get("localisation_auroc", "-"), s["train_wall_clock_s"]])
-    print(f"\nFlat against step credit by chain length: {args.rl_steps} updates of {args.prompts}x{args.group_size}, "
-          f"seeds {args.seeds};\ntarget = cold start + {target_gain:g}:")
-    print(format_table(rows, ["steps", "method", "cold start", "pass@1", "seed range", "samples to target",
-                              "blame on 1st wrong step", "loc. AUROC", "train s"]))
+    return {"title": f"Flat against step credit by chain length: {args.rl_steps} updates of {args.prompts}x"
+                     f"{args.group_size}, seeds {study.seeds};\ntarget = cold start + {study.target_gain:g}",
+            "header": ["steps", "method", "cold start", "pass@1", "seed range", "samples to target",
+                       "blame on 1st wrong step", "loc. AUROC", "train s"], "rows": rows}
 
 
-def print_report(summary: dict, args: ssg.Args, before: float, mc_rollouts: int) -> None:
+def per_seed_cell(value: float, runs: list[dict], key: str) -> str:
+    """The mean over seeds and each seed's value: "0.455 (0.441 / 0.468)"."""
+    return f"{value:.3f} (" + " / ".join(f"{r[key]:.3f}" for r in runs) + ")"
+
+
+def tables_of(summary: dict, per_seed: dict, before: float, args: ssg.Args, study: Args) -> dict:
+    """The run's tables, printed and shown in the docs: held-out pass@1 (with the article's numbers),
+    costs, seconds (they vary between identical runs), what the credit does, the step weights during
+    training, and what w(s) learned (held-out probe)."""
     grpo, prm = summary.get("grpo"), summary.get("prm_grpo")
     prm_gain = prm["pass@1"] - grpo["pass@1"] if grpo and prm else math.nan
-    rows = []
-    for m, s in summary.items():
-        a = ARTICLE.get(m)
-        share = (s["pass@1"] - grpo["pass@1"]) / prm_gain if grpo and prm_gain > 0 else "- (no PRM gain)"
-        rows.append([NAMES[m], s["pass@1"], s["pass@1"] - before, share, s["train_wall_clock_s"], s["train_wall_clock_vs_grpo"],
-                     s["inference_flops_vs_grpo"], s["train_flops_vs_grpo"], s["mc_prm_train_flops_vs_grpo"],
-                     s["evaluator_calls"], s["credit_wall_clock_share"], f"{a[0]}% / {a[1]} h / {a[2]:g}x" if a else "-"])
-    print(f"\nHeld-out pass@1 ({args.eval_problems} problems x {args.final_samples} samples) after {args.rl_steps} "
-          f"updates of {args.prompts}x{args.group_size},\nmean of seeds {args.seeds}; cold start {before:.3f}:")
-    print(format_table(rows, ["method", "pass@1", "Δ", "share of PRM gain", "train s", "train vs GRPO",
-                              "inference FLOPs vs GRPO", "train FLOPs vs GRPO",
-                              f"MC-label PRM (N={mc_rollouts}) train FLOPs", "evaluator calls",
-                              "credit share of update", "article: acc / time / inference"]))
-    rows = [[NAMES[m], s.get("wrong_step_blame"), s.get("right_steps_blame"), s.get("flawed_step_credit"),
-             s.get("flawed_right_steps_credit"), s.get("flawed_right_share"), s.get("advantage_scale"),
-             s.get("negative_share"), s.get("w_right", "-"), s.get("w_failed", "-"), s.get("w_entropy", "-"),
-             s.get("auroc_outcome", "-"), s.get("auroc_step_right_in_failed", "-"), s.get("localisation_auroc", "-"),
-             s.get("localisation_top1", "-")] for m, s in summary.items()]
-    print("\nWhat the credit does (second half of training; credit as a share of GRPO's A_i;\nAUROCs from held-out "
-          "samples of the trained policy):")
-    print(format_table(rows, ["method", "blame 1st wrong step", "blame right steps before it",
-                              "credit flawed step (right sol.)", "credit its right steps", "right sol. with a flaw",
-                              "push vs GRPO", "negative share of |A|", "w right", "w failed", "w entropy",
-                              "AUROC w: outcome", "AUROC w: step right", "loc. AUROC", "loc. top-1"]))
+    article = {m: f"{a[0]}% / {a[1]} h / {a[2]:g}x" for m, a in ARTICLE.items()}
+    late = "second half of training, as a share of GRPO's A_i on the same completion"
+    rows = {
+        "accuracy": [[NAMES[m], per_seed_cell(s["pass@1"], per_seed[m], "pass@1"), f"{100 * (s['pass@1'] - before):+.1f}",
+                      (s["pass@1"] - grpo["pass@1"]) / prm_gain if prm_gain > 0 else "- (no PRM gain)",
+                      article.get(m, "-")] for m, s in summary.items()],
+        "cost": [[NAMES[m], s["inference_flops_vs_grpo"], s["train_flops_vs_grpo"], s["mc_prm_train_flops_vs_grpo"],
+                  s["evaluator_calls"]] for m, s in summary.items()],
+        "seconds": [[NAMES[m], s["train_wall_clock_s"], s["train_wall_clock_vs_grpo"], s["credit_wall_clock_share"]]
+                    for m, s in summary.items()],
+        "credit": [[NAMES[m], s["wrong_step_blame"], s["right_steps_blame"], s["flawed_right_share"],
+                    s["flawed_step_credit"], s["flawed_right_steps_credit"], s["advantage_scale"], s["negative_share"]]
+                   for m, s in summary.items()],
+        "weights": [[NAMES[m], s["w_right"], s["w_failed"], s["w_entropy"], s["right_target_zero"], s["padding_share"],
+                     s["padding_share_max"]] for m, s in summary.items() if "w_right" in s],
+        "probe": [[NAMES[m], *(per_seed_cell(s[k], per_seed[m], k) for k in PROBE_KEYS[:4]), s["chance_top1"]]
+                  for m, s in summary.items() if "localisation_auroc" in s]}
+    return {"accuracy": {"title": f"Held-out pass@1 ({args.eval_problems} problems x {args.final_samples} samples) after "
+                                  f"{args.rl_steps} updates of {args.prompts}x{args.group_size}, mean of seeds "
+                                  f"{study.seeds} (each seed); cold start {before:.3f}",
+                         "header": ["method", "pass@1 (per seed)", "Δ points", "share of PRM gain",
+                                    "article: acc. / hours / inference"], "rows": rows["accuracy"]},
+            "cost": {"title": "Cost per rollout against GRPO's (FLOPs: 2 x params per token read, 6 x per token trained)",
+                     "header": ["method", "inference FLOPs", "training FLOPs",
+                                f"MC-labelled PRM (N = {study.mc_rollouts}): training FLOPs", "evaluator calls"],
+                     "rows": rows["cost"]},
+            "seconds": {"title": "Seconds (they vary between identical runs)",
+                        "header": ["method", "train s", "train vs GRPO", "credit share of an update"],
+                        "rows": rows["seconds"]},
+            "credit": {"title": f"What the credit does ({late})",
+                       "header": ["method", "blame 1st wrong step", "blame right steps before it",
+                                  "right sol. with a wrong line", "credit on that flawed step", "credit its right steps",
+                                  "push vs GRPO", "negative share of the advantages"], "rows": rows["credit"]},
+            "weights": {"title": "The step weights during training (second half): w(s), its normalised entropy over a "
+                                 "completion's steps (1 = uniform), the right completions trained toward w = 0, and the "
+                                 "padding share of the article's loss layout (mean; worst completion of a batch)",
+                        "header": ["method", "w right", "w failed", "w entropy", "right sol. with target 0",
+                                   "padding", "padding, worst"], "rows": rows["weights"]},
+            "probe": {"title": f"What w(s) learned: {study.probe_samples} held-out samples per problem from the trained "
+                               "policy, mean of seeds (each seed)",
+                      "header": ["method", "AUROC w: solution right", "AUROC w: step right (failed solutions)",
+                                 "localisation AUROC", "localisation top-1", "top-1 by chance"], "rows": rows["probe"]}}
+
+
+def report(tables: dict, claims: list[dict]) -> None:
+    for table in tables.values():
+        print(f"\n{table['title']}:\n" + format_table(table["rows"], table["header"]))
+    print("\n" + format_claims(claims))
 
 
 def comparison(args: ssg.Args, study: Args, initial, tokenizer, device) -> dict:
@@ -784,25 +976,23 @@ def main(study: Args) -> dict:
         sweep = length_sweep(initial, tokenizer, args, study, device)
         plot_length_sweep(sweep, out / "length_sweep.png")
         metrics, claims, extra = length_metrics(sweep), length_claims(sweep), {"length_sweep": sweep}
+        metrics["tables"] = {"length_sweep": length_table(sweep, args, study)}
     else:
         result = comparison(args, study, initial, tokenizer, device)
         summary, per_seed, runs = result["summary"], result["per_seed"], result["runs"]
         claims = check_claims(summary, per_seed, study.mc_rollouts)
-        ssg.plot_learning_curves(runs, out / "learning_curves.png", NAMES)
+        plot_learning_curves(runs, out / "learning_curves.png")
         plot_step_weights(runs, out / "step_weights.png")
-        ssg.plot_localisation(runs, out / "localisation.png", NAMES)
+        plot_localisation(runs, out / "localisation.png")
         metrics = {"cold_start_pass@1": result["before"]["pass@1"], **result["sizes"], **article_numbers(summary)}
         metrics.update({f"{m}_{k}": v for m, s in summary.items() for k, v in s.items()})
-        metrics.update({f"{m}_seed{seed}_pass@1": r["pass@1"] for m, rs in per_seed.items()
-                        for seed, r in zip(args.seeds, rs)})
+        metrics.update({f"{m}_seed{seed}_{k}": r[k] for m, rs in per_seed.items() for seed, r in zip(study.seeds, rs)
+                        for k in ("pass@1", *PROBE_KEYS) if k in r})
+        metrics["tables"] = tables_of(summary, per_seed, result["before"]["pass@1"], args, study)
         extra = {"cold_start": result["before"], "per_seed": per_seed, "runs": runs}
     wall = time.time() - start
     common.write_results(out, study, wall, metrics, claims, **extra)
-    if study.length_list:
-        print_length_report(sweep, args, study.target_gain)
-    else:
-        print_report(summary, args, result["before"]["pass@1"], study.mc_rollouts)
-    print("\n" + format_claims(claims))
+    report(metrics["tables"], claims)
     print(f"\nwall clock {wall:.0f} s; results in {out}/")
     return {"metrics": metrics, "claims": claims}
 

@@ -1,8 +1,8 @@
 """07_ss_grpo: the step-value estimator, the article's targets and loss, per-step advantages,
 the gold process advantages, the restated GRPO pieces pinned to 05 and 06; the wiring of each
-method's credit (which advantage each completion gets, what the estimator trains on), the probe;
-CLI checks and a smoke run. The diagnostics, costs, claims and sweeps of studies/07_credit.py are
-tested in test_07_studies.py."""
+method's credit (which advantage each completion gets, what the estimator trains on); CLI checks
+and a smoke run. The probe of w(s), the signed weight, the diagnostics, costs, claims and sweeps of
+studies/07_credit.py are tested in test_07_studies.py."""
 
 import copy
 import dataclasses
@@ -85,16 +85,11 @@ def test_step_batch_rows_are_prompt_plus_each_step_and_long_steps_are_windowed()
     assert len(steps) == 4 and math.isclose(float(steps[0]), float(windows[:3].mean()), rel_tol=1e-6)
 
 
-def test_per_step_advantages_reach_exactly_their_steps_tokens():
+def test_per_step_values_reach_exactly_their_steps_tokens():
     step_ids = torch.tensor([[0, 0, 0, 1, 1, 2, -1, -1], [0, 1, 1, 1, -1, -1, -1, -1]])
-    A = torch.tensor([2.0, -1.0])
-    w = torch.tensor([[0.1, 0.5, 0.9], [0.25, 0.75, 0.0]])
-    tokens = ss.broadcast_to_tokens(ss.step_advantages(A, w, signed=False), step_ids)
+    grid = torch.tensor([[0.2, 1.0, 1.8], [-0.25, -0.75, 9.0]])  # completion 1 has no step 2
     expected = torch.tensor([[0.2, 0.2, 0.2, 1.0, 1.0, 1.8, 0, 0], [-0.25, -0.75, -0.75, -0.75, 0, 0, 0, 0]])
-    assert torch.allclose(tokens, expected)
-    signed = ss.broadcast_to_tokens(ss.step_advantages(A, w, signed=True), step_ids)
-    assert torch.allclose(signed[0], expected[0])  # A > 0: unchanged
-    assert torch.allclose(signed[1, :4], torch.tensor([-0.75, -0.25, -0.25, -0.25]))  # A < 0: A·(1 - w)
+    assert torch.equal(ss.broadcast_to_tokens(grid, step_ids), expected)
 
 
 def test_article_targets_on_a_hand_made_group():
@@ -138,7 +133,7 @@ def test_zero_spread_group_gives_zero_advantage_and_no_nan(tmp_path):
     r = hand_completions([problem.prompt] * 8, [problem.solution] * 4 + ["#1", "1+1=2\n#2", problem.solution, "#0"])
     rewards = common.verifier_rewards([problem] * 8, common.completion_texts(TOK, r), r.truncated).view(2, 4)
     assert rewards[0].tolist() == [1.0] * 4 and len(set(rewards[1].tolist())) == 2
-    for method in ss.METHODS:
+    for method in ss.NAMES:
         advantages = credit_of(method, args)(r, rewards, [problem, problem])
         assert torch.isfinite(advantages).all()
         assert torch.equal(advantages[:4], torch.zeros_like(advantages[:4])), method
@@ -172,15 +167,13 @@ def test_a_step_with_no_token_of_its_own_reads_the_token_it_ends_in():
     assert torch.isfinite(grid).all() and (grid[0] > 0).all()
 
 
-def test_process_advantages_are_06s_and_zero_spread_is_05s():
+def test_process_advantages_are_06s():
     g = torch.Generator().manual_seed(0)
     rewards = torch.rand(6, 5, generator=g)
     rewarded = torch.rand(6, 5, generator=g) > 0.4
     for group_size in (2, 3):
         assert torch.equal(ss.process_advantages(rewards, rewarded, group_size),
                            prm.process_advantages(rewards, rewarded, group_size))
-    groups = torch.tensor([[1.0, 1.0, 1.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
-    assert torch.equal(ss.zero_spread(groups), lm_pins.grpo.zero_spread(groups))
 
 
 # -------------------------------------------------- the RL loop restated from 05, pinned to it
@@ -203,9 +196,8 @@ def test_rl_loop_is_05s(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("flag,value,message", [
     ("--group-size", "1", "--group-size (K) must be at least 2"),
-    ("--methods", "grpo,ppo", "argument --methods: 'ppo' is not one of grpo"),
-    ("--methods", "grpo,grpo_scaled", "argument --methods: 'grpo_scaled' is not one of grpo"),
     ("--est-heads", "3", "--est-hidden must be a multiple of --est-heads"),
+    ("--est-iters", "0", "--est-iters must be positive"),
 ])
 
 
@@ -214,27 +206,28 @@ def test_cli_rejects_bad_values_with_one_line(cli_error, flag, value, message):
 
 
 def without_timing(metrics: dict) -> dict:
-    """The metrics that must repeat exactly: all but the wall-clock ones (the seconds, and the
-    ratio and share computed from them), which say so in their name."""
-    return {k: v for k, v in metrics.items() if not k.endswith(("wall_clock_s", "wall_clock_vs_grpo", "wall_clock_share"))}
+    """The metrics that must repeat exactly: all but the wall-clock ones (the seconds, the ratio and
+    share computed from them, and the table of seconds), which say so in their name."""
+    tables = {k: v for k, v in metrics.get("tables", {}).items() if k != "seconds"}
+    return {k: v for k, v in metrics.items() if not k.endswith(("wall_clock_s", "wall_clock_vs_grpo", "wall_clock_share"))
+            } | ({"tables": tables} if tables else {})
 
 
-def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path, read_results):
-    args = ss.Args(smoke=True, device="cpu", out=str(tmp_path / "out"), cache=str(tmp_path / "cache"),
-                   methods="grpo,ss_grpo,ss_grpo_signed,prm_grpo")
+def test_smoke_run_writes_results_and_figure_and_repeats_exactly(tmp_path, read_results):
+    args = ss.Args(smoke=True, device="cpu", out=str(tmp_path / "out"), cache=str(tmp_path / "cache"))
     first = ss.main(args)
     data = read_results(tmp_path / "out" / "results.json")
-    for name in ("learning_curves.png", "localisation.png"):
-        assert (tmp_path / "out" / name).stat().st_size > 1000
-    assert set(data["per_seed"]) == set(ss.METHODS) and len(data["claims"]) == 4
-    assert all(math.isfinite(v) for v in data["metrics"].values() if v is not None)
-    assert {"estimator_loss", "credit_s"} <= set(data["runs"]["ss_grpo"][0]["credit"][0])
-    assert "localisation_auroc" in data["per_seed"]["ss_grpo"][0] and "localisation_auroc" not in data["per_seed"]["grpo"][0]
+    assert (tmp_path / "out" / "learning_curves.png").stat().st_size > 1000
+    assert set(data["runs"]) == set(ss.NAMES) and len(data["claims"]) == 2
+    table = data["metrics"].pop("tables")["methods"]
+    assert [row[:2] for row in table["rows"]] == [["cold start", data["metrics"]["cold_start_pass@1"]]] + [
+        [ss.NAMES[m], data["metrics"][f"{m}_pass@1"]] for m in ss.NAMES]
+    assert all(math.isfinite(v) for v in data["metrics"].values())
+    assert all({"credit_s"} <= set(e) for run in data["runs"].values() for e in run["credit"])
     timing = set(first["metrics"]) - set(without_timing(first["metrics"]))
-    assert timing == {f"{m}_train_wall_clock_s" for m in ss.METHODS}
-    for method in ("ss_grpo", "ss_grpo_signed"):
-        log = data["runs"][method][0]["credit"]
-        assert len(log) == common.apply_smoke(args).rl_steps and all(e["estimator_loss"] >= 0 for e in log)
+    assert timing == {f"{m}_train_wall_clock_s" for m in ss.NAMES}
+    log = data["runs"]["ss_grpo"]["credit"]
+    assert len(log) == common.apply_smoke(args).rl_steps and all(e["estimator_loss"] >= 0 for e in log)
     again = ss.main(args)
     assert json.dumps(without_timing(again["metrics"])) == json.dumps(without_timing(first["metrics"]))
 
@@ -292,14 +285,13 @@ def naive_gold_process(step_ids: torch.Tensor, G: int) -> torch.Tensor:
 
 def test_each_method_scales_its_own_completions_group_advantage(tmp_path):
     """GRPO: every token of completion g·G + i carries the z-score of reward[g, i]; SS-GRPO: that
-    advantage times the (post-training) estimator's w of the token's step, (1 - w) for SS-GRPO ±
-    where it is negative; PRM-GRPO: 06's process advantage of the gold labels against the
-    completion's own problem."""
+    advantage times the (post-training) estimator's w of the token's step; PRM-GRPO: 06's process
+    advantage of the gold labels against the completion's own problem."""
     r = hand_completions([p.prompt for p in PROBLEMS for _ in range(4)], TEXTS)
     step_ids = step_ids_of(r)
     A = naive_group_z(REWARDS)
     args = credit_args(tmp_path, est_iters=3)
-    for method in ss.METHODS:
+    for method in ss.NAMES:
         credit = credit_of(method, args)
         model = credit.estimator
         got = credit(r, REWARDS, PROBLEMS)
@@ -315,10 +307,7 @@ def test_each_method_scales_its_own_completions_group_advantage(tmp_path):
             for t, k in enumerate(row):
                 if k < 0:
                     continue
-                weight = 1.0 if model is None else w[b][k]
-                if method == "ss_grpo_signed" and A[b] < 0:
-                    weight = 1 - weight
-                expected[b, t] = A[b] * weight
+                expected[b, t] = A[b] * (1.0 if model is None else w[b][k])
         torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6, msg=method)
 
 
@@ -409,7 +398,7 @@ def test_the_credit_keeps_every_tensor_on_the_device_of_its_inputs(tmp_path):
     r = hand_completions([p.prompt for p in PROBLEMS for _ in range(4)], TEXTS)
     args = credit_args(tmp_path, est_groups=2)
     keep = torch.arange(12) % 3 == 0
-    for method in ss.METHODS:
+    for method in ss.NAMES:
         credit = credit_of(method, args)
         with torch.device("meta"):
             advantages = credit(r, REWARDS, PROBLEMS)
@@ -419,76 +408,6 @@ def test_the_credit_keeps_every_tensor_on_the_device_of_its_inputs(tmp_path):
         for part in (batch, selected):
             for value in dataclasses.astuple(part):
                 assert not isinstance(value, torch.Tensor) or value.device.type == "cpu"
-
-
-# -------------------------------------------------- the held-out probe of w(s), on hand-made samples
-
-
-PROBE_TEXTS = ["47-7=40\n40*2=80\n#80", "47-7=41\n41*2=82\n#82", "47-7=40\n40*2=81\n#81", "47-7=40\n40*2=80",
-               "4+8=12\n12*3=36\n#36", "4+8=12\n#36", "4+8=12\n12*3=36\n#37", "4+8=13\n#39",
-               "31*2=62\n62+8=70\n#70", "31*2=62\n62+8=71\n#71", "#70", "1\n2\n3\n#4"]
-
-
-def probe_weight(b: int, k: int) -> float:
-    return ((7 * b + 3 * k) % 11) / 10
-
-
-class TableEstimator:
-    """w(s) read from a table by (completion, line): no model."""
-
-    def step_weights(self, batch: ss.StepBatch) -> torch.Tensor:
-        return torch.tensor([probe_weight(int(b), int(k)) for b, k in zip(batch.step_completion, batch.step_index)])
-
-
-def test_probe_scores_each_held_out_step_against_its_gold_labels(tmp_path, monkeypatch):
-    """The probe's AUROCs, localisation and offsets equal a loop over the sampled solutions: w by
-    outcome; within failed solutions, the steps before the first wrong one against it and those
-    after; the first wrong step's localisation among failed solutions with ≥ 2 steps (a solution
-    that stops before its first wrong line has no such step and is left out)."""
-    args = credit_args(tmp_path, probe_samples=4)
-    prompts = [p.prompt for p in PROBLEMS for _ in range(4)]
-
-    policy = object()
-
-    def fake_sample(model, tokenizer, asked, max_new_tokens, generator, device):
-        assert model is policy and tokenizer is TOK and asked == prompts and max_new_tokens == args.max_new_tokens
-        # its own samples: a seed apart from training's (seed), the evaluations' (seed + 1, seed + 2)
-        assert generator.initial_seed() == args.seed + 3
-        return hand_completions(asked, PROBE_TEXTS), list(PROBE_TEXTS)
-
-    monkeypatch.setattr(ss, "sample", fake_sample)
-    got = ss.probe_weights(policy, TableEstimator(), TOK, PROBLEMS, args, "cpu")
-    by_outcome, good, bad, credits, wrongs, offsets, chance = {True: [], False: []}, [], [], [], [], {}, []
-    for b, text in enumerate(PROBE_TEXTS):
-        problem, lines = PROBLEMS[b // 4], text.split("\n")
-        weights = np.array([probe_weight(b, k) for k in range(len(lines))])
-        right = lines[-1] == f"#{problem.answer}"
-        by_outcome[right] += list(weights)
-        if len(lines) >= 2:
-            chance.append(1 / len(lines))
-        wrong = common.first_wrong_step(problem, text)
-        if right or wrong is None or wrong >= len(lines):
-            continue
-        good += list(weights[:wrong])
-        bad += list(weights[wrong:])
-        for k, value in enumerate(weights):
-            offsets.setdefault(k - wrong, []).append(value)
-        if len(lines) >= 2:
-            credits.append(weights)
-            wrongs.append(wrong)
-    located = common.localisation(credits, wrongs)
-    assert len(credits) == 6 and sorted(k for k, v in offsets.items() if len(v) >= 5) == [0, 1]
-    expected = {"auroc_outcome": common.auroc(np.array(by_outcome[True]), np.array(by_outcome[False])),
-                "auroc_step_right_in_failed": common.auroc(np.array(good), np.array(bad)),
-                "localisation_auroc": located["auroc"], "localisation_top1": located["top1"],
-                "chance_top1": np.mean(chance), "failed_solutions": 6,
-                "w_right_solutions": np.mean(by_outcome[True]), "w_failed_solutions": np.mean(by_outcome[False])}
-    assert set(got) == set(expected) | {"w_by_offset"}
-    for key, value in expected.items():
-        assert math.isclose(got[key], value, rel_tol=1e-6), key
-    assert list(got["w_by_offset"]) == [0, 1]
-    for k in (0, 1):
-        assert math.isclose(got["w_by_offset"][k], np.mean(offsets[k]), rel_tol=1e-6)
 
 
 def test_each_estimator_step_is_one_adam_step_on_the_chosen_groups_loss(tmp_path, monkeypatch):

@@ -1,8 +1,9 @@
-"""studies/07_credit.py: the diagnostics each update logs (blame, flawed steps, push, padding,
-weights), the step-size control, what each credit costs, the article's numbers against each other
-and every claim's verdict flipped both ways, the numbers of each run and their pairing by seed, the
-sweep over chain lengths; CLI checks and smoke runs. The chapter's own pieces are tested in
-test_07_ss_grpo.py, whose hand-made completions these tests share."""
+"""studies/07_credit.py: the signed weight and the step-size control, the diagnostics each update
+logs (blame, flawed steps, push, padding, weights), the held-out probe of w(s), what each credit
+costs, the article's numbers against each other and every claim's verdict flipped both ways, the
+numbers of each run and their pairing by seed, the tables, the sweep over chain lengths; CLI checks
+and smoke runs. The chapter's own pieces are tested in test_07_ss_grpo.py, whose hand-made
+completions these tests share."""
 
 import dataclasses
 import importlib
@@ -60,7 +61,7 @@ def test_blame_and_entropy_diagnostics():
     step_ids = torch.tensor([[0, 0, 1, 1], [0, 1, 1, -1]])
     rewards = torch.tensor([[1.0, 0.0]])
     A = ss.grpo_advantages(rewards).flatten()
-    advantages = ss.broadcast_to_tokens(ss.step_advantages(A, torch.tensor([[0.9, 0.8], [0.6, 0.1]]), False), step_ids)
+    advantages = ss.broadcast_to_tokens(A[:, None] * torch.tensor([[0.9, 0.8], [0.6, 0.1]]), step_ids)
     stats = lab.blame_stats(advantages, A, step_ids, [None, 1], rewards)
     assert math.isclose(stats["wrong_step_blame"], 0.1, rel_tol=1e-5)  # the mistake keeps 10% of GRPO's blame
     assert 0 < stats["negative_share"] < 0.5
@@ -99,12 +100,34 @@ def test_advantage_scale_is_the_push_relative_to_grpos_by_hand():
     step_ids = torch.tensor([[0, 0, 1, -1], [0, 1, 1, 1], [0, -1, -1, -1]])
     A = torch.tensor([2.0, -1.0, 0.0])
     w = torch.tensor([[0.5, 0.25], [0.1, 0.4], [0.9, 0.0]])
-    advantages = ss.broadcast_to_tokens(ss.step_advantages(A, w, signed=False), step_ids)
+    advantages = ss.broadcast_to_tokens(A[:, None] * w, step_ids)
     per_completion = [abs(2.0) * (0.5 + 0.5 + 0.25) / 3, abs(-1.0) * (0.1 + 0.4 * 3) / 4, 0.0]
     assert lab.advantage_scale(advantages, A, step_ids) == pytest.approx(sum(per_completion) / 3.0)
     grpo = ss.broadcast_to_tokens(A[:, None].expand(-1, 2), step_ids)
     assert lab.advantage_scale(grpo, A, step_ids) == pytest.approx(1.0)
     assert math.isnan(lab.advantage_scale(torch.zeros(3, 4), torch.zeros(3), step_ids))
+
+
+def test_the_signed_weight_blames_the_steps_rated_low_in_failed_completions(tmp_path):
+    """SS-GRPO ±: A_i · w(s) where A_i ≥ 0 (as SS-GRPO), A_i · (1 - w(s)) where A_i < 0, w the
+    estimator's weights of the very update (after its retraining)."""
+    A, w = torch.tensor([2.0, -1.0]), torch.tensor([[0.1, 0.5, 0.9], [0.25, 0.75, 0.0]])
+    assert torch.allclose(lab.signed_advantages(A, w), torch.tensor([[0.2, 1.0, 1.8], [-0.75, -0.25, -1.0]]))
+    r = hand_completions([p.prompt for p in PROBLEMS for _ in range(4)], TEXTS)
+    step_ids = step_ids_of(r)
+    credit = credit_of("ss_grpo_signed", credit_args(tmp_path, est_iters=3))
+    got = credit(r, REWARDS, PROBLEMS)
+    batch = ss.step_batch(r, step_ids, end_tokens_of(r), 512, TOK.pad_token_id)
+    with torch.no_grad():
+        w = ss.step_grid(credit.estimator.step_weights(batch), batch)
+    A = ss.grpo_advantages(REWARDS).flatten()
+    torch.testing.assert_close(got, ss.broadcast_to_tokens(A[:, None] * torch.where(A[:, None] < 0, 1 - w, w), step_ids))
+    assert credit.log[0]["estimator_loss"] >= 0  # it retrained as SS-GRPO does
+
+
+def test_zero_spread_is_05s():
+    groups = torch.tensor([[1.0, 1.0, 1.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
+    assert torch.equal(lab.zero_spread(groups), lm_pins.grpo.zero_spread(groups))
 
 
 def test_the_step_size_control_is_grpo_times_ss_grpos_scale_of_each_update(tmp_path):
@@ -132,7 +155,7 @@ def test_blame_and_padding_diagnostics_equal_a_loop_over_completions():
     A = ss.grpo_advantages(rewards).flatten()
     advantages = torch.randn(B, T, generator=g) * (step_ids >= 0)
     wrong = [int(w) if w < 4 else None for w in torch.randint(0, 5, (B,), generator=g)]
-    mixed = ~ss.zero_spread(rewards).repeat_interleave(4)
+    mixed = ~lab.zero_spread(rewards).repeat_interleave(4)
     shares = [float(advantages[b][step_ids[b] == w].mean() / A[b]) for b, w in enumerate(wrong)
               if w is not None and mixed[b] and A[b] < 0 and (step_ids[b] == w).any()]
     stats = lab.blame_stats(advantages, A, step_ids, wrong, rewards)
@@ -149,6 +172,7 @@ def test_blame_and_padding_diagnostics_equal_a_loop_over_completions():
     ("--lengths", "2,8", "--lengths must be within --min-steps..--max-steps"),
     ("--target-gain", "0", "--target-gain must be positive"),
     ("--mc-rollouts", "0", "--mc-rollouts must be positive"),
+    ("--probe-samples", "0", "--probe-samples must be positive"),
     ("--methods", "grpo_scaled,ss_grpo", "grpo_scaled needs ss_grpo before it"),
     ("--methods", "grpo,grpo_scaled", "grpo_scaled needs ss_grpo before it"),
     ("--methods", "grpo,ppo", "argument --methods: 'ppo' is not one of grpo"),
@@ -165,7 +189,13 @@ def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path, read
         assert (tmp_path / "out" / name).stat().st_size > 1000
     assert set(data["per_seed"]) == set(lab.METHODS)
     assert data["metrics"]["estimator_params"] > 0 and len(data["claims"]) >= 4
+    tables = data["metrics"].pop("tables")
+    assert set(tables) == {"accuracy", "cost", "seconds", "credit", "weights", "probe"}
+    assert all(len(t["rows"]) == len(lab.METHODS) for k, t in tables.items() if k not in ("weights", "probe"))
+    for name in ("weights", "probe"):  # the estimator's own, SS-GRPO's and SS-GRPO ±'s
+        assert [row[0] for row in tables[name]["rows"]] == [lab.NAMES["ss_grpo"], lab.NAMES["ss_grpo_signed"]]
     assert all(math.isfinite(v) for v in data["metrics"].values() if v is not None)
+    assert data["metrics"]["ss_grpo_seed0_localisation_auroc"] == data["per_seed"]["ss_grpo"][0]["localisation_auroc"]
     assert {"w_right", "estimator_tokens", "credit_s"} <= set(data["runs"]["ss_grpo"][0]["credit"][0])
     timing = set(first["metrics"]) - set(without_timing(first["metrics"]))
     assert timing == {f"{m}_{k}" for m in lab.METHODS for k in ("train_wall_clock_s", "train_wall_clock_vs_grpo",
@@ -194,12 +224,12 @@ def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path, read
 
 
 def test_at_length_trains_and_evaluates_at_exactly_that_length_with_the_budget_it_needs():
-    args = ss.Args(max_steps=16, max_new_tokens=20)
+    args = ss.Args(max_steps=16, max_new_tokens=20, seed=3)
     short, long = lab.at_length(args, 2), lab.at_length(args, 16)
     assert {len(p.ops) for p in short.task.sample(50, np.random.default_rng(0))} == {2}
     assert {len(p.ops) for p in long.task.held_out(20)} == {16}
     assert (short.max_new_tokens, long.max_new_tokens) == (2 * 8 + 4 + 12, 16 * 8 + 4 + 12)
-    assert short.seed == args.seed and short.methods == args.methods and short.repeats == args.repeats
+    assert short.seed == args.seed and short.rl_steps == args.rl_steps and short.est_hidden == args.est_hidden
 
 
 def test_samples_to_target_is_the_first_evaluation_that_reaches_it():
@@ -232,8 +262,10 @@ def test_a_smoke_length_sweep_writes_each_length_and_its_figure(tmp_path, read_r
     result = lab.main(args)
     data = read_results(tmp_path / "out" / "results.json")
     assert (tmp_path / "out" / "length_sweep.png").stat().st_size > 1000
-    assert all(math.isfinite(v) for v in data["metrics"].values() if v is not None)
+    assert all(math.isfinite(v) for v in data["metrics"].values() if isinstance(v, float))
     assert set(data["length_sweep"]) == {"1", "3"}
+    assert [row[:2] for row in data["metrics"]["tables"]["length_sweep"]["rows"]] == [
+        [1, "GRPO"], [1, "PRM-GRPO (gold)"], [3, "GRPO"], [3, "PRM-GRPO (gold)"]]
     assert {"length1_grpo_pass@1", "length3_prm_grpo_seeds_reaching_target", "length3_cold_start_pass@1"} <= set(
         result["metrics"])
     assert [c["source"] for c in result["claims"]] == ["over-long-generations"]
@@ -244,14 +276,15 @@ def test_cost_row_by_hand():
     tokens, the estimator on its rows, a policy-sized PRM on every step prefix; training FLOPs:
     10·params per policy token, plus that inference, plus 6·params per token the estimator trains
     on; a Monte-Carlo-labelled PRM: 10·P per policy token + 2·P per label token; means over
-    updates (a key an update did not log counts 0); the credit's share of an update's seconds."""
+    updates (a key an update did not log counts 0); the credit's share of an update's seconds; the
+    seconds without the study's bookkeeping (diagnostics_s)."""
     run = {"credit": [{"policy_tokens": 10.0, "estimator_tokens": 30.0, "evaluator_calls": 1.0, "credit_s": 0.5,
-                       "estimator_train_tokens": 50.0, "mc_label_tokens": 160.0, "steps": 2.0},
+                       "estimator_train_tokens": 50.0, "mc_label_tokens": 160.0, "steps": 2.0, "diagnostics_s": 1.0},
                       {"policy_tokens": 14.0, "prm_tokens": 40.0, "evaluator_calls": 3.0, "credit_s": 1.5,
-                       "mc_label_tokens": 240.0, "steps": 3.0}],
-           "history": [{"generate_s": 1.0, "update_s": 2.0}, {"generate_s": 3.0, "update_s": 2.0}],
-           "wall_clock_s": 30.0}
-    row = lab.cost_row(run, {"wall_clock_s": 20.0}, policy_params=100, est_params=7)
+                       "mc_label_tokens": 240.0, "steps": 3.0, "diagnostics_s": 1.0}],
+           "history": [{"generate_s": 1.0, "update_s": 3.0}, {"generate_s": 3.0, "update_s": 3.0}],
+           "wall_clock_s": 32.0}
+    row = lab.cost_row(run, {"wall_clock_s": 21.0, "credit": [{"diagnostics_s": 1.0}]}, policy_params=100, est_params=7)
     # in FLOPs: policy 2·100·12 per generation; estimator 2·7·15; PRM 2·100·20; estimator training 6·7·25
     train = 10 * 100 * 12.0
     expected = {"train_wall_clock_s": 30.0, "train_wall_clock_vs_grpo": 1.5,
@@ -569,7 +602,7 @@ def test_run_metrics_average_the_second_half_of_training_and_pair_each_run_with_
     args = dataclasses.replace(common.apply_smoke(ss.Args(smoke=True, device="cpu")), est_hidden=8, est_heads=2,
                                est_layers=1, est_ffn=16)
     per_seed, summary, sizes = lab.summarise(model, tok, args, runs)
-    assert sizes["estimator_params"] == lab.parameters(ss.make_estimator(tok, args, "cpu")) > 0
+    assert sizes["estimator_params"] == lab.parameters(lab.make_estimator(tok, args, "cpu")) > 0
     first, second = per_seed["ss_grpo"]
     assert first["train_wall_clock_vs_grpo"] == 3.0 and second["train_wall_clock_vs_grpo"] == 2.0  # its own seed's GRPO
     assert first["wrong_step_blame"] == 0.3 and second["wrong_step_blame"] == pytest.approx(0.15)  # updates 2 and 3
@@ -614,6 +647,7 @@ def test_each_run_trains_a_copy_of_the_cold_start_with_its_methods_credit(tmp_pa
     initial, tok = lm_pins.tiny_model(7)
     start = [p.detach().clone() for p in initial.parameters()]
     args = dataclasses.replace(credit_args(tmp_path, est_hidden=8, est_heads=2, est_ffn=16, est_layers=1), seed=3)
+    study = lab.Args(probe_samples=3)
     seen = {}
 
     def fake_train(policy, reference, tokenizer, run_args, advantage_fn, held_out, device, desc="RL"):
@@ -624,7 +658,7 @@ def test_each_run_trains_a_copy_of_the_cold_start_with_its_methods_credit(tmp_pa
             run_args.seed).bit_generator.state
         if advantage_fn.estimator is not None:
             torch.manual_seed(run_args.seed)
-            fresh = ss.make_estimator(tok, run_args, "cpu")
+            fresh = lab.make_estimator(tok, run_args, "cpu")
             assert all(torch.equal(a, b) for a, b in zip(advantage_fn.estimator.parameters(), fresh.parameters()))
         with torch.no_grad():
             next(policy.parameters()).add_(1.0)
@@ -635,31 +669,31 @@ def test_each_run_trains_a_copy_of_the_cold_start_with_its_methods_credit(tmp_pa
         assert model is seen["policy"] and samples == args.final_samples and generator.initial_seed() == args.seed + 2
         return {"pass@1": 0.5}
 
-    def fake_probe(policy, model, tokenizer, held_out, run_args, device):
-        assert policy is seen["policy"] and model is seen["credit"].estimator
+    def fake_probe(policy, model, tokenizer, held_out, run_args, samples, device):
+        assert policy is seen["policy"] and model is seen["credit"].estimator and samples == 3
         return {"probed": True}
 
     monkeypatch.setattr(ss, "train", fake_train)
     monkeypatch.setattr(ss, "evaluate", fake_evaluate)
-    monkeypatch.setattr(ss, "probe_weights", fake_probe)
+    monkeypatch.setattr(lab, "probe_weights", fake_probe)
     for method in lab.METHODS:
         scales = SCALES if method == "grpo_scaled" else None
-        result = lab.run_method(initial, tok, args, method, [], "cpu", scales)
+        result = lab.run_method(initial, tok, args, method, [], "cpu", study, scales)
         credit = seen["credit"]
-        assert credit.method == method and (credit.estimator is not None) == method.startswith("ss_")
-        assert credit.scales is scales
+        assert credit.name == method and (credit.estimator is not None) == method.startswith("ss_")
+        assert credit.method == lab.BASE.get(method, method) and credit.scales is scales
         assert result["credit"] == [{"marker": 3}] and result["seed"] == 3 and result["final"] == {"pass@1": 0.5}
         assert ("probe" in result) == method.startswith("ss_") and 0 <= result["wall_clock_s"] < 60
     assert all(torch.equal(a, b) for a, b in zip(initial.parameters(), start))
 
-    def fake_run(model, tokenizer, run_args, method, held_out, device, scales=None, mc_rollouts=8):
-        assert model is initial and tokenizer is tok
+    def fake_run(model, tokenizer, run_args, method, held_out, device, run_study, scales=None):
+        assert model is initial and tokenizer is tok and run_study is two
         return {"run": (method, run_args.seed), "scales": scales,
                 "credit": [{"advantage_scale": run_args.seed + u / 10} for u in range(3)]}
 
     monkeypatch.setattr(lab, "run_method", fake_run)
-    two = dataclasses.replace(args, repeats=2)
-    got = lab.compare_methods(initial, tok, two, lab.Args(methods="ss_grpo,grpo,grpo_scaled"), [], "cpu")
+    two = lab.Args(methods="ss_grpo,grpo,grpo_scaled", seed=3, repeats=2)
+    got = lab.compare_methods(initial, tok, args, two, [], "cpu")
     assert {m: [r["run"] for r in rs] for m, rs in got.items()} == {
         "ss_grpo": [("ss_grpo", 3), ("ss_grpo", 4)], "grpo": [("grpo", 3), ("grpo", 4)],
         "grpo_scaled": [("grpo_scaled", 3), ("grpo_scaled", 4)]}
@@ -690,3 +724,73 @@ def test_each_update_logs_the_diagnostics_of_the_advantages_it_returns(tmp_path)
         entry = credit.log[0]
         for key, value in expected.items():
             assert math.isclose(entry[key], value, rel_tol=1e-6), (method, key)
+
+
+# -------------------------------------------------- the held-out probe of w(s), on hand-made samples
+
+
+PROBE_TEXTS = ["47-7=40\n40*2=80\n#80", "47-7=41\n41*2=82\n#82", "47-7=40\n40*2=81\n#81", "47-7=40\n40*2=80",
+               "4+8=12\n12*3=36\n#36", "4+8=12\n#36", "4+8=12\n12*3=36\n#37", "4+8=13\n#39",
+               "31*2=62\n62+8=70\n#70", "31*2=62\n62+8=71\n#71", "#70", "1\n2\n3\n#4"]
+
+
+def probe_weight(b: int, k: int) -> float:
+    return ((7 * b + 3 * k) % 11) / 10
+
+
+class TableEstimator:
+    """w(s) read from a table by (completion, line): no model."""
+
+    def step_weights(self, batch: ss.StepBatch) -> torch.Tensor:
+        return torch.tensor([probe_weight(int(b), int(k)) for b, k in zip(batch.step_completion, batch.step_index)])
+
+
+def test_probe_scores_each_held_out_step_against_its_gold_labels(tmp_path, monkeypatch):
+    """The probe's AUROCs, localisation and offsets equal a loop over the sampled solutions: w by
+    outcome; within failed solutions, the steps before the first wrong one against it and those
+    after; the first wrong step's localisation among failed solutions with ≥ 2 steps (a solution
+    that stops before its first wrong line has no such step and is left out)."""
+    args = credit_args(tmp_path)
+    prompts = [p.prompt for p in PROBLEMS for _ in range(4)]
+
+    policy = object()
+
+    def fake_sample(model, tokenizer, asked, max_new_tokens, generator, device):
+        assert model is policy and tokenizer is TOK and asked == prompts and max_new_tokens == args.max_new_tokens
+        # its own samples: a seed apart from training's (seed), the evaluations' (seed + 1, seed + 2)
+        assert generator.initial_seed() == args.seed + 3
+        return hand_completions(asked, PROBE_TEXTS), list(PROBE_TEXTS)
+
+    monkeypatch.setattr(common, "sample", fake_sample)
+    got = lab.probe_weights(policy, TableEstimator(), TOK, PROBLEMS, args, 4, "cpu")
+    by_outcome, good, bad, credits, wrongs, offsets, chance = {True: [], False: []}, [], [], [], [], {}, []
+    for b, text in enumerate(PROBE_TEXTS):
+        problem, lines = PROBLEMS[b // 4], text.split("\n")
+        weights = np.array([probe_weight(b, k) for k in range(len(lines))])
+        right = lines[-1] == f"#{problem.answer}"
+        by_outcome[right] += list(weights)
+        if len(lines) >= 2:
+            chance.append(1 / len(lines))
+        wrong = common.first_wrong_step(problem, text)
+        if right or wrong is None or wrong >= len(lines):
+            continue
+        good += list(weights[:wrong])
+        bad += list(weights[wrong:])
+        for k, value in enumerate(weights):
+            offsets.setdefault(k - wrong, []).append(value)
+        if len(lines) >= 2:
+            credits.append(weights)
+            wrongs.append(wrong)
+    located = common.localisation(credits, wrongs)
+    assert len(credits) == 6 and sorted(k for k, v in offsets.items() if len(v) >= 5) == [0, 1]
+    expected = {"auroc_outcome": common.auroc(np.array(by_outcome[True]), np.array(by_outcome[False])),
+                "auroc_step_right_in_failed": common.auroc(np.array(good), np.array(bad)),
+                "localisation_auroc": located["auroc"], "localisation_top1": located["top1"],
+                "chance_top1": np.mean(chance), "failed_solutions": 6,
+                "w_right_solutions": np.mean(by_outcome[True]), "w_failed_solutions": np.mean(by_outcome[False])}
+    assert set(got) == set(expected) | {"w_by_offset"}
+    for key, value in expected.items():
+        assert math.isclose(got[key], value, rel_tol=1e-6), key
+    assert list(got["w_by_offset"]) == [0, 1]
+    for k in (0, 1):
+        assert math.isclose(got["w_by_offset"][k], np.mean(offsets[k]), rel_tol=1e-6)
