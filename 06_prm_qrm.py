@@ -6,7 +6,7 @@ completion, on the same task and cold-start policy (common.py), and this world's
 that went wrong:
 
   Math-Shepherd labels  from each step prefix of a sampled solution, roll out N completions:
-                        hard label = any of them right (soft = the share right)
+                        hard label = any of them right (Math-Shepherd's N = 8)
   PRM                   a per-token score head, binary cross-entropy on each step's last token
                         only; P(step k right) read where step k ends
   Q-RM                  a token scorer Z trained on (right, wrong) pairs of one prompt with
@@ -15,13 +15,11 @@ that went wrong:
                         wrong step? (the PRM's level, its drop from the previous step, Q-RM's Z)
   dense RL              the PRM's step scores as process rewards (DeepSeekMath:
                         A_t = Σ_{k≥t} (r_k - mean)/std), alone or with the verifier on the answer
-                        step (and, with --rl-methods qrm, Q-RM's Z as per-token advantages), in
-                        05's step, against outcome-only GRPO on the same prompts and seed
+                        step, in 05's step, against outcome-only GRPO on the same prompts and seed
 
 The default run is compact (8 rollouts per prefix, 200 reward-model steps, RL on 8 x 8 completions
-for 60 updates). studies/06_overoptimisation.py runs the same pipeline at full scale and adds the
-label quality at N = 1..16, best-of-N reranking against Lightman et al.'s numbers, the ORM, Q-RM in
-RL with Chen et al.'s claims, RL against the learned ORM (Gao et al.'s forms) and length bias.
+for 60 updates). Study beside it: studies/06_overoptimisation.py (the same pipeline at full scale,
+with the labels' quality, the ORM, best-of-N, Q-RM in RL, RL against a learned ORM, length bias).
 
 Read beside: credit-assignment-problem-survey.txt §4.5, §9 (Q-RM), §10 (PRMs);
 credit-assignment-over-long-generations.txt (process rewards); credit-assignment-is-the-whole-game.txt
@@ -73,18 +71,15 @@ from common import (
     write_results,
 )
 
-RL_METHODS = ("outcome", "prm", "prm_outcome", "qrm")
-REWARD_MODELS = ("prm", "orm", "qrm")  # trained in this order from one random stream
+RL_METHODS = {"outcome": "outcome GRPO (verifier)", "prm": "PRM steps (process supervision)",
+              "prm_outcome": "PRM steps, verifier on the answer step"}
 
 
 # ============================================================================================
-# Math-Shepherd: step labels from rollouts
+# Step labels: Math-Shepherd's from rollouts, and this world's gold ones
 # ============================================================================================
-
-
 def step_prefixes(problem, text: str) -> list[str]:
-    """The prompts Math-Shepherd completes: the problem, then the solution up to and including
-    step k, for every step but the last (the last one's label is the verifier's verdict)."""
+    """The prompts Math-Shepherd completes: the problem and the solution up to step k, each k but the last."""
     lines = text.split("\n")
     return [problem.prompt + "\n".join(lines[:k + 1]) + "\n" for k in range(len(lines) - 1)]
 
@@ -93,40 +88,36 @@ def rollout_outcomes(policy, tokenizer, problems: list, texts: list[str], rollou
                      generator, device) -> list[np.ndarray]:
     """For each solution, a (steps - 1, rollouts) array: did completion j from prefix k reach the
     right answer? (The prefix's own tokens count toward the token budget of the completion.)"""
-    jobs = [(i, p, prefix) for i, (p, t) in enumerate(zip(problems, texts)) for prefix in step_prefixes(p, t)]
-    prompts = [prefix for _, _, prefix in jobs for _ in range(rollouts)]
-    outcomes = np.zeros((len(jobs), rollouts), dtype=bool)
-    if jobs:
+    prefixes = [step_prefixes(p, t) for p, t in zip(problems, texts)]
+    prompts = [prefix for own in prefixes for prefix in own for _ in range(rollouts)]
+    repeated = [p for p, own in zip(problems, prefixes) for _ in range(len(own) * rollouts)]
+    right = np.zeros(0, dtype=bool)
+    if prompts:
         continuations, tails = sample(policy, tokenizer, prompts, max_new_tokens, generator, device, chunk=1024)
-        repeated = [p for _, p, _ in jobs for _ in range(rollouts)]
-        solutions = [prefix[len(p.prompt):] + tail for p, prefix, tail in zip(repeated, prompts, tails)]
-        right = verifier_rewards(repeated, solutions, continuations.truncated)
-        outcomes = right.numpy().astype(bool).reshape(len(jobs), rollouts)
-    per_solution = [[] for _ in texts]
-    for (i, _, _), row in zip(jobs, outcomes):
-        per_solution[i].append(row)
-    return [np.array(rows, dtype=bool).reshape(-1, rollouts) for rows in per_solution]
+        solutions = [prompt[len(p.prompt):] + tail for p, prompt, tail in zip(repeated, prompts, tails)]
+        right = verifier_rewards(repeated, solutions, continuations.truncated).numpy().astype(bool)
+    return np.split(right.reshape(-1, rollouts), np.cumsum([len(own) for own in prefixes])[:-1])
 
 
-def math_shepherd_labels(outcomes: np.ndarray, final: float, n: int) -> tuple[list[float], list[float]]:
-    """Hard and soft labels of each step from the first n rollouts of each prefix:
-    hard = 1 if any completion is right (Math-Shepherd's HE), soft = the share right (SE).
-    The last step's label is the verifier's verdict on the solution itself."""
-    right = outcomes[:, :n]
-    hard = [float(r.any()) for r in right] + [final]
-    soft = [float(r.mean()) for r in right] + [final]
-    return hard, soft
+def math_shepherd_labels(outcomes: np.ndarray, final: float, n: int) -> list[float]:
+    """The hard label of each step from the first n rollouts of its prefix: 1 if any of them is
+    right (Math-Shepherd's HE); the last step's label is the verifier's verdict on the solution."""
+    return [float(r.any()) for r in outcomes[:, :n]] + [final]
+
+
+def gold_step_labels(problem, text: str) -> list[bool]:
+    """Gold label of each step (line): true while no line so far differs from the worked solution."""
+    wrong = first_wrong_step(problem, text)
+    n = len(text.split("\n"))
+    return [wrong is None or k < wrong for k in range(n)]
 
 
 # ============================================================================================
-# Reward models: the PRM, ORM and Q-RM objectives, and a PRM's score of a whole solution
+# Reward models: the PRM and Q-RM objectives, and scorers built from the policy's body
 # ============================================================================================
-
-
 def step_targets(end_tokens: torch.Tensor, labels: list[list[float]], width: int) -> torch.Tensor:
-    """Label k of each solution on the token where its line k ends (end_tokens (B, S), from
-    common.step_end_tokens), as a (B, width) grid, 0 elsewhere. Where several lines end in one
-    token (a token that holds two newlines), its target is the mean of their labels."""
+    """Label k of each solution on the token where its line k ends (end_tokens (B, S)), 0 elsewhere,
+    (B, width); a token that ends several lines (it holds two newlines) gets the mean of their labels."""
     per_step = torch.zeros(end_tokens.shape, device=end_tokens.device)
     for row, row_labels in enumerate(labels):
         per_step[row, :len(row_labels)] = torch.tensor(row_labels, dtype=torch.float, device=end_tokens.device)
@@ -138,17 +129,9 @@ def step_targets(end_tokens: torch.Tensor, labels: list[list[float]], width: int
 
 
 def step_bce(scores: torch.Tensor, targets: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
-    """The PRM loss: binary cross-entropy of σ(score) against the step label, on the last token
-    of each step only (every other token is masked out, as in TRL's PRMTrainer). The ORM is the
-    same loss on the final token only."""
+    """The PRM loss: BCE of σ(score) against the step label on each step's last token only (TRL's PRMTrainer)."""
     losses = F.binary_cross_entropy_with_logits(scores, targets, reduction="none")
     return losses[ends].mean()
-
-
-def last_token_mask(mask: torch.Tensor) -> torch.Tensor:
-    """True on each row's last completion token (EOS): where an ORM reads its score."""
-    last = mask.long().cumsum(1) == mask.long().sum(1, keepdim=True)
-    return last & mask
 
 
 def qrm_loss(z_w: torch.Tensor, mask_w: torch.Tensor, z_l: torch.Tensor, mask_l: torch.Tensor,
@@ -161,101 +144,9 @@ def qrm_loss(z_w: torch.Tensor, mask_w: torch.Tensor, z_l: torch.Tensor, mask_l:
     return -F.logsigmoid(beta * (token_mean(z_w, mask_w.float()) - token_mean(z_l, mask_l.float())) - gamma).mean()
 
 
-def per_step(token_values: torch.Tensor, end_tokens: torch.Tensor, fill: float) -> torch.Tensor:
-    """A per-token value read where each step ends, (B, S); `fill` beyond a row's steps."""
-    values = token_values.gather(1, end_tokens.clamp(min=0))
-    return torch.where(end_tokens >= 0, values, torch.full_like(values, fill))
-
-
-def prm_min(token_probs: torch.Tensor, end_tokens: torch.Tensor) -> torch.Tensor:
-    """A solution's PRM score = its worst step's P(right) (Lightman et al.: catches the first error)."""
-    return per_step(token_probs, end_tokens, 1.0).min(1).values
-
-
-def prm_product(token_probs: torch.Tensor, end_tokens: torch.Tensor) -> torch.Tensor:
-    """A solution's PRM score = Π_k P(step k right) (Lightman et al.'s choice; penalises length)."""
-    return per_step(token_probs, end_tokens, 1.0).prod(1)
-
-
-def prm_mean(token_probs: torch.Tensor, end_tokens: torch.Tensor) -> torch.Tensor:
-    """A solution's PRM score = the mean of its steps' P(right) (what the survey sets min against)."""
-    steps = (end_tokens >= 0).float()
-    return (per_step(token_probs, end_tokens, 0.0) * steps).sum(1) / steps.sum(1).clamp(min=1)
-
-
-# ============================================================================================
-# Dense credit as per-token advantages
-# ============================================================================================
-
-
-def process_advantages(step_rewards: torch.Tensor, rewarded: torch.Tensor, group_size: int,
-                       eps: float = 1e-4) -> torch.Tensor:
-    """DeepSeekMath's process supervision (Shao et al. 2024, §4.1.3) along the last dim of (B, T):
-    the rewards at the `rewarded` positions (a step's last token, or one cell per step) are
-    normalised over all rewarded positions of a group's G rows, and each position gets the sum
-    of the normalised rewards at and after it; 0 after a row's last reward."""
-    B, T = step_rewards.shape
-    r = step_rewards.view(-1, group_size, T)
-    m = rewarded.view(-1, group_size, T).float()
-    count = m.sum((1, 2), keepdim=True).clamp(min=1)  # a group with no rewarded cell gets 0, not NaN
-    mean = (r * m).sum((1, 2), keepdim=True) / count
-    std = (((r - mean) ** 2 * m).sum((1, 2), keepdim=True) / (count - 1).clamp(min=1)).sqrt()
-    # r̃_k = (r_k - mean_group) / (std_group + eps)
-    normalised = ((r - mean) / (std + eps) * m).view(B, T)
-    # A_t = Σ_{k ≥ t} r̃_k
-    reward_to_come = rewarded.flip(1).cumsum(1).flip(1) > 0
-    return normalised.flip(1).cumsum(1).flip(1) * reward_to_come
-
-
-def token_advantages(z: torch.Tensor, mask: torch.Tensor, group_size: int, eps: float = 1e-4) -> torch.Tensor:
-    """Q-RM's credit as advantages: Z at each token, standardised over the tokens of the G
-    completions of a prompt (the mean acts as the baseline V, so A_t ≈ Q_t - V)."""
-    B, T = z.shape
-    v = z.view(-1, group_size, T)
-    m = mask.view(-1, group_size, T).float()
-    count = m.sum((1, 2), keepdim=True)
-    mean = (v * m).sum((1, 2), keepdim=True) / count
-    std = (((v - mean) ** 2 * m).sum((1, 2), keepdim=True) / (count - 1).clamp(min=1)).sqrt()
-    return ((v - mean) / (std + eps) * m).view(B, T)
-
-
-def prm_advantage_fn(prm, tokenizer, group_size: int, with_outcome: bool = False):
-    """Process supervision with the PRM's P(step right) as each step's reward; with_outcome puts
-    the verifier's verdict in place of the PRM's on the last step (the answer line)."""
-    def advantage_fn(completions: Completions, rewards, problems) -> torch.Tensor:
-        ends = step_end_mask(token_step_ids(tokenizer, completions.completion_ids, completions.completion_mask))
-        step_rewards = torch.where(ends, torch.sigmoid(reward_model_logits(prm, completions)), 0.0)
-        if with_outcome:
-            last = last_token_mask(completions.completion_mask)
-            step_rewards = torch.where(last, rewards.flatten()[:, None].float(), step_rewards)
-        return process_advantages(step_rewards, ends, group_size)
-    return advantage_fn
-
-
-def qrm_advantage_fn(qrm, group_size: int):
-    """Q-RM's per-token Z as advantages (`token_advantages`)."""
-    def advantage_fn(completions: Completions, rewards, problems) -> torch.Tensor:
-        return token_advantages(reward_model_logits(qrm, completions), completions.completion_mask, group_size)
-    return advantage_fn
-
-
-# ============================================================================================
-# This world: gold step labels, and reward models built from the policy's body
-# ============================================================================================
-
-
-def gold_step_labels(problem, text: str) -> list[bool]:
-    """Gold label of each step (line): true while no line so far differs from the worked
-    solution, i.e. the prefix can still be completed to the right answer by right steps."""
-    wrong = first_wrong_step(problem, text)
-    n = len(text.split("\n"))
-    return [wrong is None or k < wrong for k in range(n)]
-
-
 class TrunkScorer(torch.nn.Module):
     """What transformers' token-classification classes build, for a family that has none (OPT,
-    GPT-J, CodeGen): the policy's trunk, then dropout and a linear score head on its last
-    hidden states."""
+    GPT-J, CodeGen): the policy's trunk, then dropout and a linear score head."""
 
     def __init__(self, policy):
         super().__init__()
@@ -268,9 +159,8 @@ class TrunkScorer(torch.nn.Module):
 
 
 def make_scorer(policy):
-    """A token-classification model of the policy's own family with one output per token (the
-    score head), its body copied from the policy (Lightman et al. fine-tune the PRM from the
-    base model too)."""
+    """A token-classification model of the policy's family with one output per token, its body copied
+    from the policy (Lightman et al. fine-tune the PRM from the base model too)."""
     config = copy.deepcopy(policy.config)
     config.num_labels = 1
     if type(config) not in MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING:
@@ -296,30 +186,29 @@ def reward_model_logits(scorer, completions: Completions, chunk: int = 1024) -> 
 
 
 def batch_scores(model, r: Completions, rows: torch.Tensor) -> torch.Tensor:
-    """The scorer's logits on completions `rows` of r, (len(rows), T), computed only up to the
-    batch's longest completion (padding costs time) and zero-padded back to r's width."""
+    """`scorer_logits` on rows of r, up to their longest completion (padding costs time), zero-padded back."""
     width = r.prompt_length + int(r.completion_mask[rows].sum(1).max())
     scores = scorer_logits(model, r.sequences[rows, :width], r.attention_mask[rows, :width], r.prompt_length)
     return F.pad(scores, (0, r.completion_mask.shape[1] - scores.shape[1]))
 
 
-def fit_scorer(scorer, loss_of_batch, n_items: int, args: Args, rng: np.random.Generator, desc: str) -> list[float]:
-    """AdamW on random minibatches of item indices; loss_of_batch(indices) -> scalar loss."""
+def fit_scorer(scorer, loss, n_items: int, args: Args, rng: np.random.Generator, desc: str) -> list[float]:
+    """AdamW on random minibatches of item indices; loss(scorer, indices) -> scalar loss."""
     optimizer = torch.optim.AdamW(scorer.parameters(), lr=args.rm_lr, weight_decay=0.0)
     scorer.train()
     losses = []
     for _ in tqdm(range(args.rm_steps), desc=desc, leave=False):
-        loss = loss_of_batch(torch.as_tensor(rng.choice(n_items, min(args.rm_batch, n_items), replace=False)))
+        batch_loss = loss(scorer, torch.as_tensor(rng.choice(n_items, min(args.rm_batch, n_items), replace=False)))
         optimizer.zero_grad()
-        loss.backward()
+        batch_loss.backward()
         optimizer.step()
-        losses.append(loss.item())
+        losses.append(batch_loss.item())
     scorer.eval()
     return losses
 
 
 def problem_groups(problems: list) -> list[range]:
-    """The runs of consecutive rows that share one problem (each problem's sampled solutions)."""
+    """The runs of consecutive rows that share one problem (its sampled solutions)."""
     starts = [i for i in range(len(problems)) if i == 0 or problems[i] is not problems[i - 1]]
     return [range(a, b) for a, b in zip(starts, starts[1:] + [len(problems)])]
 
@@ -331,15 +220,44 @@ def preference_pairs(problems: list, rewards: torch.Tensor) -> list[tuple[int, i
 
 
 def step_means(token_values: torch.Tensor, step_ids: torch.Tensor, end_tokens: torch.Tensor, steps: int) -> np.ndarray:
-    """The mean of a per-token value over the tokens of each step (one row); a step with no token
-    of its own (it begins and ends inside one token) takes the value of the token it ends in."""
+    """Each step's mean of a per-token value (one row); a step inside one token takes that token's."""
     return np.array([float(token_values[step_ids == k].mean()) if (step_ids == k).any()
                      else float(token_values[end_tokens[k]]) for k in range(steps)])
 
 
 # ============================================================================================
-# The RL loop: 05's, restated compactly (05_grpo_rloo.py teaches it in full)
+# Dense credit in RL: process advantages, in 05's step and loop restated (05_grpo_rloo.py teaches them)
 # ============================================================================================
+def process_advantages(step_rewards: torch.Tensor, rewarded: torch.Tensor, group_size: int,
+                       eps: float = 1e-4) -> torch.Tensor:
+    """DeepSeekMath's process supervision (Shao et al. 2024, §4.1.3) along the last dim of (B, T):
+    the rewards at the `rewarded` positions (a step's last token, or one cell per step) are
+    normalised over all rewarded positions of a group's G rows, and each position gets the sum
+    of the normalised rewards at and after it; 0 after a row's last reward."""
+    B, T = step_rewards.shape
+    r = step_rewards.view(-1, group_size, T)
+    m = rewarded.view(-1, group_size, T).float()
+    count = m.sum((1, 2), keepdim=True).clamp(min=1)  # a group with no rewarded cell gets 0, not NaN
+    mean = (r * m).sum((1, 2), keepdim=True) / count
+    std = (((r - mean) ** 2 * m).sum((1, 2), keepdim=True) / (count - 1).clamp(min=1)).sqrt()
+    # r̃_k = (r_k - mean_group) / (std_group + eps)
+    normalised = ((r - mean) / (std + eps) * m).view(B, T)
+    # A_t = Σ_{k ≥ t} r̃_k
+    reward_to_come = rewarded.flip(1).cumsum(1).flip(1) > 0
+    return normalised.flip(1).cumsum(1).flip(1) * reward_to_come
+
+
+def prm_advantage_fn(prm, tokenizer, group_size: int, with_outcome: bool = False):
+    """Process supervision with the PRM's P(step right) as each step's reward (with_outcome: the
+    verifier's verdict on the answer step instead)."""
+    def advantage_fn(completions: Completions, rewards, problems) -> torch.Tensor:
+        ends = step_end_mask(token_step_ids(tokenizer, completions.completion_ids, completions.completion_mask))
+        step_rewards = torch.where(ends, torch.sigmoid(reward_model_logits(prm, completions)), 0.0)
+        if with_outcome:  # the answer step ends on the last token (EOS)
+            last = completions.completion_mask.sum(1) - 1
+            step_rewards[torch.arange(len(last)), last] = rewards.flatten().float()
+        return process_advantages(step_rewards, ends, group_size)
+    return advantage_fn
 
 
 def grpo_advantages(rewards: torch.Tensor, eps: float = 1e-4) -> torch.Tensor:
@@ -362,18 +280,15 @@ def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
 def policy_gradient_step(policy, optimizer, completions: Completions, advantages: torch.Tensor,
                          ref_logp: torch.Tensor, beta: float, max_grad_norm: float) -> dict:
     """05's step with one optimiser step per batch (μ = 1): π_old is π_θ itself, so the ratio is 1,
-    the clip never acts, and PPO's surrogate has the gradient of
-
-      loss = mean_i mean_{t in i} [ -A_it log π_θ(y_it) + β k3(π_θ, π_ref)_it ]
-
-    (05's per-sequence normalisation). Returns the sampling policy's KL to the reference and
-    entropy per token, and the grad norm before clipping."""
+    the clip never acts, and PPO's surrogate has the gradient of the loss below. Returns the
+    sampling policy's KL to the reference and entropy per token, and the grad norm before clipping."""
     mask = completions.completion_mask
     logp, entropy = token_logprobs(policy, completions.sequences, completions.attention_mask,
                                    completions.prompt_length, with_entropy=True)
     per_token = -advantages * logp
     if beta > 0:
         per_token = per_token + beta * kl_k3(logp, ref_logp)
+    # loss = mean_i mean_{t in i} [ -A_it log π_θ(y_it) + β k3(π_θ, π_ref)_it ]  (05's per-sequence normalisation)
     loss = (torch.where(mask, per_token, 0.0).sum(1) / mask.float().sum(1).clamp(min=1)).mean()
     optimizer.zero_grad()
     loss.backward()
@@ -385,10 +300,9 @@ def policy_gradient_step(policy, optimizer, completions: Completions, advantages
 
 
 def train(policy, reference, tokenizer, args: Args, advantage_fn, held_out: list, device, desc: str = "RL") -> dict:
-    """05's RL loop with the advantages left to `advantage_fn(completions, rewards (N, G),
-    problems) -> (B, T)`: each update, G completions of `prompts` fresh training problems (never
-    a held-out one), scored by the verifier, one `policy_gradient_step`; every `eval_every`
-    updates, held-out pass@1. Returns {"history": per update, "evals": [...]}."""
+    """05's RL loop with the advantages left to `advantage_fn(completions, rewards (N, G), problems)
+    -> (B, T)`: each update, G completions of `prompts` fresh training problems, verified, one
+    `policy_gradient_step`; every `eval_every` updates, held-out pass@1."""
     rng = np.random.default_rng(args.seed)
     generator = torch.Generator(device).manual_seed(args.seed)
     eval_generator = torch.Generator(device).manual_seed(args.seed + 1)
@@ -405,13 +319,11 @@ def train(policy, reference, tokenizer, args: Args, advantage_fn, held_out: list
     for step in tqdm(range(args.rl_steps), desc=desc, leave=False):
         if step % args.eval_every == 0:
             held_out_eval(step)
-        start = time.time()
         problems = args.task.sample(args.prompts, rng, exclude=exclude)
         repeated = [p for p in problems for _ in range(args.group_size)]
         completions, texts = sample(policy, tokenizer, [p.prompt for p in repeated], args.max_new_tokens,
                                     generator, device)
         rewards = verifier_rewards(repeated, texts, completions.truncated).to(device).view(args.prompts, args.group_size)
-        generated = time.time()
         advantages = advantage_fn(completions, rewards, problems)
         with torch.no_grad():
             ref_logp, _ = token_logprobs(reference, completions.sequences, completions.attention_mask,
@@ -419,15 +331,9 @@ def train(policy, reference, tokenizer, args: Args, advantage_fn, held_out: list
         stats = policy_gradient_step(policy, optimizer, completions, advantages, ref_logp, args.beta,
                                      args.max_grad_norm)
         schedule.step()
-        history.append({"reward": float(rewards.mean()), "length": float(completions.lengths.float().mean()),
-                        **stats, "generate_s": generated - start, "update_s": time.time() - generated})
+        history.append({"reward": float(rewards.mean()), "length": float(completions.lengths.float().mean()), **stats})
     held_out_eval(args.rl_steps)
     return {"history": history, "evals": evals}
-
-
-# ============================================================================================
-# Config
-# ============================================================================================
 
 
 @dataclass
@@ -438,8 +344,6 @@ class Args(LMArgs):
     label_samples: int = arg(6, "solutions sampled per training problem")
     rollouts_per_prefix: int = arg(8, "Math-Shepherd: completions rolled out from each step prefix")
     label_n: int = arg(8, "Math-Shepherd: the labels come from the first N rollouts (the paper's N = 8)")
-    labels: str = arg("hard", "PRM training labels: Math-Shepherd hard or soft, or the gold step labels",
-                      choices=("hard", "soft", "gold"))
     # the reward models
     rm_steps: int = arg(200, "optimiser steps for each reward model")
     rm_batch: int = arg(64, "solutions (or pairs) per reward-model step")
@@ -457,7 +361,7 @@ class Args(LMArgs):
     max_grad_norm: float = arg(1.0, "RL: gradient clipping (TRL: max_grad_norm)")
     eval_every: int = arg(10, "RL: updates between held-out evaluations")
     rl_methods: str = arg("outcome,prm,prm_outcome", "RL: advantages to compare (outcome GRPO, PRM steps, "
-                          "PRM steps with the verifier on the last step, Q-RM tokens)", RL_METHODS, item=str)
+                          "PRM steps with the verifier on the last step)", tuple(RL_METHODS), item=str)
 
     SMOKE = dict(LMArgs.SMOKE_LM, rl_steps=2, prompts=2, group_size=2, eval_every=1, label_prompts=4,
                  label_samples=4, rollouts_per_prefix=4, label_n=4, rm_steps=2, rm_batch=4, credit_samples=4)
@@ -467,12 +371,10 @@ class Args(LMArgs):
         require_positive(self, "rl_steps", "prompts", "lr", "warmup", "max_grad_norm", "eval_every", "label_prompts",
                          "label_samples", "rollouts_per_prefix", "label_n", "rm_steps", "rm_batch", "rm_lr", "qrm_beta",
                          "credit_samples")
-        require(self.group_size >= 2, f"--group-size must be at least 2: GRPO takes the baseline from the other "
-                f"completions of the same prompt, got {self.group_size}")
+        require(self.group_size >= 2, f"--group-size must be at least 2 (GRPO's baseline), got {self.group_size}")
         require(self.beta >= 0, "--beta must be non-negative")
         require(self.label_n <= self.rollouts_per_prefix, "--label-n must be in 1..--rollouts-per-prefix")
-        require(self.label_samples >= 2, "--label-samples must be at least 2: Q-RM pairs a right and a wrong "
-                "solution of the same problem")
+        require(self.label_samples >= 2, "--label-samples must be at least 2: Q-RM pairs solutions of one problem")
         require(self.rl_method_list and set(self.rl_method_list) <= set(RL_METHODS),
                 f"--rl-methods must be among {','.join(RL_METHODS)}")
 
@@ -484,12 +386,10 @@ class Args(LMArgs):
 # ============================================================================================
 # The experiment: label solutions, train the reward models, read their credit, use it in RL
 # ============================================================================================
-
-
 def label_study(policy, tokenizer, args: Args, device) -> dict:
     """Sample `label_samples` solutions to each of `label_prompts` training problems, roll out
     `rollouts_per_prefix` completions from every step prefix, label each step from the first
-    `label_n`; the gold labels beside them."""
+    `label_n`."""
     rng = np.random.default_rng(args.seed + 11)  # not the problems RL will draw (those use args.seed)
     generator = torch.Generator(device).manual_seed(args.seed)
     exclude = frozenset(p.prompt for p in args.task.held_out())
@@ -500,45 +400,41 @@ def label_study(policy, tokenizer, args: Args, device) -> dict:
     start = time.time()
     outcomes = rollout_outcomes(policy, tokenizer, problems, texts, args.rollouts_per_prefix, args.max_new_tokens,
                                 generator, device)
-    labels = [math_shepherd_labels(o, float(r), args.label_n) for o, r in zip(outcomes, rewards)]
-    print(f"labels: {len(texts)} solutions ({float(rewards.mean()):.2f} right), {sum(len(o) for o in outcomes)} step "
+    print(f"labels: {len(texts)} solutions ({float(rewards.mean()):.2f} right), {sum(map(len, outcomes))} step "
           f"prefixes x {args.rollouts_per_prefix} rollouts in {time.time() - start:.0f} s")
     return {"problems": problems, "completions": completions, "texts": texts, "rewards": rewards,
-            "outcomes": outcomes, "gold": [gold_step_labels(p, t) for p, t in zip(problems, texts)],
-            "hard": [h for h, _ in labels], "soft": [s for _, s in labels]}
+            "outcomes": outcomes, "labels": [math_shepherd_labels(o, float(r), args.label_n) for o, r in zip(outcomes, rewards)]}
 
 
-def train_reward_models(policy, tokenizer, data: dict, args: Args, kinds: tuple = ("prm", "qrm")) -> dict:
-    """Of REWARD_MODELS, those in `kinds`, each from a copy of the policy's body: the PRM on the
-    step labels (--labels), the ORM on the verifier's verdicts, Q-RM on every (right, wrong) pair
-    of solutions to one problem."""
-    rng = np.random.default_rng(args.seed + 3)
+def reward_model_losses(tokenizer, data: dict, args: Args) -> dict:
+    """What each reward model learns from the labelled solutions, as (loss(model, item indices),
+    number of items): the PRM the step labels where steps end, Q-RM every (right, wrong) pair of
+    solutions to one problem."""
     r = data["completions"]
     ends = step_end_mask(token_step_ids(tokenizer, r.completion_ids, r.completion_mask))
-    step_labels = {"hard": data["hard"], "soft": data["soft"],
-                   "gold": [[float(g) for g in gold] for gold in data["gold"]]}[args.labels]
-    prm_targets = step_targets(step_end_tokens(tokenizer, r.completion_ids, r.completion_mask), step_labels,
-                               r.completion_mask.shape[1])
-    last = last_token_mask(r.completion_mask)
-    orm_targets = last.float() * data["rewards"].to(last.device)[:, None]
+    targets = step_targets(step_end_tokens(tokenizer, r.completion_ids, r.completion_mask), data["labels"],
+                           r.completion_mask.shape[1])
     pairs = torch.tensor(preference_pairs(data["problems"], data["rewards"]), dtype=torch.long).view(-1, 2)
-    models = {kind: make_scorer(policy) for kind in REWARD_MODELS if kind in kinds}
 
-    def qrm_batch(rows):
+    def prm_loss(model, rows):
+        return step_bce(batch_scores(model, r, rows), targets[rows], ends[rows])
+
+    def pair_loss(model, rows):
         win, lose = pairs[rows, 0], pairs[rows, 1]
-        return qrm_loss(batch_scores(models["qrm"], r, win), r.completion_mask[win],
-                        batch_scores(models["qrm"], r, lose), r.completion_mask[lose], args.qrm_beta, args.qrm_gamma)
+        return qrm_loss(batch_scores(model, r, win), r.completion_mask[win], batch_scores(model, r, lose),
+                        r.completion_mask[lose], args.qrm_beta, args.qrm_gamma)
 
-    fits = {"prm": (lambda rows: step_bce(batch_scores(models["prm"], r, rows), prm_targets[rows], ends[rows]),
-                    len(r.sequences), "PRM"),
-            "orm": (lambda rows: step_bce(batch_scores(models["orm"], r, rows), orm_targets[rows], last[rows]),
-                    len(r.sequences), "ORM"),
-            "qrm": (qrm_batch, len(pairs), "Q-RM")}
-    losses = {kind: fit_scorer(models[kind], loss_of_batch, n_items, args, rng, desc)
-              for kind, (loss_of_batch, n_items, desc) in fits.items() if kind in models and n_items}
-    print("reward models trained, mean loss of the last 20 steps: " + ", ".join(
-        f"{fits[k][2]} {np.mean(v[-20:]):.3f}" for k, v in losses.items()) + f" ({len(pairs)} Q-RM pairs)")
-    return {**models, "losses": losses, "pairs": len(pairs)}
+    return {"prm": (prm_loss, len(r.sequences)), "qrm": (pair_loss, len(pairs))}
+
+
+def train_reward_models(policy, losses: dict, args: Args) -> dict:
+    """A scorer from the policy's body for each of `losses`, trained on it. All are made before
+    any trains, and all draw their minibatches from one random stream, in order."""
+    rng = np.random.default_rng(args.seed + 3)
+    models = {kind: make_scorer(policy) for kind in losses}
+    trained = {kind: fit_scorer(models[kind], loss, n_items, args, rng, kind)
+               for kind, (loss, n_items) in losses.items() if n_items}
+    return {**models, "losses": trained}
 
 
 def held_out_samples(policy, tokenizer, models: dict, args: Args, device) -> dict:
@@ -581,11 +477,11 @@ def credit_study(held: dict) -> dict:
             wrong_steps.append(wrong)
             rows.append(i)
     results = {name: localisation(c, wrong_steps) for name, c in credits.items()}
-    i = pick_example(held["problems"], held["texts"], rows, wrong_steps)
+    i = pick_example(held["texts"], rows, wrong_steps)
     return {"solutions": len(rows), "results": results, "example": None if i is None else example_rows(held, i)}
 
 
-def pick_example(problems, texts, rows: list[int], wrong_steps: list[int]) -> int | None:
+def pick_example(texts: list[str], rows: list[int], wrong_steps: list[int]) -> int | None:
     """A failed solution with a right step before its first wrong one, and a step after it."""
     for i, wrong in zip(rows, wrong_steps):
         if 1 <= wrong < len(texts[i].split("\n")) - 1:
@@ -611,8 +507,6 @@ def advantages_of(method: str, models: dict, tokenizer, group_size: int):
     """The per-token advantages of one --rl-methods name."""
     if method == "outcome":
         return outcome_advantage_fn
-    if method == "qrm":
-        return qrm_advantage_fn(models["qrm"], group_size)
     return prm_advantage_fn(models["prm"], tokenizer, group_size, with_outcome=method == "prm_outcome")
 
 
@@ -624,20 +518,17 @@ def rl_study(initial, tokenizer, models: dict, args: Args, device) -> dict:
         runs[method] = train(copy.deepcopy(initial), frozen_copy(initial), tokenizer, args,
                              advantages_of(method, models, tokenizer, args.group_size), held_out, device, f"RL {method}")
         runs[method]["wall_clock_s"] = time.time() - start
-        print(f"  RL {method:11s} held-out pass@1 {runs[method]['evals'][0]['pass@1']:.3f} -> "
-              f"{runs[method]['evals'][-1]['pass@1']:.3f} in {runs[method]['wall_clock_s']:.0f} s")
     return runs
 
 
 # ============================================================================================
 # Figure, claims and report
 # ============================================================================================
-
-
-def plot_credit(problem: str, text: str, rows: dict, path) -> None:
+def plot_credit(example: dict, path) -> None:
     """The characters of one failed solution, each boxed in the colour of its credit (red low,
     green high), one row per method. Per-step methods colour a whole step alike."""
-    chars = [("⏎" if c == "\n" else c) for c in text] + ["■"]  # ■ is EOS, the last step's end
+    rows = example["rows"]
+    chars = [("⏎" if c == "\n" else c) for c in example["text"]] + ["■"]  # ■ is EOS, the last step's end
     fig, ax = plt.subplots(figsize=(max(6.0, 0.32 * len(chars) + 3), 0.55 * len(rows) + 0.9))
     cmap = plt.get_cmap("RdYlGn")
     for r, (name, values) in enumerate(rows.items()):
@@ -648,7 +539,7 @@ def plot_credit(problem: str, text: str, rows: dict, path) -> None:
         for x, (c, v) in enumerate(zip(chars, values)):
             ax.text(x * 0.8, y, c, ha="center", va="center", family="monospace", fontsize=10,
                     bbox=dict(boxstyle="square,pad=0.25", facecolor=cmap(0.5 + 0.5 * v / scale), edgecolor="none"))
-    ax.set(xlim=(-6, 0.8 * len(chars)), ylim=(0.3, len(rows) + 0.7), title=f"Credit on one failed solution of {problem} (red: low, green: high)")
+    ax.set(xlim=(-6, 0.8 * len(chars)), ylim=(0.3, len(rows) + 0.7), title=f"Credit on one failed solution of {example['problem']} (red: low, green: high)")
     ax.axis("off")
     save_figure(fig, path)
 
@@ -685,7 +576,19 @@ def rl_claims(args: Args, runs: dict) -> list[dict]:
                   f"outcome GRPO {final:.3f}", 0 < best < len(golds) - 1 and golds[-1] < golds[best] - 0.05)]
 
 
-def metrics_of(data: dict, credit: dict, runs: dict) -> dict:
+def tables_of(args: Args, credit: dict, runs: dict) -> dict:
+    """The run's two tables (printed, and shown in the docs): where each credit puts the blame,
+    and held-out pass@1 through RL."""
+    steps = [e["step"] for e in next(iter(runs.values()))["evals"]]
+    return {"localisation": {"title": f"Credit localisation on {credit['solutions']} failed held-out solutions",
+                             "header": ["credit", "AUROC", "top-1"],
+                             "rows": [[k, v["auroc"], v["top1"]] for k, v in credit["results"].items()]},
+            "rl": {"title": f"Held-out pass@1 through RL, {args.prompts}x{args.group_size} completions per update",
+                   "header": ["advantages", *(f"update {s}" for s in steps)],
+                   "rows": [[RL_METHODS[m], *(e["pass@1"] for e in r["evals"])] for m, r in runs.items()]}}
+
+
+def metrics_of(args: Args, data: dict, credit: dict, runs: dict) -> dict:
     metrics = {"label_solutions": len(data["texts"]), "label_solutions_right": float(data["rewards"].mean())}
     for name, loc in credit["results"].items():
         metrics.update({f"localisation_{k}[{name}]": v for k, v in loc.items()})
@@ -693,17 +596,12 @@ def metrics_of(data: dict, credit: dict, runs: dict) -> dict:
         metrics[f"rl[{method}]_pass@1_start"] = run["evals"][0]["pass@1"]
         metrics[f"rl[{method}]_pass@1_final"] = run["evals"][-1]["pass@1"]
         metrics[f"rl[{method}]_wall_clock_s"] = run["wall_clock_s"]
-    return metrics
+    return {**metrics, "tables": tables_of(args, credit, runs)}
 
 
-def report(args: Args, credit: dict, runs: dict, claims: list[dict]) -> None:
-    loc = credit["results"]
-    print(f"\nCredit localisation on {credit['solutions']} failed held-out solutions (≥ 2 steps):")
-    print(format_table([[k, v["auroc"], v["top1"]] for k, v in loc.items()], ["credit", "AUROC", "top-1"]))
-    print(f"\nRL, {args.rl_steps} updates of {args.prompts}x{args.group_size} completions, β={args.beta:g}; held-out pass@1:")
-    steps = [e["step"] for e in next(iter(runs.values()))["evals"]]
-    print(format_table([[m, *(e["pass@1"] for e in r["evals"])] for m, r in runs.items()],
-                       ["advantages", *(f"update {s}" for s in steps)]))
+def report(tables: dict, claims: list[dict]) -> None:
+    for table in tables.values():
+        print(f"\n{table['title']}:\n" + format_table(table["rows"], table["header"]))
     print("\n" + format_claims(claims))
 
 
@@ -714,18 +612,18 @@ def main(args: Args) -> dict:
     print(f"06 PRM and Q-RM credit; policy {info['path']} ({'trained now' if info['trained_now'] else 'cached'}), "
           f"device {device}")
     data = label_study(policy, tokenizer, args, device)
-    models = train_reward_models(policy, tokenizer, data, args)
+    models = train_reward_models(policy, reward_model_losses(tokenizer, data, args), args)
     credit = credit_study(held_out_samples(policy, tokenizer, models, args, device))
     runs = rl_study(policy, tokenizer, models, args, device)
 
     if credit["example"] is not None:
-        plot_credit(credit["example"]["problem"], credit["example"]["text"], credit["example"]["rows"], out / "credit.png")
+        plot_credit(credit["example"], out / "credit.png")
     claims = credit_claims(credit) + rl_claims(args, runs)
-    metrics = metrics_of(data, credit, runs)
+    metrics = metrics_of(args, data, credit, runs)
     wall = time.time() - start
     write_results(out, args, wall, metrics, claims, localisation=credit["results"], rl=runs,
                   reward_model_losses=models["losses"], cold_start_info={k: v for k, v in info.items() if k != "sft_losses"})
-    report(args, credit, runs, claims)
+    report(metrics["tables"], claims)
     print(f"\nwall clock {wall:.0f} s; results in {out}/")
     return {"metrics": metrics, "claims": claims}
 

@@ -2,15 +2,19 @@
 
 The chapter trains its PRM and Q-RM on a compact budget and asks whether their credit lands on the
 wrong step. This study runs the whole pipeline at full scale (16 rollouts per step prefix, 400
-reward-model steps, 64 held-out samples per problem, RL on 16 x 8 completions for 80 updates), trains
-the ORM beside the PRM and Q-RM, and measures what the chapter leaves out:
+reward-model steps, 64 held-out samples per problem, RL on 16 x 8 completions for 80 updates) and
+measures what the chapter leaves out:
 
   label quality         the hard Math-Shepherd label against the gold one at N = 1..16 (exact
                         expectation over subsets of the 16 rollouts); the soft label's AUROC
+  ORM                   the PRM's loss on the final token only, trained beside the PRM and Q-RM
   best-of-N             rerank 64 cold-start samples per held-out problem by PRM-min, -mean,
-                        -product, ORM, Q-RM and majority vote, against Lightman et al.'s MATH numbers
-  dense RL              the chapter's four advantages (outcome, PRM, PRM + verifier, Q-RM), with
-                        Chen et al.'s convergence-speed and pass@1 claims and what each policy writes
+                        -product (a whole solution's score from its steps'), ORM, Q-RM and
+                        majority vote, against Lightman et al.'s MATH numbers
+  dense RL              the chapter's three advantages (outcome, PRM, PRM + verifier) and Q-RM's Z
+                        as per-token advantages (A_t = (Z_t - mean) / std over the group's tokens),
+                        with Chen et al.'s convergence-speed and pass@1 claims and what each policy
+                        writes
   over-optimisation     best-of-N (KL = log N - (N-1)/N) and RL (β = 0) against the learned ORM
                         while the verifier watches; Gao et al.'s R_bon(d) = d(α - βd) and
                         R_RL(d) = d(α - β log d), d = sqrt(KL)
@@ -20,9 +24,9 @@ the ORM beside the PRM and Q-RM, and measures what the chapter leaves out:
                         wrong) answers, RL on it, and the two fixes: r - b·length (b fitted with
                         correctness held fixed) and the same RM trained on length-balanced pairs
 
-    python studies/06_overoptimisation.py                # 421 s on 2 CPU cores, measured under load;
-                                                         # runs/studies/06_overoptimisation/
-    python studies/06_overoptimisation.py --length-bias  # + 2 preference RMs and 3 RL runs: 621 s under load
+    python studies/06_overoptimisation.py                # runs/studies/06_overoptimisation/
+    python studies/06_overoptimisation.py --length-bias  # + 2 preference RMs and 3 RL runs: 642 s on 2 CPU
+                                                         # cores, the run docs/06_prm_qrm.md shows
 
 Read beside: credit-assignment-problem-survey.txt §4.5.2, §9, §10; credit-assignment-over-long-generations.txt
 (process rewards, over-optimisation); credit-assignment-is-the-whole-game.txt §7.2, §7.6, §7.7. Papers:
@@ -51,8 +55,6 @@ from common import (  # noqa: E402
     Completions,
     auroc,
     claim,
-    format_claims,
-    format_table,
     frozen_copy,
     mean_or_nan,
     moving_average,
@@ -67,6 +69,8 @@ from common import (  # noqa: E402
 
 prm = importlib.import_module("06_prm_qrm")
 
+RL_METHODS = {**prm.RL_METHODS, "qrm": "Q-RM tokens"}
+REWARD_MODELS = ("prm", "orm", "qrm")  # made, then trained, in this order from one random stream
 LIGHTMAN_N = 1860  # Lightman et al. (2024), best-of-1860 on MATH (their Figure 3)
 LIGHTMAN = {"PRM": 0.782, "ORM": 0.724, "majority vote": 0.696}
 LENGTH_RUNS = ("length-preferring RM", "same RM, length-normalised", "RM on length-balanced pairs")
@@ -82,7 +86,7 @@ class Args(common.LMArgs):
     rl_steps: int = common.arg(80, "RL: policy updates")
     prompts: int = common.arg(16, "RL: prompts per update")
     rl_methods: str = common.arg("outcome,prm,prm_outcome,qrm", "RL: advantages to compare (outcome GRPO, PRM "
-                                 "steps, PRM steps with the verifier on the last step, Q-RM tokens)", prm.RL_METHODS,
+                                 "steps, PRM steps with the verifier on the last step, Q-RM tokens)", tuple(RL_METHODS),
                                  item=str)
     # this study's own
     label_ns: str = common.arg("1,2,4,8,16", "Math-Shepherd: the N at which label quality is measured (at most "
@@ -106,8 +110,8 @@ class Args(common.LMArgs):
                                 "bon_repeats", "speed_window", "overopt_steps", "overopt_lr", "length_steps")
         common.require(all(0 < n <= self.rollouts_per_prefix for n in self.label_n_list),
                        "--label-ns must be in 1..--rollouts-per-prefix")
-        common.require(self.rl_method_list and set(self.rl_method_list) <= set(prm.RL_METHODS),
-                       f"--rl-methods must be among {','.join(prm.RL_METHODS)}")
+        common.require(self.rl_method_list and set(self.rl_method_list) <= set(RL_METHODS),
+                       f"--rl-methods must be among {','.join(RL_METHODS)}")
 
     @property
     def label_n_list(self) -> list[int]:
@@ -120,10 +124,89 @@ class Args(common.LMArgs):
 
 def chapter_args(args: Args) -> "prm.Args":
     """The chapter's settings (its smoke values under --smoke) at this study's scale, on this run's
-    model, task and seed."""
+    model, task and seed (the RL methods are this study's own, Q-RM's among them)."""
     scale = {"rollouts_per_prefix": args.rollouts_per_prefix, "rm_steps": args.rm_steps, "rl_steps": args.rl_steps,
-             "prompts": args.prompts, "rl_methods": args.rl_methods, "credit_samples": args.bon_samples}
+             "prompts": args.prompts, "credit_samples": args.bon_samples}
     return dataclasses.replace(common.chapter_lm_args(prm.Args, args), **scale)
+
+
+# ============================================================================================
+# What the chapter's reward models leave out: the ORM, a PRM's score of a whole solution, Q-RM in RL
+# ============================================================================================
+
+
+def last_token_mask(mask: torch.Tensor) -> torch.Tensor:
+    """True on each row's last completion token (EOS): where an ORM reads its score."""
+    last = mask.long().cumsum(1) == mask.long().sum(1, keepdim=True)
+    return last & mask
+
+
+def orm_loss(data: dict) -> tuple:
+    """The ORM's (loss(model, rows), items): the PRM's loss (`prm.step_bce`) on the final token only,
+    against the verifier's verdict on the solution."""
+    r = data["completions"]
+    last = last_token_mask(r.completion_mask)
+    targets = last.float() * data["rewards"].to(last.device)[:, None]
+
+    def loss(model, rows):
+        return prm.step_bce(prm.batch_scores(model, r, rows), targets[rows], last[rows])
+
+    return loss, len(r.sequences)
+
+
+def train_reward_models(policy, tokenizer, data: dict, run: "prm.Args") -> dict:
+    """The chapter's PRM and Q-RM with the ORM between them (`REWARD_MODELS`' order)."""
+    losses = {**prm.reward_model_losses(tokenizer, data, run), "orm": orm_loss(data)}
+    return prm.train_reward_models(policy, {kind: losses[kind] for kind in REWARD_MODELS}, run)
+
+
+def per_step(token_values: torch.Tensor, end_tokens: torch.Tensor, fill: float) -> torch.Tensor:
+    """A per-token value read where each step ends, (B, S); `fill` beyond a row's steps."""
+    values = token_values.gather(1, end_tokens.clamp(min=0))
+    return torch.where(end_tokens >= 0, values, torch.full_like(values, fill))
+
+
+def prm_min(token_probs: torch.Tensor, end_tokens: torch.Tensor) -> torch.Tensor:
+    """A solution's PRM score = its worst step's P(right) (Lightman et al.: catches the first error)."""
+    return per_step(token_probs, end_tokens, 1.0).min(1).values
+
+
+def prm_product(token_probs: torch.Tensor, end_tokens: torch.Tensor) -> torch.Tensor:
+    """A solution's PRM score = Π_k P(step k right) (Lightman et al.'s choice; penalises length)."""
+    return per_step(token_probs, end_tokens, 1.0).prod(1)
+
+
+def prm_mean(token_probs: torch.Tensor, end_tokens: torch.Tensor) -> torch.Tensor:
+    """A solution's PRM score = the mean of its steps' P(right) (what the survey sets min against)."""
+    steps = (end_tokens >= 0).float()
+    return (per_step(token_probs, end_tokens, 0.0) * steps).sum(1) / steps.sum(1).clamp(min=1)
+
+
+def token_advantages(z: torch.Tensor, mask: torch.Tensor, group_size: int, eps: float = 1e-4) -> torch.Tensor:
+    """Q-RM's credit as advantages: Z at each token, standardised over the tokens of the G
+    completions of a prompt (the mean acts as the baseline V, so A_t ≈ Q_t - V)."""
+    B, T = z.shape
+    v = z.view(-1, group_size, T)
+    m = mask.view(-1, group_size, T).float()
+    count = m.sum((1, 2), keepdim=True)
+    mean = (v * m).sum((1, 2), keepdim=True) / count
+    std = (((v - mean) ** 2 * m).sum((1, 2), keepdim=True) / (count - 1).clamp(min=1)).sqrt()
+    # A_t = (Z_t - mean_group) / (std_group + eps)
+    return ((v - mean) / (std + eps) * m).view(B, T)
+
+
+def qrm_advantage_fn(qrm, group_size: int):
+    """Q-RM's per-token Z as advantages (`token_advantages`)."""
+    def advantage_fn(completions: Completions, rewards, problems) -> torch.Tensor:
+        return token_advantages(prm.reward_model_logits(qrm, completions), completions.completion_mask, group_size)
+    return advantage_fn
+
+
+def advantages_of(method: str, models: dict, tokenizer, group_size: int):
+    """The per-token advantages of one --rl-methods name: Q-RM's here, the others the chapter's."""
+    if method == "qrm":
+        return qrm_advantage_fn(models["qrm"], group_size)
+    return prm.advantages_of(method, models, tokenizer, group_size)
 
 
 # ============================================================================================
@@ -147,8 +230,9 @@ def label_quality_study(data: dict, n_max: int, ns: list[int]) -> dict:
     `n_max` rollouts of every step prefix (the last step's label is exact: c = 0 or all)."""
     counts = np.concatenate([np.concatenate([o.sum(1), [float(r) * n_max]])
                              for o, r in zip(data["outcomes"], data["rewards"])])
-    all_gold = np.concatenate([np.array(g, dtype=bool) for g in data["gold"]])
-    inner = np.concatenate([np.arange(len(g)) < len(g) - 1 for g in data["gold"]])  # the steps that needed rollouts
+    gold = [prm.gold_step_labels(p, t) for p, t in zip(data["problems"], data["texts"])]
+    all_gold = np.concatenate([np.array(g, dtype=bool) for g in gold])
+    inner = np.concatenate([np.arange(len(g)) < len(g) - 1 for g in gold])  # the steps that needed rollouts
     quality = {n: label_quality(all_gold, counts, n_max, n) for n in ns}
     soft = counts / n_max
     print(f"hard-label accuracy at N={ns[-1]}: {quality[ns[-1]]['accuracy']:.3f}")
@@ -217,10 +301,10 @@ def held_out_study(policy, tokenizer, models: dict, run: "prm.Args", args: Args,
     each credit puts the blame in the failed ones, and how each score tracks length."""
     h = prm.held_out_samples(policy, tokenizer, models, run, device)
     r, correct, ends, z = h["completions"], h["correct"], h["ends"], h["z"]
-    orm_probs = torch.sigmoid(prm.reward_model_logits(models["orm"], r))[prm.last_token_mask(r.completion_mask)].cpu()
+    orm_probs = torch.sigmoid(prm.reward_model_logits(models["orm"], r))[last_token_mask(r.completion_mask)].cpu()
     mask = h["mask"].float()
-    rankers = {"PRM-min": prm.prm_min(h["prm_probs"], ends), "PRM-mean": prm.prm_mean(h["prm_probs"], ends),
-               "PRM-product": prm.prm_product(h["prm_probs"], ends), "ORM": orm_probs,
+    rankers = {"PRM-min": prm_min(h["prm_probs"], ends), "PRM-mean": prm_mean(h["prm_probs"], ends),
+               "PRM-product": prm_product(h["prm_probs"], ends), "ORM": orm_probs,
                "Q-RM (mean Z)": (z * mask).sum(1) / mask.sum(1)}
     M = run.credit_samples
     ns = [2 ** i for i in range(int(math.log2(M)) + 1)]
@@ -281,14 +365,14 @@ def sample_stats(policy, tokenizer, problems: list, args: common.LMArgs, device)
     return output_stats(repeated, texts, correct, completions.lengths.cpu().numpy())
 
 
-def rl_comparison(initial, tokenizer, models: dict, run: "prm.Args", device) -> dict:
-    """The chapter's RL runs (`prm.rl_study`), each followed by what its policy writes on the
-    held-out problems (`sample_stats`) and a few examples."""
+def rl_comparison(initial, tokenizer, models: dict, run: "prm.Args", args: Args, device) -> dict:
+    """The chapter's RL runs (as `prm.rl_study`, with Q-RM's advantages too), each followed by what
+    its policy writes on the held-out problems (`sample_stats`) and a few examples."""
     held_out, runs = run.task.held_out(run.eval_problems), {}
-    for method in run.rl_method_list:
+    for method in args.rl_method_list:
         start, policy = time.time(), copy.deepcopy(initial)
         runs[method] = prm.train(policy, frozen_copy(initial), tokenizer, run,
-                                 prm.advantages_of(method, models, tokenizer, run.group_size), held_out, device,
+                                 advantages_of(method, models, tokenizer, run.group_size), held_out, device,
                                  f"RL {method}")
         runs[method]["wall_clock_s"] = time.time() - start
         runs[method]["examples"] = what_it_writes(policy, tokenizer, held_out[:2], run, device)
@@ -314,7 +398,7 @@ def proxy_advantage_fn(orm, reference, group_size: int, log: list):
     verifier. Logs, per update, the proxy and the sequence KL(π || π_ref), estimated as
     mean_i Σ_t log π(y_t)/π_ref(y_t) (k1, summed)."""
     def advantage_fn(completions: Completions, rewards, problems) -> torch.Tensor:
-        proxy = torch.sigmoid(prm.reward_model_logits(orm, completions))[prm.last_token_mask(completions.completion_mask)]
+        proxy = torch.sigmoid(prm.reward_model_logits(orm, completions))[last_token_mask(completions.completion_mask)]
         with torch.no_grad():
             ref_logp, _ = token_logprobs(reference, completions.sequences, completions.attention_mask,
                                          completions.prompt_length)
@@ -451,7 +535,7 @@ def rm_advantage_fn(rm, group_size: int, slope: float, log: list):
     """GRPO advantages (z-scored in the group) on a preference RM's score at EOS, length-normalised
     with `slope` (0: the raw score). Logs each batch's mean raw score and length."""
     def advantage_fn(completions: Completions, rewards, problems) -> torch.Tensor:
-        score = prm.reward_model_logits(rm, completions)[prm.last_token_mask(completions.completion_mask)]
+        score = prm.reward_model_logits(rm, completions)[last_token_mask(completions.completion_mask)]
         lengths = completions.lengths.to(score.dtype)
         log.append({"proxy": float(score.mean()), "length": float(lengths.mean())})
         reward = length_normalised(score, lengths, slope).view(-1, group_size)
@@ -465,13 +549,14 @@ def train_preference_rm(policy, r: Completions, pairs: list[tuple[int, int]], ru
     rm, pairs = prm.make_scorer(policy), torch.tensor(pairs, dtype=torch.long).view(-1, 2)
     if not len(pairs):  # nothing to learn from: the scorer stays as made
         return rm.eval(), []
-    last = prm.last_token_mask(r.completion_mask)
+    last = last_token_mask(r.completion_mask)
 
-    def loss_of_batch(rows):
+    def loss(model, rows):
         win, lose = pairs[rows, 0], pairs[rows, 1]
-        return bradley_terry_loss(prm.batch_scores(rm, r, win)[last[win]], prm.batch_scores(rm, r, lose)[last[lose]])
+        return bradley_terry_loss(prm.batch_scores(model, r, win)[last[win]],
+                                  prm.batch_scores(model, r, lose)[last[lose]])
 
-    return rm, prm.fit_scorer(rm, loss_of_batch, len(pairs), run, rng, desc)
+    return rm, prm.fit_scorer(rm, loss, len(pairs), run, rng, desc)
 
 
 def length_bias_study(initial, tokenizer, data: dict, held: dict, run: "prm.Args", args: Args, device) -> dict:
@@ -487,10 +572,10 @@ def length_bias_study(initial, tokenizer, data: dict, held: dict, run: "prm.Args
     (biased_rm, biased_losses), (balanced_rm, balanced_losses) = (
         train_preference_rm(initial, r, chosen, run, rng, desc)
         for chosen, desc in ((pairs, "length-preferring RM"), (balanced, "length-balanced RM")))
-    slope = length_slope(prm.reward_model_logits(biased_rm, r)[prm.last_token_mask(r.completion_mask)].cpu().numpy(),
+    slope = length_slope(prm.reward_model_logits(biased_rm, r)[last_token_mask(r.completion_mask)].cpu().numpy(),
                          lengths, rewards)
     h = held["completions"]
-    corr = {name: length_correlations(prm.reward_model_logits(rm, h)[prm.last_token_mask(h.completion_mask)].cpu().numpy(),
+    corr = {name: length_correlations(prm.reward_model_logits(rm, h)[last_token_mask(h.completion_mask)].cpu().numpy(),
                                       h.lengths.cpu().numpy(), held["correct"])
             for name, rm in (("length-preferring RM", biased_rm), ("length-balanced RM", balanced_rm))}
     held_out = run.task.held_out(run.eval_problems)
@@ -819,41 +904,124 @@ def metrics_of(args: Args, data: dict, held: dict, runs: dict, fits: dict, proxy
     return metrics
 
 
-def report(run: "prm.Args", data: dict, held: dict, runs: dict, fits: dict, proxy_rl: dict | None, length: dict | None,
-           claims: list[dict]) -> None:
-    rows = [[n, q["accuracy"], q["false_positive_rate"], q["false_negative_rate"],
-             data["quality_inner_steps"][n]["accuracy"]] for n, q in data["quality"].items()]
-    print(f"\nMath-Shepherd hard labels vs gold ({data['steps_labelled']} steps of {len(data['texts'])} solutions; "
-          f"soft-label AUROC {data['soft_auroc']:.3f}):")
-    print(format_table(rows, ["N", "accuracy", "false pos. rate", "false neg. rate", "accuracy (rolled-out steps)"]))
+# ============================================================================================
+# Tables: what the run prints, and the docs page shows (docs/publish.py)
+# ============================================================================================
+
+
+def table(title: str, header: list[str], rows: list[list]) -> dict:
+    return {"title": title, "header": header, "rows": rows}
+
+
+def label_tables(data: dict) -> dict:
+    quality = table(f"Math-Shepherd hard labels against the gold ones ({len(data['texts'])} solutions)",
+                    ["N rollouts", "accuracy", "false positives (of wrong steps)", "false negatives (of right steps)",
+                     "accuracy (steps that needed rollouts)"],
+                    [[n, q["accuracy"], q["false_positive_rate"], q["false_negative_rate"],
+                      data["quality_inner_steps"][n]["accuracy"]] for n, q in data["quality"].items()])
+    counts = table("The labelled solutions", ["", "value"],
+                   [["solutions (training problems x samples)", len(data["texts"])],
+                    ["share right", float(data["rewards"].mean())], ["steps labelled", data["steps_labelled"]],
+                    ["step prefixes rolled out (all steps but the answer)", data["prefixes_rolled_out"]],
+                    ["soft label (share of rollouts right): AUROC against gold", data["soft_auroc"]]])
+    return {"labels": counts, "label_quality": quality}
+
+
+def rerank_table(run: "prm.Args", held: dict) -> dict:
     names = list(held["curves"])
-    rows = [[N, *(held["curves"][k][N] for k in names)] for N in held["ns"]]
-    rows.append([f"{LIGHTMAN_N} (MATH)", *(LIGHTMAN.get(k.split("-")[0] if k.startswith("PRM-min") else k, "-")
-                                           for k in names)])
-    print(f"\nBest-of-N on {run.eval_problems} held-out problems (Lightman et al.'s MATH numbers in the last row):")
-    print(format_table(rows, ["N", *names]))
-    loc = held["credit"]["results"]
-    print(f"\nCredit localisation on {held['credit']['solutions']} failed held-out solutions (≥ 2 steps):")
-    print(format_table([[k, v["auroc"], v["top1"]] for k, v in loc.items()], ["credit", "AUROC", "top-1"]))
-    if runs:
-        print(f"\nRL, {run.rl_steps} updates of {run.prompts}x{run.group_size} completions, β={run.beta:g}:")
-        print(format_table([[m, r["evals"][0]["pass@1"], r["evals"][-1]["pass@1"], r["wall_clock_s"]] for m, r in runs.items()],
-                           ["advantages", "pass@1 before", "pass@1 after", "seconds"]))
-    written = {"cold start": held["stats"], **{f"RL: {m}": r["final"] for m, r in runs.items()}}
+    lightman = [LIGHTMAN.get(k.split("-")[0] if k.startswith("PRM-min") else k, "–") for k in names]
+    return table(f"Best-of-N on {run.eval_problems} held-out problems (Lightman et al.'s MATH numbers in the last row)",
+                 ["N", *names], [[N, *(held["curves"][k][N] for k in names)] for N in held["ns"]]
+                 + [[f"{LIGHTMAN_N} (Lightman et al., MATH)", *lightman]])
+
+
+def rl_tables(run: "prm.Args", args: Args, runs: dict) -> dict:
+    steps = [e["step"] for e in next(iter(runs.values()))["evals"]]
+    speed = convergence(runs, args.speed_window) if "outcome" in runs else None
+    halfway = f" ({speed['start']:.3f} -> {speed['target']:.3f})" if speed else " (no outcome GRPO run)"
+    problem = run.task.held_out(1)[0].question.strip()
+
+    def peak(evals: list[dict]) -> str:
+        best = max(evals, key=lambda e: e["pass@1"])
+        return f"{best['pass@1']:.3f} at {best['step']}"
+
+    def first_completion(r: dict) -> str:  # a code span: the task's "*" is markdown's emphasis
+        return "`" + r["examples"][0].split("\n", 1)[-1].replace("\n", "⏎") + "`"
+
+    curves = table(f"Held-out pass@1 through RL, {run.prompts}x{run.group_size} completions per update",
+                   ["advantages", *(f"update {s}" for s in steps)],
+                   [[RL_METHODS[m], *(e["pass@1"] for e in r["evals"])] for m, r in runs.items()])
+    summary = table(f"Updates to halfway on the training pass rate{halfway}, and what each policy writes",
+                    ["advantages", "updates to halfway", "held-out pass@1 peak (update)", f"a completion of {problem}"],
+                    [[RL_METHODS[m], speed and speed["updates"][m], peak(r["evals"]), first_completion(r)]
+                     for m, r in runs.items()])
+    return {"rl": curves, "rl_summary": summary}
+
+
+def written_table(run: "prm.Args", held: dict, runs: dict, proxy_rl: dict | None, length: dict | None) -> dict:
+    written = {f"cold start ({held['samples']} samples)": held["stats"],
+               **{RL_METHODS[m]: r["final"] for m, r in runs.items()}}
     if proxy_rl is not None:
-        written["RL on the ORM, β=0"] = proxy_rl["final"]
+        written[f"RL on the ORM, β = 0 ({proxy_rl['evals'][-1]['step']} updates)"] = proxy_rl["final"]
     if length is not None:
-        written.update({f"RL on the {name}": run["final"] for name, run in length["runs"].items()})
+        written.update({f"RL on the {name}": r["final"] for name, r in length["runs"].items()})
     keys = ("pass@1", "length", "extra_lines", "excess_chars", "worked_form_share", "worked_form_wrong_share")
-    print(f"\nWhat each policy writes on the held-out problems ({run.eval_samples} samples each):")
-    print(format_table([[name, *(stats[k] for k in keys)] for name, stats in written.items()],
-                       ["policy", "pass@1", "tokens", "extra lines", "chars past the solution", "worked form",
-                        "worked form, wrong"]))
-    rows = [[kind, form, part[f"fit_{form}"]["alpha"], part[f"fit_{form}"]["beta"], part[f"fit_{form}"]["r2"]]
-            for kind, part in fits.items() for form in ("bon", "rl")]
-    print("\nGao et al.'s forms fitted to the gold gain (d = sqrt(KL)):")
-    print(format_table(rows, ["optimisation", "form", "α", "β", "R²"]))
-    print("\n" + format_claims(claims))
+    return table(f"What each policy writes on the held-out problems ({run.eval_samples} samples each after RL)",
+                 ["policy", "pass@1", "tokens", "extra lines", "characters past the solution", "worked form",
+                  "worked form, wrong answer"], [[name, *(stats[k] for k in keys)] for name, stats in written.items()])
+
+
+def overoptimisation_tables(held: dict, fits: dict, proxy_rl: dict | None) -> dict:
+    bon = fits["bon"]
+    tables = {"overopt_bon": table("Best-of-N against the ORM: gold gain and the ORM's score of the pick",
+                                   ["N", "KL (nats)", "gold gain", "ORM score of the pick"],
+                                   [[N, d * d, g, p] for N, d, g, p in zip(held["ns"], bon["d"], bon["gain"], bon["proxy"])])}
+    if proxy_rl is not None:
+        tables["overopt_rl"] = table("RL against the ORM (β = 0): gold and proxy against KL",
+                                     ["update", "KL (nats)", "gold (held-out pass@1)", "ORM score (training batches)"],
+                                     [[p["step"], p["kl"], p["gold"], p["proxy"]] for p in proxy_rl["points"]])
+    kinds = {"bon": "best-of-N", "rl": "RL, β = 0"}
+    forms = {"bon": "R_bon(d) = d(α − βd)", "rl": "R_RL(d) = d(α − β log d)"}
+    tables["overopt_fits"] = table("Gao et al.'s forms fitted to the gold gain (d = sqrt(KL))",
+                                   ["optimisation", "form", "α", "β", "R²"],
+                                   [[kinds[kind], forms[form], *(part[f"fit_{form}"][k] for k in ("alpha", "beta", "r2"))]
+                                    for kind, part in fits.items() for form in forms])
+    return tables
+
+
+def length_tables(args: Args, held: dict, length: dict | None) -> dict:
+    correlations = {**held["length_corr"], **(length["length_corr"] if length else {})}
+    tables = {"length_corr": table(f"Each score against token count on {held['samples']} held-out cold-start samples "
+                                   "(Pearson r)", ["score", "all", "within right answers", "within wrong answers"],
+                                   [[name, *c.values()] for name, c in correlations.items()])}
+    if length is None:
+        return tables
+    labels = {LENGTH_RUNS[0]: f"{LENGTH_RUNS[0]} ({length['pairs']} pairs)",
+              LENGTH_RUNS[1]: f"same RM, length-normalised (r − {length['slope']:.3f}·tokens)",
+              LENGTH_RUNS[2]: f"{LENGTH_RUNS[2]} ({length['balanced_pairs']} pairs)"}
+    rows = []
+    for name, run in length["runs"].items():
+        best = max(run["evals"], key=lambda e: e["pass@1"])
+        proxies = [entry["proxy"] for entry in run["log"]]
+        rows.append([labels[name], run["final"]["pass@1"], f"{best['pass@1']:.3f} at {best['step']}",
+                     run["final"]["length"], run["final"]["extra_lines"], run["final"]["excess_chars"],
+                     mean_or_nan(proxies[:args.speed_window]), mean_or_nan(proxies[-args.speed_window:])])
+    tables["length_rl"] = table(f"RL on each preference RM ({args.length_steps} updates)",
+                                ["reward", "pass@1", "peak pass@1 (update)", "tokens", "extra lines",
+                                 "characters past the solution", f"RM score, first {args.speed_window} updates",
+                                 f"RM score, last {args.speed_window} updates"],
+                                rows)
+    return tables
+
+
+def tables_of(run: "prm.Args", args: Args, data: dict, held: dict, runs: dict, fits: dict, proxy_rl: dict | None,
+              length: dict | None) -> dict:
+    credit = held["credit"]
+    localisation = table(f"Credit localisation on {credit['solutions']} failed held-out solutions",
+                         ["credit", "AUROC", "top-1"], [[k, v["auroc"], v["top1"]] for k, v in credit["results"].items()])
+    return {**label_tables(data), "best_of_n": rerank_table(run, held), "localisation": localisation,
+            **rl_tables(run, args, runs), "written": written_table(run, held, runs, proxy_rl, length),
+            **overoptimisation_tables(held, fits, proxy_rl), **length_tables(args, held, length)}
 
 
 def main(args: Args) -> dict:
@@ -864,9 +1032,9 @@ def main(args: Args) -> dict:
     print(f"06 study: the reward models at full scale; policy {info['path']}, device {device}")
     data = prm.label_study(policy, tokenizer, run, device)
     data.update(label_quality_study(data, run.rollouts_per_prefix, args.label_n_list))
-    models = prm.train_reward_models(policy, tokenizer, data, run, kinds=prm.REWARD_MODELS)
+    models = train_reward_models(policy, tokenizer, data, run)
     held = held_out_study(policy, tokenizer, models, run, args, device)
-    runs = rl_comparison(policy, tokenizer, models, run, device)
+    runs = rl_comparison(policy, tokenizer, models, run, args, device)
     proxy_rl = overoptimisation_rl(policy, tokenizer, models, run, args, device)
     fits = overoptimisation_fits(held, proxy_rl)
     length = length_bias_study(policy, tokenizer, data, held, run, args, device) if args.length_bias else None
@@ -878,14 +1046,15 @@ def main(args: Args) -> dict:
     if length is not None:
         plot_length_bias(length, proxy_rl, out / "length_bias.png")
     claims = check_claims(run, args, data, held, runs, fits, proxy_rl, length)
-    metrics = metrics_of(args, data, held, runs, fits, proxy_rl, length)
+    metrics = {**metrics_of(args, data, held, runs, fits, proxy_rl, length),
+               "tables": tables_of(run, args, data, held, runs, fits, proxy_rl, length)}
     wall = time.time() - start
     common.write_results(out, args, wall, metrics, claims, chapter_args=dataclasses.asdict(run),
                          label_quality=data["quality"], best_of_n={"ns": held["ns"], "curves": held["curves"]},
                          localisation=held["credit"]["results"], rl=runs, overoptimisation=fits,
                          overoptimisation_rl=proxy_rl, reward_model_losses=models["losses"], length_bias=length,
                          cold_start_info={k: v for k, v in info.items() if k != "sft_losses"})
-    report(run, data, held, runs, fits, proxy_rl, length, claims)
+    prm.report(metrics["tables"], claims)
     print(f"\nwall clock {wall:.0f} s; results in {out}/")
     return {"metrics": metrics, "claims": claims}
 

@@ -1,4 +1,4 @@
-"""06_prm_qrm: Math-Shepherd labels, the PRM/ORM/Q-RM losses, aggregation, dense advantages, credit
+"""06_prm_qrm: Math-Shepherd labels, the PRM and Q-RM losses, process advantages, credit
 localisation, the experiment's wiring (on a fake sampler and fake reward models), the RL loop pinned
 to 05's, the claims, the CLI and a smoke run. tests/test_06_studies.py imports the helpers here."""
 
@@ -84,12 +84,10 @@ def test_step_prefixes_and_gold_labels_by_hand():
     assert prm.step_prefixes(PROBLEM, "#52") == [] and prm.gold_step_labels(PROBLEM, "#52") == [False]
 
 
-def test_hard_and_soft_labels_from_rollout_outcomes():
+def test_hard_labels_from_rollout_outcomes():
     outcomes = np.array([[1, 1, 0, 0, 1], [0, 0, 0, 0, 1], [0, 0, 0, 0, 0]], dtype=bool)
-    hard, soft = prm.math_shepherd_labels(outcomes, final=0.0, n=4)  # only the first 4 rollouts count
-    assert hard == [1.0, 0.0, 0.0, 0.0] and soft == [0.5, 0.0, 0.0, 0.0]
-    hard, soft = prm.math_shepherd_labels(outcomes, final=1.0, n=5)
-    assert hard == [1.0, 1.0, 0.0, 1.0] and soft == [0.6, 0.2, 0.0, 1.0]
+    assert prm.math_shepherd_labels(outcomes, final=0.0, n=4) == [1.0, 0.0, 0.0, 0.0]  # only the first 4 count
+    assert prm.math_shepherd_labels(outcomes, final=1.0, n=5) == [1.0, 1.0, 0.0, 1.0]
 
 
 def test_rollouts_continue_each_solution_from_exactly_its_first_k_steps(monkeypatch):
@@ -148,9 +146,7 @@ def labelled_data() -> dict:
     problems = [PROBLEM, PROBLEM, PROBLEM, SMALL, SMALL]
     return {"problems": problems, "completions": hand_completions([p.prompt for p in problems], LABELLED),
             "texts": LABELLED, "rewards": torch.tensor([1.0, 0.0, 0.0, 1.0, 0.0]),
-            "hard": [[1.0, 1.0, 1.0, 1.0], [1.0, 0.0, 0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 0.0]],
-            "soft": [[1.0, 1.0, 0.5, 1.0], [0.5, 0.0, 0.0, 0.0], [0.25, 0.0], [0.5, 1.0], [0.0, 0.0]],
-            "gold": [[True] * 4, [True, False, False, False], [True, False], [True, True], [False, False]]}
+            "labels": [[1.0, 1.0, 1.0, 1.0], [1.0, 0.0, 0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 0.0]]}
 
 
 def test_scorer_is_a_one_output_head_on_the_policys_body():
@@ -163,18 +159,17 @@ def test_scorer_is_a_one_output_head_on_the_policys_body():
     assert prm.scorer_logits(scorer, r.sequences, r.attention_mask, r.prompt_length).shape == r.completion_mask.shape
 
 
-@pytest.mark.parametrize("labels", ["hard", "soft", "gold"])
-def test_reward_models_train_on_their_own_targets_and_masks(monkeypatch, labels):
-    """A spy on each loss: the PRM gets the chosen step labels on the tokens where steps end, the
-    ORM the verifier's verdict on the last token, Q-RM the (right, wrong) pairs of one problem."""
+def test_reward_models_train_on_their_own_targets_and_masks(monkeypatch):
+    """A spy on each loss: the PRM gets the step labels on the tokens where steps end, Q-RM the
+    (right, wrong) pairs of one problem; each scorer is trained on its own loss, in order."""
     data = labelled_data()
     fits, bce, pairwise = {}, [], []
     real_bce, real_qrm = prm.step_bce, prm.qrm_loss
 
-    def fit_once(scorer, loss_of_batch, n_items, args, rng, desc):
+    def fit_once(scorer, loss, n_items, args, rng, desc):
         fits[desc] = (scorer, n_items)
         scorer.eval()  # no dropout: the scores seen can be recomputed below
-        return [loss_of_batch(torch.arange(n_items)).item()]
+        return [loss(scorer, torch.arange(n_items)).item()]
 
     def bce_spy(scores, targets, ends):
         bce.append((scores.detach(), targets, ends))
@@ -188,44 +183,25 @@ def test_reward_models_train_on_their_own_targets_and_masks(monkeypatch, labels)
     monkeypatch.setattr(prm, "step_bce", bce_spy)
     monkeypatch.setattr(prm, "qrm_loss", qrm_spy)
     policy, _ = lm_pins.tiny_model(0)
-    args = prm.Args(labels=labels, qrm_beta=0.3, qrm_gamma=1.5)
-    models = prm.train_reward_models(policy, TOK, data, args, kinds=prm.REWARD_MODELS)
-    assert list(fits) == ["PRM", "ORM", "Q-RM"] and models["pairs"] == 3
-    assert [fits[k][1] for k in fits] == [5, 5, 3] and [fits[k][0] for k in fits] == [models[k] for k in ("prm", "orm", "qrm")]
-    r = data["completions"]
-    step_labels = {"hard": data["hard"], "soft": data["soft"], "gold": [[float(g) for g in x] for x in data["gold"]]}
-    prm_targets, prm_ends = torch.zeros(r.completion_mask.shape), torch.zeros(r.completion_mask.shape, dtype=torch.bool)
-    orm_targets, orm_ends = torch.zeros(r.completion_mask.shape), torch.zeros(r.completion_mask.shape, dtype=torch.bool)
-    for row, (text, step_label) in enumerate(zip(LABELLED, step_labels[labels])):
-        prm_targets[row, step_ends_by_hand(text)] = torch.tensor(step_label)
-        prm_ends[row, step_ends_by_hand(text)] = True
-        orm_targets[row, len(text)], orm_ends[row, len(text)] = data["rewards"][row], True
-    (prm_scores, *prm_seen), (orm_scores, *orm_seen) = bce
-    assert torch.equal(prm_seen[0], prm_targets) and torch.equal(prm_seen[1], prm_ends)
-    assert torch.equal(orm_seen[0], orm_targets) and torch.equal(orm_seen[1], orm_ends)
-    mask = r.completion_mask
-    for scores, model in ((prm_scores, models["prm"]), (orm_scores, models["orm"])):  # each model's own scores
-        full = prm.scorer_logits(model, r.sequences, r.attention_mask, r.prompt_length).detach()
-        torch.testing.assert_close(scores[mask], full[mask])
+    args = prm.Args(qrm_beta=0.3, qrm_gamma=1.5)
+    models = prm.train_reward_models(policy, prm.reward_model_losses(TOK, data, args), args)
+    assert list(fits) == ["prm", "qrm"] == list(models["losses"]) and [fits[k][1] for k in fits] == [5, 3]
+    assert [fits[k][0] for k in fits] == [models["prm"], models["qrm"]]
+    r, mask = data["completions"], data["completions"].completion_mask
+    targets, ends = torch.zeros(mask.shape), torch.zeros(mask.shape, dtype=torch.bool)
+    for row, (text, labels) in enumerate(zip(LABELLED, data["labels"])):
+        targets[row, step_ends_by_hand(text)] = torch.tensor(labels)
+        ends[row, step_ends_by_hand(text)] = True
+    ((scores, targets_seen, ends_seen),) = bce
+    assert torch.equal(targets_seen, targets) and torch.equal(ends_seen, ends)
+    full = prm.scorer_logits(models["prm"], r.sequences, r.attention_mask, r.prompt_length).detach()
+    torch.testing.assert_close(scores[mask], full[mask])  # the PRM's own scores
     ((z_w, mask_w, z_l, mask_l, beta, gamma),) = pairwise
     winners, losers = [0, 0, 3], [1, 2, 4]
     assert torch.equal(mask_w, mask[winners]) and torch.equal(mask_l, mask[losers]) and (beta, gamma) == (0.3, 1.5)
     z = prm.scorer_logits(models["qrm"], r.sequences, r.attention_mask, r.prompt_length).detach()
     torch.testing.assert_close(z_w[mask_w], z[winners][mask_w])
     torch.testing.assert_close(z_l[mask_l], z[losers][mask_l])
-
-
-def test_orm_reads_the_last_completion_token():
-    mask = torch.tensor([[True, True, True, False], [True, False, False, False]])
-    assert prm.last_token_mask(mask).tolist() == [[False, False, True, False], [True, False, False, False]]
-
-
-def test_min_and_product_aggregation_by_hand():
-    probs = torch.tensor([[0.9, 0.5, 0.8, 0.1], [0.7, 0.2, 0.6, 0.3]])
-    end_tokens = torch.tensor([[0, 2, -1], [1, 2, 3]])  # row 0 has two steps, row 1 three
-    assert torch.allclose(prm.prm_min(probs, end_tokens), torch.tensor([0.8, 0.2]))
-    assert torch.allclose(prm.prm_product(probs, end_tokens), torch.tensor([0.72, 0.036]))
-    assert torch.allclose(prm.prm_mean(probs, end_tokens), torch.tensor([0.85, 1.1 / 3]))  # padding steps left out
 
 
 def test_qrm_loss_on_a_hand_case_ignores_padding():
@@ -246,9 +222,9 @@ def test_preference_pairs_stay_within_a_problem():
 def test_the_example_is_the_first_failure_with_a_right_step_before_and_a_step_after_its_slip():
     texts = ["3+1=4\n#5", SMALL_SLIP, SLIP, "12+7=19\n#19"]
     # first wrong steps: the answer line (nothing after it), step 0 (nothing right before), step 1 of 4
-    assert prm.pick_example(None, texts, [0, 1, 2, 3], [1, 0, 1, 1]) == 2
-    assert prm.pick_example(None, texts, [1, 0], [0, 1]) == 1  # none fits: the first failure
-    assert prm.pick_example(None, texts, [], []) is None
+    assert prm.pick_example(texts, [0, 1, 2, 3], [1, 0, 1, 1]) == 2
+    assert prm.pick_example(texts, [1, 0], [0, 1]) == 1  # none fits: the first failure
+    assert prm.pick_example(texts, [], []) is None
 
 
 def test_reward_model_logits_in_chunks_equal_one_pass():
@@ -282,15 +258,6 @@ def test_a_group_with_no_rewarded_position_gets_zero_advantages_not_nan():
     rewarded = torch.tensor([[False, False], [False, False], [True, False], [True, True]])
     A = prm.process_advantages(rewards, rewarded, group_size=2)
     assert torch.isfinite(A).all() and torch.equal(A[:2], torch.zeros(2, 2)) and A[2:].abs().sum() > 0
-
-
-def test_token_advantages_are_standardised_within_each_group():
-    z = torch.tensor([[1.0, 2.0, 9.0], [3.0, 4.0, 9.0], [5.0, 5.0, 5.0], [5.0, 5.0, 5.0]])
-    mask = torch.tensor([[1, 1, 0], [1, 1, 0], [1, 1, 1], [1, 1, 1]], dtype=torch.bool)
-    A = prm.token_advantages(z, mask, group_size=2)
-    assert A[0, 2] == 0 and torch.isclose(A[:2][mask[:2]].mean(), torch.tensor(0.0), atol=1e-6)
-    assert torch.isclose(A[:2][mask[:2]].std(), torch.tensor(1.0), atol=1e-3)
-    assert (A[2:] == 0).all()  # all-equal credit: no signal, no NaN
 
 
 GROUPED = [SMALL_RIGHT, SMALL_SLIP, SLIP, RIGHT]  # two prompts, G = 2 completions each
@@ -331,15 +298,8 @@ def test_prm_advantages_reward_each_step_end_and_the_verifier_takes_the_last(mon
     torch.testing.assert_close(A, prm.process_advantages(step_rewards, ends, 2))
 
 
-def test_qrm_advantages_are_its_token_scores_standardised_per_group(monkeypatch):
-    given = fake_reward_models(monkeypatch)
-    r = hand_completions([SMALL.prompt] * 2 + [PROBLEM.prompt] * 2, GROUPED)
-    A = prm.qrm_advantage_fn("QRM", 2)(r, GROUPED_REWARDS, [SMALL, PROBLEM])
-    torch.testing.assert_close(A, prm.token_advantages(given["QRM"], r.completion_mask, 2))
-
-
 def test_rl_study_runs_each_method_from_a_copy_of_the_cold_start_with_its_own_advantages(monkeypatch):
-    given = fake_reward_models(monkeypatch)
+    fake_reward_models(monkeypatch)
     r = hand_completions([SMALL.prompt] * 2 + [PROBLEM.prompt] * 2, GROUPED)
     initial, _ = lm_pins.tiny_model(0)
     seen = {}
@@ -356,12 +316,11 @@ def test_rl_study_runs_each_method_from_a_copy_of_the_cold_start_with_its_own_ad
     monkeypatch.setattr(prm, "train", train_spy)
     args = HandArgs(hand_problems=(PROBLEM, SMALL, PROBLEM), eval_problems=2, group_size=2,
                     rl_methods=",".join(prm.RL_METHODS))
-    runs = prm.rl_study(initial, TOK, {"prm": "PRM", "orm": "ORM", "qrm": "QRM"}, args, "cpu")
+    runs = prm.rl_study(initial, TOK, {"prm": "PRM", "qrm": "QRM"}, args, "cpu")
     assert list(runs) == list(prm.RL_METHODS) and list(seen) == [f"RL {m}" for m in prm.RL_METHODS]
     expected = {"outcome": prm.outcome_advantage_fn(r, GROUPED_REWARDS, None),
                 "prm": prm.prm_advantage_fn("PRM", TOK, 2)(r, GROUPED_REWARDS, None),
-                "prm_outcome": prm.prm_advantage_fn("PRM", TOK, 2, with_outcome=True)(r, GROUPED_REWARDS, None),
-                "qrm": prm.token_advantages(given["QRM"], r.completion_mask, 2)}
+                "prm_outcome": prm.prm_advantage_fn("PRM", TOK, 2, with_outcome=True)(r, GROUPED_REWARDS, None)}
     for method in prm.RL_METHODS:
         advantages, held_out, group_size = seen[f"RL {method}"]
         torch.testing.assert_close(advantages, expected[method])
@@ -388,14 +347,14 @@ def test_fit_scorer_is_adamw_on_random_minibatches_and_leaves_the_scorer_in_eval
     target = torch.arange(6.0)
     batches = []
 
-    def loss_of_batch(rows):
+    def squared_error(model, rows):
         batches.append(rows.tolist())
-        return ((scorer.weight[0, rows] - target[rows]) ** 2).sum()
+        return ((model.weight[0, rows] - target[rows]) ** 2).sum()
 
     scorer = torch.nn.Linear(6, 1)
     reference = copy.deepcopy(scorer)
     args = prm.Args(rm_steps=5, rm_batch=4, rm_lr=0.1)
-    losses = prm.fit_scorer(scorer, loss_of_batch, 6, args, np.random.default_rng(0), "test")
+    losses = prm.fit_scorer(scorer, squared_error, 6, args, np.random.default_rng(0), "test")
     assert not scorer.training and len(losses) == 5 and len(batches) == 5
     rng = np.random.default_rng(0)
     optimizer = torch.optim.AdamW(reference.parameters(), lr=0.1, weight_decay=0.0)
@@ -409,7 +368,7 @@ def test_fit_scorer_is_adamw_on_random_minibatches_and_leaves_the_scorer_in_eval
     torch.testing.assert_close(scorer.weight, reference.weight)
     assert losses[-1] < losses[0]
     batches.clear()  # fewer items than a batch: each step takes them all
-    prm.fit_scorer(scorer, loss_of_batch, 3, prm.Args(rm_steps=1, rm_batch=4), np.random.default_rng(0), "all")
+    prm.fit_scorer(scorer, squared_error, 3, prm.Args(rm_steps=1, rm_batch=4), np.random.default_rng(0), "all")
     assert sorted(batches[0]) == [0, 1, 2]
 
 
@@ -492,5 +451,11 @@ def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path, read
     # the gold verifier's credit (-1 on the first wrong step, 0 elsewhere) localises every failure exactly
     metrics = first["metrics"]
     assert metrics["localisation_auroc[gold verifier]"] == 1.0 and metrics["localisation_top1[gold verifier]"] == 1.0
+    # the tables it prints and the docs show hold the same numbers as its metrics
+    tables = data["metrics"]["tables"]
+    assert tables["localisation"]["rows"][-1] == ["gold verifier", 1.0, 1.0]
+    for row, method in zip(tables["rl"]["rows"], prm.RL_METHODS):
+        assert row[0] == prm.RL_METHODS[method] and row[1] == metrics[f"rl[{method}]_pass@1_start"]
+        assert row[-1] == metrics[f"rl[{method}]_pass@1_final"] and len(row) == 1 + 3  # updates 0, 1, 2
     again = prm.main(dataclasses.replace(args))
     assert json.dumps(without_timing(again["metrics"])) == json.dumps(without_timing(first["metrics"]))

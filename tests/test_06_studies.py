@@ -1,6 +1,7 @@
-"""studies/06_overoptimisation.py: label quality, best-of-N and majority vote, the full-scale RL
-comparison, RL against the ORM and Gao et al.'s forms, length bias, their claims, the CLI and a
-smoke run. The hand-made problems, fake sampler and fake reward models are the chapter's tests'."""
+"""studies/06_overoptimisation.py: the ORM, a PRM's score of a whole solution and Q-RM's advantages
+(what the chapter leaves out), label quality, best-of-N and majority vote, the full-scale RL
+comparison, RL against the ORM and Gao et al.'s forms, length bias, their claims and tables, the CLI
+and a smoke run. The hand-made problems, fake sampler and fake reward models are the chapter's tests'."""
 
 import dataclasses
 import importlib
@@ -13,6 +14,7 @@ import torch
 from test_06_prm_qrm import (
     GROUPED,
     GROUPED_REWARDS,
+    LABELLED,
     POLICY,
     PROBLEM,
     RIGHT,
@@ -35,6 +37,74 @@ from lm_pins import hand_completions
 
 prm = importlib.import_module("06_prm_qrm")
 overopt = importlib.import_module("studies.06_overoptimisation")
+
+
+# ------------------------------------------------- what the chapter leaves out: ORM, aggregation, Q-RM in RL
+def test_the_orm_reads_the_verdict_on_the_last_token_and_trains_between_the_prm_and_q_rm(monkeypatch):
+    """All three scorers are made before any trains and fitted in the order prm, orm, qrm (one
+    random stream); the ORM's loss is the PRM's on each row's last token, against the verdict."""
+    data = labelled_data()
+    fits, bce = {}, []
+    real_bce = prm.step_bce
+
+    def fit_once(scorer, loss, n_items, args, rng, desc):
+        fits[desc] = (scorer, n_items)
+        scorer.eval()
+        return [loss(scorer, torch.arange(n_items)).item()]
+
+    def bce_spy(scores, targets, ends):
+        bce.append((targets, ends))
+        return real_bce(scores, targets, ends)
+
+    monkeypatch.setattr(prm, "fit_scorer", fit_once)
+    monkeypatch.setattr(prm, "step_bce", bce_spy)
+    made, real_make = [], prm.make_scorer
+
+    def make_spy(policy):
+        made.append(len(fits))  # how many had been trained when this one was made
+        return real_make(policy)
+
+    monkeypatch.setattr(prm, "make_scorer", make_spy)
+    models = overopt.train_reward_models(lm_pins.tiny_model(0)[0], TOK, data, prm.Args())
+    assert list(fits) == list(overopt.REWARD_MODELS) and made == [0, 0, 0]  # all made before the first fit
+    assert [fits[k] for k in fits] == [(models["prm"], 5), (models["orm"], 5), (models["qrm"], 3)]
+    mask = data["completions"].completion_mask
+    targets, ends = torch.zeros(mask.shape), torch.zeros(mask.shape, dtype=torch.bool)
+    for row, text in enumerate(LABELLED):
+        targets[row, len(text)], ends[row, len(text)] = data["rewards"][row], True  # the EOS after the text
+    (_, (orm_targets, orm_ends)) = bce
+    assert torch.equal(orm_targets, targets) and torch.equal(orm_ends, ends)
+
+
+def test_orm_reads_the_last_completion_token():
+    mask = torch.tensor([[True, True, True, False], [True, False, False, False]])
+    assert overopt.last_token_mask(mask).tolist() == [[False, False, True, False], [True, False, False, False]]
+
+
+def test_min_and_product_aggregation_by_hand():
+    probs = torch.tensor([[0.9, 0.5, 0.8, 0.1], [0.7, 0.2, 0.6, 0.3]])
+    end_tokens = torch.tensor([[0, 2, -1], [1, 2, 3]])  # row 0 has two steps, row 1 three
+    assert torch.allclose(overopt.prm_min(probs, end_tokens), torch.tensor([0.8, 0.2]))
+    assert torch.allclose(overopt.prm_product(probs, end_tokens), torch.tensor([0.72, 0.036]))
+    assert torch.allclose(overopt.prm_mean(probs, end_tokens), torch.tensor([0.85, 1.1 / 3]))  # padding steps left out
+
+
+def test_token_advantages_are_standardised_within_each_group():
+    z = torch.tensor([[1.0, 2.0, 9.0], [3.0, 4.0, 9.0], [5.0, 5.0, 5.0], [5.0, 5.0, 5.0]])
+    mask = torch.tensor([[1, 1, 0], [1, 1, 0], [1, 1, 1], [1, 1, 1]], dtype=torch.bool)
+    A = overopt.token_advantages(z, mask, group_size=2)
+    assert A[0, 2] == 0 and torch.isclose(A[:2][mask[:2]].mean(), torch.tensor(0.0), atol=1e-6)
+    assert torch.isclose(A[:2][mask[:2]].std(), torch.tensor(1.0), atol=1e-3)
+    assert (A[2:] == 0).all()  # all-equal credit: no signal, no NaN
+
+
+def test_qrm_advantages_are_its_token_scores_standardised_per_group(monkeypatch):
+    given = fake_reward_models(monkeypatch)
+    r = hand_completions([SMALL.prompt] * 2 + [PROBLEM.prompt] * 2, GROUPED)
+    A = overopt.qrm_advantage_fn("QRM", 2)(r, GROUPED_REWARDS, [SMALL, PROBLEM])
+    torch.testing.assert_close(A, overopt.token_advantages(given["QRM"], r.completion_mask, 2))
+
+
 
 
 def test_label_quality_is_the_exact_expectation_over_subsets_of_rollouts():
@@ -65,10 +135,10 @@ def test_label_study_scores_each_step_from_its_rollouts(monkeypatch):
     data = prm.label_study(POLICY, TOK, args, "cpu")
     data.update(overopt.label_quality_study(data, args.rollouts_per_prefix, [1, 4]))
     assert data["problems"] == [PROBLEM, PROBLEM, SMALL, SMALL] and data["rewards"].tolist() == [1, 0, 1, 0]
-    assert data["gold"] == [[True] * 4, [True, False, False, False], [True, True], [False, False]]
+    assert [prm.gold_step_labels(p, t) for p, t in zip(data["problems"], data["texts"])] == [
+        [True] * 4, [True, False, False, False], [True, True], [False, False]]
     # labels from the first label_n = 2 rollouts; the last step's is the verifier's verdict
-    assert data["hard"] == [[1, 1, 1, 1], [1, 0, 0, 0], [1, 1], [0, 0]]
-    assert data["soft"] == [[1, 1, 0.5, 1], [0.5, 0, 0, 0], [0.5, 1], [0, 0]]
+    assert data["labels"] == [[1, 1, 1, 1], [1, 0, 0, 0], [1, 1], [0, 0]]
     gold = np.array([True] * 5 + [False] * 3 + [True, True, False, False])
     right_of_4 = np.array([3, 4, 2, 4, 3, 1, 0, 0, 1, 4, 2, 0])  # of all 4 rollouts; the last steps: 4 or 0
     for n in (1, 4):
@@ -201,11 +271,12 @@ def test_rl_comparison_runs_the_chapters_advantages_then_reads_what_each_trained
     monkeypatch.setattr(prm, "train", train_spy)
     monkeypatch.setattr(overopt, "what_it_writes", lambda policy, tok, problems, args, device: [p.prompt for p in problems])
     monkeypatch.setattr(overopt, "sample_stats", stats_spy)
-    run = HandArgs(hand_problems=(PROBLEM, SMALL, PROBLEM), eval_problems=2, group_size=2, rl_methods="outcome,qrm")
-    runs = overopt.rl_comparison(initial, TOK, {"prm": "PRM", "orm": "ORM", "qrm": "QRM"}, run, "cpu")
+    run = HandArgs(hand_problems=(PROBLEM, SMALL, PROBLEM), eval_problems=2, group_size=2)
+    runs = overopt.rl_comparison(initial, TOK, {"prm": "PRM", "orm": "ORM", "qrm": "QRM"}, run,
+                                 overopt.Args(rl_methods="outcome,qrm"), "cpu")
     assert list(runs) == ["outcome", "qrm"] and list(seen) == ["RL outcome", "RL qrm"]
     torch.testing.assert_close(seen["RL outcome"], prm.outcome_advantage_fn(r, GROUPED_REWARDS, None))
-    torch.testing.assert_close(seen["RL qrm"], prm.token_advantages(given["QRM"], r.completion_mask, 2))
+    torch.testing.assert_close(seen["RL qrm"], overopt.token_advantages(given["QRM"], r.completion_mask, 2))
     for (policy, problems), run_of in zip(measured, runs.values()):
         assert problems == [PROBLEM, SMALL] and run_of["examples"] == [PROBLEM.prompt, SMALL.prompt]
         assert not torch.equal(next(policy.parameters()), next(initial.parameters()))  # the trained copy
@@ -656,5 +727,16 @@ def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path, read
     largest = max(data["best_of_n"]["ns"])  # with N = all samples, no reranker's pick beats the oracle
     for name in ("PRM-min", "PRM-product", "ORM", "Q-RM (mean Z)", "majority vote"):
         assert metrics[f"best_of_n[{name}][N={largest}]"] <= metrics[f"best_of_n[oracle (pass@N)][N={largest}]"]
+    # the tables it prints and the docs show hold the same numbers as its metrics
+    tables = data["metrics"]["tables"]
+    assert set(tables) == {"labels", "label_quality", "best_of_n", "localisation", "rl", "rl_summary", "written",
+                           "overopt_bon", "overopt_rl", "overopt_fits", "length_corr", "length_rl"}
+    names = tables["best_of_n"]["header"][1:]
+    for row in tables["best_of_n"]["rows"][:-1]:  # the last row is Lightman et al.'s
+        assert row[1:] == [data["metrics"][f"best_of_n[{name}][N={row[0]}]"] for name in names]
+    assert [row[0] for row in tables["rl"]["rows"]] == list(overopt.RL_METHODS.values())
+    assert [row[1] for row in tables["rl_summary"]["rows"]] == [
+        data["metrics"][f"rl[{m}]_updates_to_halfway"] for m in overopt.RL_METHODS]
+    assert tables["label_quality"]["rows"][0][1] == data["metrics"]["hard_label_accuracy[N=1]"]
     again = overopt.main(dataclasses.replace(args))
     assert json.dumps(without_timing(again["metrics"])) == json.dumps(without_timing(first["metrics"]))

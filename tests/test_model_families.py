@@ -26,6 +26,7 @@ import common
 grpo = importlib.import_module("05_grpo_rloo")
 critic = importlib.import_module("studies.05_critic")
 prm = importlib.import_module("06_prm_qrm")
+prm_study = importlib.import_module("studies.06_overoptimisation")
 ss = importlib.import_module("07_ss_grpo")
 
 
@@ -101,7 +102,7 @@ def test_a_token_with_two_newlines_ends_two_lines_and_no_line_disappears():
     targets = prm.step_targets(ends, [[1.0, 0.0, 1.0]], 8)
     assert targets[0, 3] == 0.5 and targets[0, 6] == 1.0 and targets[0].sum() == 1.5
     probs = torch.tensor([[0.9, 0.9, 0.9, 0.4, 0.7, 0.7, 0.8, 0.0]])
-    assert math.isclose(float(prm.prm_product(probs, ends)), 0.4 * 0.4 * 0.8, rel_tol=1e-6)
+    assert math.isclose(float(prm_study.prm_product(probs, ends)), 0.4 * 0.4 * 0.8, rel_tol=1e-6)
     step_ids = common.token_step_ids(tok, ids, mask)[0]
     assert prm.step_means(probs[0], step_ids, ends[0], 3).tolist() == pytest.approx([0.775, 0.4, 0.7333333])
     # 07: every line becomes an estimator row, the empty one reading the token it ends in
