@@ -312,16 +312,14 @@ def headline_metrics(study: dict) -> dict:
             for metric, value in study[L_max][critic].get(name, {}).items()}
 
 
-def print_report(args: Args, study: dict, claims: list[dict]) -> None:
-    L_max = max(args.length_list)
-    names = [gae_name(lam) for lam in args.lambda_list] + [nstep_name(n) for n in args.nstep_list]
-    at_L = study[L_max]
-    rows = [[name] + [f"{at_L[critic][name]['key_bias2']:.3g} / {at_L[critic][name]['key_var']:.3g}"
-                      for critic in ("exact V", "noisy V")] + [at_L["exact V"][name]["corridor_mse"]]
-            for name in names + ["MC", "flat"]]
-    print(f"\nAt L={L_max}, key step bias² / variance, and mean Ψ² on the irrelevant corridor steps:")
-    print(format_table(rows, ["estimator", "exact V", "noisy V", "corridor E[Ψ²]"]))
-    print("\n" + format_claims(claims))
+def estimator_table(at_L: dict) -> dict:
+    """Every estimator at one L: bias² and variance at the key step with each critic, and E[Ψ²] on
+    the corridor's irrelevant steps with the exact V."""
+    noisy = at_L["noisy V"]
+    rows = [[name, exact["key_bias2"], exact["key_var"], noisy[name]["key_bias2"], noisy[name]["key_var"],
+             exact["corridor_mse"]] for name, exact in at_L["exact V"].items()]
+    header = ["estimator", "bias² exact V", "var exact V", "bias² noisy V", "var noisy V", "corridor E[Ψ²]"]
+    return {"header": header, "rows": rows}
 
 
 def main(args: Args) -> dict:
@@ -338,9 +336,12 @@ def main(args: Args) -> dict:
 
     claims = estimator_claims(study, gaps)
     metrics = headline_metrics(study)
+    metrics["tables"] = {f"L{L}": estimator_table(study[L]) for L in (min(study), max(study))}
     wall = time.time() - start
     write_results(out, args, wall, metrics, claims, bias_variance=study, gae_minus_mc_gaps=gaps)
-    print_report(args, study, claims)
+    longest = metrics["tables"][f"L{max(study)}"]
+    print(f"\nAt L={max(study)}, key step bias² and variance, and mean Ψ² on the irrelevant corridor steps:")
+    print(format_table(longest["rows"], longest["header"]) + "\n\n" + format_claims(claims))
     print(f"\nwall clock {wall:.0f} s; results in {out}/")
     return {"metrics": metrics, "claims": claims}
 

@@ -16,18 +16,18 @@ The default run, on key-to-door (common.KeyToDoor) with tabular learners so that
 differs: the return predictor, fit on stored episodes of a uniform random policy (where does r̃
 put the credit, and does it sum to G?), then the delay sweep (γ = 1): episodes until Q-learning on
 the delayed reward (TD), Monte Carlo and Q-learning on r̃ prefer the key as the corridor grows.
-Beside it, studies/03_pocket_watch.py (the RUDDER authors' demonstration), 03_transport.py (TRT
-below and beyond τ_γ) and 03_redistribution.py (the survey's promises of a redistribution and of
-potential-based shaping, by exact dynamic programming).
+Figures (runs/03_rudder/): redistribution.png (one episode per outcome: r and r̃), delay_sweep.png.
 
-What to look at (in runs/03_rudder/): redistribution.png (one episode per outcome: r and r̃),
-delay_sweep.png (episodes to solve as the delay grows), results.json (the claims beside ours).
+Beside it, in studies/: 03_pocket_watch.py (the RUDDER authors' demonstration), 03_transport.py
+(TRT below and beyond τ_γ), 03_redistribution.py (the survey's promises of a redistribution, and
+potential-based shaping) and 03_predictor_inputs.py (the change of state against the state).
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import partial
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -214,8 +214,7 @@ def key_threshold(env: KeyToDoor) -> float:
 
 
 # ============================================================================================
-# Training: models fit on stored episodes rewrite each batch's rewards (RUDDER, TRT) for a learner;
-# its settings (Args) are the default run's
+# Training: models fit on stored episodes rewrite each batch's rewards (RUDDER, TRT) for a learner
 # ============================================================================================
 class Fitter:
     """A model, its Adam optimiser and its loss; `fit` takes steps on random batches of stored
@@ -240,23 +239,13 @@ class Fitter:
 
 
 def return_predictor(args: Args, features: int, device, seed: int | None = None) -> Fitter:
-    def loss(predictions: torch.Tensor, returns: torch.Tensor) -> torch.Tensor:
-        return predictor_loss(predictions, returns, args.aux_weight)
-
-    model = ReturnPredictor(features, args.hidden).to(device)
+    model, loss = ReturnPredictor(features, args.hidden).to(device), partial(predictor_loss, aux_weight=args.aux_weight)
     return Fitter(model, loss, args.lr, args.batch, args.seed if seed is None else seed)
 
 
 def transport_classifier(args: Args, features: int, device, seed: int | None = None) -> Fitter:
     model = AttentionClassifier(features, args.trt_width).to(device)
     return Fitter(model, classifier_loss, args.lr, args.batch, args.seed if seed is None else seed)
-
-
-def train_predictor(args: Args, x: torch.Tensor, returns: torch.Tensor, device) -> tuple:
-    """A return predictor fit for args.steps on stored episodes; the model and its losses."""
-    fitter = return_predictor(args, x.shape[-1], device)
-    losses = fitter.fit(x, returns, args.steps, progress=True)
-    return fitter.model, losses
 
 
 class LearnedReward:
@@ -300,12 +289,10 @@ def make_shaper(args: Args, method: str, env: KeyToDoor, gamma: float, seed: int
                 device) -> LearnedReward | None:
     """RUDDER's or TRT's reward rewriter for a key-to-door learner; None for the others."""
     if method == "RUDDER":
-        features = encoded_size(env.num_states, args.inputs)
-        return Redistribution(args, return_predictor(args, features, device, seed))
+        return Redistribution(args, return_predictor(args, encoded_size(env.num_states, args.inputs), device, seed))
     if method == "TRT":
-        features = encoded_size(env.num_states, "difference")
-        return Transport(args, transport_classifier(args, features, device, seed), key_threshold(env),
-                         horizon=discount_horizon(gamma))
+        classifier = transport_classifier(args, encoded_size(env.num_states, "difference"), device, seed)
+        return Transport(args, classifier, key_threshold(env), horizon=discount_horizon(gamma))
     return None
 
 
@@ -374,9 +361,8 @@ class Args(RunArgs):
                  learn_batch=8, refit_steps=2)
 
     def __post_init__(self):
-        require_positive(self, "corridor", "episodes", "hidden", "steps", "batch", "lr", "sweep_seeds",
-                         "learn_batch", "max_episodes", "alpha", "refit_steps", "buffer_batches", "stable",
-                         "trt_width")
+        require_positive(self, "corridor", "episodes", "hidden", "steps", "batch", "lr", "sweep_seeds", "learn_batch",
+                         "max_episodes", "alpha", "refit_steps", "buffer_batches", "stable", "trt_width")
         for name in ("epsilon", "distractor_prob"):
             require(0 <= getattr(self, name) <= 1, f"--{name.replace('_', '-')} must be in [0, 1]")
         require(self.aux_weight >= 0, "--aux-weight must be non-negative")
@@ -403,11 +389,11 @@ def uniform_episodes(args: Args, distractor_prob: float, device) -> tuple[KeyToD
 def predictor_study(args: Args, device) -> dict:
     """Train the return predictor on stored random episodes; where does r̃ put the credit?"""
     env, episode = uniform_episodes(args, args.distractor_prob, device)
-    returns = episode["rewards"].sum(0)
-    x = encode(episode, env.num_states, args.inputs)
-    predictor, losses = train_predictor(args, x, returns, device)
+    x, returns = encode(episode, env.num_states, args.inputs), episode["rewards"].sum(0)
+    fitter = return_predictor(args, x.shape[-1], device)
+    losses = fitter.fit(x, returns, args.steps, progress=True)
     with torch.no_grad():
-        predictions = predictor(x)
+        predictions = fitter.model(x)
     redistributed = redistribute(predictions, returns)
     return {"predictor_final_mse": float(((predictions[-1] - returns) ** 2).mean()),
             "credit_share_at_key": float(credit_share(redistributed)[0]),
@@ -493,8 +479,7 @@ def delay_claims(args: Args, sweep_results: dict, study: dict) -> tuple[dict, li
         ratios = [a / b for a, b in zip(over, ru)]
         return ratios, ", ".join(f"{L}: {r:.1f}x" for L, r in zip(lengths, ratios))
 
-    td_lead, td_text = lead(td)
-    mc_lead, mc_text = lead(mc)
+    (td_lead, td_text), (mc_lead, mc_text) = lead(td), lead(mc)
     claims = [claim("survey §5 (RUDDER paper's theorem)", "TD needs time exponential in the delay to remove its bias",
                     f"TD's episodes to solve at L = {', '.join(map(str, lengths))}: {', '.join(f'{v:,.0f}' for v in td)}; "
                     f"a power law L^{growth['power']:.2f} fits with residual {growth['power_residual']:.3f}, an "
@@ -520,10 +505,24 @@ def delay_claims(args: Args, sweep_results: dict, study: dict) -> tuple[dict, li
 PREDICTOR_METRICS = ("predictor_final_mse", "credit_share_at_key", "max_abs_sum_minus_return")
 
 
-def report(metrics: dict, claims: list[dict], delay: dict, lengths: list[int]) -> None:
-    print(format_table([[k, metrics[k]] for k in PREDICTOR_METRICS], ["metric", "value"]))
-    rows = [[L, *(float(np.median(delay[m][L])) for m in delay)] for L in lengths]
-    print("\nDelay sweep (γ = 1), median episodes to solve:\n" + format_table(rows, ["corridor L", *delay]))
+def seed_spread(values: list[float]) -> str:
+    """The median of the seeds' values, with their range where they differ: "16", or "400 (384-416)"."""
+    low, high = min(values), max(values)
+    return f"{np.median(values):,.0f}" + ("" if low == high else f" ({low:,.0f}-{high:,.0f})")
+
+
+def final_tables(metrics: dict, delay: dict, lengths: list[int]) -> dict:
+    """What the run ends with (and results.json keeps for the docs): the predictor, and the sweep."""
+    sweep = [[L, *(seed_spread(by_L[L]) for by_L in delay.values())] for L in lengths]
+    return {"predictor": {"title": "The return predictor on the stored episodes", "header": ["metric", "value"],
+                          "rows": [[k, metrics[k]] for k in PREDICTOR_METRICS]},
+            "delay_sweep": {"title": "Delay sweep (γ = 1), episodes to solve: median (range) of the seeds",
+                            "header": ["corridor L", *delay], "rows": sweep}}
+
+
+def report(tables: dict, claims: list[dict]) -> None:
+    for table in tables.values():
+        print(f"\n{table['title']}:\n" + format_table(table["rows"], table["header"]))
     print("\n" + format_claims(claims))
 
 
@@ -539,9 +538,10 @@ def main(args: Args) -> dict:
     plot_delay(args, delay, out / "delay_sweep.png")
     delay_metrics, claims = delay_claims(args, delay, predictor)
     metrics = {**{k: predictor[k] for k in PREDICTOR_METRICS}, **delay_metrics}
+    metrics["tables"] = final_tables(metrics, delay, args.sweep_list)
     wall = time.time() - start
     write_results(out, args, wall, metrics, claims, predictor_losses=predictor["losses"], delay_sweep=delay)
-    report(metrics, claims, delay, args.sweep_list)
+    report(metrics["tables"], claims)
     print(f"\nwall clock {wall:.0f} s; results in {out}/")
     return {"metrics": metrics, "claims": claims}
 

@@ -11,7 +11,7 @@ credit-assignment-over-long-generations.txt (0.99^999).
 
     python studies/02_dilemmas.py          # runs/studies/02_dilemmas/
 
-The default run took 9 s on 2 CPU cores measured under load (other jobs kept both busy).
+The default run took 3 s on 2 CPU cores, beside other jobs.
 
 Figures: dilemmas.png (credit vs L per γ; variance and signal²/variance vs L), diagram4.png.
 """
@@ -187,6 +187,14 @@ def dilemma_claims(dilemma: dict) -> list[dict]:
     ]
 
 
+def dilemma_table(dilemma: dict) -> dict:
+    """Per L: the exact credit reaching the key at each γ, and the return at the key with γ = 1
+    and no critic (its variance, and the sampled signal²/variance)."""
+    rows = [[L, *(dilemma["relative_credit"][g][i] for g in DISCOUNTS), dilemma["key_var"][i], dilemma["snr"][i]]
+            for i, L in enumerate(dilemma["lengths"])]
+    return {"header": ["L", *(f"credit γ={g:g}" for g in DISCOUNTS), "Var R (γ=1)", "signal²/Var"], "rows": rows}
+
+
 def main(args: Args) -> dict:
     start = time.time()
     args, device, out = common.start_run(args)
@@ -201,12 +209,12 @@ def main(args: Args) -> dict:
     for i, L in enumerate(args.length_list):
         metrics[f"L{L}_key_return_var_gamma1"] = dilemma["key_var"][i]
         metrics[f"L{L}_credit_gamma0.99"] = dilemma["relative_credit"][0.99][i]
+    table = dilemma_table(dilemma)
+    metrics["tables"] = {"dilemmas": table}
     wall = time.time() - start
     common.write_results(out, args, wall, metrics, claims, dilemmas=dilemma, diagram4=diagram)
-    rows = [[L, *(dilemma["relative_credit"][g][i] for g in DISCOUNTS), dilemma["key_var"][i], dilemma["snr"][i]]
-            for i, L in enumerate(args.length_list)]
     print("\nCredit reaching the key (γ-discounted, exact), and the return at the key with γ = 1:")
-    print(common.format_table(rows, ["L", *(f"γ={g:g}" for g in DISCOUNTS), "Var R (γ=1)", "signal²/Var"]))
+    print(common.format_table(table["rows"], table["header"]))
     print("\n" + common.format_claims(claims))
     print(f"\nwall clock {wall:.0f} s; results in {out}/")
     return {"metrics": metrics, "claims": claims}

@@ -10,7 +10,7 @@ credit-assignment-problem-survey.txt §2.1, §4.1.1.
     python studies/02_learning.py               # runs/studies/02_learning/
     python studies/02_learning.py --noise 0.5   # noisy rewards: does MC still learn?
 
-The default run took 160 s on 2 CPU cores measured under load (other jobs kept both busy).
+The default run took 233 s on 2 CPU cores, beside other jobs.
 
 Figure: episodes_to_solve.png (episodes to success vs L, median and spread over seeds).
 """
@@ -131,6 +131,18 @@ def learning_claims(learning: dict, lengths: list[int], budget: int) -> list[dic
     return [common.claim("survey §2.1", statement, measured, True if compounds else (None if censored else False))]
 
 
+def seed_spread(values: list[float]) -> str:
+    """The median of the seeds' values, with their range where they differ: "992", or "992 (960-1,200)"."""
+    low, high = min(values), max(values)
+    return f"{np.median(values):,.0f}" + ("" if low == high else f" ({low:,.0f}-{high:,.0f})")
+
+
+def learning_table(learning: dict, lengths: list[int]) -> dict:
+    """Episodes to solve per L (rows) and learner (columns): the median of the seeds, and their range."""
+    rows = [[L, *(seed_spread(by_L[L]) for by_L in learning.values())] for L in lengths]
+    return {"header": ["L", *learning], "rows": rows}
+
+
 def main(args: Args) -> dict:
     start = time.time()
     args, device, out = common.start_run(args)
@@ -141,11 +153,12 @@ def main(args: Args) -> dict:
     claims = learning_claims(learning, args.length_list, args.max_episodes)
     metrics = {f"L{L}_episodes_to_solve[{name}]": float(np.median(by_L[L]))
                for L in args.length_list for name, by_L in learning.items()}
+    table = learning_table(learning, args.length_list)
+    metrics["tables"] = {"episodes_to_solve": table}
     wall = time.time() - start
     common.write_results(out, args, wall, metrics, claims, episodes_to_solve=learning)
-    rows = [[L, *(f"{np.median(by_L[L]):,.0f}" for by_L in learning.values())] for L in args.length_list]
-    print(f"\nEpisodes to solve, median of {args.learn_seeds} seed(s) (budget {args.max_episodes:,}):")
-    print(common.format_table(rows, ["L", *learning.keys()]))
+    print(f"\nEpisodes to solve, median (range) of {args.learn_seeds} seed(s) (budget {args.max_episodes:,}):")
+    print(common.format_table(table["rows"], table["header"]))
     print("\n" + common.format_claims(claims))
     print(f"\nwall clock {wall:.0f} s; results in {out}/")
     return {"metrics": metrics, "claims": claims}

@@ -8,7 +8,7 @@ optimal policy by dynamic programming on the mean r̃ of each (s, a). Then poten
 r'_t = r_t + Φ(s_{t+1}) - Φ(s_t) (Ng et al. 1999), by exact dynamic programming: does it keep the
 optimal policy, and does Φ = V^π leave a future reward of zero too?
 
-    python studies/03_redistribution.py   # 9 s on 2 CPU cores (beside another run)
+    python studies/03_redistribution.py   # 6 s on 2 CPU cores (beside other jobs)
     python studies/03_redistribution.py --distractor-prob 0.5   # r's variance is no longer 0
 """
 

@@ -9,7 +9,7 @@ grows. The learners explore uniformly (ε = 1), so that both branches are seen a
 survey's "distracting rewards limit RUDDER" (§5): RUDDER here against RUDDER in the chapter's
 delay sweep (no distractors, γ = 1), which this study runs again (same seeds, same numbers).
 
-    python studies/03_transport.py      # 47 s on 2 CPU cores (beside another run)
+    python studies/03_transport.py      # 41 s on 2 CPU cores (beside other jobs)
 
 Figure: transport.png (episodes to solve against the corridor length, with τ_γ; TRT's attention
 and the transported reward on one episode that took the key).
@@ -168,11 +168,13 @@ def main(args: Args) -> dict:
     plot_transport(args, transport_sweep, demo, out / "transport.png")
     metrics, claims = transport_claims(args, transport_sweep, demo)
     claims.append(distractor_claim(args, settings, delay, transport_sweep))
+    rows = [[L, *(rudder.seed_spread(by_L[L]) for by_L in transport_sweep.values())] for L in args.sweep_list]
+    table = {"header": ["corridor L", *transport_sweep], "rows": rows}
+    metrics["tables"] = {"transport": table}
     wall = time.time() - start
     common.write_results(out, args, wall, metrics, claims, transport_sweep=transport_sweep, delay_sweep=delay)
-    rows = [[L, *(float(np.median(transport_sweep[m][L])) for m in transport_sweep)] for L in args.sweep_list]
-    print(f"\nTransport study (γ = {args.gamma}, distractors), median episodes to solve:")
-    print(common.format_table(rows, ["corridor L", *transport_sweep]))
+    print(f"\nTransport study (γ = {args.gamma}, distractors), episodes to solve: median (range) of the seeds:")
+    print(common.format_table(table["rows"], table["header"]))
     print("\n" + common.format_claims(claims))
     print(f"\nwall clock {wall:.0f} s; results in {out}/")
     return {"metrics": metrics, "claims": claims}

@@ -397,6 +397,18 @@ def test_claims_gae_vs_mc_reports_the_largest_gap_below_lambda_one():
     assert "λ=1 7.0e-01" in measured and "λ<1 up to 0.30" in measured and "λ=0.9: 0.46" in measured
 
 
+def test_estimator_table_has_a_row_per_estimator_with_both_critics_and_the_corridor_noise():
+    at_L = {critic: {name: {"key_bias2": 1.0 + shift + i, "key_var": 2.0 + shift + i, "corridor_mse": 3.0 + shift + i}
+                     for i, name in enumerate(("GAE λ=0", "2-step", "MC", "flat"))}
+            for critic, shift in (("exact V", 0.0), ("noisy V", 10.0))}
+    table = gae_script.estimator_table(at_L)
+    assert table["header"] == ["estimator", "bias² exact V", "var exact V", "bias² noisy V", "var noisy V",
+                               "corridor E[Ψ²]"]
+    # in the study's order; the corridor column is the exact critic's
+    assert table["rows"] == [["GAE λ=0", 1.0, 2.0, 11.0, 12.0, 3.0], ["2-step", 2.0, 3.0, 12.0, 13.0, 4.0],
+                             ["MC", 3.0, 4.0, 13.0, 14.0, 5.0], ["flat", 4.0, 5.0, 14.0, 15.0, 6.0]]
+
+
 # --------------------------------------------------------------------------------------------
 # The whole run
 # --------------------------------------------------------------------------------------------
@@ -408,9 +420,14 @@ def test_smoke_run_writes_results_and_figures(tmp_path, read_results):
         assert (tmp_path / name).stat().st_size > 1000
     assert data["metrics"] == common.json_ready(result["metrics"]) and len(data["claims"]) == 2
     metrics = data["metrics"]
+    tables = metrics.pop("tables")
     assert all(np.isfinite(v) for v in metrics.values())
     # with the exact critic TD(0) is exact at the key step; the noisy critic biases it
-    L_max = max(common.apply_smoke(args).length_list)
+    L_min, L_max = min(common.apply_smoke(args).length_list), max(common.apply_smoke(args).length_list)
+    assert set(tables) == {f"L{L_min}", f"L{L_max}"}  # the docs' tables, the longest L's as printed
+    td = next(row for row in tables[f"L{L_max}"]["rows"] if row[0] == "GAE λ=0")
+    assert td[1:5] == [metrics[f"L{L_max}[{critic}][GAE λ=0]_{metric}"]
+                       for critic in ("exact V", "noisy V") for metric in ("key_bias2", "key_var")]
     assert metrics[f"L{L_max}[exact V][GAE λ=0]_key_bias2"] < 1e-10
     assert metrics[f"L{L_max}[exact V][GAE λ=0]_key_var"] < 1e-10
     assert metrics[f"L{L_max}[noisy V][GAE λ=0]_key_bias2"] > 1e-4

@@ -256,6 +256,23 @@ def test_learning_claim_reports_growth_and_marks_a_censored_one():
     assert learning_script.learning_claims(fake_learning(), [5], 20_000)[0]["holds"] is None
 
 
+def test_dilemma_table_puts_each_lengths_credit_per_discount_beside_the_dilution():
+    dilemma = {"lengths": [5, 80], "relative_credit": {0.9: [0.5, 0.1], 0.99: [0.9, 0.4], 0.999: [0.99, 0.9],
+                                                        1.0: [1.0, 1.0]}, "key_var": [0.05, 0.8], "snr": [20.0, 1.3]}
+    table = dilemma_script.dilemma_table(dilemma)
+    assert table["header"] == ["L", "credit γ=0.9", "credit γ=0.99", "credit γ=0.999", "credit γ=1", "Var R (γ=1)",
+                               "signal²/Var"]
+    assert table["rows"] == [[5, 0.5, 0.9, 0.99, 1.0, 0.05, 20.0], [80, 0.1, 0.4, 0.9, 1.0, 0.8, 1.3]]
+
+
+def test_learning_table_gives_each_learners_median_and_the_seeds_range():
+    learning = {"MC (λ=1)": {5: [1104, 1008, 976], 80: [992, 992, 992]}, "TD(0) (λ=0)": {5: [1584, 1520, 1488],
+                                                                                       80: [7616, 7440, 7536]}}
+    table = learning_script.learning_table(learning, [5, 80])
+    assert table["header"] == ["L", "MC (λ=1)", "TD(0) (λ=0)"]
+    assert table["rows"] == [[5, "1,008 (976-1,104)", "1,520 (1,488-1,584)"], [80, "992", "7,536 (7,440-7,616)"]]
+
+
 # --------------------------------------------------------------------------------------------
 # The whole runs
 # --------------------------------------------------------------------------------------------
@@ -267,8 +284,12 @@ def test_dilemmas_smoke_run_writes_results_and_figures(tmp_path, read_results):
         assert (tmp_path / name).stat().st_size > 1000
     assert data["metrics"] == common.json_ready(result["metrics"]) and len(data["claims"]) == 9
     metrics = data["metrics"]
+    table = metrics.pop("tables")["dilemmas"]
     assert all(np.isfinite(v) for v in metrics.values())
     lengths = common.apply_smoke(args).length_list
+    assert [row[0] for row in table["rows"]] == lengths
+    assert [row[2] for row in table["rows"]] == [metrics[f"L{L}_credit_gamma0.99"] for L in lengths]
+    assert [row[5] for row in table["rows"]] == [metrics[f"L{L}_key_return_var_gamma1"] for L in lengths]
     for L in lengths:
         # the discount dilemma, exactly: the door's credit reaches the key as γ^(L+1)
         assert math.isclose(metrics[f"L{L}_credit_gamma0.99"], 0.99 ** (L + 1), rel_tol=1e-5)
@@ -283,8 +304,11 @@ def test_learning_smoke_run_writes_results_and_figures(tmp_path, read_results):
     assert (tmp_path / "episodes_to_solve.png").stat().st_size > 1000
     assert data["metrics"] == common.json_ready(result["metrics"]) and len(data["claims"]) == 1
     metrics = data["metrics"]
+    table = metrics.pop("tables")["episodes_to_solve"]
     assert all(np.isfinite(v) for v in metrics.values())
     smoke = common.apply_smoke(args)
+    assert table["header"] == ["L", "MC (λ=1)", "GAE (λ=0.9)", "TD(0) (λ=0)"]
+    assert [row[0] for row in table["rows"]] == smoke.length_list
     for L in smoke.length_list:
         for name in ("MC (λ=1)", "TD(0) (λ=0)"):
             solved = metrics[f"L{L}_episodes_to_solve[{name}]"]

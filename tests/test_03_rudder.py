@@ -100,9 +100,10 @@ def test_predictor_puts_the_credit_on_the_deciding_step():
     returns = actions[k].float()
     args = rudder.Args(steps=300, batch=64, hidden=16, lr=1e-2)
     x = torch.cat([torch.nn.functional.one_hot(states, T), torch.nn.functional.one_hot(actions, 2)], -1).float()
-    predictor, _ = rudder.train_predictor(args, x, returns, device="cpu")
+    fitter = rudder.return_predictor(args, x.shape[-1], device="cpu")
+    fitter.fit(x, returns, args.steps)
     with torch.no_grad():
-        redistributed = rudder.redistribute(predictor(x), returns)
+        redistributed = rudder.redistribute(fitter.model(x), returns)
     assert rudder.credit_share(redistributed)[k] > 0.8
 
 
@@ -478,24 +479,38 @@ def test_uniform_episodes_are_a_seeded_coin_flip_at_the_key():
     assert abs((episode["rewards"][1:-1] > 0).float().mean() - 0.3) < 0.03
 
 
+class FakeFitter:
+    """Stands in for return_predictor's Fitter: `build` records what it was built for and returns
+    it; `fit` records what it was fit on and returns the given losses, leaving the model as it is."""
+
+    def __init__(self, model, losses):
+        self.model, self.losses, self.built, self.calls = model, losses, [], []
+
+    def build(self, args, features, device, seed=None):
+        self.built.append((args, features))
+        return self
+
+    def fit(self, x, targets, steps, progress=False):
+        self.calls.append((x, targets, steps))
+        return self.losses
+
+
 def test_predictor_study_reports_what_its_trained_predictor_does(monkeypatch):
     args = rudder.Args(corridor=3, episodes=32, distractor_prob=0.5, inputs="state", seed=4)
     torch.manual_seed(0)
-    model, seen = rudder.ReturnPredictor(rudder.encoded_size(10, "state"), 4), []
-
-    def train(args_, x, returns, device):
-        seen.append((args_, x, returns))
-        return model, [2.0, 1.0]
-
-    monkeypatch.setattr(rudder, "train_predictor", train)
+    model = rudder.ReturnPredictor(rudder.encoded_size(10, "state"), 4)
+    fitter = FakeFitter(model, [2.0, 1.0])
+    monkeypatch.setattr(rudder, "return_predictor", fitter.build)
     study = rudder.predictor_study(args, "cpu")
     _, episode = rudder.uniform_episodes(args, 0.5, "cpu")
     returns = episode["rewards"].sum(0)
-    assert seen[0][0] is args
-    torch.testing.assert_close(seen[0][1], rudder.encode(episode, 10, "state"))
-    torch.testing.assert_close(seen[0][2], returns)
+    assert fitter.built == [(args, rudder.encoded_size(10, "state"))]
+    x, targets, steps = fitter.calls[0]
+    torch.testing.assert_close(x, rudder.encode(episode, 10, "state"))
+    torch.testing.assert_close(targets, returns)
+    assert steps == args.steps and len(fitter.calls) == 1
     with torch.no_grad():
-        predictions = model(seen[0][1])
+        predictions = model(x)
     redistributed = rudder.redistribute(predictions, returns)
     torch.testing.assert_close(study["episode"]["rewards"], episode["rewards"])
     torch.testing.assert_close(study["redistributed"], redistributed)
@@ -587,6 +602,22 @@ def test_range_text():
     assert rudder.range_text([128.0, 32.0, 1520.0]) == "32 to 1,520"
 
 
+def test_seed_spread_is_the_median_with_the_range_only_where_seeds_differ():
+    assert rudder.seed_spread([16, 16, 16]) == "16"
+    assert rudder.seed_spread([1744, 1488, 1520]) == "1,520 (1,488-1,744)"
+    assert rudder.seed_spread([16, 64, 16, 32]) == "24 (16-64)"  # an even count: the middle two's mean
+
+
+def test_final_tables_show_the_predictors_metrics_and_each_methods_episodes_per_length():
+    metrics = {"predictor_final_mse": 1e-6, "credit_share_at_key": 0.99, "max_abs_sum_minus_return": 2e-7, "other": 5}
+    delay = {"Q-learning (TD)": {5: [160, 128, 128], 80: [1744, 1488, 1520]}, "RUDDER": {5: [16] * 3, 80: [32, 16, 16]}}
+    tables = rudder.final_tables(metrics, delay, [5, 80])
+    assert tables["predictor"]["rows"] == [["predictor_final_mse", 1e-6], ["credit_share_at_key", 0.99],
+                                           ["max_abs_sum_minus_return", 2e-7]]
+    assert tables["delay_sweep"]["header"] == ["corridor L", "Q-learning (TD)", "RUDDER"]
+    assert tables["delay_sweep"]["rows"] == [[5, "128 (128-160)", "16"], [80, "1,520 (1,488-1,744)", "16 (16-32)"]]
+
+
 # --------------------------------------------------------------------------------------------
 # Smoke run
 # --------------------------------------------------------------------------------------------
@@ -596,8 +627,13 @@ def test_smoke_run_writes_results_and_figure(tmp_path, read_results):
     data = read_results(tmp_path / "results.json")
     assert (tmp_path / "redistribution.png").stat().st_size > 1000
     assert data["metrics"] == common.json_ready(result["metrics"])
+    tables = data["metrics"].pop("tables")
     assert data["metrics"]["max_abs_sum_minus_return"] < 1e-4
     assert all(math.isfinite(v) for v in data["metrics"].values())
+    # the tables the docs show are the run's own numbers: its predictor metrics, its sweep's medians
+    assert tables["predictor"]["rows"] == [[k, data["metrics"][k]] for k in rudder.PREDICTOR_METRICS]
+    assert tables["delay_sweep"]["rows"] == [[3, *(f"{data['metrics'][f'L3_episodes_to_solve[{m}]']:,.0f}"
+                                                   for m in rudder.SWEEP_METHODS)]]  # one seed: no range
     assert (tmp_path / "delay_sweep.png").stat().st_size > 1000
     # the property the run must have: r̃ sums to G, and the checker says so
     assert [c["holds"] for c in data["claims"] if "sum to the original return" in c["claim"]] == [True]

@@ -9,12 +9,13 @@ import math
 import numpy as np
 import pytest
 import torch
-from test_03_rudder import FitRecorder, key_to_door_episodes
+from test_03_rudder import FakeFitter, FitRecorder, key_to_door_episodes
 
 import common
 
 rudder = importlib.import_module("03_rudder")
 pocket = importlib.import_module("studies.03_pocket_watch")
+inputs = importlib.import_module("studies.03_predictor_inputs")
 trt = importlib.import_module("studies.03_transport")
 red = importlib.import_module("studies.03_redistribution")
 
@@ -116,7 +117,7 @@ def test_redistribution_study_measures_the_chapters_predictor_on_its_stored_epis
     assert (settings.corridor, settings.distractor_prob, settings.inputs, settings.seed) == (3, 0.5, "state", 4)
     torch.manual_seed(0)
     model = rudder.ReturnPredictor(rudder.encoded_size(10, "state"), 4)
-    monkeypatch.setattr(rudder, "train_predictor", lambda args_, x, returns, device: (model, [2.0, 1.0]))
+    monkeypatch.setattr(rudder, "return_predictor", FakeFitter(model, [2.0, 1.0]).build)
     metrics = red.main(args)["metrics"]
     env, episode = rudder.uniform_episodes(settings, 0.5, "cpu")
     with torch.no_grad():
@@ -400,16 +401,6 @@ def test_watch_redistribution_refits_each_learners_predictor_on_its_latest_episo
             torch.testing.assert_close(targets, torch.stack([returns[e][i] for e in stored]))
 
 
-def test_draw_as_the_chapter_leaves_torchs_generator_where_the_chapters_predictor_study_does():
-    args = pocket.Args(smoke=True, seed=3)
-    torch.manual_seed(3)
-    rudder.predictor_study(pocket.predictor_args(args), "cpu")  # it draws its model's initial weights
-    chapter_state = torch.get_rng_state()
-    torch.manual_seed(3)
-    pocket.draw_as_the_chapter(args)
-    assert torch.equal(torch.get_rng_state(), chapter_state)
-
-
 def set_decisions(Q, env, choices):
     """Make learner k's greedy decision for brand b be choices[k][b]."""
     rows = env.num_states + 1
@@ -618,6 +609,15 @@ def test_watch_claim_overhead_compares_rudders_seconds_per_episode_with_q_learni
     assert claims[5]["holds"] is False
 
 
+def test_watch_table_gives_each_step_sizes_seeds_and_the_budget_where_the_median_never_solved():
+    summary = watch_summary(td=[[4000, 5000, 5000], [1000, 900, 1100]], ru=[[90, 100, 500], [300] * 3])
+    table = pocket.watch_table(pocket.Args(alphas="0.1,0.3"), summary)
+    assert table["header"] == ["method", "α=0.1", "α=0.3", "RUDDER authors"]
+    assert table["rows"] == [[TD, "> 5,000", "1,000 (900-1,100)", pocket.AUTHORS[TD]],
+                             [MC, "900", "800", pocket.AUTHORS[MC]],
+                             ["RUDDER", "100 (90-500)", "300", pocket.AUTHORS["RUDDER"]]]
+
+
 @pytest.mark.parametrize("args_,holds", [
     ((100, 500, 200, 5000), True), ((300, 500, 200, 5000), False),
     ((500, 500, 400, 5000), False), ((500, 500, 600, 5000), None), ((500, 500, 5000, 5000), None),
@@ -634,6 +634,7 @@ def smoke(module, tmp_path, read_results):
     result = module.main(module.Args(smoke=True, device="cpu", out=str(tmp_path)))
     data = read_results(tmp_path / "results.json")
     assert data["metrics"] == common.json_ready(result["metrics"])
+    data["tables"] = data["metrics"].pop("tables", {})
     assert all(math.isfinite(v) for v in data["metrics"].values())
     assert all(c["holds"] in (True, False, None) for c in data["claims"])
     return data
@@ -645,6 +646,7 @@ def test_pocket_watch_smoke_run(tmp_path, read_results):
     # the watch learners are judged every 50 episodes once a window is full, or count as the budget (60)
     watch = [e for m in pocket.WATCH_METHODS for row in data["pocket_watch"][m] for e in row]
     assert len(watch) == 3 and set(watch) <= {50, 60}
+    assert [row[0] for row in data["tables"]["pocket_watch"]["rows"]] == list(pocket.WATCH_METHODS)
 
 
 def test_transport_smoke_run(tmp_path, read_results):
@@ -653,9 +655,48 @@ def test_transport_smoke_run(tmp_path, read_results):
     # each sweep's result is a whole number of learner updates within the budget (8 episodes each, 32 in all)
     sweeps = [e for by_L in data["transport_sweep"].values() for runs in by_L.values() for e in runs]
     assert len(sweeps) == 3 and all(e % 8 == 0 and 8 <= e <= 32 for e in sweeps)
+    table = data["tables"]["transport"]
+    assert table["header"] == ["corridor L", *trt.TRANSPORT_METHODS]
+    assert table["rows"] == [[4, *(f"{data['metrics'][f'trt_L4_episodes_to_solve[{m}]']:,.0f}" for m in trt.TRANSPORT_METHODS)]]
 
 
 def test_redistribution_smoke_run(tmp_path, read_results):
     data = smoke(red, tmp_path, read_results)
     assert len(data["claims"]) == 6
     assert [c["holds"] for c in data["claims"] if "preserves the optimal policy" in c["claim"]] == [True]
+
+
+def test_predictor_inputs_smoke_run(tmp_path, read_results):
+    data = smoke(inputs, tmp_path, read_results)
+    assert (tmp_path / "credit_by_step.png").stat().st_size > 1000 and data["claims"] == []
+    rows = data["tables"]["inputs"]["rows"]
+    assert [row[:2] for row in rows] == [["difference", 3], ["difference", 5], ["state", 3], ["state", 5]]
+    for name, steps, *found in rows:
+        assert found == [data["metrics"][f"{key}[{name}, {steps} steps]"] for key in
+                         ("predictor_final_mse", "credit_share_at_key", "credit_share_after_key", "max_abs_sum_minus_return")]
+        assert sum(data["credit_share"][f"{name}, {steps} steps"]) == pytest.approx(1.0)
+
+
+# --------------------------------------------------------------------------------------------
+# 03_predictor_inputs: each input and training length is the chapter's own predictor study
+# --------------------------------------------------------------------------------------------
+def test_predictor_inputs_settings_are_the_chapters_with_the_input_and_training_length():
+    settings = inputs.chapter_args(inputs.Args(seed=3), "state", 77)
+    assert (settings.inputs, settings.steps, settings.seed) == ("state", 77, 3)
+    assert (settings.corridor, settings.episodes, settings.hidden) == (30, 2048, 32)  # the chapter's defaults
+    smoke = inputs.chapter_args(inputs.Args(smoke=True), "difference", 4)
+    assert (smoke.corridor, smoke.episodes, smoke.steps) == (5, 64, 4)  # the chapter's smoke world, these steps
+
+
+def test_predictor_inputs_study_repeats_the_chapters_predictor_study_from_the_seed():
+    args = inputs.Args(smoke=True, seed=2, steps="4")
+    args = common.apply_smoke(args)
+    torch.manual_seed(99)  # whatever came before: each predictor starts from the seed
+    study = inputs.inputs_study(args, "cpu")
+    assert list(study) == [("difference", 4), ("state", 4)]
+    for name in inputs.INPUTS:
+        common.seed_everything(2)  # as the chapter's main does before its predictor study
+        chapter = rudder.predictor_study(inputs.chapter_args(args, name, 4), "cpu")
+        assert study[(name, 4)]["predictor_final_mse"] == chapter["predictor_final_mse"]
+        assert study[(name, 4)]["credit_share"] == rudder.credit_share(chapter["redistributed"]).tolist()
+        assert study[(name, 4)]["max_abs_sum_minus_return"] == chapter["max_abs_sum_minus_return"]
