@@ -4,15 +4,17 @@
 
 1. Every figure a page or the README shows (a link `figures/<run>/<name>.png`) is copied from
    `runs/<run>/<name>.png` to `docs/figures/<run>/`, as a small palette PNG.
-2. Every run a page quotes (a block `<!-- generated: claims <run> -->` or a named table) gets
-   its `runs/<run>/results.json` copied to `docs/results/<run>.json`, trimmed to what a table
-   reads: args, wall clock, metrics and claims.
+2. Every run a page quotes (in a generated block or value) gets its `runs/<run>/results.json`
+   copied to `docs/results/<run>.json`, trimmed to what a page reads: args, wall clock,
+   metrics and claims.
 3. Every generated block is written anew from those committed results. A block is the lines
    between `<!-- generated: KIND RUN [NAME] -->` and `<!-- end generated -->`: `claims RUN` is
    every claim of the run, `table RUN NAME` the table the run wrote into its metrics as
-   `"tables": {NAME: {"header": [...], "rows": [[...], ...]}}` (the run prints the same one), and
-   `map RUN,RUN,...` the README's map: per chapter run, its docs page's title, the question and
-   answer the run wrote as metrics["map"] = {"question": ..., "answer": ...}, and its wall clock.
+   `"tables": {NAME: {"header": [...], "rows": [[...], ...]}}` (the run prints the same one).
+4. Every generated value, a number inside a sentence or a table cell, is written anew too:
+   `<!-- value RUN KEY FORMAT -->0.495<!-- end -->` shows the run's metrics[KEY] (or its
+   wall_clock_s; a KEY with spaces in double quotes) in the Python format FORMAT (`.3f`, `.0f`, `,.0f`, `.1%` ...). The markers do
+   not show in rendered Markdown.
 
 `python docs/publish.py --check` writes nothing and exits 1 where a page disagrees with the
 committed results (the test suite runs the same check).
@@ -29,7 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 PAGES = sorted(DOCS.glob("*.md")) + [ROOT / "README.md"]
-BLOCK = re.compile(r"(<!-- generated: (\w+) ([\w/.,-]+)(?: (\w+))? -->\n)(.*?)(<!-- end generated -->)", re.S)
+BLOCK = re.compile(r"(<!-- generated: (\w+) ([\w/.-]+)(?: (\w+))? -->\n)(.*?)(<!-- end generated -->)", re.S)
+VALUE = re.compile(r"(<!-- value ([\w/.-]+) (\"[^\"]+\"|\S+) (\S+) -->)(.*?)(<!-- end -->)")
 FIGURE = re.compile(r"\]\((?:docs/)?figures/([\w/.-]+)/([\w.-]+\.png)\)")
 KEPT = ("args", "wall_clock_s", "metrics", "claims")
 VERDICT = {True: "yes", False: "no", None: "not checked"}
@@ -60,18 +63,15 @@ def committed(run: str) -> dict:
     return json.loads(path.read_text())
 
 
-def map_table(runs: list[str]) -> str:
-    rows = []
-    for run in runs:
-        results, title = committed(run), (DOCS / f"{run}.md").read_text().split("\n")[0].lstrip("# ")
-        rows.append([f"[{title.split(':')[0]}](docs/{run}.md)", results["metrics"]["map"]["question"],
-                     results["metrics"]["map"]["answer"], f"{results['wall_clock_s']:.0f} s"])
-    return markdown_table(["chapter", "the question", "the answer, measured by its default run", "time"], rows)
+def value(run: str, key: str, spec: str) -> str:
+    results, key = committed(run), key.strip('"')
+    number = results["wall_clock_s"] if key == "wall_clock_s" else results["metrics"].get(key)
+    if not isinstance(number, (int, float)):
+        raise SystemExit(f"publish: {run} has no number {key!r}")
+    return format(number, spec)
 
 
 def render(kind: str, run: str, name: str) -> str:
-    if kind == "map" and not name:
-        return map_table(run.split(","))
     if kind == "claims" and not name:
         return claims_table(committed(run))
     tables = committed(run)["metrics"].get("tables", {}) if kind == "table" else {}
@@ -84,11 +84,14 @@ def rendered(text: str) -> str:
     """The page with every generated block written from the committed results."""
     if text.count("<!-- generated:") != len(BLOCK.findall(text)):  # a typo in a marker would hide its block
         raise SystemExit("publish: a '<!-- generated:' line that is not KIND RUN [NAME] -->, or has no end")
+    if text.count("<!-- value ") != len(VALUE.findall(text)):
+        raise SystemExit("publish: a '<!-- value' marker that is not RUN KEY FORMAT -->, or has no end on its line")
+    text = VALUE.sub(lambda m: m.group(1) + value(m.group(2), m.group(3), m.group(4)) + m.group(6), text)
     return BLOCK.sub(lambda m: m.group(1) + render(m.group(2), m.group(3), m.group(4) or "") + m.group(6), text)
 
 
 def runs_quoted(text: str) -> set[str]:
-    return {run for _, _, runs, _, _, _ in BLOCK.findall(text) for run in runs.split(",")}
+    return {run for _, _, run, _, _, _ in BLOCK.findall(text)} | {run for _, run, _, _, _, _ in VALUE.findall(text)}
 
 
 def publish_run(run: str) -> None:

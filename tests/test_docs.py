@@ -34,8 +34,7 @@ def one_run(tmp_path, monkeypatch):
     monkeypatch.setattr(publish, "DOCS", tmp_path)
     (tmp_path / "results").mkdir()
     results = {"args": {}, "wall_clock_s": 1.4,
-               "metrics": {"pass@1": 0.41234, "tables": {"pass": {"header": ["k", "pass@k"], "rows": [[1, 0.41234]]}},
-                           "map": {"question": "Which?", "answer": "That one"}},
+               "metrics": {"pass@1": 0.41234, "tables": {"pass": {"header": ["k", "pass@k"], "rows": [[1, 0.41234]]}}},
                "claims": [{"source": "survey §3", "claim": "a | b", "measured": "0.5", "holds": True},
                           {"source": "s", "claim": "c", "measured": "m", "holds": None}]}
     (tmp_path / "results" / "demo.json").write_text(json.dumps(results))
@@ -53,12 +52,17 @@ def test_a_stale_block_is_rewritten_and_the_text_around_it_kept(one_run):
     assert publish.rendered(new) == new and publish.runs_quoted(new) == {"demo"}
 
 
-def test_the_map_has_one_row_per_run_with_its_page_title_question_answer_and_time(one_run):
-    (one_run / "demo.md").write_text("# 09 — A demo: its subtitle\n")
-    page = "<!-- generated: map demo,demo -->\n<!-- end generated -->"
-    row = "| [09 — A demo](docs/demo.md) | Which? | That one | 1 s |\n"
-    assert publish.rendered(page).split("|---|---|---|---|\n")[1] == row * 2 + "<!-- end generated -->"
+def test_a_value_is_the_runs_number_in_its_format_and_stale_ones_are_rewritten(one_run):
+    page = ("pass@1 is <!-- value demo pass@1 .3f -->0.9<!-- end --> | "
+            "<!-- value demo wall_clock_s .0f -->7<!-- end --> s\n")
+    assert publish.rendered(page) == ("pass@1 is <!-- value demo pass@1 .3f -->0.412<!-- end --> | "
+                                      "<!-- value demo wall_clock_s .0f -->1<!-- end --> s\n")
     assert publish.runs_quoted(page) == {"demo"}
+    assert publish.rendered('<!-- value demo "pass@1" .1% -->x<!-- end -->') == '<!-- value demo "pass@1" .1% -->41.2%<!-- end -->'
+    with pytest.raises(SystemExit, match="has no number 'tables'"):
+        publish.rendered("<!-- value demo tables .3f -->x<!-- end -->")
+    with pytest.raises(SystemExit, match="not RUN KEY FORMAT"):
+        publish.rendered("<!-- value demo pass@1 -->x<!-- end -->")
 
 
 def test_a_block_without_committed_results_or_table_stops_with_one_line(one_run):
