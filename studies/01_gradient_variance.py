@@ -9,8 +9,9 @@ over-long-generations essay says the terminal-reward estimator's variance "grows
 linearly with episode length" (its gradient-variance paragraph); the whole-game essay (§3) that
 a baseline reduces it.
 
-    python studies/01_gradient_variance.py                # 41 s on an idle 2-core machine
-    python studies/01_gradient_variance.py --gamma 0.99   # the policy and the reward-to-go at γ = 0.99
+    python studies/01_gradient_variance.py                # 89 s on 2 shared CPU cores
+    python studies/01_gradient_variance.py --gamma 0.99 --out runs/studies/01_gradient_variance_gamma_099
+                                                          # the policy and the reward-to-go at γ = 0.99: 53 s
 
 Most of the time trains the policy (1.25M frames).
 
@@ -70,7 +71,7 @@ def recorded_points(args: pong.Args, policy: pong.PixelPolicy, seed: int, frames
                     device: torch.device) -> list[dict]:
     """Play `frames` frames of every game with a fixed policy; every complete point's inputs,
     actions and Ψ (flat and rtg), shortest first."""
-    window, _ = pong.Player(pong.make_env(args, seed, device), policy).play(frames)
+    window, _ = pong.Player(args.make_env(seed, device), policy).play(frames)
     flat = pong.reward_to_go(window.rewards, window.segment_ends, 1.0)
     rtg = pong.reward_to_go(window.rewards, window.segment_ends, args.gamma)
     return [{"inputs": window.inputs[s:e + 1, n], "actions": window.actions[s:e + 1, n],
@@ -202,6 +203,25 @@ def variance_claims(study: dict) -> list[dict]:
     ]
 
 
+def variance_cell(value: float) -> str:
+    """3 significant digits, or the whole number where they would need an exponent (1,530, not 1.53e+03)."""
+    text = f"{value:.3g}"
+    return f"{value:,.0f}" if "e+" in text else text
+
+
+def variance_tables(study: dict) -> dict:
+    """The tables it prints and the docs show: each estimator's tr Cov over all points and its
+    log-log slope against rally length, and its tr Cov in each length bin (frames)."""
+    overall = [[name, psi, variance_cell(study[name]["total"]), study[name]["slope"]]
+               for name, psi in VARIANCE_ESTIMATORS.items()]
+    by_length = [[length, *(variance_cell(study[name]["by_length"][b]) for name in VARIANCE_ESTIMATORS)]
+                 for b, length in enumerate(study["bin_mean_length"])]
+    return {"estimators": {"header": [f"estimator ({study['points']} points, mean rally "
+                                      f"{study['mean_length']:.0f} frames)", "Ψ_t", "tr Cov", "slope vs length"],
+                           "rows": overall},
+            "by_length": {"header": ["rally length (bin mean)", *VARIANCE_ESTIMATORS], "rows": by_length}}
+
+
 def main(args: Args) -> dict:
     start = time.time()
     args, device, out = common.start_run(args)
@@ -215,13 +235,13 @@ def main(args: Args) -> dict:
     for name in VARIANCE_ESTIMATORS:
         metrics[f"grad_var[{name}]"] = study[name]["total"]
         metrics[f"grad_var_length_slope[{name}]"] = study[name]["slope"]
+    metrics["tables"] = variance_tables(study)
     wall = time.time() - start
     common.write_results(out, args, wall, metrics, claims, variance_study=study)
-    rows = [[name, psi, study[name]["total"], study[name]["slope"]] for name, psi in VARIANCE_ESTIMATORS.items()]
-    print(f"\nGradient variance, rtg_baseline after {args.frames:,} frames "
-          f"({study['points']} points, mean length {study['mean_length']:.0f} frames):")
-    print(common.format_table(rows, ["estimator", "Ψ", "tr Cov", "slope vs length"]))
-    print("\n" + common.format_claims(claims))
+    print(f"\nGradient variance, rtg_baseline after {args.frames:,} frames (γ = {args.gamma:g}):")
+    for table in metrics["tables"].values():
+        print(common.format_table(table["rows"], table["header"]) + "\n")
+    print(common.format_claims(claims))
     print(f"\nwall clock {wall:.0f} s; results in {out}/")
     return {"metrics": metrics, "claims": claims}
 

@@ -1,5 +1,6 @@
 """01's studies: the gradient's variance against rally length (per-point gradients, tr Cov per
-length bin, the claims) and state blindness (the frame-only runs, the claim); a smoke run of each."""
+length bin, the claims, the tables), state blindness (the frame-only runs, the claim, the table)
+and Atari Pong (Karpathy's preprocessing, the emulator behind Pong's interface); a smoke run of each."""
 
 import dataclasses
 import importlib
@@ -15,6 +16,7 @@ import common
 pong = importlib.import_module("01_reinforce_pong")
 grad_var = importlib.import_module("studies.01_gradient_variance")
 blindness = importlib.import_module("studies.01_state_blindness")
+atari = importlib.import_module("studies.01_atari_pong")
 
 
 # ------------------------------------------------------------------------- gradient variance
@@ -190,8 +192,10 @@ def test_gradient_variance_smoke_run(tmp_path, read_results):
     grad_var.main(grad_var.Args(smoke=True, device="cpu", out=str(tmp_path)))
     data = read_results(tmp_path / "results.json")
     assert (tmp_path / "gradient_variance.png").stat().st_size > 1000
+    tables = data["metrics"].pop("tables")
     assert all(math.isfinite(value) for value in data["metrics"].values())
     study = data["variance_study"]
+    assert tables == common.json_ready(grad_var.variance_tables(study))
     bins = study["bin_mean_length"]
     assert study["points"] >= 2 and 2 <= len(bins) <= 8 and all(a < b for a, b in zip(bins, bins[1:]))
     assert bins[0] < study["mean_length"] < bins[-1]
@@ -199,6 +203,19 @@ def test_gradient_variance_smoke_run(tmp_path, read_results):
         assert data["metrics"][f"grad_var[{name}]"] == study[name]["total"]
         assert len(study[name]["by_length"]) == len(bins)
     assert [c["holds"] for c in data["claims"]] == [c["holds"] for c in grad_var.variance_claims(study)]
+
+
+def test_variance_tables_show_each_estimator_overall_and_per_length_bin():
+    study = study_of(flat=(1234.5, 1.0)) | {"points": 12, "mean_length": 30.4, "bin_mean_length": [10.0, 50.0]}
+    for k, name in enumerate(grad_var.VARIANCE_ESTIMATORS):
+        study[name]["by_length"] = [1.0 + k, 2.0 + k]
+    tables = grad_var.variance_tables(study)
+    assert tables["estimators"]["header"][0] == "estimator (12 points, mean rally 30 frames)"
+    assert tables["estimators"]["rows"][:2] == [["flat, no baseline", "Ψ_t = R", "1,234", 1.0],
+                                                ["flat - mean", "Ψ_t = R - mean(R)", "1", 0.5]]
+    assert tables["by_length"]["header"] == ["rally length (bin mean)", *grad_var.VARIANCE_ESTIMATORS]
+    assert tables["by_length"]["rows"] == [[10.0, "1", "2", "3", "4"], [50.0, "2", "3", "4", "5"]]
+    assert [grad_var.variance_cell(v) for v in (0.01234, 999.4, 999.6, 1530.2)] == ["0.0123", "999", "1,000", "1,530"]
 
 
 # --------------------------------------------------------------------------- state blindness
@@ -230,3 +247,83 @@ def test_state_blindness_smoke_run(tmp_path, read_results):
     [verdict] = data["claims"]
     blind_rates, sighted = data["state_blindness"]["win_rates"], data["win_rates_per_seed"]["rtg_baseline"]
     assert verdict["holds"] == (max(blind_rates) < min(sighted))
+    metrics = data["metrics"]
+    assert metrics["tables"]["inputs"]["rows"] == [
+        [name, metrics[f"{key}_win_rate"], metrics[f"{key}_worst_seed"],
+         pong.frames_text(math.nan if metrics[f"{key}_frames_to_70pct"] is None else metrics[f"{key}_frames_to_70pct"])]
+        for name, key in (("[frame, difference]", "rtg_baseline"), ("[frame, 0]", "rtg_baseline_frame_only"))]
+
+
+# -------------------------------------------------------------------------------- Atari Pong
+def synthetic_atari_frame():
+    frame = np.zeros((210, 160, 3), dtype=np.uint8)
+    frame[..., 0] = 144  # background
+    frame[24:34, :, 0] = 236  # the top border, cropped away
+    frame[100:116, 140:144, 0] = 92  # the agent's paddle
+    frame[60:64, 80:82, 0] = 236  # the ball
+    frame[120:124, 20:22, 0] = 109  # second background colour
+    return frame
+
+
+def test_preprocess_atari_crops_downsamples_and_binarises():
+    x = atari.preprocess_atari(synthetic_atari_frame()[None])
+    assert x.shape == (1, 80, 80) and x.dtype == torch.float32
+    expected = torch.zeros(80, 80)
+    # output pixel (i, j) is input (35 + 2i, 2j)
+    expected[33:41, 70:72] = 1  # paddle rows 101, 103, ..., 115 and columns 140, 142
+    expected[13:15, 40] = 1  # ball rows 61, 63 and column 80
+    torch.testing.assert_close(x[0], expected)
+
+
+def test_ale_pong_plays_karpathys_two_actions_and_reports_points():
+    pytest.importorskip("ale_py")
+    pytest.importorskip("gymnasium")
+    env = atari.AtariPong(2, seed=0)
+    assert env.size == 80 and env.envs.metadata["autoreset_mode"].name == "SAME_STEP"  # like Pong's resets
+
+    def agent_paddle_row(frame):  # the agent's paddle: columns 140-143 of 160
+        return torch.nonzero(frame[:, 70:72].any(1)).float().mean().item()
+
+    def play(steps):
+        obs, _ = env.reset()
+        seen = [obs]
+        for t in range(steps):
+            obs, reward, terminated, truncated, info = env.step(torch.tensor([t % 3 == 0, t % 2 == 0]).long())
+            assert reward.dtype == torch.float32 and torch.equal(info["point_over"], reward != 0)
+            assert terminated.dtype == truncated.dtype == torch.bool and not (terminated | truncated).any()
+            seen.append(obs)
+        return torch.stack(seen)
+
+    first = play(30)
+    assert first.shape == (31, 2, 80, 80) and set(first.unique().tolist()) == {0.0, 1.0}
+    assert torch.equal(play(30), first)  # reset() replays the seed it was made with
+    env.reset()
+    for t in range(100):
+        obs, reward, *_ = env.step(torch.tensor([1, 0]))  # game 0 always up, game 1 always down
+        if t == 20:
+            assert agent_paddle_row(obs[0]) < 20 and agent_paddle_row(obs[1]) > 60
+        if reward.any():
+            break
+    assert reward.tolist() == [-1.0, -1.0]  # a paddle parked at the edge loses the serve's point
+
+
+def test_atari_study_takes_the_chapters_flags_but_not_the_torch_pongs():
+    assert issubclass(atari.Args, pong.Args) and atari.Args().out == "runs/studies/01_atari_pong"
+    for changes in ({"size": 40}, {"opponent_speed": 0.5}):
+        with pytest.raises(ValueError, match="the torch Pong"):
+            atari.Args(**changes)
+
+
+@pytest.mark.filterwarnings("ignore:std")  # a smoke window may end a single point: nothing to standardise
+def test_atari_smoke_run(tmp_path, read_results):
+    """The chapter's run, every game on the emulator: strict JSON, both figures, and the verdict
+    its own curves give."""
+    pytest.importorskip("ale_py")
+    pytest.importorskip("gymnasium")
+    atari.main(atari.Args(smoke=True, device="cpu", out=str(tmp_path)))
+    data = read_results(tmp_path / "results.json")
+    assert data["args"]["num_envs"] == 2 and set(data["curves"]) == set(pong.VARIANTS)
+    for name in ("learning_curves.png", "who_gets_the_score.png"):
+        assert (tmp_path / name).stat().st_size > 1000
+    per_seed = {v: [math.nan if f is None else f for f in frames] for v, frames in data["frames_to_70pct_per_seed"].items()}
+    assert data["claims"] == common.json_ready(pong.check_claims(per_seed))
