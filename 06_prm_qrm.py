@@ -18,8 +18,8 @@ that went wrong:
                         step, in 05's step, against outcome-only GRPO on the same prompts and seed
 
 The default run is compact (8 rollouts per prefix, 200 reward-model steps, RL on 8 x 8 completions
-for 60 updates). Study beside it: studies/06_overoptimisation.py (the same pipeline at full scale,
-with the labels' quality, the ORM, best-of-N, Q-RM in RL, RL against a learned ORM, length bias).
+for 60 updates); studies/06_overoptimisation.py runs it at full scale, with the labels' quality,
+the ORM, best-of-N, Q-RM in RL, RL against a learned ORM, and length bias.
 
 Read beside: credit-assignment-problem-survey.txt §4.5, §9 (Q-RM), §10 (PRMs);
 credit-assignment-over-long-generations.txt (process rewards); credit-assignment-is-the-whole-game.txt
@@ -39,45 +39,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from tqdm import tqdm
-from transformers import MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING, AutoModelForTokenClassification
-from transformers.modeling_outputs import TokenClassifierOutput
 
-from common import (
-    Completions,
-    LMArgs,
-    arg,
-    as_list,
-    claim,
-    evaluate,
-    first_wrong_step,
-    format_claims,
-    format_table,
-    frozen_copy,
-    head_width,
-    localisation,
-    positions_from_mask,
-    require,
-    require_positive,
-    run_script,
-    sample,
-    save_figure,
-    seed_everything,
-    start_lm_run,
-    step_end_mask,
-    step_end_tokens,
-    token_logprobs,
-    token_step_ids,
-    verifier_rewards,
-    write_results,
-)
+import common
+from common import Completions, LMArgs, arg, claim, make_scorer, sample, token_logprobs, verifier_rewards
 
 RL_METHODS = {"outcome": "outcome GRPO (verifier)", "prm": "PRM steps (process supervision)",
               "prm_outcome": "PRM steps, verifier on the answer step"}
 
 
-# ============================================================================================
-# Step labels: Math-Shepherd's from rollouts, and this world's gold ones
-# ============================================================================================
+# ==== Step labels: Math-Shepherd's from rollouts, and this world's gold ones
 def step_prefixes(problem, text: str) -> list[str]:
     """The prompts Math-Shepherd completes: the problem and the solution up to step k, each k but the last."""
     lines = text.split("\n")
@@ -107,14 +77,12 @@ def math_shepherd_labels(outcomes: np.ndarray, final: float, n: int) -> list[flo
 
 def gold_step_labels(problem, text: str) -> list[bool]:
     """Gold label of each step (line): true while no line so far differs from the worked solution."""
-    wrong = first_wrong_step(problem, text)
+    wrong = common.first_wrong_step(problem, text)
     n = len(text.split("\n"))
     return [wrong is None or k < wrong for k in range(n)]
 
 
-# ============================================================================================
-# Reward models: the PRM and Q-RM objectives, and scorers built from the policy's body
-# ============================================================================================
+# ==== Reward models: the PRM and Q-RM objectives, and scorers built from the policy's body
 def step_targets(end_tokens: torch.Tensor, labels: list[list[float]], width: int) -> torch.Tensor:
     """Label k of each solution on the token where its line k ends (end_tokens (B, S)), 0 elsewhere,
     (B, width); a token that ends several lines (it holds two newlines) gets the mean of their labels."""
@@ -144,36 +112,10 @@ def qrm_loss(z_w: torch.Tensor, mask_w: torch.Tensor, z_l: torch.Tensor, mask_l:
     return -F.logsigmoid(beta * (token_mean(z_w, mask_w.float()) - token_mean(z_l, mask_l.float())) - gamma).mean()
 
 
-class TrunkScorer(torch.nn.Module):
-    """What transformers' token-classification classes build, for a family that has none (OPT,
-    GPT-J, CodeGen): the policy's trunk, then dropout and a linear score head."""
-
-    def __init__(self, policy):
-        super().__init__()
-        self.body = copy.deepcopy(policy.base_model)
-        self.dropout = torch.nn.Dropout(0.1)  # the token-classification classes' default
-        self.score = torch.nn.Linear(head_width(policy), 1)
-
-    def forward(self, **inputs) -> TokenClassifierOutput:
-        return TokenClassifierOutput(logits=self.score(self.dropout(self.body(**inputs).last_hidden_state)))
-
-
-def make_scorer(policy):
-    """A token-classification model of the policy's family with one output per token, its body copied
-    from the policy (Lightman et al. fine-tune the PRM from the base model too)."""
-    config = copy.deepcopy(policy.config)
-    config.num_labels = 1
-    if type(config) not in MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING:
-        return TrunkScorer(policy)
-    scorer = AutoModelForTokenClassification.from_config(config).to(policy.device)
-    scorer.base_model.load_state_dict(policy.base_model.state_dict())
-    return scorer
-
-
 def scorer_logits(scorer, sequences: torch.Tensor, attention_mask: torch.Tensor, prompt_length: int) -> torch.Tensor:
     """The score head's output at every completion token, (B, T): a logit, read where needed."""
     logits = scorer(input_ids=sequences, attention_mask=attention_mask,
-                    position_ids=positions_from_mask(attention_mask)).logits[..., 0]
+                    position_ids=common.positions_from_mask(attention_mask)).logits[..., 0]
     return logits[:, prompt_length:]
 
 
@@ -225,9 +167,7 @@ def step_means(token_values: torch.Tensor, step_ids: torch.Tensor, end_tokens: t
                      else float(token_values[end_tokens[k]]) for k in range(steps)])
 
 
-# ============================================================================================
-# Dense credit in RL: process advantages, in 05's step and loop restated (05_grpo_rloo.py teaches them)
-# ============================================================================================
+# ==== Dense credit in RL: process advantages, in 05's step and loop restated (05_grpo_rloo.py teaches them)
 def process_advantages(step_rewards: torch.Tensor, rewarded: torch.Tensor, group_size: int,
                        eps: float = 1e-4) -> torch.Tensor:
     """DeepSeekMath's process supervision (Shao et al. 2024, §4.1.3) along the last dim of (B, T):
@@ -251,7 +191,7 @@ def prm_advantage_fn(prm, tokenizer, group_size: int, with_outcome: bool = False
     """Process supervision with the PRM's P(step right) as each step's reward (with_outcome: the
     verifier's verdict on the answer step instead)."""
     def advantage_fn(completions: Completions, rewards, problems) -> torch.Tensor:
-        ends = step_end_mask(token_step_ids(tokenizer, completions.completion_ids, completions.completion_mask))
+        ends = common.step_end_mask(common.token_step_ids(tokenizer, completions.completion_ids, completions.completion_mask))
         step_rewards = torch.where(ends, torch.sigmoid(reward_model_logits(prm, completions)), 0.0)
         if with_outcome:  # the answer step ends on the last token (EOS)
             last = completions.completion_mask.sum(1) - 1
@@ -312,7 +252,7 @@ def train(policy, reference, tokenizer, args: Args, advantage_fn, held_out: list
     history, evals = [], []
 
     def held_out_eval(step: int) -> None:
-        result = evaluate(policy, tokenizer, held_out, args.eval_samples, args.max_new_tokens, eval_generator, device)
+        result = common.evaluate(policy, tokenizer, held_out, args.eval_samples, args.max_new_tokens, eval_generator, device)
         evals.append({"step": step, "samples": step * args.prompts * args.group_size,
                       "pass@1": result["pass@1"], "length": result["length"]})
 
@@ -360,36 +300,25 @@ class Args(LMArgs):
     beta: float = arg(0.04, "RL: weight β of the k3 KL penalty to the cold-start reference (TRL: beta)")
     max_grad_norm: float = arg(1.0, "RL: gradient clipping (TRL: max_grad_norm)")
     eval_every: int = arg(10, "RL: updates between held-out evaluations")
-    rl_methods: str = arg("outcome,prm,prm_outcome", "RL: advantages to compare (outcome GRPO, PRM steps, "
-                          "PRM steps with the verifier on the last step)", tuple(RL_METHODS), item=str)
 
     SMOKE = dict(LMArgs.SMOKE_LM, rl_steps=2, prompts=2, group_size=2, eval_every=1, label_prompts=4,
                  label_samples=4, rollouts_per_prefix=4, label_n=4, rm_steps=2, rm_batch=4, credit_samples=4)
 
     def __post_init__(self):
         super().__post_init__()
-        require_positive(self, "rl_steps", "prompts", "lr", "warmup", "max_grad_norm", "eval_every", "label_prompts",
-                         "label_samples", "rollouts_per_prefix", "label_n", "rm_steps", "rm_batch", "rm_lr", "qrm_beta",
-                         "credit_samples")
-        require(self.group_size >= 2, f"--group-size must be at least 2 (GRPO's baseline), got {self.group_size}")
-        require(self.beta >= 0, "--beta must be non-negative")
-        require(self.label_n <= self.rollouts_per_prefix, "--label-n must be in 1..--rollouts-per-prefix")
-        require(self.label_samples >= 2, "--label-samples must be at least 2: Q-RM pairs solutions of one problem")
-        require(self.rl_method_list and set(self.rl_method_list) <= set(RL_METHODS),
-                f"--rl-methods must be among {','.join(RL_METHODS)}")
-
-    @property
-    def rl_method_list(self) -> list[str]:
-        return as_list(self.rl_methods, str)
+        common.require_positive(self, "rl_steps", "prompts", "lr", "warmup", "max_grad_norm", "eval_every",
+                                "label_prompts", "label_samples", "rollouts_per_prefix", "label_n", "rm_steps",
+                                "rm_batch", "rm_lr", "qrm_beta", "credit_samples")
+        common.require(self.group_size >= 2, f"--group-size must be at least 2 (GRPO's baseline), got {self.group_size}")
+        common.require(self.beta >= 0, "--beta must be non-negative")
+        common.require(self.label_n <= self.rollouts_per_prefix, "--label-n must be in 1..--rollouts-per-prefix")
+        common.require(self.label_samples >= 2, "--label-samples must be at least 2: Q-RM pairs solutions of one problem")
 
 
-# ============================================================================================
-# The experiment: label solutions, train the reward models, read their credit, use it in RL
-# ============================================================================================
+# ==== The experiment: label solutions, train the reward models, read their credit, use it in RL
 def label_study(policy, tokenizer, args: Args, device) -> dict:
-    """Sample `label_samples` solutions to each of `label_prompts` training problems, roll out
-    `rollouts_per_prefix` completions from every step prefix, label each step from the first
-    `label_n`."""
+    """`label_samples` solutions to each of `label_prompts` training problems; `rollouts_per_prefix`
+    completions from every step prefix; each step labelled from the first `label_n`."""
     rng = np.random.default_rng(args.seed + 11)  # not the problems RL will draw (those use args.seed)
     generator = torch.Generator(device).manual_seed(args.seed)
     exclude = frozenset(p.prompt for p in args.task.held_out())
@@ -397,11 +326,8 @@ def label_study(policy, tokenizer, args: Args, device) -> dict:
     completions, texts = sample(policy, tokenizer, [p.prompt for p in problems], args.max_new_tokens, generator,
                                 device, chunk=1024)
     rewards = verifier_rewards(problems, texts, completions.truncated)
-    start = time.time()
     outcomes = rollout_outcomes(policy, tokenizer, problems, texts, args.rollouts_per_prefix, args.max_new_tokens,
                                 generator, device)
-    print(f"labels: {len(texts)} solutions ({float(rewards.mean()):.2f} right), {sum(map(len, outcomes))} step "
-          f"prefixes x {args.rollouts_per_prefix} rollouts in {time.time() - start:.0f} s")
     return {"problems": problems, "completions": completions, "texts": texts, "rewards": rewards,
             "outcomes": outcomes, "labels": [math_shepherd_labels(o, float(r), args.label_n) for o, r in zip(outcomes, rewards)]}
 
@@ -411,8 +337,8 @@ def reward_model_losses(tokenizer, data: dict, args: Args) -> dict:
     number of items): the PRM the step labels where steps end, Q-RM every (right, wrong) pair of
     solutions to one problem."""
     r = data["completions"]
-    ends = step_end_mask(token_step_ids(tokenizer, r.completion_ids, r.completion_mask))
-    targets = step_targets(step_end_tokens(tokenizer, r.completion_ids, r.completion_mask), data["labels"],
+    ends = common.step_end_mask(common.token_step_ids(tokenizer, r.completion_ids, r.completion_mask))
+    targets = step_targets(common.step_end_tokens(tokenizer, r.completion_ids, r.completion_mask), data["labels"],
                            r.completion_mask.shape[1])
     pairs = torch.tensor(preference_pairs(data["problems"], data["rewards"]), dtype=torch.long).view(-1, 2)
 
@@ -428,8 +354,9 @@ def reward_model_losses(tokenizer, data: dict, args: Args) -> dict:
 
 
 def train_reward_models(policy, losses: dict, args: Args) -> dict:
-    """A scorer from the policy's body for each of `losses`, trained on it. All are made before
-    any trains, and all draw their minibatches from one random stream, in order."""
+    """A scorer from the policy's body (Lightman et al. fine-tune the PRM from the base model too)
+    for each of `losses`, trained on it. All are made before any trains, and all draw their
+    minibatches from one random stream, in order."""
     rng = np.random.default_rng(args.seed + 3)
     models = {kind: make_scorer(policy) for kind in losses}
     trained = {kind: fit_scorer(models[kind], loss, n_items, args, rng, kind)
@@ -447,8 +374,8 @@ def held_out_samples(policy, tokenizer, models: dict, args: Args, device) -> dic
     correct = verifier_rewards(problems, texts, r.truncated).numpy()
     return {"problems": problems, "texts": texts, "completions": r, "correct": correct,
             "truncated": r.truncated.cpu(), "mask": r.completion_mask.cpu(),
-            "step_ids": token_step_ids(tokenizer, r.completion_ids, r.completion_mask).cpu(),
-            "ends": step_end_tokens(tokenizer, r.completion_ids, r.completion_mask).cpu(),
+            "step_ids": common.token_step_ids(tokenizer, r.completion_ids, r.completion_mask).cpu(),
+            "ends": common.step_end_tokens(tokenizer, r.completion_ids, r.completion_mask).cpu(),
             "prm_probs": torch.sigmoid(reward_model_logits(models["prm"], r)).cpu(),
             "z": reward_model_logits(models["qrm"], r).cpu()}
 
@@ -458,8 +385,7 @@ def step_credits(held: dict, i: int) -> dict[str, np.ndarray]:
     gold = np.array(gold_step_labels(held["problems"][i], held["texts"][i]), float)
     n, ends = len(gold), held["ends"][i]
     prm = held["prm_probs"][i][ends[:n]].numpy()
-    return {"outcome only (flat)": np.zeros(n),
-            "PRM step score": prm,
+    return {"outcome only (flat)": np.zeros(n), "PRM step score": prm,
             "PRM drop (score - previous)": prm - np.concatenate([[1.0], prm[:-1]]),
             "Q-RM (mean Z of the step)": step_means(held["z"][i], held["step_ids"][i], ends, n),
             "gold verifier": gold - np.concatenate([[1.0], gold[:-1]])}
@@ -470,23 +396,21 @@ def credit_study(held: dict) -> dict:
     two steps whose first wrong step is one of their lines; one of them drawn token by token."""
     credits, wrong_steps, rows = {}, [], []
     for i, (p, t) in enumerate(zip(held["problems"], held["texts"])):
-        wrong, n = first_wrong_step(p, t), len(t.split("\n"))
+        wrong, n = common.first_wrong_step(p, t), len(t.split("\n"))
         if held["correct"][i] == 0 and not held["truncated"][i] and n >= 2 and wrong is not None and wrong < n:
             for name, c in step_credits(held, i).items():
                 credits.setdefault(name, []).append(c)
             wrong_steps.append(wrong)
             rows.append(i)
-    results = {name: localisation(c, wrong_steps) for name, c in credits.items()}
+    results = {name: common.localisation(c, wrong_steps) for name, c in credits.items()}
     i = pick_example(held["texts"], rows, wrong_steps)
     return {"solutions": len(rows), "results": results, "example": None if i is None else example_rows(held, i)}
 
 
 def pick_example(texts: list[str], rows: list[int], wrong_steps: list[int]) -> int | None:
     """A failed solution with a right step before its first wrong one, and a step after it."""
-    for i, wrong in zip(rows, wrong_steps):
-        if 1 <= wrong < len(texts[i].split("\n")) - 1:
-            return i
-    return rows[0] if rows else None
+    fits = [i for i, wrong in zip(rows, wrong_steps) if 1 <= wrong < len(texts[i].split("\n")) - 1]
+    return (fits or rows or [None])[0]  # none fits: the first failure, if any
 
 
 def example_rows(held: dict, i: int) -> dict:
@@ -503,27 +427,20 @@ def example_rows(held: dict, i: int) -> dict:
                      "gold verifier": credits["gold verifier"][ids].tolist()}}
 
 
-def advantages_of(method: str, models: dict, tokenizer, group_size: int):
-    """The per-token advantages of one --rl-methods name."""
-    if method == "outcome":
-        return outcome_advantage_fn
-    return prm_advantage_fn(models["prm"], tokenizer, group_size, with_outcome=method == "prm_outcome")
-
-
 def rl_study(initial, tokenizer, models: dict, args: Args, device) -> dict:
-    """Each --rl-methods advantage in the same loop, from the cold start, same prompts and seed."""
+    """Each of RL_METHODS' advantages in the same loop, from the cold start, same prompts and seed."""
     held_out, runs = args.task.held_out(args.eval_problems), {}
-    for method in args.rl_method_list:
+    advantages = {"outcome": outcome_advantage_fn, "prm": prm_advantage_fn(models["prm"], tokenizer, args.group_size),
+                  "prm_outcome": prm_advantage_fn(models["prm"], tokenizer, args.group_size, with_outcome=True)}
+    for method in RL_METHODS:
         start = time.time()
-        runs[method] = train(copy.deepcopy(initial), frozen_copy(initial), tokenizer, args,
-                             advantages_of(method, models, tokenizer, args.group_size), held_out, device, f"RL {method}")
+        runs[method] = train(copy.deepcopy(initial), common.frozen_copy(initial), tokenizer, args, advantages[method],
+                             held_out, device, f"RL {method}")
         runs[method]["wall_clock_s"] = time.time() - start
     return runs
 
 
-# ============================================================================================
-# Figure, claims and report
-# ============================================================================================
+# ==== Figure, claims and report
 def plot_credit(example: dict, path) -> None:
     """The characters of one failed solution, each boxed in the colour of its credit (red low,
     green high), one row per method. Per-step methods colour a whole step alike."""
@@ -541,7 +458,7 @@ def plot_credit(example: dict, path) -> None:
                     bbox=dict(boxstyle="square,pad=0.25", facecolor=cmap(0.5 + 0.5 * v / scale), edgecolor="none"))
     ax.set(xlim=(-6, 0.8 * len(chars)), ylim=(0.3, len(rows) + 0.7), title=f"Credit on one failed solution of {example['problem']} (red: low, green: high)")
     ax.axis("off")
-    save_figure(fig, path)
+    common.save_figure(fig, path)
 
 
 def credit_claims(credit: dict) -> list[dict]:
@@ -601,14 +518,14 @@ def metrics_of(args: Args, data: dict, credit: dict, runs: dict) -> dict:
 
 def report(tables: dict, claims: list[dict]) -> None:
     for table in tables.values():
-        print(f"\n{table['title']}:\n" + format_table(table["rows"], table["header"]))
-    print("\n" + format_claims(claims))
+        print(f"\n{table['title']}:\n" + common.format_table(table["rows"], table["header"]))
+    print("\n" + common.format_claims(claims))
 
 
 def main(args: Args) -> dict:
     start = time.time()
-    args, device, out, policy, tokenizer, info = start_lm_run(args)
-    seed_everything(args.seed)  # the same numbers whether the cold start was trained now or loaded
+    args, device, out, policy, tokenizer, info = common.start_lm_run(args)
+    common.seed_everything(args.seed)  # the same numbers whether the cold start was trained now or loaded
     print(f"06 PRM and Q-RM credit; policy {info['path']} ({'trained now' if info['trained_now'] else 'cached'}), "
           f"device {device}")
     data = label_study(policy, tokenizer, args, device)
@@ -621,12 +538,13 @@ def main(args: Args) -> dict:
     claims = credit_claims(credit) + rl_claims(args, runs)
     metrics = metrics_of(args, data, credit, runs)
     wall = time.time() - start
-    write_results(out, args, wall, metrics, claims, localisation=credit["results"], rl=runs,
-                  reward_model_losses=models["losses"], cold_start_info={k: v for k, v in info.items() if k != "sft_losses"})
+    common.write_results(out, args, wall, metrics, claims, localisation=credit["results"], rl=runs,
+                         reward_model_losses=models["losses"],
+                         cold_start_info={k: v for k, v in info.items() if k != "sft_losses"})
     report(metrics["tables"], claims)
     print(f"\nwall clock {wall:.0f} s; results in {out}/")
     return {"metrics": metrics, "claims": claims}
 
 
 if __name__ == "__main__":
-    run_script(main, Args)
+    common.run_script(main, Args)

@@ -639,6 +639,36 @@ def head_width(model: PreTrainedModel) -> int:
     return model.get_output_embeddings().in_features
 
 
+class TrunkScorer(torch.nn.Module):
+    """What transformers' token-classification classes build, for a family that has none (OPT,
+    GPT-J, CodeGen): the policy's trunk, then dropout and a linear score head."""
+
+    def __init__(self, policy: PreTrainedModel):
+        super().__init__()
+        self.body = copy.deepcopy(policy.base_model)
+        self.dropout = torch.nn.Dropout(0.1)  # the token-classification classes' default
+        self.score = torch.nn.Linear(head_width(policy), 1)
+
+    def forward(self, **inputs: torch.Tensor) -> Any:
+        from transformers.modeling_outputs import TokenClassifierOutput
+
+        return TokenClassifierOutput(logits=self.score(self.dropout(self.body(**inputs).last_hidden_state)))
+
+
+def make_scorer(policy: PreTrainedModel) -> torch.nn.Module:
+    """A token-classification model of the policy's family with one output per token (a reward
+    model's score head), its body copied from the policy."""
+    from transformers import MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING, AutoModelForTokenClassification
+
+    config = copy.deepcopy(policy.config)
+    config.num_labels = 1
+    if type(config) not in MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING:
+        return TrunkScorer(policy)
+    scorer = AutoModelForTokenClassification.from_config(config).to(policy.device)
+    scorer.base_model.load_state_dict(policy.base_model.state_dict())
+    return scorer
+
+
 def positions_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     """Position ids that skip the left padding: 0 at each row's first real token."""
     return (attention_mask.long().cumsum(1) - 1).clamp(min=0)

@@ -206,7 +206,9 @@ def advantages_of(method: str, models: dict, tokenizer, group_size: int):
     """The per-token advantages of one --rl-methods name: Q-RM's here, the others the chapter's."""
     if method == "qrm":
         return qrm_advantage_fn(models["qrm"], group_size)
-    return prm.advantages_of(method, models, tokenizer, group_size)
+    if method == "outcome":
+        return prm.outcome_advantage_fn
+    return prm.prm_advantage_fn(models["prm"], tokenizer, group_size, with_outcome=method == "prm_outcome")
 
 
 # ============================================================================================

@@ -314,8 +314,7 @@ def test_rl_study_runs_each_method_from_a_copy_of_the_cold_start_with_its_own_ad
         return {"history": [], "evals": [{"step": 0, "pass@1": 0.0}]}
 
     monkeypatch.setattr(prm, "train", train_spy)
-    args = HandArgs(hand_problems=(PROBLEM, SMALL, PROBLEM), eval_problems=2, group_size=2,
-                    rl_methods=",".join(prm.RL_METHODS))
+    args = HandArgs(hand_problems=(PROBLEM, SMALL, PROBLEM), eval_problems=2, group_size=2)
     runs = prm.rl_study(initial, TOK, {"prm": "PRM", "qrm": "QRM"}, args, "cpu")
     assert list(runs) == list(prm.RL_METHODS) and list(seen) == [f"RL {m}" for m in prm.RL_METHODS]
     expected = {"outcome": prm.outcome_advantage_fn(r, GROUPED_REWARDS, None),
@@ -415,7 +414,6 @@ def test_rl_verdicts_compare_the_prm_run_with_outcome_grpo(prm_golds, expected):
 @pytest.mark.parametrize("flag,value,message", [
     ("--label-n", "9", "--label-n must be in 1..--rollouts-per-prefix"),
     ("--label-samples", "1", "--label-samples must be at least 2"),
-    ("--rl-methods", "outcome,ppo", "argument --rl-methods: 'ppo' is not one of outcome"),
     ("--rm-steps", "0", "--rm-steps must be positive"),
 ])
 def test_cli_rejects_bad_values_with_one_line(cli_error, flag, value, message):

@@ -70,8 +70,9 @@ def test_every_bad_number_list_and_seed_of_every_script_stops_in_one_line(cli_er
 def test_the_generic_checks_reach_every_script():
     scripts = {case[0] for case in all_cases()}
     assert scripts == set(SCRIPTS) and len(STUDIES) > 0
-    for script in CHAPTERS:  # each chapter has a float flag and a list flag the checks cover
-        assert flags(script, is_float) and flags(script, is_list), script
+    for script in CHAPTERS:  # each chapter has a float flag the checks cover
+        assert flags(script, is_float), script
+    assert sum(bool(flags(script, is_list)) for script in CHAPTERS) >= 5  # and most a list flag
 
 
 @pytest.mark.parametrize("script,argv,message", [
@@ -79,7 +80,7 @@ def test_the_generic_checks_reach_every_script():
     ("03_rudder", ["--sweep=-2"], "--sweep: corridor lengths must be positive"),
     ("studies.05_bench", ["--bench-steps", "0"], "--bench-steps must be positive"),
     ("05_grpo_rloo", ["--final-samples", "-1"], "--final-samples must be positive"),
-    ("06_prm_qrm", ["--rl-methods", ""], "argument --rl-methods: expected a comma-separated list"),
+    ("studies.06_overoptimisation", ["--rl-methods", ""], "argument --rl-methods: expected a comma-separated list"),
 ])
 def test_flag_specific_checks_name_the_right_flag(cli_error, script, argv, message):
     assert message in cli_error(script, *argv)

@@ -146,7 +146,7 @@ def test_every_lm_script_runs_on_each_family(family, request, tmp_path, read_res
 # ------------------------------------------------- 06's reward models without a class of their own
 def test_the_trunk_scorer_is_the_token_classifier_of_a_family_that_has_one(tiny_gpt2):
     policy, _ = common.load_pretrained(str(tiny_gpt2), "cpu")
-    trunk = prm.TrunkScorer(policy)
+    trunk = common.TrunkScorer(policy)
     config = GPT2Config.from_dict({**policy.config.to_dict(), "num_labels": 1})
     reference = GPT2ForTokenClassification(config)
     reference.transformer.load_state_dict(trunk.body.state_dict())
@@ -163,7 +163,7 @@ def test_the_trunk_scorer_is_the_token_classifier_of_a_family_that_has_one(tiny_
 def test_opt_reward_models_start_from_the_policy_trunk_and_train_apart_from_it(tiny_opt):
     policy, _ = common.load_pretrained(str(tiny_opt), "cpu")
     scorer = prm.make_scorer(policy)
-    assert isinstance(scorer, prm.TrunkScorer) and scorer.score.in_features == 16  # the projected width
+    assert isinstance(scorer, common.TrunkScorer) and scorer.score.in_features == 16  # the projected width
     before = {k: v.clone() for k, v in policy.base_model.state_dict().items()}
     for k, v in scorer.body.state_dict().items():
         assert torch.equal(v, before[k])
