@@ -1,17 +1,18 @@
 """04, study: HCA's estimators on three tabular tasks, against the exact gradient.
 
-The chapter measures the variance of three policy gradients on the delayed effect. Here, on
-three tasks with a known model (a shortcut chain, the delayed effect, an ambiguous bandit; our
-versions of the HCA paper's §5 tasks), five estimators at the uniform policy: REINFORCE, PG with
-the exact value baseline, and return and state HCA with the learned h or the exact one (Bayes'
-rule on the model). Each one's bias² against the exact gradient (autograd through the exact
-policy evaluation) and its variance, as the reward noise σ grows; how far h/π moves the credit
-at each step of the delayed effect; the return identity Q(x, a) = E_z[h(a|x,z)/π(a|x) z] by
-numerical integration; COCOA's premise (Meulemans et al. 2023; COCOA itself is not implemented),
-that state HCA degrades to REINFORCE when the later state reveals the action; and a tabular
-policy learning with each estimator on each task.
+The chapter measures the variance of two policy gradients on the delayed effect: PG with a value
+baseline and return-conditional HCA. Here, on three tasks with a known model (a shortcut chain,
+the delayed effect, an ambiguous bandit; our versions of the HCA paper's §5 tasks), five
+estimators at the uniform policy: REINFORCE, PG with the exact value baseline, return HCA and
+state-conditional HCA (the paper's Theorem 1, in its all-action form), each with the learned h
+or the exact one (Bayes' rule on the model). Each one's bias² against the exact gradient
+(autograd through the exact policy evaluation) and its variance, as the reward noise σ grows;
+how far h/π moves the credit at each step of the delayed effect; the return identity
+Q(x, a) = E_z[h(a|x,z)/π(a|x) z] by numerical integration; COCOA's premise (Meulemans et al.
+2023; COCOA itself is not implemented), that state HCA degrades to REINFORCE when the later
+state reveals the action; and a tabular softmax policy learning with each estimator on each task.
 
-    python studies/04_hca_tasks.py          # 34 s on 2 CPU cores (one other heavy job running)
+    python studies/04_hca_tasks.py          # 24 s on 2 CPU cores
 
 Writes runs/studies/04_hca_tasks/: hca_variance_vs_sigma.png (tr Cov of each estimator vs σ,
 per task), hca_hindsight_ratio.png (delayed effect: |h/π - 1| per step, large at step 0 only),
@@ -29,6 +30,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
+import torch.nn as nn
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the chapters and common.py
@@ -44,11 +46,21 @@ class Args(common.RunArgs):
     chain: int = common.arg(8, "shortcut chain length")
     corridor: int = common.arg(10, "delayed effect: steps between the decisive action and its reward")
     crossover: float = common.arg(0.2, "ambiguous bandit: probability that an arm pays the other arm's amount")
+    learn_sigma: float = common.arg(1.0, "reward noise σ of the learning curves")
+    learn_iters: int = common.arg(100, "policy updates per learning run")
+    learn_batch: int = common.arg(32, "episodes per policy update")
+    learn_seeds: int = common.arg(3, "seeds per estimator of the learning curves")
+    pg_lr: float = common.arg(0.5, "step size of the tabular policy (gradient ascent on the logits)")
+    value_rate: float = common.arg(0.2, "step size of the running-mean V (baseline) and r̂ (state HCA)")
+    refit_steps: int = common.arg(10, "learning runs: hindsight classifier steps after each batch")
+    hindsight_batches: int = common.arg(4, "learning runs: the classifier trains on the last this many batches")
 
-    SMOKE = dict(sigmas="0.5,2", chain=4, corridor=3)
+    SMOKE = dict(sigmas="0.5,2", chain=4, corridor=3, learn_iters=3, learn_batch=4, learn_seeds=1, refit_steps=2)
 
     def __post_init__(self):
-        common.require_positive(self, "corridor")
+        common.require_positive(self, "corridor", "learn_sigma", "learn_iters", "learn_batch", "learn_seeds", "pg_lr",
+                                "refit_steps", "hindsight_batches")
+        common.require(0 < self.value_rate <= 1, "--value-rate must be in (0, 1]")
         common.require(self.chain >= 2, "--chain must be at least 2")
         common.require(0 < self.crossover < 0.5, "--crossover must be in (0, 0.5)")
         common.require(all(s > 0 for s in self.sigma_list), "--sigmas must be positive (exact h needs noise)")
@@ -59,7 +71,8 @@ class Args(common.RunArgs):
 
 
 def chapter_args(args: Args) -> hindsight.Args:
-    """The chapter's hyperparameters (its smoke values in a smoke run), with this study's flags."""
+    """The chapter's hyperparameters (its smoke values in a smoke run), with this study's flags:
+    the hindsight classifier and the variance measurement are the chapter's."""
     smoke = hindsight.Args.SMOKE if args.smoke else {}
     return hindsight.Args(**{**smoke, "seed": args.seed, "sigmas": args.sigmas, "corridor": args.corridor})
 
@@ -94,6 +107,104 @@ def ambiguous_bandit(noise: float, crossover: float) -> hindsight.TabularTask:
 def make_tasks(args: Args, noise: float) -> list[hindsight.TabularTask]:
     return [shortcut_chain(args.chain, noise), hindsight.delayed_effect(args.corridor, noise),
             ambiguous_bandit(noise, args.crossover)]
+
+
+# ============================================================================================
+# State-conditional HCA beside the chapter's two gradients (and REINFORCE, their common root)
+# ============================================================================================
+class StateHindsight(nn.Module):
+    """h(a | x, y): the chapter's hindsight classifier conditioned on a state y visited after x
+    instead of on the return: an MLP on the one-hot x and y (the same layers as the chapter's)."""
+
+    def __init__(self, task: hindsight.TabularTask, hidden: int):
+        super().__init__()
+        self.num_states = task.num_states
+        self.net = nn.Sequential(nn.Linear(2 * task.num_states, hidden), nn.ReLU(),
+                                 nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, task.num_actions))
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        one_hot = nn.functional.one_hot
+        return self.net(torch.cat([one_hot(x, self.num_states).float(), one_hot(y, self.num_states).float()], -1))
+
+
+def at_later_steps(values: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
+    """values[t, n] once for each k where pairs[t, k, n] holds (values (T, N), pairs (T, T, N))."""
+    T = len(values)
+    return values[:, None, :].expand(T, T, -1)[pairs]
+
+
+def hindsight_examples(episodes: dict, condition: str) -> tuple[torch.Tensor, ...]:
+    """(x, c, action) examples: every step with its return (the chapter's), or every pair of a step
+    and a later step of the same episode, with the later state (state HCA)."""
+    if condition == "return":
+        return hindsight.return_examples(episodes)
+    s, a, alive = episodes["states"], episodes["actions"], episodes["alive"]
+    T = len(s)
+    later = torch.triu(torch.ones(T, T, dtype=torch.bool, device=s.device), diagonal=1)  # [t, k]: k > t
+    pairs = later[:, :, None] & alive[None, :, :]
+    return at_later_steps(s, pairs), s[None].expand(T, T, -1)[pairs], at_later_steps(a, pairs)
+
+
+def hindsight_learner(args: hindsight.Args, task: hindsight.TabularTask, condition: str,
+                      device) -> hindsight.HindsightLearner:
+    """A fresh classifier: the chapter's h(a | x, z) on the return, or h(a | x, y) on a later state."""
+    model = StateHindsight if condition == "state" else hindsight.Hindsight
+    return hindsight.HindsightLearner(args, model(task, args.hca_hidden), device)
+
+
+def fitted(args: hindsight.Args, task: hindsight.TabularTask, condition: str, episodes: dict,
+           device) -> hindsight.HindsightLearner:
+    learner = hindsight_learner(args, task, condition, device)
+    learner.fit(hindsight_examples(episodes, condition), args.hindsight_steps)
+    return learner
+
+
+def learned_state_pairs(learner: hindsight.HindsightLearner, episodes: dict) -> torch.Tensor:
+    """h(· | X_t, X_k) for every pair of steps (t, k) of each episode: (T, T, N, A)."""
+    s = episodes["states"]
+    T = len(s)
+    return learner.probabilities(s[:, None].expand(T, T, -1), s[None].expand(T, T, -1))
+
+
+def learned_h(learner: hindsight.HindsightLearner, condition: str, episodes: dict) -> torch.Tensor:
+    """What a classifier says about these episodes: h(· | X_t, Z_t), or h(· | X_t, X_k) per pair."""
+    if condition == "state":
+        return learned_state_pairs(learner, episodes)
+    return learner.probabilities(episodes["states"], episodes["returns"])
+
+
+def all_action_rows(episodes: dict, policy: torch.Tensor, q_hat: torch.Tensor) -> torch.Tensor:
+    """All-action form: Σ_b Q̂_t(b) ∇_θ[X_t] π(b|X_t) = π ⊙ (Q̂_t - Σ_b π_b Q̂_t(b)); (T, N, A)."""
+    pi = policy[episodes["states"]]
+    return pi * (q_hat - (pi * q_hat).sum(-1, keepdim=True))
+
+
+def state_hca_q(episodes: dict, policy: torch.Tensor, h_pairs: torch.Tensor, r_hat: torch.Tensor) -> torch.Tensor:
+    """State-conditional HCA (Theorem 1 with γ = 1):
+    Q̂_t(b) = r̂(X_t, b) + Σ_{k > t} h(b | X_t, X_k) / π(b | X_t) R_k.
+
+    h_pairs[t, k, n, b] = h(b | X_t, X_k) of episode n. A reward R_k is credited to the action b
+    at t in proportion to how much more likely b becomes once we know X_k was visited.
+    """
+    s, rewards = episodes["states"], episodes["rewards"]
+    T = len(s)
+    later = torch.triu(torch.ones(T, T, device=s.device), diagonal=1)[:, :, None, None]
+    ratio = h_pairs / policy[s][:, None]  # [t, k, n, b]: the hindsight ratio h/π
+    return r_hat[s] + (later * ratio * rewards[None, :, :, None]).sum(1)
+
+
+def estimator_rows(method: str, episodes: dict, policy: torch.Tensor, V: torch.Tensor, r_hat: torch.Tensor,
+                   h: torch.Tensor | None, h_min: float) -> torch.Tensor:
+    """The per-step gradient rows of each estimator. h is h(a|X_t, Z_t) for return HCA and the
+    pairs h(a|X_t, X_k) for state HCA, learned or exact."""
+    if method.startswith("REINFORCE"):  # Ψ_t = Z_t
+        return hindsight.score_rows(episodes, policy, episodes["returns"])
+    if method.startswith("state HCA"):
+        return all_action_rows(episodes, policy, state_hca_q(episodes, policy, h, r_hat))
+    if method.startswith("return HCA"):
+        return hindsight.score_rows(episodes, policy, hindsight.return_hca_psi(episodes, policy, h, h_min))
+    # PG + V baseline, the chapter's: Ψ_t = Z_t - V(X_t)
+    return hindsight.score_rows(episodes, policy, episodes["returns"] - V[episodes["states"]])
 
 
 # ============================================================================================
@@ -203,23 +314,13 @@ def study_methods(task: hindsight.TabularTask) -> list[str]:
     return methods + (["state HCA (learned h)", "state HCA (exact h)"] if task.horizon > 1 else [])
 
 
-def estimator_rows(method: str, episodes: dict, policy: torch.Tensor, V: torch.Tensor, r_hat: torch.Tensor,
-                   h: torch.Tensor | None, h_min: float) -> torch.Tensor:
-    """The chapter's gradient_rows, and REINFORCE without a baseline (Ψ_t = Z_t) beside them."""
-    if method.startswith("REINFORCE"):
-        return hindsight.score_rows(episodes, policy, episodes["returns"])
-    return hindsight.gradient_rows(method, episodes, policy, V, r_hat, h, h_min)
-
-
 def hindsight_estimates(args: hindsight.Args, task: hindsight.TabularTask, policy: torch.Tensor, train: dict,
                         test: dict, device) -> dict:
     """Each HCA estimator's h on the test episodes: learned on the train episodes, or exact."""
-    h = {"return HCA (learned h)": hindsight.fitted(args, task, "return", train, device).probabilities(
-             test["states"], test["returns"]),
+    h = {"return HCA (learned h)": learned_h(fitted(args, task, "return", train, device), "return", test),
          "return HCA (exact h)": exact_return_hindsight(task, policy, test["states"], test["returns"])}
     if task.horizon > 1:
-        h["state HCA (learned h)"] = hindsight.learned_state_pairs(hindsight.fitted(args, task, "state", train, device),
-                                                                   test)
+        h["state HCA (learned h)"] = learned_h(fitted(args, task, "state", train, device), "state", test)
         h["state HCA (exact h)"] = exact_state_pairs(exact_state_hindsight(task, policy), test)
     return h
 
@@ -285,14 +386,76 @@ def gradient_study(args: Args, device) -> dict:
 # ============================================================================================
 # Study 2: learning curves, a tabular softmax policy trained by each estimator's gradient
 # ============================================================================================
+LEARNERS = ("PG + V baseline", "state HCA (learned h)", "return HCA (learned h)")
+
+
+def running_mean(table: torch.Tensor, index: torch.Tensor, targets: torch.Tensor,
+                 rate: float | torch.Tensor) -> None:
+    """The tabular learner that 03_rudder.py teaches, copied: each entry of `table` (flattened)
+    that `index` visits moves by `rate` toward the mean of its targets in the batch; entries not
+    visited stay. `rate` is a number or one per entry of the flattened table."""
+    entries = table.view(-1)
+    total = torch.zeros_like(entries).index_add_(0, index, targets.to(entries.dtype))
+    visits = torch.bincount(index, minlength=len(entries))
+    # x += rate (mean targets - x)
+    entries += rate * torch.where(visits > 0, total / visits.clamp(min=1) - entries, torch.zeros_like(entries))
+
+
+def exact_return(task: hindsight.TabularTask, logits: torch.Tensor) -> float:
+    """J(π) = V^π(s_0) of the softmax policy π = softmax(θ[s]), by exact policy evaluation (γ = 1)."""
+    V, _ = common.evaluate_policy(task.P.double().cpu(), task.R.double().cpu(),
+                                  torch.softmax(logits.detach().double().cpu(), 1), 1.0)
+    return float(V[0])
+
+
+def optimal_return(task: hindsight.TabularTask) -> float:
+    """max_π J(π), by value iteration: with γ = 1 every episode ends within the horizon."""
+    V = torch.zeros(task.num_states, dtype=torch.float64)
+    for _ in range(task.horizon):
+        V = (task.R.double().cpu() + task.P.double().cpu() @ V).max(1).values
+    return float(V[0])
+
+
+def learn(args: Args, task: hindsight.TabularTask, method: str, seed: int, device) -> list[float]:
+    """Exact J(π) after each update of a tabular softmax policy trained with `method`'s gradient.
+    V (for the baseline) and r̂ (for state HCA) are running means; the hindsight classifier is
+    refitted for a few steps after each batch, on the last few batches."""
+    chapter = chapter_args(args)
+    common.seed_everything(seed)
+    task = task.to(device)
+    generator = torch.Generator(device).manual_seed(seed)
+    num_states, num_actions = task.num_states, task.num_actions
+    logits = torch.zeros(num_states, num_actions, device=device)
+    V, r_hat = torch.zeros(num_states, device=device), torch.zeros(num_states, num_actions, device=device)
+    condition = "state" if method.startswith("state") else "return"
+    learner = hindsight_learner(chapter, task, condition, device) if "HCA" in method else None
+    recent, curve = [], [exact_return(task, logits)]
+    for _ in range(args.learn_iters):
+        policy = torch.softmax(logits, 1)
+        episodes = hindsight.sample_episodes(task, policy, args.learn_batch, generator)
+        h = None
+        if learner is not None:
+            recent = (recent + [episodes])[-args.hindsight_batches:]
+            learner.fit(hindsight_examples({k: torch.cat([e[k] for e in recent], 1) for k in episodes}, condition),
+                        args.refit_steps)
+            h = learned_h(learner, condition, episodes)
+        rows = estimator_rows(method, episodes, policy, V, r_hat, h, chapter.h_min)
+        logits += args.pg_lr * hindsight.per_episode_gradients(episodes, rows, num_states).mean(0)
+        s, alive = episodes["states"][episodes["alive"]], episodes["alive"]
+        running_mean(V, s, episodes["returns"][alive], args.value_rate)
+        running_mean(r_hat, s * num_actions + episodes["actions"][alive], episodes["rewards"][alive], args.value_rate)
+        curve.append(exact_return(task, logits))
+    return curve
+
+
 def learning_study(args: Args, device) -> dict:
-    """{task: {estimator: [one exact-J curve per seed]}}, at the chapter's learn_sigma."""
-    chapter, results = chapter_args(args), {}
-    runs = [(task, m) for task in make_tasks(args, chapter.learn_sigma) for m in hindsight.ESTIMATORS
+    """{task: {estimator: [one exact-J curve per seed]}}, at σ = learn_sigma."""
+    results = {}
+    runs = [(task, m) for task in make_tasks(args, args.learn_sigma) for m in LEARNERS
             if task.horizon > 1 or not m.startswith("state")]
     for task, method in tqdm(runs, desc="HCA learning", leave=False):
-        results.setdefault(task.name, {})[method] = [hindsight.learn(chapter, task, method, chapter.seed + i, device)
-                                                     for i in range(chapter.learn_seeds)]
+        results.setdefault(task.name, {})[method] = [learn(args, task, method, args.seed + i, device)
+                                                     for i in range(args.learn_seeds)]
     return results
 
 
@@ -336,7 +499,7 @@ def plot_ratio(profile: dict, noise: float, path) -> None:
     common.save_figure(fig, path)
 
 
-def plot_learning(learning: dict, args: hindsight.Args, path) -> None:
+def plot_learning(learning: dict, args: Args, path) -> None:
     fig, axes = plt.subplots(1, len(learning), figsize=(5 * len(learning), 4))
     episodes = np.arange(args.learn_iters + 1) * args.learn_batch
     for ax, (name, by_method) in zip(np.atleast_1d(axes), learning.items()):
@@ -346,8 +509,31 @@ def plot_learning(learning: dict, args: hindsight.Args, path) -> None:
 
 
 def variances(by_sigma: dict) -> dict:
-    """{σ: {estimator: tr Cov}}, the chapter's layout, from {σ: study_one's result}."""
+    """{σ: {estimator: tr Cov}} from {σ: study_one's result}."""
     return {s: {m: e["variance"] for m, e in at["estimators"].items()} for s, at in by_sigma.items()}
+
+
+def variance_ratio(variances: dict, method: str) -> float:
+    """How many times larger the variance of PG + V baseline is than `method`'s, at one σ."""
+    return variances["PG + V baseline"] / variances[method]
+
+
+def variance_claims(name: str, by_sigma: dict) -> list[dict]:
+    """The chapter's two variance claims on one task, for each HCA variant with the learned h
+    (state HCA only where the task has later states). by_sigma: {σ: {estimator: tr Cov}}."""
+    sigmas = sorted(by_sigma)
+    low, high = sigmas[0], sigmas[-1]
+    methods = [m for m in ("state HCA (learned h)", "return HCA (learned h)") if m in by_sigma[high]]
+    ratio = {s: {m: variance_ratio(by_sigma[s], m) for m in methods} for s in sigmas}
+    every = "; ".join(f"{m.split(' (')[0]}: " + ", ".join(f"{ratio[s][m]:.3g}x" for s in sigmas) for m in methods)
+    ends = "; ".join(f"{m.split(' (')[0]}: {ratio[low][m]:.3g}x at σ={low:g}, {ratio[high][m]:.3g}x at "
+                     f"σ={high:g}" for m in methods)
+    return [common.claim("HCA paper §5", f"{name}: HCA's gradient has a lower variance than PG with a value baseline",
+                         f"variance of PG + V baseline / HCA (learned h) at σ = {', '.join(f'{s:g}' for s in sigmas)}: "
+                         f"{every}", all(ratio[s][m] > 1 for s in sigmas for m in methods)),
+            common.claim("HCA paper §5", f"{name}: HCA's edge in variance over PG with a value baseline grows with "
+                         "the reward noise σ", f"variance of PG + V baseline / HCA (learned h): {ends}",
+                         all(ratio[high][m] > ratio[low][m] for m in methods))]
 
 
 def conditioning_claim(name: str, by_sigma: dict) -> dict:
@@ -371,7 +557,7 @@ def hca_claims(args: Args, study: dict, identity: dict) -> list[dict]:
     corridor = {m: float(np.mean(p[1:-1])) for m, p in profile.items()}
     decisive = all(p[0] > 5 * corridor[m] for m, p in profile.items() if "learned" in m)
     reinforce, state = (delayed["estimators"][m] for m in ("REINFORCE (no baseline)", "state HCA (exact h)"))
-    return [c for name, by_sigma in study.items() for c in hindsight.variance_claims(name, variances(by_sigma))] + [
+    return [c for name, by_sigma in study.items() for c in variance_claims(name, variances(by_sigma))] + [
         conditioning_claim(name, by_sigma) for name, by_sigma in study.items()
         if "state HCA (learned h)" in by_sigma[min(by_sigma)]["estimators"]] + [
         common.claim("survey §4.2.1", "irrelevant actions get a hindsight ratio ≈ 1, the decisive one is far from 1",
@@ -390,7 +576,51 @@ def hca_claims(args: Args, study: dict, identity: dict) -> list[dict]:
     ]
 
 
-def headline_metrics(study: dict, learning: dict) -> dict:
+ESTIMATORS = ("REINFORCE (no baseline)", "PG + V baseline", "state HCA (learned h)", "state HCA (exact h)",
+              "return HCA (learned h)", "return HCA (exact h)")
+
+
+def estimator_cells(at: dict, cell) -> list:
+    """cell(method, its errors) for each estimator measured at one (task, σ); "–" where it was not."""
+    return [cell(m, at["estimators"][m]) if m in at["estimators"] else "–" for m in ESTIMATORS]
+
+
+def variance_row(at: dict) -> list:
+    """tr Cov of each estimator; for the learned HCAs, PG + V's ratio to it in brackets."""
+    by_method = {m: e["variance"] for m, e in at["estimators"].items()}
+    return estimator_cells(at, lambda m, e: f"{e['variance']:.3g} ({variance_ratio(by_method, m):.3g}x)"
+                           if "learned" in m else e["variance"])
+
+
+def bias_row(at: dict) -> list:
+    """|∇J|², then each estimator's bias² with, in brackets, tr Cov / episodes: what an unbiased
+    estimator shows from sampling alone."""
+    return [at["exact_gradient_norm2"],
+            *estimator_cells(at, lambda m, e: f"{e['bias2']:.2g} ({e['bias2_noise_floor']:.1g})")]
+
+
+def final_returns(curves: list) -> str:
+    """The final exact J(π) of each seed's curve: mean [min, max]."""
+    ends = [c[-1] for c in curves]
+    return f"{np.mean(ends):.3g} [{min(ends):.3g}, {max(ends):.3g}]"
+
+
+def tables(args: Args, study: dict, learning: dict) -> dict:
+    """The tables the run prints and the docs show."""
+    keys = [(name, s) for name in study for s in args.sigma_list]
+    learned = [[task.name, optimal_return(task),
+                *(final_returns(learning[task.name][m]) if m in learning[task.name] else "–" for m in LEARNERS)]
+               for task in make_tasks(args, args.learn_sigma)]
+    return {"variance": {"title": "tr Cov of each gradient at the uniform policy (PG + V / learned HCA in brackets)",
+                         "header": ["task", "σ", *ESTIMATORS], "rows": [[n, s, *variance_row(study[n][s])] for n, s in keys]},
+            "bias": {"title": "bias² of each gradient against the exact one (in brackets: an unbiased one's, tr Cov / N)",
+                     "header": ["task", "σ", "|∇J|²", *ESTIMATORS], "rows": [[n, s, *bias_row(study[n][s])] for n, s in keys]},
+            "learning": {"title": f"final exact J(π) after {args.learn_iters * args.learn_batch} episodes at "
+                                  f"σ = {args.learn_sigma:g}, mean [min, max] over {args.learn_seeds} seeds",
+                         "header": ["task", "optimum", *LEARNERS], "rows": learned}}
+
+
+def headline_metrics(args: Args, study: dict, learning: dict) -> dict:
     metrics = {}
     for name, by_sigma in study.items():
         for noise, at in by_sigma.items():
@@ -400,24 +630,12 @@ def headline_metrics(study: dict, learning: dict) -> dict:
     for name, by_method in learning.items():
         for method, curves in by_method.items():
             metrics[f"{name}_final_J[{method}]"] = float(np.mean([c[-1] for c in curves]))
-    return metrics
+    return metrics | {"tables": tables(args, study, learning)}
 
 
-def print_report(args: Args, study: dict, learning: dict, metrics: dict, claims: list[dict]) -> None:
-    chapter = chapter_args(args)
-    for name, by_sigma in study.items():
-        methods = list(by_sigma[args.sigma_list[0]]["estimators"])
-        print(f"\n{name}: tr Cov / bias² of each gradient against the exact one, uniform π "
-              f"(|∇J|² = {by_sigma[args.sigma_list[0]]['exact_gradient_norm2']:.3g})")
-        rows = [[f"σ={s:g}", *(f"{by_sigma[s]['estimators'][m]['variance']:.3g} / "
-                               f"{by_sigma[s]['estimators'][m]['bias2']:.2g}" for m in methods)]
-                for s in args.sigma_list]
-        print(common.format_table(rows, ["", *methods]))
-    rows = [[name, *(metrics.get(f"{name}_final_J[{m}]", float("nan")) for m in hindsight.ESTIMATORS)]
-            for name in learning]
-    print(f"\nFinal exact J(π) after {chapter.learn_iters * chapter.learn_batch} episodes, "
-          f"σ = {chapter.learn_sigma:g}:")
-    print(common.format_table(rows, ["task", *hindsight.ESTIMATORS]))
+def print_report(metrics: dict, claims: list[dict]) -> None:
+    for table in metrics["tables"].values():
+        print(f"\n{table['title']}:\n" + common.format_table(table["rows"], table["header"]))
     print("\n" + common.format_claims(claims))
 
 
@@ -430,14 +648,14 @@ def main(args: Args) -> dict:
     low = min(args.sigma_list)  # the return still says something about the first action
     plot_ratio(study["delayed effect"][low]["hindsight_ratio"], low, out / "hca_hindsight_ratio.png")
     learning = learning_study(args, device)
-    plot_learning(learning, chapter_args(args), out / "hca_learning_curves.png")
+    plot_learning(learning, args, out / "hca_learning_curves.png")
     identity = identity_study(args)
     claims = hca_claims(args, study, identity)
-    metrics = headline_metrics(study, learning)
+    metrics = headline_metrics(args, study, learning)
     wall = time.time() - start
     common.write_results(out, args, wall, metrics, claims, hca_gradient_study=study, hca_learning=learning,
                          hindsight_identity_gap=identity)
-    print_report(args, study, learning, metrics, claims)
+    print_report(metrics, claims)
     print(f"\nwall clock {wall:.0f} s; results in {out}/")
     return {"metrics": metrics, "claims": claims}
 

@@ -1,8 +1,9 @@
 """04_her_hca: bit-flip dynamics, hindsight relabelling, the TD target and the target network, the
-DQN(+HER) loop as recorded by spies, the HCA estimators against loops and autograd, the learned
-hindsight distribution, the learning loop as recorded by spies, the chapter's claim checkers on
-hand-made summaries, the copies of 01's reward-to-go and 03's running mean, CLI and a smoke run.
-The exact model, the other tasks and the studies are tested in test_04_studies.py."""
+DQN(+HER) loop as recorded by spies, return HCA and the baseline against loops and autograd, the
+learned hindsight distribution, the variance measurement as recorded by spies, the chapter's claim
+checkers on hand-made summaries, the copy of 01's reward-to-go, CLI and a smoke run. State HCA,
+the learning loop (and its copy of 03's running mean), the exact model, the other tasks and the
+studies are tested in test_04_studies.py."""
 
 import copy
 import importlib
@@ -17,7 +18,6 @@ import common
 hind = importlib.import_module("04_her_hca")
 tasks = importlib.import_module("studies.04_hca_tasks")  # the shortcut chain: episodes that end early
 pong = importlib.import_module("01_reinforce_pong")
-rudder = importlib.import_module("03_rudder")
 
 
 def skewed_policy(task, seed=0):
@@ -28,28 +28,17 @@ def skewed_policy(task, seed=0):
 # --------------------------------------------------------------------------------------------
 # HER: environment and relabelling
 # --------------------------------------------------------------------------------------------
-def test_bitflip_flips_one_bit_and_ends_at_the_goal():
-    env = hind.BitFlip(num_envs=2, bits=3)
-    env.reset()
-    env.state = torch.tensor([[0, 0, 0], [1, 1, 1]])
-    env.goal = torch.tensor([[1, 0, 0], [0, 0, 0]])
-    obs, reward, terminated, truncated, _ = env.step(torch.tensor([0, 2]))
-    assert obs["observation"].tolist() == [[1, 0, 0], [1, 1, 0]]
-    assert reward.tolist() == [0.0, -1.0] and terminated.tolist() == [True, False]
-    obs, reward, terminated, truncated, _ = env.step(torch.tensor([1, 1]))  # the first episode is over
-    assert obs["observation"].tolist() == [[1, 0, 0], [1, 0, 0]]
-    assert terminated.tolist() == [False, False] and truncated.tolist() == [False, False]
-    _, reward, terminated, truncated, _ = env.step(torch.tensor([1, 1]))  # step n = 3: time is up
-    assert truncated.tolist() == [False, True] and reward[1] == -1
+def test_goal_reward_is_zero_exactly_where_the_achieved_bits_are_the_goal():
+    achieved = torch.tensor([[[1, 0, 1], [1, 0, 0]], [[0, 0, 0], [1, 1, 1]]])
+    goal = torch.tensor([[1, 0, 1], [0, 0, 0]])  # one goal per row of the batch
+    assert hind.goal_reward(achieved, goal[:, None]).tolist() == [[0.0, -1.0], [0.0, -1.0]]
 
 
 def filled_buffer(episodes=64, bits=6, seed=0):
     """Random-policy episodes in a buffer, with goals that some of them reach."""
-    env = hind.BitFlip(episodes, bits, seed=seed)
-    q_net = hind.QNetwork(bits, 8)
-    played = hind.play_bitflip(env, q_net, epsilon=1.0)
+    played = hind.play_bitflip(hind.QNetwork(bits, 8), episodes, bits, 1.0, torch.Generator().manual_seed(seed))
     buffer = hind.EpisodeBuffer(episodes, bits, "cpu")
-    buffer.add(played["states"], played["actions"], played["goals"], played["lengths"])
+    buffer.add(played)
     return buffer, played
 
 
@@ -115,22 +104,22 @@ def test_future_goals_are_uniform_over_the_achieved_states_after_the_transition(
     assert last.tolist() == [0, 4, 9]
 
 
-def numbered_episodes(first: int, count: int, bits: int) -> tuple[torch.Tensor, ...]:
+def numbered_episodes(first: int, count: int, bits: int) -> dict:
     """Episodes whose every entry says which episode and step it is: states[e, t] = 10 e + t."""
     ids = torch.arange(first, first + count)
     code = 10 * ids[:, None] + torch.arange(bits + 1)
-    states = code[:, :, None].expand(count, bits + 1, bits)
-    return states, code[:, :bits], ids[:, None].expand(count, bits), 1 + ids % bits
+    return {"states": code[:, :, None].expand(count, bits + 1, bits), "actions": code[:, :bits],
+            "goals": ids[:, None].expand(count, bits), "lengths": 1 + ids % bits}
 
 
 def test_episode_buffer_overwrites_the_oldest_and_samples_stored_steps_uniformly():
     bits = 3
     buffer = hind.EpisodeBuffer(5, bits, "cpu")
-    buffer.add(*numbered_episodes(0, 3, bits))
+    buffer.add(numbered_episodes(0, 3, bits))
     assert (buffer.size, buffer.next) == (3, 3)
     batch = buffer.sample(3000, "none", 4, torch.Generator().manual_seed(0))
     assert set(batch["episode"].tolist()) == {0, 1, 2}  # only the stored episodes, not the empty slots
-    buffer.add(*numbered_episodes(3, 4, bits))  # 7 episodes in 5 slots: 5 and 6 overwrite 0 and 1
+    buffer.add(numbered_episodes(3, 4, bits))  # 7 episodes in 5 slots: 5 and 6 overwrite 0 and 1
     assert (buffer.size, buffer.next) == (5, 2)
     assert (buffer.states[:, 0, 0] // 10).tolist() == [5, 6, 2, 3, 4]
     assert buffer.lengths.tolist() == [3, 1, 3, 1, 2]
@@ -168,7 +157,7 @@ def perfect_q_net(bits: int) -> hind.QNetwork:
 def test_play_bitflip_records_each_episode_as_its_actions_made_it(epsilon):
     bits, num = 5, 200
     q_net = perfect_q_net(bits)
-    played = hind.play_bitflip(hind.BitFlip(num, bits, seed=4), q_net, epsilon)
+    played = hind.play_bitflip(q_net, num, bits, epsilon, torch.Generator().manual_seed(4))
     greedy_taken = 0
     for e in range(num):
         state, goal = played["states"][e, 0].clone(), played["goals"][e]
@@ -192,12 +181,12 @@ def test_play_bitflip_records_each_episode_as_its_actions_made_it(epsilon):
 
 def test_greedy_success_is_the_success_rate_without_exploration():
     bits = 8
-    assert hind.greedy_success(hind.BitFlip(128, bits, seed=5), perfect_q_net(bits)) == 1.0
+    assert hind.greedy_success(perfect_q_net(bits), 128, bits, torch.Generator().manual_seed(5)) == 1.0
     # a Q-network that prefers the bits already right never gets there
     contrary = perfect_q_net(bits)
     with torch.no_grad():
         contrary.net[2].weight.neg_()
-    assert hind.greedy_success(hind.BitFlip(128, bits, seed=5), contrary) < 0.05
+    assert hind.greedy_success(contrary, 128, bits, torch.Generator().manual_seed(5)) < 0.05
 
 
 def test_td_loss_bootstraps_from_the_target_network_but_not_after_the_end():
@@ -284,9 +273,9 @@ def test_train_bitflip_wires_q_target_replay_and_greedy_evaluation(monkeypatch):
                        replayed))
         return replayed
 
-    def play_spy(env, q_net, epsilon):
-        played = real_play(env, q_net, epsilon)
-        events.append(("play", env, epsilon, float(played["success"].float().mean()), played))
+    def play_spy(q_net, num, bits_, epsilon, generator):
+        played = real_play(q_net, num, bits_, epsilon, generator)
+        events.append(("play", generator, epsilon, float(played["success"].float().mean()), played, num, q_net))
         return played
 
     monkeypatch.setattr(hind, "td_loss", td_spy)
@@ -333,9 +322,10 @@ def test_train_bitflip_wires_q_target_replay_and_greedy_evaluation(monkeypatch):
     # every tenth of training (after cycles 2, 4, .., 20) and at the end
     plays = [e for e in events if e[0] == "play"]
     train, evaluation = [e for e in plays if e[2] != 0.0], [e for e in plays if e[2] == 0.0]
-    assert len(train) == cycles and all(e[2] == 0.3 and e[1].num_envs == 4 for e in train)
-    assert all(e[1].num_envs == 6 and e[1] is evaluation[0][1] for e in evaluation)
-    assert train[0][1].generator.initial_seed() == 3 and evaluation[0][1].generator.initial_seed() == 10_003
+    assert len(train) == cycles and all(e[2] == 0.3 and e[5] == 4 and e[1] is train[0][1] for e in train)
+    assert all(e[5] == 6 and e[1] is evaluation[0][1] for e in evaluation)  # the same test goals all run long
+    assert train[0][1].initial_seed() == 3 and evaluation[0][1].initial_seed() == 10_003
+    assert all(e[6] is q_net for e in plays)
     assert result["curve"] == [e[3] for e in evaluation[:-1]] and result["final_success"] == evaluation[-1][3]
     assert result["episodes"] == cycles * args.envs
     evaluated_after, cycle = [], 0
@@ -346,16 +336,12 @@ def test_train_bitflip_wires_q_target_replay_and_greedy_evaluation(monkeypatch):
     assert evaluated_after == [2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 21]
 
 
-def test_bitflip_reset_draws_independent_uniform_bits_and_a_fresh_clock():
-    env = hind.BitFlip(4000, 6, seed=1)
-    env.reset()
-    env.step(torch.zeros(4000, dtype=torch.long))
-    obs, _ = env.reset()
-    state, goal = obs["observation"], obs["desired_goal"]
+def test_bit_flipping_starts_and_goals_are_independent_uniform_bits():
+    played = hind.play_bitflip(hind.QNetwork(6, 8), 4000, 6, 1.0, torch.Generator().manual_seed(1))
+    state, goal = played["states"][:, 0], played["goals"]
     assert set(state.unique().tolist()) == {0, 1} and set(goal.unique().tolist()) == {0, 1}
     assert abs(state.float().mean() - 0.5) < 0.02 and abs(goal.float().mean() - 0.5) < 0.02
     assert abs((state == goal).float().mean() - 0.5) < 0.02  # the goal does not copy the state
-    assert env.steps == 0 and not env.done.any() and torch.equal(obs["achieved_goal"], state)
 
 
 def test_train_bitflip_is_reproducible_from_its_seed():
@@ -367,7 +353,7 @@ def test_train_bitflip_is_reproducible_from_its_seed():
 
 
 # --------------------------------------------------------------------------------------------
-# HCA: the returns and the running means, and the scripts that teach them
+# HCA: the returns, and the script that teaches them
 # --------------------------------------------------------------------------------------------
 def test_returns_to_go_sums_the_rewards_from_each_step_on():
     rewards = torch.tensor([[1.0, 0.0], [2.0, -1.0], [4.0, 3.0]])
@@ -380,64 +366,8 @@ def test_returns_to_go_is_01s_reward_to_go_without_discount_or_ends():
     assert torch.equal(hind.returns_to_go(rewards), pong.reward_to_go(rewards, no_ends, 1.0))
 
 
-def test_running_mean_moves_visited_entries_toward_their_batch_mean():
-    table = torch.zeros(2, 2)
-    # entry (1, 0) is visited twice (targets 1 and 3: mean 2), entry (0, 1) once, the rest never
-    hind.running_mean(table, torch.tensor([2, 2, 1]), torch.tensor([1.0, 3.0, -1.0]), rate=0.5)
-    torch.testing.assert_close(table, torch.tensor([[0.0, -0.5], [1.0, 0.0]]))
-    per_entry = torch.tensor([1.0, 1.0, 0.25, 0.25])  # a rate per entry, as for learners sharing a table
-    hind.running_mean(table, torch.tensor([1, 2]), torch.tensor([0.5, 3.0]), rate=per_entry)
-    torch.testing.assert_close(table, torch.tensor([[0.0, 0.5], [1.5, 0.0]]))
-
-
-@pytest.mark.parametrize("per_entry_rate", [False, True])
-def test_running_mean_is_a_copy_of_03s(per_entry_rate):
-    g = torch.Generator().manual_seed(int(per_entry_rate))
-    for _ in range(20):
-        table = torch.randn(6, 3, generator=g)
-        index = torch.randint(0, 12, (30,), generator=g)  # repeats, and entries 12 .. 17 never visited
-        targets = torch.randn(30, generator=g) * 5
-        rate = torch.rand(18, generator=g) if per_entry_rate else float(torch.rand(1, generator=g))
-        ours, theirs = table.clone(), table.clone()
-        hind.running_mean(ours, index, targets, rate)
-        rudder.running_mean(theirs, index, targets, rate)
-        assert torch.equal(ours, theirs)
-        assert torch.equal(ours.view(-1)[12:], table.view(-1)[12:]) and not torch.equal(ours, table)
-
-
 # --------------------------------------------------------------------------------------------
-# HCA: the estimators
-# --------------------------------------------------------------------------------------------
-def test_gradient_rows_match_autograd_per_episode():
-    task = tasks.shortcut_chain(4, 1.0)
-    logits = torch.randn(task.num_states, 2, generator=torch.Generator().manual_seed(2))
-    policy = torch.softmax(logits, 1)
-    episodes = hind.sample_episodes(task, policy, 3, torch.Generator().manual_seed(0))
-    psi = torch.randn_like(episodes["returns"])
-    q_hat = torch.randn(*psi.shape, 2)
-    score = hind.per_episode_gradients(episodes, hind.score_rows(episodes, policy, psi), task.num_states)
-    all_action = hind.per_episode_gradients(episodes, hind.all_action_rows(episodes, policy, q_hat), task.num_states)
-    for n in range(3):
-        theta = logits.clone().requires_grad_()
-        pi = torch.softmax(theta, 1)[episodes["states"][:, n]]  # (T, A)
-        alive = episodes["alive"][:, n].float()
-        logp = torch.log(pi.gather(1, episodes["actions"][:, n:n + 1])).squeeze(1)
-        score_surrogate = (alive * psi[:, n] * logp).sum()  # Σ_t Ψ_t log π(A_t|X_t)
-        all_action_surrogate = (alive * (pi * q_hat[:, n]).sum(1)).sum()  # Σ_t Σ_b π(b|X_t) Q̂_t(b)
-        torch.testing.assert_close(score[n], torch.autograd.grad(score_surrogate, theta, retain_graph=True)[0])
-        torch.testing.assert_close(all_action[n], torch.autograd.grad(all_action_surrogate, theta)[0])
-
-
-def test_return_hca_gives_no_credit_when_the_return_says_nothing():
-    episodes = {"states": torch.zeros(2, 3, dtype=torch.long), "actions": torch.tensor([[0, 1, 1], [1, 0, 0]]),
-                "returns": torch.tensor([[5.0, -3.0, 100.0], [1.0, 2.0, 3.0]])}
-    policy = torch.tensor([[0.3, 0.7]])
-    psi = hind.return_hca_psi(episodes, policy, policy[episodes["states"]], h_min=0.01)  # h = π
-    assert torch.equal(psi, torch.zeros(2, 3))
-
-
-# --------------------------------------------------------------------------------------------
-# HCA: the estimators' wiring, against loops over (t, k, n, b)
+# HCA: the estimators, against autograd and loops over (t, n)
 # --------------------------------------------------------------------------------------------
 def chain_episodes(num=6, seed=0):
     """A few episodes of the shortcut chain under a skewed policy (they end at different steps)."""
@@ -446,6 +376,30 @@ def chain_episodes(num=6, seed=0):
     episodes = hind.sample_episodes(task, policy, num, torch.Generator().manual_seed(seed))
     assert not episodes["alive"].all()  # some episodes end early: the alive mask matters
     return task, policy, episodes
+
+
+def test_score_rows_summed_per_episode_match_autograd():
+    task = tasks.shortcut_chain(4, 1.0)
+    logits = torch.randn(task.num_states, 2, generator=torch.Generator().manual_seed(2))
+    policy = torch.softmax(logits, 1)
+    episodes = hind.sample_episodes(task, policy, 3, torch.Generator().manual_seed(0))
+    psi = torch.randn_like(episodes["returns"])
+    score = hind.per_episode_gradients(episodes, hind.score_rows(episodes, policy, psi), task.num_states)
+    for n in range(3):
+        theta = logits.clone().requires_grad_()
+        pi = torch.softmax(theta, 1)[episodes["states"][:, n]]  # (T, A)
+        alive = episodes["alive"][:, n].float()
+        logp = torch.log(pi.gather(1, episodes["actions"][:, n:n + 1])).squeeze(1)
+        surrogate = (alive * psi[:, n] * logp).sum()  # Σ_t Ψ_t log π(A_t|X_t)
+        torch.testing.assert_close(score[n], torch.autograd.grad(surrogate, theta)[0])
+
+
+def test_return_hca_gives_no_credit_when_the_return_says_nothing():
+    episodes = {"states": torch.zeros(2, 3, dtype=torch.long), "actions": torch.tensor([[0, 1, 1], [1, 0, 0]]),
+                "returns": torch.tensor([[5.0, -3.0, 100.0], [1.0, 2.0, 3.0]])}
+    policy = torch.tensor([[0.3, 0.7]])
+    psi = hind.return_hca_psi(episodes, policy, policy[episodes["states"]], h_min=0.01)  # h = π
+    assert torch.equal(psi, torch.zeros(2, 3))
 
 
 def test_return_hca_psi_is_one_minus_pi_over_clipped_h_times_the_return():
@@ -462,131 +416,69 @@ def test_return_hca_psi_is_one_minus_pi_over_clipped_h_times_the_return():
                                 abs_tol=1e-6)
 
 
-def test_state_hca_credits_each_later_reward_by_the_hindsight_ratio_of_every_action():
-    task, policy, episodes = chain_episodes()
-    T, N = episodes["actions"].shape
-    g = torch.Generator().manual_seed(2)
-    h_pairs = torch.softmax(torch.randn(T, T, N, 2, generator=g), -1)
-    r_hat = torch.randn(task.num_states, 2, generator=g)
-    q = hind.state_hca_q(episodes, policy, h_pairs, r_hat)
-    for t in range(T):
-        for n in range(N):
-            x = episodes["states"][t, n]
-            for b in range(2):
-                later = sum(h_pairs[t, k, n, b] / policy[x, b] * episodes["rewards"][k, n] for k in range(t + 1, T))
-                assert math.isclose(q[t, n, b].item(), (r_hat[x, b] + later).item(), rel_tol=1e-5, abs_tol=1e-6)
-
-
-def test_gradient_rows_route_each_method_to_its_own_credit():
-    task, policy, episodes = chain_episodes()
-    T, N = episodes["actions"].shape
-    g = torch.Generator().manual_seed(3)
-    V, r_hat = torch.randn(task.num_states, generator=g), torch.randn(task.num_states, 2, generator=g)
-    h = torch.softmax(torch.randn(T, N, 2, generator=g), -1)
-    h_pairs = torch.softmax(torch.randn(T, T, N, 2, generator=g), -1)
-    rows = {m: hind.gradient_rows(m, episodes, policy, V, r_hat, h_pairs if m.startswith("state") else h, 0.02)
-            for m in ("PG + V baseline", "return HCA (learned h)", "state HCA (exact h)")}
-    rows["REINFORCE (no baseline)"] = tasks.estimator_rows("REINFORCE (no baseline)", episodes, policy, V, r_hat, h, 0.02)
-    Z = episodes["returns"]
-    torch.testing.assert_close(rows["REINFORCE (no baseline)"], hind.score_rows(episodes, policy, Z))
-    torch.testing.assert_close(rows["PG + V baseline"], hind.score_rows(episodes, policy, Z - V[episodes["states"]]))
-    torch.testing.assert_close(rows["return HCA (learned h)"],
-                               hind.score_rows(episodes, policy, hind.return_hca_psi(episodes, policy, h, 0.02)))
-    torch.testing.assert_close(rows["state HCA (exact h)"],
-                               hind.all_action_rows(episodes, policy,
-                                                    hind.state_hca_q(episodes, policy, h_pairs, r_hat)))
-
-
-def test_hindsight_examples_pair_each_step_with_its_return_or_each_later_state():
+# --------------------------------------------------------------------------------------------
+# HCA: the learned hindsight distribution h(a | x, z)
+# --------------------------------------------------------------------------------------------
+def test_return_examples_are_every_step_that_happened_with_its_return():
     _, _, episodes = chain_episodes()
     s, a, alive, Z = episodes["states"], episodes["actions"], episodes["alive"], episodes["returns"]
     T, N = s.shape
-    x, z, action = hind.hindsight_examples(episodes, "return")
+    x, z, action = hind.return_examples(episodes)
     expected = sorted((s[t, n].item(), Z[t, n].item(), a[t, n].item()) for t in range(T) for n in range(N)
                       if alive[t, n])
     assert sorted(zip(x.tolist(), z.tolist(), action.tolist())) == expected
-    x, later, action = hind.hindsight_examples(episodes, "state")
-    # the action at t, predicted from X_t and a state X_k that followed it (k > t, before the end)
-    expected = sorted((s[t, n].item(), s[k, n].item(), a[t, n].item()) for t in range(T) for k in range(t + 1, T)
-                      for n in range(N) if alive[k, n])
-    assert sorted(zip(x.tolist(), later.tolist(), action.tolist())) == expected
 
 
-def test_hindsight_model_reads_one_hot_states_and_a_scaled_return():
+def test_hindsight_model_reads_a_one_hot_state_and_the_return_scaled_to_its_typical_size():
     torch.manual_seed(0)
-    x, c = torch.tensor([0, 3, 4]), torch.tensor([1, 1, 2])
-    model = hind.Hindsight(5, 2, "state", 3.0, 8)
-    inputs = torch.cat([torch.nn.functional.one_hot(x, 5), torch.nn.functional.one_hot(c, 5)], -1).float()
-    torch.testing.assert_close(model(x, c), model.net(inputs))
-    model = hind.Hindsight(5, 2, "return", 4.0, 8)
-    z = torch.tensor([-2.0, 0.5, 8.0])
-    inputs = torch.cat([torch.nn.functional.one_hot(x, 5).float(), (z / 4.0)[:, None]], -1)
+    task = hind.delayed_effect(2, 0.5)  # 9 states, returns of size 1 + σ √horizon = 2
+    model = hind.Hindsight(task, 8)
+    x, z = torch.tensor([0, 3, 4]), torch.tensor([-2.0, 0.5, 8.0])
+    inputs = torch.cat([torch.nn.functional.one_hot(x, 9).float(), (z / 2.0)[:, None]], -1)
     torch.testing.assert_close(model(x, z), model.net(inputs))
-    # the learner scales returns by their typical size, 1 + σ √horizon
-    task = hind.delayed_effect(2, 0.5)
-    learner = hind.HindsightLearner(hind.Args(hca_hidden=8), task, "return", "cpu")
-    assert math.isclose(learner.model.return_scale, 1 + 0.5 * math.sqrt(4))
+    assert math.isclose(model.return_scale, 1 + 0.5 * math.sqrt(4))
 
 
-def test_learned_state_pairs_condition_on_the_step_and_each_later_state():
+def test_learned_return_hindsight_finds_the_decisive_action_on_the_delayed_effect():
     torch.manual_seed(0)
-    task, _, episodes = chain_episodes()
-    learner = hind.HindsightLearner(hind.Args(hca_hidden=8), task, "state", "cpu")
-    pairs = hind.learned_state_pairs(learner, episodes)
-    s = episodes["states"]
-    T, N = s.shape
-    for t in range(T):
-        for k in range(T):
-            torch.testing.assert_close(pairs[t, k], learner.probabilities(s[t], s[k]))
-
-
-def test_learned_state_hindsight_finds_the_decisive_action_on_the_delayed_effect():
-    torch.manual_seed(0)
-    task = hind.delayed_effect(2, 0.5)
+    task = hind.delayed_effect(2, 0.1)
     policy = torch.full((task.num_states, 2), 0.5)
-    episodes = hind.sample_episodes(task, policy, 256, torch.Generator().manual_seed(0))
-    learner = hind.HindsightLearner(hind.Args(hca_hidden=16, hca_batch=128), task, "state", "cpu")
-    learner.fit(episodes, 150)
-    # from the start, a later state with the key reveals action 1, one without it action 0
-    h_start = learner.probabilities(torch.tensor([0, 0]), torch.tensor([2 + 1, 2 * 2]))
+    episodes = hind.sample_episodes(task, policy, 512, torch.Generator().manual_seed(0))
+    learner = hind.HindsightLearner(hind.Args(hca_hidden=16, hca_batch=128), hind.Hindsight(task, 16), "cpu")
+    learner.fit(hind.return_examples(episodes), 300)
+    # from the start, a return near 1 reveals action 1 (the key), one near 0 action 0
+    h_start = learner.probabilities(torch.tensor([0, 0]), torch.tensor([1.0, 0.0]))
     torch.testing.assert_close(h_start, torch.eye(2).flip(0), atol=0.1, rtol=0)
-    # in the corridor, the action changes nothing that follows: h ≈ π
-    h_corridor = learner.probabilities(torch.tensor([2, 3]), torch.tensor([4, 5]))
-    torch.testing.assert_close(h_corridor, torch.full((2, 2), 0.5), atol=0.15, rtol=0)
+    # in the corridor (states 2 to 5: two positions, without and with the key) the action changes
+    # nothing that follows: h ≈ π
+    h_corridor = learner.probabilities(torch.tensor([2, 3, 4, 5]), torch.tensor([0.0, 1.0, 0.0, 1.0]))
+    torch.testing.assert_close(h_corridor, torch.full((4, 2), 0.5), atol=0.15, rtol=0)
 
 
-# --------------------------------------------------------------------------------------------
-# HCA: the classifier's training, the worlds and their sampler
-# --------------------------------------------------------------------------------------------
 def test_hindsight_fit_takes_adam_steps_on_seeded_minibatches_of_its_examples():
     """fit, replayed by hand: minibatches drawn by the learner's generator (seeded by --seed) from
-    hindsight_examples, one cross-entropy Adam step each at --hca-lr, gradients zeroed in between."""
+    the examples, one cross-entropy Adam step each at --hca-lr, gradients zeroed in between."""
     torch.manual_seed(0)
     task, _, episodes = chain_episodes(num=20)
     args = hind.Args(hca_hidden=8, hca_batch=16, hca_lr=0.05, seed=7)
-    learner = hind.HindsightLearner(args, task, "state", "cpu")
+    learner = hind.HindsightLearner(args, hind.Hindsight(task, 8), "cpu")
     model = copy.deepcopy(learner.model)
-    learner.fit(episodes, 3)
+    learner.fit(hind.return_examples(episodes), 3)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
     generator = torch.Generator().manual_seed(7)
-    x, c, action = hind.hindsight_examples(episodes, "state")
+    x, z, action = hind.return_examples(episodes)
     for _ in range(3):
         pick = torch.randint(0, len(x), (16,), generator=generator)
         optimizer.zero_grad()
-        torch.nn.functional.cross_entropy(model(x[pick], c[pick]), action[pick]).backward()
+        torch.nn.functional.cross_entropy(model(x[pick], z[pick]), action[pick]).backward()
         optimizer.step()
     for mine, theirs in zip(model.parameters(), learner.model.parameters()):
         torch.testing.assert_close(theirs, mine)
 
 
-def test_learn_is_reproducible_from_its_seed():
-    args = hind.Args(learn_iters=2, learn_batch=4, refit_steps=2, hca_hidden=8, hca_batch=8)
-    task = hind.delayed_effect(2, 1.0)
-    first = hind.learn(args, task, "return HCA (learned h)", seed=1, device="cpu")
-    torch.manual_seed(99)  # whatever the global generator did before
-    assert hind.learn(args, task, "return HCA (learned h)", seed=1, device="cpu") == first
-
-
+# --------------------------------------------------------------------------------------------
+# HCA's world and its sampler
+# --------------------------------------------------------------------------------------------
 def test_sample_episodes_follow_the_model_and_add_noise_of_std_sigma():
     task = hind.delayed_effect(2, 0.5)
     policy = skewed_policy(task, seed=4)
@@ -609,92 +501,44 @@ def test_sample_episodes_follow_the_model_and_add_noise_of_std_sigma():
 
 
 # --------------------------------------------------------------------------------------------
-# HCA: the studies and the learning loop, recorded
+# The variance measurement, recorded, and the chapter's claim checkers on hand-made summaries
 # --------------------------------------------------------------------------------------------
-def naive_running_mean(table: torch.Tensor, keys: list, targets: list, rate: float) -> torch.Tensor:
-    """Each visited entry moves by `rate` toward the mean of its targets; a loop over entries."""
-    table = table.clone()
-    flat = table.view(-1)
-    for key in set(keys):
-        mine = [target for k, target in zip(keys, targets) if k == key]
-        flat[key] += rate * (sum(mine) / len(mine) - flat[key])
-    return table
+def test_gradient_variances_is_the_trace_covariance_of_each_estimators_gradient(monkeypatch):
+    """Recorded: one task of the given σ, the uniform policy, the exact V, h fitted on the first
+    batch, both estimators' rows on the second; tr Cov of their per-episode sums."""
+    args = hind.Args(corridor=2, hindsight_episodes=30, measure_episodes=50, hindsight_steps=2, hca_hidden=8,
+                     h_min=0.04)
+    sampled, fits = [], []
+    real_sample, real_fit = hind.sample_episodes, hind.HindsightLearner.fit
 
+    def sample_spy(task, policy, num, generator):
+        sampled.append((task.noise, policy.clone(), num, real_sample(task, policy, num, generator)))
+        return sampled[-1][3]
 
-@pytest.mark.parametrize("method", hind.ESTIMATORS)
-def test_learn_ascends_the_estimated_gradient_and_refits_h_on_the_recent_batches(monkeypatch, method):
-    args = hind.Args(learn_iters=3, learn_batch=5, hindsight_batches=2, refit_steps=2, hca_hidden=8, hca_batch=16,
-                     pg_lr=0.7, value_rate=0.3, h_min=0.05)
-    task = hind.delayed_effect(2, 0.5)
-    S, A = task.num_states, task.num_actions
-    sampled, fits, rows_seen = [], [], []
-    real_sample, real_fit, real_rows = hind.sample_episodes, hind.HindsightLearner.fit, hind.gradient_rows
-
-    def sample_spy(task_, policy, num, generator):
-        episodes = real_sample(task_, policy, num, generator)
-        sampled.append((policy.clone(), num, episodes))
-        return episodes
-
-    def fit_spy(self, episodes, steps):
-        fits.append((self, episodes, steps))
-        real_fit(self, episodes, steps)
-
-    def rows_spy(method_, episodes, policy, V, r_hat, h, h_min):
-        expected_h = None
-        if fits:  # what the classifier just refitted says about these episodes
-            learner = fits[-1][0]
-            expected_h = (learner.probabilities(episodes["states"], episodes["returns"]) if method_.startswith("return")
-                          else hind.learned_state_pairs(learner, episodes))
-        rows = real_rows(method_, episodes, policy, V, r_hat, h, h_min)
-        rows_seen.append((method_, episodes, policy.clone(), V.clone(), r_hat.clone(), h, expected_h, h_min, rows))
-        return rows
+    def fit_spy(self, examples, steps):
+        fits.append((self, examples, steps))
+        real_fit(self, examples, steps)
 
     monkeypatch.setattr(hind, "sample_episodes", sample_spy)
     monkeypatch.setattr(hind.HindsightLearner, "fit", fit_spy)
-    monkeypatch.setattr(hind, "gradient_rows", rows_spy)
-    curve = hind.learn(args, task, method, seed=3, device="cpu")
-
-    logits, V, r_hat = torch.zeros(S, A), torch.zeros(S), torch.zeros(S, A)
-    assert len(curve) == 4 and curve[0] == hind.exact_return(task, logits)
-    assert len(fits) == (3 if "HCA" in method else 0)
-    for i in range(3):
-        policy = torch.softmax(logits, 1)
-        sampled_policy, num, episodes = sampled[i]
-        torch.testing.assert_close(sampled_policy, policy)
-        assert num == 5
-        method_, rows_episodes, rows_policy, rows_V, rows_r_hat, h, expected_h, h_min, rows = rows_seen[i]
-        assert method_ == method and rows_episodes is episodes and h_min == 0.05
-        torch.testing.assert_close(rows_policy, policy)
-        torch.testing.assert_close(rows_V, V)
-        torch.testing.assert_close(rows_r_hat, r_hat)
-        if "HCA" in method:
-            learner, fitted_on, steps = fits[i]
-            assert learner is fits[0][0] and steps == 2  # one classifier, refitted after each batch
-            recent = [e for _, _, e in sampled[max(0, i - 1):i + 1]]  # on the last 2 batches
-            for key in episodes:
-                assert torch.equal(fitted_on[key], torch.cat([e[key] for e in recent], 1))
-            torch.testing.assert_close(h, expected_h)
-        else:
-            assert h is None
-        # gradient ascent on J; V and r̂ follow the returns and rewards of the steps that happened
-        logits = logits + 0.7 * hind.per_episode_gradients(episodes, rows, S).mean(0)
-        alive = episodes["alive"]
-        states, actions = episodes["states"][alive].tolist(), episodes["actions"][alive].tolist()
-        V = naive_running_mean(V, states, episodes["returns"][alive].tolist(), 0.3)
-        r_hat = naive_running_mean(r_hat, [x * A + a for x, a in zip(states, actions)],
-                                   episodes["rewards"][alive].tolist(), 0.3)
-        assert math.isclose(curve[i + 1], hind.exact_return(task, logits), rel_tol=1e-5, abs_tol=1e-6)
+    variances = hind.gradient_variances(args, 1.5, "cpu")
+    assert [(noise, num) for noise, _, num, _ in sampled] == [(1.5, 30), (1.5, 50)]
+    policy = torch.full((9, 2), 0.5)
+    assert all(torch.equal(p, policy) for _, p, _, _ in sampled)
+    train, test = sampled[0][3], sampled[1][3]
+    (learner, examples, steps), = fits  # one classifier, fitted on the first batch
+    assert steps == 2 and all(torch.equal(e, f) for e, f in zip(examples, hind.return_examples(train)))
+    task = hind.delayed_effect(2, 1.5)
+    V, _ = hind.evaluate_policy(task.P.double(), task.R.double(), policy.double(), 1.0)
+    h = learner.probabilities(test["states"], test["returns"])
+    psi = {"PG + V baseline": test["returns"] - V.float()[test["states"]],
+           "return HCA (learned h)": hind.return_hca_psi(test, policy, h, 0.04)}
+    assert set(variances) == set(hind.ESTIMATORS) == set(psi)
+    for method, credit in psi.items():
+        grads = hind.per_episode_gradients(test, hind.score_rows(test, policy, credit), 9)
+        assert math.isclose(variances[method], ((grads - grads.mean(0)) ** 2).sum((1, 2)).mean().item(), rel_tol=1e-6)
 
 
-def test_learning_with_a_baseline_improves_the_policy_on_the_shortcut():
-    args = hind.Args(learn_iters=15, learn_batch=16)
-    curve = hind.learn(args, tasks.shortcut_chain(4, 0.3), "PG + V baseline", seed=0, device="cpu")
-    assert curve[-1] > curve[0] + 0.4  # from -2.75 (uniform) toward -2 (the shortcut)
-
-
-# --------------------------------------------------------------------------------------------
-# The chapter's claim checkers, on hand-made summaries: each verdict both ways
-# --------------------------------------------------------------------------------------------
 def test_her_claims_hold_only_when_dqn_fails_and_her_solves_with_dense_reward():
     good, shares = {"DQN": 0.05, "DQN+HER": 0.9}, {"DQN": 0.004, "DQN+HER": 0.2}
     assert [c["holds"] for c in hind.her_claims(20, good, shares)] == [True, True, True]
@@ -706,52 +550,31 @@ def test_her_claims_hold_only_when_dqn_fails_and_her_solves_with_dense_reward():
 
 
 def test_variance_claims_need_a_lower_variance_at_every_sigma_and_a_growing_edge():
-    def verdicts(low: tuple, high: tuple) -> list:
-        by_sigma = {s: {"PG + V baseline": pg, "state HCA (learned h)": state, "return HCA (learned h)": ret}
-                    for s, (pg, state, ret) in ((2.0, high), (0.5, low))}
-        return [c["holds"] for c in hind.variance_claims("delayed effect", by_sigma)]
+    def verdicts(ratios: list) -> list:
+        return [c["holds"] for c in hind.variance_claims(dict(zip((0.5, 2.0, 8.0), ratios)))]
 
-    assert verdicts((4.0, 2.0, 2.0), (40.0, 4.0, 5.0)) == [True, True]
-    assert verdicts((4.0, 2.0, 2.0), (40.0, 4.0, 20.0)) == [True, False]  # return HCA: 2x at both
-    assert verdicts((4.0, 5.0, 5.0), (4.0, 4.5, 4.5)) == [False, True]  # 0.8x → 0.89x
-    claims = hind.variance_claims("delayed effect", {0.5: {"PG + V baseline": 4.0, "return HCA (learned h)": 1.0},
-                                                     2.0: {"PG + V baseline": 40.0, "return HCA (learned h)": 5.0}})
+    assert verdicts([2.0, 3.0, 10.0]) == [True, True]
+    assert verdicts([2.0, 30.0, 2.0]) == [True, False]  # the same edge at the smallest and largest σ
+    assert verdicts([0.8, 1.5, 3.0]) == [False, True]  # not lower at σ = 0.5
+    claims = hind.variance_claims({0.5: 4.0, 2.0: 8.0})
     assert claims[0]["claim"] == "delayed effect: HCA's gradient has a lower variance than PG with a value baseline"
-    assert "at σ = 0.5, 2: return HCA: 4x, 8x" in claims[0]["measured"]  # without state HCA, its ratio is absent
+    assert claims[0]["measured"].endswith("return HCA (learned h): 4x at σ = 0.5, 8x at σ = 2")
 
 
-def test_variance_ratio_is_pg_over_the_method():
-    variances = {"PG + V baseline": 6.0, "return HCA (learned h)": 1.5}
-    assert hind.variance_ratio(variances, "return HCA (learned h)") == 4.0
-
-
-def test_gradient_variances_is_the_trace_covariance_of_each_estimators_gradient(monkeypatch):
-    """Recorded: one task of the given σ, the uniform policy, the exact V and r̂, h fitted on the
-    first batch, every estimator's rows on the second; tr Cov of their per-episode sums."""
-    args = hind.Args(corridor=2, hindsight_episodes=30, measure_episodes=50, hindsight_steps=2, hca_hidden=8,
-                     h_min=0.04)
-    sampled, rows_seen = [], {}
-    real_sample, real_rows = hind.sample_episodes, hind.gradient_rows
-
-    def sample_spy(task, policy, num, generator):
-        sampled.append((task.noise, policy.clone(), num, real_sample(task, policy, num, generator)))
-        return sampled[-1][3]
-
-    def rows_spy(method, episodes, policy, V, r_hat, h, h_min):
-        rows_seen[method] = real_rows(method, episodes, policy, V, r_hat, h, h_min)
-        assert episodes is sampled[1][3] and h_min == 0.04  # measured on the second batch
-        assert (h is None) == method.startswith("PG")  # only HCA reads h
-        return rows_seen[method]
-
-    monkeypatch.setattr(hind, "sample_episodes", sample_spy)
-    monkeypatch.setattr(hind, "gradient_rows", rows_spy)
-    variances = hind.gradient_variances(args, 1.5, "cpu")
-    assert [(noise, num) for noise, _, num, _ in sampled] == [(1.5, 30), (1.5, 50)]
-    assert all(torch.equal(policy, torch.full((9, 2), 0.5)) for _, policy, _, _ in sampled)
-    test = sampled[1][3]
-    for method in hind.ESTIMATORS:
-        grads = hind.per_episode_gradients(test, rows_seen[method], 9)
-        assert math.isclose(variances[method], ((grads - grads.mean(0)) ** 2).sum((1, 2)).mean().item(), rel_tol=1e-6)
+def test_summary_tables_are_the_metrics_they_print():
+    run = {"curve": [0.0], "episodes": 1}
+    her = {"DQN": [{**run, "final_success": 0.0, "reward_share": 0.0}, {**run, "final_success": 0.1, "reward_share": 0.01}],
+           "DQN+HER": [{**run, "final_success": 1.0, "reward_share": 0.3}, {**run, "final_success": 0.9, "reward_share": 0.1}]}
+    variances = {0.5: {"PG + V baseline": 4.0, "return HCA (learned h)": 2.0},
+                 2.0: {"PG + V baseline": 40.0, "return HCA (learned h)": 0.5}}
+    metrics, claims = hind.summary(hind.Args(bits=20, her_seeds=2), her, variances)
+    her_table, variance_table = metrics["tables"]["her"], metrics["tables"]["variance"]
+    assert her_table["rows"] == [["DQN", pytest.approx(0.05), "0, 0.1", pytest.approx(0.005)],
+                                 ["DQN+HER", pytest.approx(0.95), "1, 0.9", pytest.approx(0.2)]]
+    assert metrics["bits20_success[DQN+HER]"] == pytest.approx(0.95)
+    assert variance_table["rows"] == [["0.5", 4.0, 2.0, "2x"], ["2", 40.0, 0.5, "80x"]]
+    assert metrics["delayed effect_sigma2_variance[return HCA (learned h)]"] == 0.5
+    assert [c["holds"] for c in claims] == [True, True, True, True, True]
 
 
 # --------------------------------------------------------------------------------------------
@@ -771,15 +594,12 @@ def test_smoke_run_writes_results_and_figures(tmp_path, read_results):
     data = read_results(tmp_path / "results.json")
     assert (tmp_path / "hindsight.png").stat().st_size > 1000
     assert data["metrics"] == common.json_ready(result["metrics"]) and len(data["claims"]) == 5
-    assert all(np.isfinite(v) for v in data["metrics"].values())
-    # what even a tiny run must show: relabelling makes reward-0 transitions common, and every
-    # learning curve starts at the exact return of the uniform policy
+    assert all(np.isfinite(v) for k, v in data["metrics"].items() if k != "tables")
+    assert set(data["metrics"]["tables"]) == {"her", "variance"}
+    # what even a tiny run must show: relabelling makes reward-0 transitions common
     verdicts = {c["claim"]: c["holds"] for c in data["claims"]}
     assert verdicts["HER turns failed episodes into useful signal (reward density)"] is True
     her, dqn = data["her"]["DQN+HER"][0], data["her"]["DQN"][0]
     assert her["reward_share"] > 5 * dqn["reward_share"] and her["episodes"] == 32 * 6
-    assert set(data["hca_learning"]) == set(hind.ESTIMATORS) and set(data["hca_variances"]) == {"0.5", "2.0"}
-    task = hind.delayed_effect(3, 1.0)
-    uniform = hind.exact_return(task, torch.zeros(task.num_states, 2))
-    assert all(math.isclose(curve[0], uniform, rel_tol=1e-6) for curves in data["hca_learning"].values()
-               for curve in curves)
+    assert set(data["hca_variances"]) == {"0.5", "2.0"}
+    assert all(set(v) == set(hind.ESTIMATORS) for v in data["hca_variances"].values())
