@@ -718,9 +718,10 @@ def sample_completions(model: PreTrainedModel, prompt_ids: torch.Tensor, prompt_
     """Sample one completion per row with a KV cache: each step feeds only the new token.
 
     (model.generate does the same; with a tiny model on CPU our loop is as fast or faster, and it
-    records the log-probs and masks we need: studies/05_bench.py.) Rows that have ended receive
-    <pad> with attention 0, so they change nothing; we stop when all have ended. Temperature 0
-    is greedy decoding (the sampling policy is then deterministic: log π = 0).
+    records the log-probs and masks we need: studies/05_bench.py.) A row that has ended gets <pad>
+    with attention 0 and leaves the model's batch and its KV cache, so long completions do not make
+    the short ones pay; we stop when all have ended. Temperature 0 is greedy decoding (the
+    sampling policy is then deterministic: log π = 0).
     """
     if temperature < 0:
         raise ValueError(f"temperature must be ≥ 0, got {temperature}")
@@ -731,6 +732,7 @@ def sample_completions(model: PreTrainedModel, prompt_ids: torch.Tensor, prompt_
     out = model(input_ids=prompt_ids, attention_mask=attention, position_ids=positions, use_cache=True)
     next_position = positions[:, -1:] + 1
     alive = torch.ones(len(prompt_ids), dtype=torch.bool, device=prompt_ids.device)
+    live = torch.arange(len(prompt_ids), device=prompt_ids.device)  # the rows the model and its cache still hold
     # on a GPU each look at `alive` waits for the device: look every 8 tokens, trim the surplus below
     check_every = 1 if prompt_ids.device.type == "cpu" else 8
     tokens, logprobs, masks = [prompt_ids[:, :0]], [prompt_ids[:, :0].float()], [alive[:, None][:, :0]]  # none yet
@@ -738,10 +740,15 @@ def sample_completions(model: PreTrainedModel, prompt_ids: torch.Tensor, prompt_
         logits = out.logits[:, -1].float()
         if temperature > 0:
             logp = torch.log_softmax(logits / temperature, dim=-1)
-            token = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)
-            token_logp = logp.gather(1, token[:, None]).squeeze(1)
+            # torch.multinomial(p, 1) on CPU is argmax(p / q), q ~ Exp(1) drawn for every row: drawing q for
+            # the whole batch keeps the samples of a loop that feeds its ended rows too
+            q = torch.empty(len(alive), logits.shape[1], device=logits.device).exponential_(generator=generator)
+            picked = (logp.exp() / q[live]).argmax(-1)
+            picked_logp = logp.gather(1, picked[:, None]).squeeze(1)
         else:
-            token, token_logp = logits.argmax(-1), torch.zeros_like(logits[:, 0])
+            picked, picked_logp = logits.argmax(-1), torch.zeros_like(logits[:, 0])
+        token = torch.full(alive.shape, pad_id, device=alive.device).index_copy(0, live, picked)
+        token_logp = torch.zeros(alive.shape, device=alive.device).index_copy(0, live, picked_logp)
         token = torch.where(alive, token, pad_id)
         tokens.append(token[:, None])
         logprobs.append(torch.where(alive, token_logp, 0.0)[:, None])
@@ -750,7 +757,12 @@ def sample_completions(model: PreTrainedModel, prompt_ids: torch.Tensor, prompt_
         if step == max_new_tokens - 1 or ((step + 1) % check_every == 0 and not alive.any()):
             break
         attention = torch.cat([attention, alive[:, None].long()], dim=1)
-        out = model(input_ids=token[:, None], attention_mask=attention, position_ids=next_position,
+        if (step + 1) % check_every == 0:  # ended rows leave the batch and the KV cache: no compute on them
+            kept = alive[live].nonzero().squeeze(1)
+            if len(kept) < len(live):
+                out.cache.batch_select_indices(kept)
+                live = live[kept]
+        out = model(input_ids=token[live, None], attention_mask=attention[live], position_ids=next_position[live],
                     cache=out.cache, use_cache=True)
         next_position = next_position + 1
     model.train(was_training)

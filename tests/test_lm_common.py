@@ -120,22 +120,35 @@ def test_char_tokenizer_round_trip_and_left_padding():
     assert common.positions_from_mask(mask).tolist() == [[0, 0, 0, 1], [0, 1, 2, 3]]
 
 
+class ScriptCache:
+    """The rows (of the first batch) a ScriptedLM still holds; the sampler drops rows that ended."""
+
+    def __init__(self, rows: int):
+        self.rows = list(range(rows))
+
+    def batch_select_indices(self, kept: torch.Tensor) -> None:
+        self.rows = [self.rows[i] for i in kept.tolist()]
+
+
 class ScriptedLM(torch.nn.Module):
-    """A stand-in LM that emits, in row i, the tokens of script[i] one by one (then <eos>)."""
+    """A stand-in LM that emits, in row i, the tokens of script[i] one by one (then <eos>); it
+    records the batch size of each call."""
 
     def __init__(self, scripts: list[list[int]], vocab: int, eos: int):
         super().__init__()
-        self.scripts, self.vocab, self.eos, self.step = scripts, vocab, eos, 0
+        self.scripts, self.vocab, self.eos, self.step, self.batch_sizes = scripts, vocab, eos, 0, []
 
     def forward(self, input_ids, attention_mask=None, position_ids=None, cache=None, use_cache=False):
         if cache is None:
-            self.step = 0
+            self.step, cache = 0, ScriptCache(len(input_ids))
+        assert len(input_ids) == len(cache.rows) == len(attention_mask) == len(position_ids)
+        self.batch_sizes.append(len(input_ids))
         logits = torch.full((len(input_ids), input_ids.shape[1], self.vocab), -1e4)
-        for i, script in enumerate(self.scripts):
-            token = script[self.step] if self.step < len(script) else self.eos
-            logits[i, -1, token] = 0.0
+        for position, row in enumerate(cache.rows):
+            script = self.scripts[row]
+            logits[position, -1, script[self.step] if self.step < len(script) else self.eos] = 0.0
         self.step += 1
-        return SimpleNamespace(logits=logits, cache="cache")
+        return SimpleNamespace(logits=logits, cache=cache)
 
 
 def test_sampling_masks_prompt_padding_and_after_eos():
@@ -154,6 +167,26 @@ def test_sampling_masks_prompt_padding_and_after_eos():
     assert torch.all(r.logprobs[~r.completion_mask] == 0) and r.lengths.tolist() == [2, 3, 1]
     texts = common.completion_texts(tok, r)
     assert texts == ["7", "777", ""]
+    assert model.batch_sizes == [3, 2, 1]  # a row that has ended leaves the batch: no compute on it
+
+
+def test_sampling_draws_what_multinomial_over_the_whole_batch_draws():
+    """The sampler drops ended rows but keeps the random stream of a loop that feeds every row to
+    the model and draws with torch.multinomial: the same tokens and log-probs as that naive loop."""
+    model, tok = tiny_model()
+    ids, mask = common.encode_prompts(tok, ["1+2\n", "45*2-1\n", "7\n", "12-3+4\n"] * 4)
+    r = common.sample_completions(model, ids, mask, 12, tok.eos_token_id, tok.pad_token_id,
+                                  torch.Generator().manual_seed(3))
+    generator, sequence, alive = torch.Generator().manual_seed(3), ids, torch.ones(len(ids), dtype=torch.bool)
+    for _ in range(r.completion_mask.shape[1]):  # no cache, every row, every step
+        attention = torch.cat([mask, r.attention_mask[:, ids.shape[1]:sequence.shape[1]]], 1)
+        logits = model(input_ids=sequence, attention_mask=attention,
+                       position_ids=common.positions_from_mask(attention)).logits[:, -1]
+        token = torch.multinomial(torch.log_softmax(logits.float(), -1).exp(), 1, generator=generator).squeeze(1)
+        token = torch.where(alive, token, tok.pad_token_id)
+        alive = alive & (token != tok.eos_token_id)
+        sequence = torch.cat([sequence, token[:, None]], 1)
+    assert torch.equal(sequence, r.sequences) and r.lengths.min() < r.lengths.max()
 
 
 def tiny_model(seed=0):
