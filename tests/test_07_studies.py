@@ -18,6 +18,7 @@ from test_07_ss_grpo import (
     REWARDS,
     TEXTS,
     TOK,
+    assert_zero_spread_groups_get_zero,
     credit_args,
     end_tokens_of,
     estimator,
@@ -43,18 +44,7 @@ SCALES = [0.5, 0.25, float("nan")]  # the step-size control's multiplier at upda
 
 
 def test_zero_spread_group_gives_zero_advantage_and_no_nan(tmp_path):
-    args = common.apply_smoke(ss.Args(smoke=True, device="cpu", out=str(tmp_path)))
-    args = dataclasses.replace(args, group_size=4, prompts=2)
-    problem = common.ChainTask().sample(1, np.random.default_rng(0))[0]
-    r = hand_completions([problem.prompt] * 8, [problem.solution] * 4 + ["#1", "1+1=2\n#2", problem.solution, "#0"])
-    rewards = common.verifier_rewards([problem] * 8, common.completion_texts(TOK, r), r.truncated).view(2, 4)
-    assert rewards[0].tolist() == [1.0] * 4 and len(set(rewards[1].tolist())) == 2
-    for method in lab.METHODS:
-        advantages = credit_of(method, args)(r, rewards, [problem, problem])
-        assert torch.isfinite(advantages).all()
-        assert torch.equal(advantages[:4], torch.zeros_like(advantages[:4])), method
-        assert advantages[4:].abs().sum() > 0, method
-        assert torch.equal(advantages[~r.completion_mask], torch.zeros_like(advantages[~r.completion_mask]))
+    assert_zero_spread_groups_get_zero(credit_of, lab.METHODS, tmp_path)
 
 
 def test_blame_and_entropy_diagnostics():
