@@ -424,7 +424,8 @@ def without_timing(metrics: dict) -> dict:
     return {k: v for k, v in metrics.items() if "wall_clock" not in k}
 
 
-def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path, read_results, monkeypatch):
+def record_samples(monkeypatch) -> list:
+    """Every call of the chapter's `sample` from now on, as (prompts, texts), in order."""
     sampled, real_sample = [], prm.sample
 
     def sample_spy(policy, tokenizer, prompts, *rest, **options):
@@ -433,6 +434,11 @@ def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path, read
         return completions, texts
 
     monkeypatch.setattr(prm, "sample", sample_spy)
+    return sampled
+
+
+def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path, read_results, monkeypatch):
+    sampled = record_samples(monkeypatch)
     args = prm.Args(smoke=True, device="cpu", out=str(tmp_path / "out"), cache=str(tmp_path / "cache"))
     first = prm.main(args)
     data = read_results(tmp_path / "out" / "results.json")

@@ -27,6 +27,7 @@ from test_06_prm_qrm import (
     fake_reward_models,
     fake_sampler,
     labelled_data,
+    record_samples,
     step_ends_by_hand,
     without_timing,
 )
@@ -695,14 +696,7 @@ def test_cli_rejects_bad_values_with_one_line(cli_error, flag, value, message):
 
 
 def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path, read_results, monkeypatch):
-    sampled, real_sample = [], prm.sample
-
-    def sample_spy(policy, tokenizer, prompts, *rest, **options):
-        completions, texts = real_sample(policy, tokenizer, prompts, *rest, **options)
-        sampled.append((list(prompts), texts))
-        return completions, texts
-
-    monkeypatch.setattr(prm, "sample", sample_spy)
+    sampled = record_samples(monkeypatch)
     args = overopt.Args(smoke=True, device="cpu", out=str(tmp_path / "out"), cache=str(tmp_path / "cache"),
                         length_bias=True)
     first = overopt.main(args)

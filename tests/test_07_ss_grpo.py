@@ -397,13 +397,13 @@ def test_selecting_completions_equals_building_the_batch_of_those_completions():
             assert torch.equal(getattr(selected, field), getattr(direct, field)), (kept, field)
 
 
-def test_the_credit_keeps_every_tensor_on_the_device_of_its_inputs(tmp_path):
+def assert_credit_stays_on_the_device_of_its_inputs(credit_of, methods, tmp_path) -> None:
     """With factory functions defaulting to another device ("meta"), the credit of CPU inputs
     still runs and stays on the CPU: each tensor it builds says which device it goes on."""
     r = hand_completions([p.prompt for p in PROBLEMS for _ in range(4)], TEXTS)
     args = credit_args(tmp_path, est_groups=2)
     keep = torch.arange(12) % 3 == 0
-    for method in ss.NAMES:
+    for method in methods:
         credit = credit_of(method, args)
         with torch.device("meta"):
             advantages = credit(r, REWARDS, PROBLEMS)
@@ -413,6 +413,10 @@ def test_the_credit_keeps_every_tensor_on_the_device_of_its_inputs(tmp_path):
         for part in (batch, selected):
             for value in dataclasses.astuple(part):
                 assert not isinstance(value, torch.Tensor) or value.device.type == "cpu"
+
+
+def test_the_credit_keeps_every_tensor_on_the_device_of_its_inputs(tmp_path):
+    assert_credit_stays_on_the_device_of_its_inputs(credit_of, ss.NAMES, tmp_path)
 
 
 def test_each_estimator_step_is_one_adam_step_on_the_chosen_groups_loss(tmp_path, monkeypatch):

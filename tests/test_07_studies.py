@@ -18,6 +18,7 @@ from test_07_ss_grpo import (
     REWARDS,
     TEXTS,
     TOK,
+    assert_credit_stays_on_the_device_of_its_inputs,
     assert_zero_spread_groups_get_zero,
     credit_args,
     end_tokens_of,
@@ -331,21 +332,7 @@ def test_each_method_logs_what_its_credit_costs(tmp_path):
 
 
 def test_the_credit_keeps_every_tensor_on_the_device_of_its_inputs(tmp_path):
-    """With factory functions defaulting to another device ("meta"), the credit of CPU inputs
-    still runs and stays on the CPU: each tensor it builds says which device it goes on."""
-    r = hand_completions([p.prompt for p in PROBLEMS for _ in range(4)], TEXTS)
-    args = credit_args(tmp_path, est_groups=2)
-    keep = torch.arange(12) % 3 == 0
-    for method in lab.METHODS:
-        credit = credit_of(method, args)
-        with torch.device("meta"):
-            advantages = credit(r, REWARDS, PROBLEMS)
-            batch = ss.step_batch(r, step_ids_of(r), end_tokens_of(r), chunk=4, pad_id=TOK.pad_token_id)
-            selected = batch.select(keep)
-        assert advantages.device.type == "cpu" and torch.isfinite(advantages).all(), method
-        for part in (batch, selected):
-            for value in dataclasses.astuple(part):
-                assert not isinstance(value, torch.Tensor) or value.device.type == "cpu"
+    assert_credit_stays_on_the_device_of_its_inputs(credit_of, lab.METHODS, tmp_path)
 
 
 # -------------------------------------------------- the article's numbers against each other
