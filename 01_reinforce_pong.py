@@ -1,9 +1,9 @@
 """01 — REINFORCE from pixels: who gets the score in Pong?
 
-Karpathy's "Pong from Pixels" (2016), rebuilt to learn in minutes on a laptop: a Pong written in
-torch runs 128 games side by side, a one-hidden-layer MLP reads the frame and the frame
-difference and outputs P(up), and the only learning signal is +1/-1 when a point ends. Which of
-the ~50 paddle moves of a rally earned the point? Three answers, same seeds and frame budget,
+Karpathy's "Pong from Pixels" (2016), rebuilt to learn in minutes on a laptop: a Pong written
+in torch (common.Pong) runs 128 games side by side, a one-hidden-layer MLP reads the frame and
+the frame difference and outputs P(up), and the only learning signal is +1/-1 when a point
+ends. Which of the ~50 paddle moves of a rally earned the point? Three answers, same seeds and frame budget,
 each followed by REINFORCE (Williams, 1992): minimise -mean_t Ψ_t log π(a_t|s_t).
   flat          every move of a point gets the point's outcome R            Ψ_t = R
   rtg           discounted reward-to-go, reset at each point (Karpathy)     Ψ_t = γ^(T-t) R
@@ -88,122 +88,6 @@ def policy_gradient_loss(logp: torch.Tensor, advantages: torch.Tensor) -> torch.
 
 
 # ============================================================================================
-# The world: Pong in torch, N games at once
-# ============================================================================================
-class Pong:
-    """N games of Pong as tensors: the agent plays the right paddle, a scripted opponent the left.
-
-    Gymnasium's conventions over a batch: reset() -> (obs, info); step(action) -> (obs, reward,
-    terminated, truncated, info), obs (N, size, size) in {0, 1}, action 1 = up and 0 = down
-    (Karpathy's two), reward +1 when the opponent misses and -1 when the agent does. A game ends
-    at `points_per_game` points; only finished games are reset, in the same step.
-
-    Every point is served toward the agent, so it must return the ball to score (a coin flip
-    cannot win serves). Off a paddle the ball's angle is set by where it hits, and it speeds up
-    a little each return, so rallies end. The opponent chases the ball only in its own half and
-    at a limited speed: slow, returning alone wins, which REINFORCE learns in minutes.
-    """
-
-    def __init__(self, num_envs: int, size: int = 32, opponent_speed: float = 0.2, points_per_game: int = 21,
-                 max_game_frames: int = 20_000, seed: int = 0, device: torch.device | str = "cpu"):
-        u = size / 32  # every length and speed below is in pixels of a 32-pixel court
-        self.num_envs, self.size, self.device = num_envs, size, torch.device(device)
-        self.paddle_half, self.ball_half, self.max_vy = 3.0 * u, 1.0 * u, 1.5 * u
-        self.agent_speed, self.opponent_speed = 2.0 * u, opponent_speed * u
-        self.serve_speed, self.max_speed, self.speedup = 1.0 * u, 2.0 * u, 1.05
-        self.agent_x, self.opponent_x = size - 2, 1  # paddle columns
-        self.points_per_game, self.max_game_frames = points_per_game, max_game_frames
-        self.generator = torch.Generator(self.device).manual_seed(seed)
-        self.pixel_centres = torch.arange(size, device=self.device) + 0.5
-        zeros = [torch.zeros(num_envs, device=self.device) for _ in range(9)]
-        self.ball_x, self.ball_y, self.vel_x, self.vel_y, self.agent_y, self.opponent_y = zeros[:6]
-        self.score_agent, self.score_opponent, self.game_frames = zeros[6:]
-
-    def reset(self):
-        self._reset_games(torch.ones(self.num_envs, dtype=torch.bool, device=self.device))
-        return self.render(), {}
-
-    def step(self, action: torch.Tensor):
-        self.agent_y = self._move_paddle(self.agent_y, torch.where(action == 1, -1.0, 1.0) * self.agent_speed)
-        self.opponent_y = self._move_paddle(self.opponent_y, self._opponent_move())
-        self.ball_x, self.ball_y = self.ball_x + self.vel_x, self.ball_y + self.vel_y
-        self._bounce_off_walls()
-        agent_hit, agent_miss = self._paddle_contact(self.agent_y, toward_agent=True)
-        _, opponent_miss = self._paddle_contact(self.opponent_y, toward_agent=False)
-        reward = opponent_miss.float() - agent_miss.float()
-        self.score_agent += opponent_miss
-        self.score_opponent += agent_miss
-        self.game_frames += 1
-        self._serve(opponent_miss | agent_miss)
-        terminated = torch.maximum(self.score_agent, self.score_opponent) >= self.points_per_game
-        truncated = ~terminated & (self.game_frames >= self.max_game_frames)
-        self._reset_games(terminated | truncated)
-        return self.render(), reward, terminated, truncated, {"agent_hit": agent_hit, "point_over": reward != 0}
-
-    def render(self) -> torch.Tensor:
-        """(N, size, size) frame: two paddles and a square ball, 1 on 0."""
-        frame = torch.zeros(self.num_envs, self.size, self.size, device=self.device)
-        frame[:, :, self.agent_x] = self._pixels_within(self.agent_y, self.paddle_half)
-        frame[:, :, self.opponent_x] = self._pixels_within(self.opponent_y, self.paddle_half)
-        ball = (self._pixels_within(self.ball_y, self.ball_half)[:, :, None]
-                * self._pixels_within(self.ball_x, self.ball_half)[:, None, :])
-        return torch.maximum(frame, ball)
-
-    def _pixels_within(self, centre: torch.Tensor, half: float) -> torch.Tensor:
-        """(N, size): 1 at the pixels (of a row or a column) whose centre is within `half` of it."""
-        return ((self.pixel_centres[None] - centre[:, None]).abs() < half).float()
-
-    def _move_paddle(self, y: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
-        return (y + dy).clamp(self.paddle_half, self.size - self.paddle_half)
-
-    def _opponent_move(self) -> torch.Tensor:
-        """Chase the ball once it comes into the left half, else drift back to the centre."""
-        coming = (self.vel_x < 0) & (self.ball_x < self.size / 2)
-        target = torch.where(coming, self.ball_y, torch.full_like(self.ball_y, self.size / 2))
-        return (target - self.opponent_y).clamp(-self.opponent_speed, self.opponent_speed)
-
-    def _bounce_off_walls(self) -> None:
-        low, high = self.ball_half, self.size - self.ball_half
-        top, bottom = self.ball_y < low, self.ball_y > high
-        self.ball_y = torch.where(top, 2 * low - self.ball_y, self.ball_y)
-        self.ball_y = torch.where(bottom, 2 * high - self.ball_y, self.ball_y)
-        self.vel_y = torch.where(top | bottom, -self.vel_y, self.vel_y)
-
-    def _paddle_contact(self, paddle_y: torch.Tensor, toward_agent: bool):
-        """When the ball reaches a paddle's face: a hit reflects it, a miss ends the point."""
-        if toward_agent:
-            face = self.agent_x - self.ball_half  # ball centre touches the paddle's left edge
-            reached = (self.vel_x > 0) & (self.ball_x >= face)
-        else:
-            face = self.opponent_x + 1 + self.ball_half
-            reached = (self.vel_x < 0) & (self.ball_x <= face)
-        offset = (self.ball_y - paddle_y) / (self.paddle_half + self.ball_half)  # -1 top .. +1 bottom
-        hit = reached & (offset.abs() <= 1)
-        speed = (self.vel_x.abs() * self.speedup).clamp(max=self.max_speed)
-        self.vel_x = torch.where(hit, -torch.sign(self.vel_x) * speed, self.vel_x)
-        self.vel_y = torch.where(hit, offset * self.max_vy, self.vel_y)  # angle from the contact point
-        self.ball_x = torch.where(hit, 2 * face - self.ball_x, self.ball_x)
-        return hit, reached & ~hit
-
-    def _serve(self, mask: torch.Tensor) -> None:
-        """New point: ball on the centre line at a random height, toward the agent, shallow angle.
-        Every game draws its numbers, used where mask is true: no count of the masked games, so
-        no wait for a GPU on every frame."""
-        u = torch.rand(self.num_envs, 2, generator=self.generator, device=self.device)
-        self.ball_x.masked_fill_(mask, self.size / 2)
-        self.ball_y = torch.where(mask, self.size * (0.25 + 0.5 * u[:, 0]), self.ball_y)
-        self.vel_x.masked_fill_(mask, self.serve_speed)  # always toward the agent: it must return to score
-        self.vel_y = torch.where(mask, (2 * u[:, 1] - 1) * 0.5 * self.max_vy, self.vel_y)
-
-    def _reset_games(self, mask: torch.Tensor) -> None:
-        for state in (self.agent_y, self.opponent_y):
-            state.masked_fill_(mask, self.size / 2)
-        for state in (self.score_agent, self.score_opponent, self.game_frames):
-            state.masked_fill_(mask, 0)
-        self._serve(mask)
-
-
-# ============================================================================================
 # The agent: Karpathy's MLP from pixels to P(up), and the games it plays
 # ============================================================================================
 class PixelPolicy(nn.Module):
@@ -250,7 +134,7 @@ class Player:
     (Karpathy's `prev_x = None`); motion=False keeps it zero: the frame shows where the ball is,
     not where it is going (studies/01_state_blindness.py)."""
 
-    def __init__(self, env: Pong, policy: nn.Module, motion: bool = True):
+    def __init__(self, env: common.Pong, policy: nn.Module, motion: bool = True):
         self.env, self.policy, self.motion = env, policy, motion
         self.frame, _ = env.reset()
         self.x = self.observe(self.frame, self.frame)
@@ -389,9 +273,9 @@ class Args(common.RunArgs):
     def variant_list(self) -> list[str]:
         return common.as_list(self.variants, str)
 
-    def make_env(self, seed: int, device: torch.device) -> Pong:
+    def make_env(self, seed: int, device: torch.device) -> common.Pong:
         """The games a run trains and plays in (studies/01_atari_pong.py puts Atari's here)."""
-        return Pong(self.num_envs, size=self.size, opponent_speed=self.opponent_speed, seed=seed, device=device)
+        return common.Pong(self.num_envs, size=self.size, opponent_speed=self.opponent_speed, seed=seed, device=device)
 
 
 # ============================================================================================

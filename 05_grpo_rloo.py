@@ -10,7 +10,7 @@ the baseline subtracted from the reward r_i of completion i, one of the G sample
   Dr. GRPO    A_i = r_i - mean_g                 no std, and a constant loss normaliser
 
 All four feed one step: PPO's clipped ratio ρ = π_θ/π_old, a k3 estimate of KL(π_θ || π_ref) to
-the frozen cold start weighted by β, and a loss normalisation. The task (common.py) is a chain of
+the frozen cold start weighted by β, and a loss normalisation. The task (lm_world.py) is a chain of
 arithmetic operations solved one step per line; the verifier checks the answer. The cold start,
 a tiny Llama trained here on demonstrations that often skip the working, mostly answers bare and
 wrong: RL has to find out, from one bit per completion, that writing the steps pays.
@@ -41,26 +41,28 @@ import torch
 from tqdm import tqdm
 
 from common import (
-    Completions,
-    LMArgs,
     arg,
     as_list,
     claim,
-    evaluate,
     format_claims,
     format_table,
-    frozen_copy,
     mean_or_nan,
     moving_average,
     require,
     require_positive,
     run_script,
-    sample,
     save_figure,
+    write_results,
+)
+from lm_world import (
+    Completions,
+    LMArgs,
+    evaluate,
+    frozen_copy,
+    sample,
     start_lm_run,
     token_logprobs,
     verifier_rewards,
-    write_results,
 )
 
 ESTIMATORS = ("reinforce", "rloo", "grpo", "dr_grpo")

@@ -1,7 +1,7 @@
 """06 — Dense credit for LMs: can a model give each step its own credit?
 
 05 gave every token of a completion the same advantage. Here models score the parts of a
-completion, on the same task and cold-start policy (common.py), and this world's gold step labels
+completion, on the same task and cold-start policy (lm_world.py), and this world's gold step labels
 (the first line that differs from the worked solution) say whether their credit lands on the step
 that went wrong:
 
@@ -41,7 +41,9 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 import common
-from common import Completions, LMArgs, arg, claim, make_scorer, sample, token_logprobs, verifier_rewards
+import lm_world
+from common import arg, claim
+from lm_world import Completions, LMArgs, make_scorer, sample, token_logprobs, verifier_rewards
 
 RL_METHODS = {"outcome": "outcome GRPO (verifier)", "prm": "PRM steps (process supervision)",
               "prm_outcome": "PRM steps, verifier on the answer step"}
@@ -77,7 +79,7 @@ def math_shepherd_labels(outcomes: np.ndarray, final: float, n: int) -> list[flo
 
 def gold_step_labels(problem, text: str) -> list[bool]:
     """Gold label of each step (line): true while no line so far differs from the worked solution."""
-    wrong = common.first_wrong_step(problem, text)
+    wrong = lm_world.first_wrong_step(problem, text)
     n = len(text.split("\n"))
     return [wrong is None or k < wrong for k in range(n)]
 
@@ -115,7 +117,7 @@ def qrm_loss(z_w: torch.Tensor, mask_w: torch.Tensor, z_l: torch.Tensor, mask_l:
 def scorer_logits(scorer, sequences: torch.Tensor, attention_mask: torch.Tensor, prompt_length: int) -> torch.Tensor:
     """The score head's output at every completion token, (B, T): a logit, read where needed."""
     logits = scorer(input_ids=sequences, attention_mask=attention_mask,
-                    position_ids=common.positions_from_mask(attention_mask)).logits[..., 0]
+                    position_ids=lm_world.positions_from_mask(attention_mask)).logits[..., 0]
     return logits[:, prompt_length:]
 
 
@@ -191,7 +193,7 @@ def prm_advantage_fn(prm, tokenizer, group_size: int, with_outcome: bool = False
     """Process supervision with the PRM's P(step right) as each step's reward (with_outcome: the
     verifier's verdict on the answer step instead)."""
     def advantage_fn(completions: Completions, rewards, problems) -> torch.Tensor:
-        ends = common.step_end_mask(common.token_step_ids(tokenizer, completions.completion_ids, completions.completion_mask))
+        ends = lm_world.step_end_mask(lm_world.token_step_ids(tokenizer, completions.completion_ids, completions.completion_mask))
         step_rewards = torch.where(ends, torch.sigmoid(reward_model_logits(prm, completions)), 0.0)
         if with_outcome:  # the answer step ends on the last token (EOS)
             last = completions.completion_mask.sum(1) - 1
@@ -252,7 +254,7 @@ def train(policy, reference, tokenizer, args: Args, advantage_fn, held_out: list
     history, evals = [], []
 
     def held_out_eval(step: int) -> None:
-        result = common.evaluate(policy, tokenizer, held_out, args.eval_samples, args.max_new_tokens, eval_generator, device)
+        result = lm_world.evaluate(policy, tokenizer, held_out, args.eval_samples, args.max_new_tokens, eval_generator, device)
         evals.append({"step": step, "samples": step * args.prompts * args.group_size,
                       "pass@1": result["pass@1"], "length": result["length"]})
 
@@ -337,8 +339,8 @@ def reward_model_losses(tokenizer, data: dict, args: Args) -> dict:
     number of items): the PRM the step labels where steps end, Q-RM every (right, wrong) pair of
     solutions to one problem."""
     r = data["completions"]
-    ends = common.step_end_mask(common.token_step_ids(tokenizer, r.completion_ids, r.completion_mask))
-    targets = step_targets(common.step_end_tokens(tokenizer, r.completion_ids, r.completion_mask), data["labels"],
+    ends = lm_world.step_end_mask(lm_world.token_step_ids(tokenizer, r.completion_ids, r.completion_mask))
+    targets = step_targets(lm_world.step_end_tokens(tokenizer, r.completion_ids, r.completion_mask), data["labels"],
                            r.completion_mask.shape[1])
     pairs = torch.tensor(preference_pairs(data["problems"], data["rewards"]), dtype=torch.long).view(-1, 2)
 
@@ -374,8 +376,8 @@ def held_out_samples(policy, tokenizer, models: dict, args: Args, device) -> dic
     correct = verifier_rewards(problems, texts, r.truncated).numpy()
     return {"problems": problems, "texts": texts, "completions": r, "correct": correct,
             "truncated": r.truncated.cpu(), "mask": r.completion_mask.cpu(),
-            "step_ids": common.token_step_ids(tokenizer, r.completion_ids, r.completion_mask).cpu(),
-            "ends": common.step_end_tokens(tokenizer, r.completion_ids, r.completion_mask).cpu(),
+            "step_ids": lm_world.token_step_ids(tokenizer, r.completion_ids, r.completion_mask).cpu(),
+            "ends": lm_world.step_end_tokens(tokenizer, r.completion_ids, r.completion_mask).cpu(),
             "prm_probs": torch.sigmoid(reward_model_logits(models["prm"], r)).cpu(),
             "z": reward_model_logits(models["qrm"], r).cpu()}
 
@@ -396,13 +398,13 @@ def credit_study(held: dict) -> dict:
     two steps whose first wrong step is one of their lines; one of them drawn token by token."""
     credits, wrong_steps, rows = {}, [], []
     for i, (p, t) in enumerate(zip(held["problems"], held["texts"])):
-        wrong, n = common.first_wrong_step(p, t), len(t.split("\n"))
+        wrong, n = lm_world.first_wrong_step(p, t), len(t.split("\n"))
         if held["correct"][i] == 0 and not held["truncated"][i] and n >= 2 and wrong is not None and wrong < n:
             for name, c in step_credits(held, i).items():
                 credits.setdefault(name, []).append(c)
             wrong_steps.append(wrong)
             rows.append(i)
-    results = {name: common.localisation(c, wrong_steps) for name, c in credits.items()}
+    results = {name: lm_world.localisation(c, wrong_steps) for name, c in credits.items()}
     i = pick_example(held["texts"], rows, wrong_steps)
     return {"solutions": len(rows), "results": results, "example": None if i is None else example_rows(held, i)}
 
@@ -434,7 +436,7 @@ def rl_study(initial, tokenizer, models: dict, args: Args, device) -> dict:
                   "prm_outcome": prm_advantage_fn(models["prm"], tokenizer, args.group_size, with_outcome=True)}
     for method in RL_METHODS:
         start = time.time()
-        runs[method] = train(copy.deepcopy(initial), common.frozen_copy(initial), tokenizer, args, advantages[method],
+        runs[method] = train(copy.deepcopy(initial), lm_world.frozen_copy(initial), tokenizer, args, advantages[method],
                              held_out, device, f"RL {method}")
         runs[method]["wall_clock_s"] = time.time() - start
     return runs
@@ -524,7 +526,7 @@ def report(tables: dict, claims: list[dict]) -> None:
 
 def main(args: Args) -> dict:
     start = time.time()
-    args, device, out, policy, tokenizer, info = common.start_lm_run(args)
+    args, device, out, policy, tokenizer, info = lm_world.start_lm_run(args)
     common.seed_everything(args.seed)  # the same numbers whether the cold start was trained now or loaded
     print(f"06 PRM and Q-RM credit; policy {info['path']} ({'trained now' if info['trained_now'] else 'cached'}), "
           f"device {device}")

@@ -37,7 +37,8 @@ from torch import nn
 from tqdm import tqdm
 
 import common
-from common import Completions, evaluate, sample, token_logprobs, verifier_rewards
+import lm_world
+from lm_world import Completions, evaluate, sample, token_logprobs, verifier_rewards
 
 NAMES = {"grpo": "GRPO", "ss_grpo": "SS-GRPO", "prm_grpo": "PRM-GRPO (gold)"}  # the methods compared
 ARTICLE_SHARE = 0.97  # "97% of the accuracy gain of a full PRM"
@@ -122,10 +123,10 @@ class StepBatch:
 
 def step_batch(completions: Completions, step_ids: torch.Tensor, end_tokens: torch.Tensor, chunk: int,
                pad_id: int) -> StepBatch:
-    """Cut each completion into its steps (common.token_step_ids) and each step into windows of
+    """Cut each completion into its steps (lm_world.token_step_ids) and each step into windows of
     at most `chunk` tokens; each window becomes a row prompt + window. A step with no token of its
     own (it begins and ends inside one token, as the empty line of "\n\n") reads the token it
-    ends in (common.step_end_tokens), so every line of the text gets a weight."""
+    ends in (lm_world.step_end_tokens), so every line of the text gets a weight."""
     P = completions.prompt_length
     prompts = [row[m.bool()].tolist() for row, m in zip(completions.sequences[:, :P], completions.attention_mask[:, :P])]
     rows, pools, window_step, step_completion, step_index = [], [], [], [], []
@@ -166,9 +167,9 @@ def read_steps(tokenizer, completions: Completions, problems: list) -> tuple[tor
     """Each token's line (B, T; -1 off the completion), the token each line ends in (B, max
     steps), and each completion's first wrong line by the gold labels (None: none)."""
     ids, mask = completions.completion_ids, completions.completion_mask
-    texts = common.completion_texts(tokenizer, completions)
-    return (common.token_step_ids(tokenizer, ids, mask), common.step_end_tokens(tokenizer, ids, mask),
-            [common.first_wrong_step(p, t) for p, t in zip(problems, texts)])
+    texts = lm_world.completion_texts(tokenizer, completions)
+    return (lm_world.token_step_ids(tokenizer, ids, mask), lm_world.step_end_tokens(tokenizer, ids, mask),
+            [lm_world.first_wrong_step(p, t) for p, t in zip(problems, texts)])
 
 
 # ============================================================================================
@@ -332,7 +333,7 @@ def train(policy, reference, tokenizer, args: Args, advantage_fn, held_out: list
 
 
 @dataclass
-class Args(common.LMArgs):
+class Args(lm_world.LMArgs):
     out: str = common.arg("runs/07_ss_grpo", "output folder for figures and results.json")
     rl_steps: int = common.arg(80, "RL: policy updates")
     prompts: int = common.arg(16, "RL: prompts per update")
@@ -352,7 +353,7 @@ class Args(common.LMArgs):
     est_groups: int = common.arg(4, "groups (prompts) per estimator minibatch")
     final_samples: int = common.arg(16, "samples per held-out problem after RL (pass@1)")
 
-    SMOKE = dict(common.LMArgs.SMOKE_LM, rl_steps=2, prompts=2, group_size=2, eval_every=1, est_layers=1,
+    SMOKE = dict(lm_world.LMArgs.SMOKE_LM, rl_steps=2, prompts=2, group_size=2, eval_every=1, est_layers=1,
                  est_hidden=16, est_heads=2, est_ffn=32, est_iters=2, retrain_every=1, est_groups=1, final_samples=2)
 
     def __post_init__(self):
@@ -387,7 +388,7 @@ def run_method(initial, tokenizer, args: Args, method: str, held_out: list, devi
     """Train a copy of the cold start with one method's credit (the cold start is the KL reference); held-out pass@1."""
     policy, start = copy.deepcopy(initial), time.time()
     credit = make_credit(method, tokenizer, args, device)
-    result = train(policy, common.frozen_copy(initial), tokenizer, args, credit, held_out, device, NAMES[method])
+    result = train(policy, lm_world.frozen_copy(initial), tokenizer, args, credit, held_out, device, NAMES[method])
     final = held_out_pass(policy, tokenizer, held_out, args, device)
     result |= {"wall_clock_s": time.time() - start, "final": final, "credit": credit.log}
     print(f"  {NAMES[method]:16s} held-out pass@1 {result['evals'][0]['pass@1']:.3f} -> {final['pass@1']:.3f}, "
@@ -422,7 +423,7 @@ def check_claims(accuracy: dict) -> list[dict]:
 
 def main(args: Args) -> dict:
     start = time.time()
-    args, device, out, initial, tokenizer, info = common.start_lm_run(args)
+    args, device, out, initial, tokenizer, info = lm_world.start_lm_run(args)
     print(f"07 SS-GRPO; policy {info['path']} ({'trained now' if info['trained_now'] else 'cached'}), device {device}")
     held_out = args.task.held_out(args.eval_problems)
     before = held_out_pass(initial, tokenizer, held_out, args, device)

@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the chapters and common.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the chapters and the shared modules
 
 import matplotlib.pyplot as plt
 import numpy as np

@@ -24,7 +24,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the chapters and common.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the chapters and the shared modules
 import common  # noqa: E402
 
 rudder = importlib.import_module("03_rudder")

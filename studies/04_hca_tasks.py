@@ -33,7 +33,7 @@ import torch
 import torch.nn as nn
 from tqdm import tqdm
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the chapters and common.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the chapters and the shared modules
 import common  # noqa: E402
 
 hindsight = importlib.import_module("04_her_hca")

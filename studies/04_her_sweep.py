@@ -26,7 +26,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the chapters and common.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the chapters and the shared modules
 import common  # noqa: E402
 
 hindsight = importlib.import_module("04_her_hca")

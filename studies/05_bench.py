@@ -21,18 +21,19 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the chapters and common.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the chapters and the shared modules
 import common  # noqa: E402
+import lm_world  # noqa: E402
 
 grpo = importlib.import_module("05_grpo_rloo")
 
 
 @dataclass
-class Args(common.LMArgs):
+class Args(lm_world.LMArgs):
     out: str = common.arg("runs/studies/05_bench", "output folder for results.json")
     bench_steps: int = common.arg(5, "RL steps timed")
 
-    SMOKE = dict(common.LMArgs.SMOKE_LM, bench_steps=1)
+    SMOKE = dict(lm_world.LMArgs.SMOKE_LM, bench_steps=1)
 
     def __post_init__(self):
         super().__post_init__()
@@ -45,7 +46,7 @@ def timed_steps(policy, tokenizer, rl: grpo.Args, steps: int, device) -> list[di
     rng = np.random.default_rng(rl.seed)
     generator = torch.Generator(device).manual_seed(rl.seed)
     optimizer, schedule = grpo.make_optimizer(policy, rl)
-    reference = common.frozen_copy(policy)
+    reference = lm_world.frozen_copy(policy)
     exclude = frozenset(p.prompt for p in rl.task.held_out())
     timings = []
     for _ in range(steps):
@@ -71,7 +72,7 @@ def benchmark(policy, tokenizer, rl: grpo.Args, args: Args, device) -> dict:
     batch = rl.prompts * rl.group_size
     tokens = sum(t["length"] for t in timings) * batch
     prompts = [p.prompt for p in rl.task.held_out(rl.eval_problems)[:rl.prompts] for _ in range(rl.group_size)]
-    ids, mask = common.encode_prompts(tokenizer, prompts, device)
+    ids, mask = lm_world.encode_prompts(tokenizer, prompts, device)
     start = time.time()
     for _ in range(args.bench_steps):
         policy.generate(input_ids=ids, attention_mask=mask, do_sample=True, max_new_tokens=rl.max_new_tokens,
@@ -99,7 +100,7 @@ def trl_benchmark(policy, tokenizer, rl: grpo.Args, args: Args, device) -> dict:
     by_prompt = {p.prompt: p for p in problems}
 
     def reward(prompts, completions, **_):
-        return [common.verify(by_prompt[p], c) for p, c in zip(prompts, completions)]
+        return [lm_world.verify(by_prompt[p], c) for p, c in zip(prompts, completions)]
 
     class StepClock(TrainerCallback):
         def __init__(self):
@@ -142,8 +143,8 @@ def throughput_table(bench: dict, args: Args, device) -> dict:
 
 def main(args: Args) -> dict:
     start = time.time()
-    args, device, out, initial, tokenizer, info = common.start_lm_run(args)
-    rl = common.chapter_lm_args(grpo.Args, args)
+    args, device, out, initial, tokenizer, info = lm_world.start_lm_run(args)
+    rl = lm_world.chapter_lm_args(grpo.Args, args)
     print(f"05 study: throughput; policy {info['path']}, device {device}")
     bench = benchmark(initial, tokenizer, rl, args, device)
     bench["tables"] = {"throughput": throughput_table(bench, args, device)}

@@ -43,8 +43,9 @@ import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 from tqdm import tqdm
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the chapters and common.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the chapters and the shared modules
 import common  # noqa: E402
+import lm_world  # noqa: E402
 
 grpo = importlib.import_module("05_grpo_rloo")
 
@@ -55,7 +56,7 @@ SHORT = {"ppo": "PPO, critic", "ppo_head": "PPO, value head"}  # in the tables, 
 
 
 @dataclass
-class Args(common.LMArgs):
+class Args(lm_world.LMArgs):
     out: str = common.arg("runs/studies/05_critic", "output folder for figures and results.json")
     methods: str = common.arg("grpo,ppo,ppo_head", "what to train: GRPO (the baseline), PPO with a separate "
                               "critic, PPO with a value head on the policy", METHODS, item=str)
@@ -71,7 +72,7 @@ class Args(common.LMArgs):
     variance_bins: int = common.arg(6, "completion-length bins (equal widths in log length) of the gradient-variance "
                                     "study")
 
-    SMOKE = dict(common.LMArgs.SMOKE_LM, critic_warmup=1, truth_problems=2, truth_rollouts=2, variance_prompts=4,
+    SMOKE = dict(lm_world.LMArgs.SMOKE_LM, critic_warmup=1, truth_problems=2, truth_rollouts=2, variance_prompts=4,
                  variance_bins=2)
 
     def __post_init__(self):
@@ -81,8 +82,8 @@ class Args(common.LMArgs):
         common.require(self.critic_warmup >= 0, "--critic-warmup must be non-negative")
         common.require(all(0 <= lam <= 1 for lam in [self.gae_lambda, *self.lambda_list]),
                        "--gae-lambda and --critic-lambdas must be in [0, 1]")
-        common.require(self.truth_problems <= common.HELD_OUT_SIZE,
-                       f"--truth-problems must be at most {common.HELD_OUT_SIZE}")
+        common.require(self.truth_problems <= lm_world.HELD_OUT_SIZE,
+                       f"--truth-problems must be at most {lm_world.HELD_OUT_SIZE}")
         common.require(self.method_list and all(m in METHODS for m in self.method_list),
                        f"--methods must be among {','.join(METHODS)}")
 
@@ -112,7 +113,7 @@ class TokenCritic(torch.nn.Module):
         super().__init__()
         self.kind = kind
         self.trunk = copy.deepcopy(policy.base_model) if kind == "separate" else policy.base_model
-        self.head = torch.nn.Linear(common.head_width(policy), 1)
+        self.head = torch.nn.Linear(lm_world.head_width(policy), 1)
         torch.nn.init.zeros_(self.head.weight)
         torch.nn.init.zeros_(self.head.bias)
 
@@ -132,10 +133,10 @@ class TokenCritic(torch.nn.Module):
         """V after each position, (B, L): position j has read tokens 0..j."""
         with torch.set_grad_enabled(torch.is_grad_enabled() and self.kind == "separate"):
             hidden = self.trunk(input_ids=ids, attention_mask=attention_mask,
-                                position_ids=common.positions_from_mask(attention_mask)).last_hidden_state
+                                position_ids=lm_world.positions_from_mask(attention_mask)).last_hidden_state
         return self.head(hidden.float()).squeeze(-1)
 
-    def forward(self, completions: common.Completions) -> torch.Tensor:
+    def forward(self, completions: lm_world.Completions) -> torch.Tensor:
         """V(s_t) for each completion token, (B, T): position P-1+t has read x and y_<t."""
         values = self.prefix_values(completions.sequences, completions.attention_mask)
         return values[:, completions.prompt_length - 1:-1]
@@ -177,7 +178,7 @@ def value_loss(values: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) 
     return 0.5 * squared.sum() / mask.sum().clamp(min=1)
 
 
-def value_step(critic: TokenCritic, optimizer: torch.optim.Optimizer, completions: common.Completions,
+def value_step(critic: TokenCritic, optimizer: torch.optim.Optimizer, completions: lm_world.Completions,
                targets: torch.Tensor, iters: int, max_grad_norm: float) -> float:
     """`iters` optimiser steps of the value loss on one batch; returns the mean loss."""
     total = 0.0
@@ -240,7 +241,7 @@ def train(policy, reference, tokenizer, rl: grpo.Args, args: Args, held_out: lis
     history, evals = [], []
 
     def held_out_eval(step: int) -> None:
-        result = common.evaluate(policy, tokenizer, held_out, rl.eval_samples, rl.max_new_tokens, eval_generator,
+        result = lm_world.evaluate(policy, tokenizer, held_out, rl.eval_samples, rl.max_new_tokens, eval_generator,
                                  device)
         evals.append({"step": step, "samples": step * rl.prompts * rl.group_size,
                       "pass@1": result["pass@1"], "length": result["length"]})
@@ -293,7 +294,7 @@ def run_method(initial, tokenizer, rl: grpo.Args, args: Args, method: str, held_
     if on_gpu:
         torch.cuda.reset_peak_memory_stats(device)
     start = time.time()
-    result = train(policy, common.frozen_copy(initial), tokenizer, rl, args, held_out, device, critic)
+    result = train(policy, lm_world.frozen_copy(initial), tokenizer, rl, args, held_out, device, critic)
     result["wall_clock_s"] = time.time() - start
     result["peak_memory_bytes"] = torch.cuda.max_memory_allocated(device) if on_gpu else None
     result["final"] = grpo.final_evaluation(policy, tokenizer, rl, held_out, device)
@@ -333,24 +334,24 @@ def critic_against_rollouts(policy, critic: TokenCritic, tokenizer, args: Args, 
     `truth_rollouts` fresh completions of the same policy from that prefix. The noise floor is
     the mean error a perfect V would show against that estimate, √(2/π) · √(p(1-p)/K)."""
     generator = torch.Generator(device).manual_seed(args.seed + 13)
-    _, texts = common.sample(policy, tokenizer, [p.prompt for p in problems], args.max_new_tokens, generator, device)
+    _, texts = lm_world.sample(policy, tokenizer, [p.prompt for p in problems], args.max_new_tokens, generator, device)
     owners, prefixes = [], []
     for problem, text in zip(problems, texts):
         for prefix in step_prefixes(problem, text):
             owners.append(problem)
             prefixes.append(prefix)
     K = args.truth_rollouts
-    completions, continuations = common.sample(policy, tokenizer, [p for p in prefixes for _ in range(K)],
+    completions, continuations = lm_world.sample(policy, tokenizer, [p for p in prefixes for _ in range(K)],
                                                args.max_new_tokens, generator, device)
     written = [prefix[len(problem.prompt):] for problem, prefix in zip(owners, prefixes)]
     used = torch.tensor([len(tokenizer(w, add_special_tokens=False)["input_ids"]) for w in written])
     # a rollout succeeds if the whole completion (the prefix's lines, then its own) passes within the budget
     texts = [w + c for w, c in zip(np.repeat(written, K), continuations)]
     within = (used.repeat_interleave(K) + completions.lengths.cpu()) <= args.max_new_tokens
-    wins = common.verifier_rewards([o for o in owners for _ in range(K)], texts, completions.truncated) * within
+    wins = lm_world.verifier_rewards([o for o in owners for _ in range(K)], texts, completions.truncated) * within
     truth = wins.view(-1, K).mean(1).numpy()
     with torch.no_grad():
-        ids, mask = common.encode_prompts(tokenizer, prefixes, device)
+        ids, mask = lm_world.encode_prompts(tokenizer, prefixes, device)
         values = critic.prefix_values(ids, mask)[:, -1].cpu().numpy()  # left-padded: the last column is the prefix's end
     first = np.array([prefix == problem.prompt for problem, prefix in zip(owners, prefixes)])
     floor = math.sqrt(2 / math.pi) * np.sqrt(truth * (1 - truth) / K)
@@ -378,7 +379,7 @@ def critic_study(initial, tokenizer, args: Args, device, critics: dict, runs: di
 # ============================================================================================
 # Gradient variance against completion length
 # ============================================================================================
-def per_completion_gradients(policy, completions: common.Completions, weights: torch.Tensor,
+def per_completion_gradients(policy, completions: lm_world.Completions, weights: torch.Tensor,
                              chunk: int = 32) -> torch.Tensor:
     """g_i = Σ_t w_it ∇_θ log π(y_it | x, y_<t) for each completion i, flattened, (B, D): the
     gradient of one completion's weighted log-likelihood (torch.func), vmapped over completions
@@ -393,7 +394,7 @@ def per_completion_gradients(policy, completions: common.Completions, weights: t
         # a padding position attends to itself only (no row of the attention is empty)
         allowed = causal & attention.bool()[None, :] | torch.eye(L, dtype=torch.bool, device=ids.device)
         logits = functional_call(policy, p, (), {"input_ids": ids[None], "attention_mask": allowed[None, None],
-                                                 "position_ids": common.positions_from_mask(attention[None])}).logits
+                                                 "position_ids": lm_world.positions_from_mask(attention[None])}).logits
         logp = torch.log_softmax(logits[0, P - 1:-1].float(), dim=-1).gather(1, ids[P:, None]).squeeze(1)
         return (w * logp).sum()
 
@@ -638,8 +639,8 @@ def without_models(runs: dict) -> dict:
 
 def main(args: Args) -> dict:
     start = time.time()
-    args, device, out, initial, tokenizer, info = common.start_lm_run(args)
-    rl = common.chapter_lm_args(grpo.Args, args)
+    args, device, out, initial, tokenizer, info = lm_world.start_lm_run(args)
+    rl = lm_world.chapter_lm_args(grpo.Args, args)
     print(f"05 study: PPO's learned critic; policy {info['path']}, device {device}")
     held_out = rl.task.held_out(rl.eval_problems)
     before = grpo.final_evaluation(initial, tokenizer, rl, held_out, device)

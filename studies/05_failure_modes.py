@@ -40,8 +40,9 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the chapters and common.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the chapters and the shared modules
 import common  # noqa: E402
+import lm_world  # noqa: E402
 
 grpo = importlib.import_module("05_grpo_rloo")
 
@@ -49,7 +50,7 @@ SERVING_FORMAT = "Q: {prompt}A:\n"  # a prompt template the policy never saw in 
 
 
 @dataclass
-class Args(common.LMArgs):
+class Args(lm_world.LMArgs):
     out: str = common.arg("runs/studies/05_failure_modes", "output folder for figures and results.json")
     betas: str = common.arg("0,0.5", "KL weights β beside the chapter's --beta (the KL study; the largest "
                             "anchors the poor-reference study)", item=float, empty=True)
@@ -62,7 +63,7 @@ class Args(common.LMArgs):
     poor_shortcut_prob: float = common.arg(0.9, "share of bare-answer demonstrations in the poor reference's "
                                                 "SFT (the default cold start has --shortcut-prob)")
 
-    SMOKE = dict(common.LMArgs.SMOKE_LM, betas="0", sparse_sft_steps=2, rft_rounds=1, rft_n=2, rft_sft_steps=1)
+    SMOKE = dict(lm_world.LMArgs.SMOKE_LM, betas="0", sparse_sft_steps=2, rft_rounds=1, rft_n=2, rft_sft_steps=1)
 
     def __post_init__(self):
         super().__post_init__()
@@ -126,16 +127,16 @@ class RolloutWorker:
 
 
 @torch.no_grad()
-def policy_drift(policy, completions: common.Completions) -> float:
+def policy_drift(policy, completions: lm_world.Completions) -> float:
     """Mean |log π_θ(y_t) - log π_old(y_t)| over the completion tokens: how far the policy has moved
     from the one that sampled them (0 on-policy)."""
-    now, _ = common.token_logprobs(policy, completions.sequences, completions.attention_mask,
+    now, _ = lm_world.token_logprobs(policy, completions.sequences, completions.attention_mask,
                                    completions.prompt_length)
     mask = completions.completion_mask
     return float(torch.where(mask, (now - completions.logprobs).abs(), 0.0).sum() / mask.sum().clamp(min=1))
 
 
-def stale_step(policy, optimizer: torch.optim.Optimizer, completions: common.Completions, advantages: torch.Tensor,
+def stale_step(policy, optimizer: torch.optim.Optimizer, completions: lm_world.Completions, advantages: torch.Tensor,
                ref_logp: torch.Tensor, args: grpo.Args, behaviour_logp: torch.Tensor | None) -> dict:
     """The chapter's `policy_gradient_step`, but π_old in ρ = π_θ / π_old is the policy that sampled
     when `behaviour_logp` gives its log-probs (stale rollouts: ρ is the importance ratio from the
@@ -144,7 +145,7 @@ def stale_step(policy, optimizer: torch.optim.Optimizer, completions: common.Com
     batch = (completions.sequences, completions.attention_mask, completions.prompt_length)
     stats = {"loss": 0.0, "clip_fraction": 0.0, "grad_norm": 0.0}
     for iteration in range(args.inner_iters):
-        logp, entropy = common.token_logprobs(policy, *batch, with_entropy=iteration == 0)
+        logp, entropy = lm_world.token_logprobs(policy, *batch, with_entropy=iteration == 0)
         if iteration == 0:
             old_logp = logp.detach() if behaviour_logp is None else behaviour_logp
             tokens = mask.sum().clamp(min=1)
@@ -177,7 +178,7 @@ def train(policy, reference, tokenizer, rl: grpo.Args, held_out: list, device, s
     history, evals = [], []
 
     def held_out_eval(step: int) -> None:
-        result = common.evaluate(policy, tokenizer, held_out, rl.eval_samples, rl.max_new_tokens, eval_generator,
+        result = lm_world.evaluate(policy, tokenizer, held_out, rl.eval_samples, rl.max_new_tokens, eval_generator,
                                  device)
         evals.append({"step": step, "samples": step * rl.prompts * rl.group_size,
                       "pass@1": result["pass@1"], "length": result["length"]})
@@ -186,7 +187,7 @@ def train(policy, reference, tokenizer, rl: grpo.Args, held_out: list, device, s
         if step % rl.eval_every == 0:
             held_out_eval(step)
         if setting.ref_reset and step and step % setting.ref_reset == 0:
-            reference = common.frozen_copy(policy)  # re-anchor: the KL now measures the drift since this update
+            reference = lm_world.frozen_copy(policy)  # re-anchor: the KL now measures the drift since this update
         problems = rl.task.sample(rl.prompts, rng, exclude=exclude)
         completions, rewards = grpo.sample_groups(worker.model(), tokenizer, problems, rl, generator, device)
         age = worker.age()
@@ -209,7 +210,7 @@ def run_grpo(initial, tokenizer, rl: grpo.Args, held_out: list, device, setting:
     itself unless `reference` is given."""
     policy = copy.deepcopy(initial)
     start = time.time()
-    result = train(policy, common.frozen_copy(initial if reference is None else reference), tokenizer, rl, held_out,
+    result = train(policy, lm_world.frozen_copy(initial if reference is None else reference), tokenizer, rl, held_out,
                    device, setting)
     result["wall_clock_s"] = time.time() - start
     result["final"] = grpo.final_evaluation(policy, tokenizer, rl, held_out, device)
@@ -249,11 +250,11 @@ def sample_quality(policy, tokenizer, rl: grpo.Args, problems: list, device) -> 
     `final_samples` of each problem, the share of well-formed ones, and the share that write at
     least one step before the answer."""
     repeated = [p for p in problems for _ in range(rl.final_samples)]
-    _, texts = common.sample(policy, tokenizer, [p.prompt for p in repeated], rl.max_new_tokens,
+    _, texts = lm_world.sample(policy, tokenizer, [p.prompt for p in repeated], rl.max_new_tokens,
                              torch.Generator(device).manual_seed(rl.seed + 19), device)
     groups = [texts[i:i + rl.final_samples] for i in range(0, len(texts), rl.final_samples)]
     return {"distinct": float(np.mean([len(set(g)) / len(g) for g in groups])),
-            "well_formed": float(np.mean([common.well_formed(t) for t in texts])),
+            "well_formed": float(np.mean([lm_world.well_formed(t) for t in texts])),
             "writes_steps": float(np.mean(["\n" in t for t in texts]))}
 
 
@@ -285,7 +286,7 @@ def skew_study(policy, tokenizer, rl: grpo.Args, held_out: list, device) -> dict
     served = {"as trained": held_out,
               "another template": [dataclasses.replace(p, prompt_format=SERVING_FORMAT) for p in held_out],
               # a prompt_format without {prompt} is the prompt itself: here the question minus its last step
-              "last operation missing": [dataclasses.replace(p, prompt_format=common.ChainProblem(p.start, p.ops[:-1]).question)
+              "last operation missing": [dataclasses.replace(p, prompt_format=lm_world.ChainProblem(p.start, p.ops[:-1]).question)
                                          for p in held_out]}
     return {name: grpo.final_evaluation(policy, tokenizer, rl, problems, device)["pass@1"]
             for name, problems in served.items()}
@@ -305,15 +306,15 @@ def rejection_sampling_sft(policy, tokenizer, args: Args, samples: int, device) 
     for _ in range(args.rft_rounds):
         problems = args.task.sample(max(1, samples // (args.rft_rounds * args.rft_n)), rng, exclude=exclude)
         repeated = [p for p in problems for _ in range(args.rft_n)]
-        _, texts = common.sample(policy, tokenizer, [p.prompt for p in repeated], args.max_new_tokens, generator,
+        _, texts = lm_world.sample(policy, tokenizer, [p.prompt for p in repeated], args.max_new_tokens, generator,
                                  device)
-        kept = sorted({(p.prompt, t) for p, t in zip(repeated, texts) if common.verify(p, t)})
+        kept = sorted({(p.prompt, t) for p, t in zip(repeated, texts) if lm_world.verify(p, t)})
         wins += kept
         rounds.append({"sampled": len(texts), "kept": len(kept), "buffer": len(wins),
                        "solved": len({prompt for prompt, _ in kept}) / len(problems)})
         for _ in range(args.rft_sft_steps if wins else 0):
             batch = [wins[i] for i in rng.integers(len(wins), size=args.sft_batch)]
-            loss = common.target_nll(policy, *common.text_batch(tokenizer, *zip(*batch), device))
+            loss = lm_world.target_nll(policy, *lm_world.text_batch(tokenizer, *zip(*batch), device))
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
@@ -335,7 +336,7 @@ def sparse_reward_study(tokenizer, rl: grpo.Args, args: Args, held_out: list, de
     """Sparse terminal reward: a weak cold start (--sparse-sft-steps of SFT) that rarely succeeds.
     GRPO from it, against the mitigation at the same budget of completions: rejection sampling
     into SFT with half of them, then GRPO for half the updates."""
-    weak, _, _ = common.cold_start_policy(dataclasses.replace(args.cold_start, sft_steps=args.sparse_sft_steps),
+    weak, _, _ = lm_world.cold_start_policy(dataclasses.replace(args.cold_start, sft_steps=args.sparse_sft_steps),
                                           device, args.cache, progress=False)
     budget = rl.rl_steps * rl.prompts * rl.group_size
     study = {"weak cold start": {"final": grpo.final_evaluation(weak, tokenizer, rl, held_out, device)}}
@@ -355,7 +356,7 @@ def poor_reference_study(initial, tokenizer, rl: grpo.Args, args: Args, held_out
     β; then the same with the reference reset to the current policy every --eval-every updates.
     Beside them, the sweep's run at that β, anchored to the cold start itself. Each with
     `sample_quality` (does it write the steps that pay?)."""
-    poor, _, _ = common.cold_start_policy(dataclasses.replace(args.cold_start, shortcut_prob=args.poor_shortcut_prob),
+    poor, _, _ = lm_world.cold_start_policy(dataclasses.replace(args.cold_start, shortcut_prob=args.poor_shortcut_prob),
                                           device, args.cache, progress=False)
     strong = dataclasses.replace(rl, beta=max(sweep))
     study = {"poor reference itself": {"final": grpo.final_evaluation(poor, tokenizer, rl, held_out, device),
@@ -622,8 +623,8 @@ def without_models(study: dict) -> dict:
 
 def main(args: Args) -> dict:
     start = time.time()
-    args, device, out, initial, tokenizer, info = common.start_lm_run(args)
-    rl = common.chapter_lm_args(grpo.Args, args)
+    args, device, out, initial, tokenizer, info = lm_world.start_lm_run(args)
+    rl = lm_world.chapter_lm_args(grpo.Args, args)
     print(f"05 study: failure modes; policy {info['path']}, device {device}")
     held_out = rl.task.held_out(rl.eval_problems)
     before = grpo.final_evaluation(initial, tokenizer, rl, held_out, device)

@@ -20,18 +20,19 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the chapters and common.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the chapters and the shared modules
 import common  # noqa: E402
+import lm_world  # noqa: E402
 
 grpo = importlib.import_module("05_grpo_rloo")
 
 
 @dataclass
-class Args(common.LMArgs):
+class Args(lm_world.LMArgs):
     out: str = common.arg("runs/studies/05_seeds", "output folder for results.json")
     seeds: str = common.arg("0,1", "the seeds to run the chapter's experiment on (in place of --seed)", item=int)
 
-    SMOKE = dict(common.LMArgs.SMOKE_LM)
+    SMOKE = dict(lm_world.LMArgs.SMOKE_LM)
 
     def __post_init__(self):
         super().__post_init__()
@@ -47,7 +48,7 @@ class Args(common.LMArgs):
 def run_seed(initial, tokenizer, args: Args, seed: int, device) -> dict:
     """The chapter's experiment with one seed: the cold start's held-out numbers, each method's
     run (without its policy) and the chapter's claims that need a run."""
-    rl = common.chapter_lm_args(grpo.Args, dataclasses.replace(args, seed=seed))
+    rl = lm_world.chapter_lm_args(grpo.Args, dataclasses.replace(args, seed=seed))
     held_out = rl.task.held_out(rl.eval_problems)
     before = grpo.final_evaluation(initial, tokenizer, rl, held_out, device)
     runs = {m: grpo.run_method(initial, tokenizer, rl, m, held_out, device) for m in rl.method_list}
@@ -94,7 +95,7 @@ def collect_metrics(per_seed: dict) -> dict:
 
 def main(args: Args) -> dict:
     start = time.time()
-    args, device, out, initial, tokenizer, info = common.start_lm_run(args)
+    args, device, out, initial, tokenizer, info = lm_world.start_lm_run(args)
     print(f"05 study: the chapter's experiment on seeds {args.seeds}; policy {info['path']}, device {device}")
     per_seed = {}
     for seed in args.seed_list:

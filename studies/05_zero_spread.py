@@ -26,20 +26,21 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the chapters and common.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the chapters and the shared modules
 import common  # noqa: E402
+import lm_world  # noqa: E402
 
 grpo = importlib.import_module("05_grpo_rloo")
 
 
 @dataclass
-class Args(common.LMArgs):
+class Args(lm_world.LMArgs):
     out: str = common.arg("runs/studies/05_zero_spread", "output folder for figures and results.json")
     group_sizes: str = common.arg("2,4,8,16", "group sizes G of the zero-spread table (at most --final-samples)",
                                   item=int)
     final_samples: int = common.arg(16, "samples per held-out problem before/after GRPO")
 
-    SMOKE = dict(common.LMArgs.SMOKE_LM, group_sizes="2", final_samples=2)
+    SMOKE = dict(lm_world.LMArgs.SMOKE_LM, group_sizes="2", final_samples=2)
 
     def __post_init__(self):
         super().__post_init__()
@@ -95,7 +96,7 @@ def gradient_by_spread(policy, reference, tokenizer, args: grpo.Args, device) ->
         mask = completions.completion_mask & rows[:, None]
         for term in ("pg", "kl"):
             policy.zero_grad()
-            logp, _ = common.token_logprobs(policy, *batch)
+            logp, _ = lm_world.token_logprobs(policy, *batch)
             per_token = -advantages[:, None] * logp if term == "pg" else args.beta * grpo.kl_k3(logp, ref_logp)
             grpo.masked_loss(per_token, mask, "token", args.max_new_tokens).backward()
             grads = [p.grad.norm() for p in policy.parameters() if p.grad is not None]
@@ -148,14 +149,14 @@ def check_claims(args: Args, rl: grpo.Args, tables: dict, grads: dict | None) ->
 
 def main(args: Args) -> dict:
     start = time.time()
-    args, device, out, initial, tokenizer, info = common.start_lm_run(args)
-    rl = common.chapter_lm_args(grpo.Args, args, final_samples=args.final_samples)
+    args, device, out, initial, tokenizer, info = lm_world.start_lm_run(args)
+    rl = lm_world.chapter_lm_args(grpo.Args, args, final_samples=args.final_samples)
     print(f"05 study: groups with no reward spread; policy {info['path']}, device {device}")
     held_out = rl.task.held_out(rl.eval_problems)
     before = grpo.final_evaluation(initial, tokenizer, rl, held_out, device)
     runs = {"grpo": grpo.run_method(initial, tokenizer, rl, "grpo", held_out, device)}
     tables = zero_spread_study(args, held_out, before, runs)
-    grads = gradient_by_spread(runs["grpo"]["policy"], common.frozen_copy(initial), tokenizer, rl, device)
+    grads = gradient_by_spread(runs["grpo"]["policy"], lm_world.frozen_copy(initial), tokenizer, rl, device)
     plot_zero_spread(tables, args.group_list, out / "zero_spread.png")
     claims = check_claims(args, rl, tables, grads)
     metrics = {f"zero_spread[{name}][steps={k}][G={G}]": row[G]

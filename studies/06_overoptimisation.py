@@ -49,19 +49,16 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the chapters and common.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the chapters and the shared modules
 import common  # noqa: E402
-from common import (  # noqa: E402
+import lm_world  # noqa: E402
+from common import claim, mean_or_nan, moving_average, pearson, save_figure  # noqa: E402
+from lm_world import (  # noqa: E402
     Completions,
     auroc,
-    claim,
     frozen_copy,
-    mean_or_nan,
-    moving_average,
     pass_at_k,
-    pearson,
     sample,
-    save_figure,
     token_logprobs,
     verifier_rewards,
     well_formed,
@@ -78,7 +75,7 @@ PADDING = 0.25  # characters past the worked solution per completion, gained in 
 
 
 @dataclass
-class Args(common.LMArgs):
+class Args(lm_world.LMArgs):
     out: str = common.arg("runs/studies/06_overoptimisation", "output folder for figures and results.json")
     # the chapter's pipeline at full scale
     rollouts_per_prefix: int = common.arg(16, "Math-Shepherd: completions rolled out from each step prefix (largest N)")
@@ -101,7 +98,7 @@ class Args(common.LMArgs):
                                    "raw, length-normalised, and retrained on length-balanced pairs (about 6 more minutes)")
     length_steps: int = common.arg(80, "length bias: RL updates on each preference RM")
 
-    SMOKE = dict(common.LMArgs.SMOKE_LM, rollouts_per_prefix=4, rm_steps=2, rl_steps=2, prompts=2, label_ns="1,4",
+    SMOKE = dict(lm_world.LMArgs.SMOKE_LM, rollouts_per_prefix=4, rm_steps=2, rl_steps=2, prompts=2, label_ns="1,4",
                  bon_samples=4, bon_repeats=2, overopt_steps=2, length_steps=2)
 
     def __post_init__(self):
@@ -127,7 +124,7 @@ def chapter_args(args: Args) -> "prm.Args":
     model, task and seed (the RL methods are this study's own, Q-RM's among them)."""
     scale = {"rollouts_per_prefix": args.rollouts_per_prefix, "rm_steps": args.rm_steps, "rl_steps": args.rl_steps,
              "prompts": args.prompts, "credit_samples": args.bon_samples}
-    return dataclasses.replace(common.chapter_lm_args(prm.Args, args), **scale)
+    return dataclasses.replace(lm_world.chapter_lm_args(prm.Args, args), **scale)
 
 
 # ============================================================================================
@@ -350,7 +347,7 @@ def output_stats(problems: list, texts: list[str], correct, lengths) -> dict:
             "worked_form_share": float(form.mean()), "worked_form_wrong_share": float((form & ~correct).mean())}
 
 
-def what_it_writes(policy, tokenizer, problems: list, args: common.LMArgs, device, samples: int = 3) -> list[str]:
+def what_it_writes(policy, tokenizer, problems: list, args: lm_world.LMArgs, device, samples: int = 3) -> list[str]:
     """A few completions of the trained policy: what the credit taught it to write."""
     prompts = [p.prompt for p in problems for _ in range(samples)]
     _, texts = sample(policy, tokenizer, prompts, args.max_new_tokens, torch.Generator(device).manual_seed(args.seed),
@@ -358,7 +355,7 @@ def what_it_writes(policy, tokenizer, problems: list, args: common.LMArgs, devic
     return [prompt + text for prompt, text in zip(prompts, texts)]
 
 
-def sample_stats(policy, tokenizer, problems: list, args: common.LMArgs, device) -> dict:
+def sample_stats(policy, tokenizer, problems: list, args: lm_world.LMArgs, device) -> dict:
     """`output_stats` of `eval_samples` completions of each problem by the policy."""
     repeated = [p for p in problems for _ in range(args.eval_samples)]
     completions, texts = sample(policy, tokenizer, [p.prompt for p in repeated], args.max_new_tokens,
@@ -1028,7 +1025,7 @@ def tables_of(run: "prm.Args", args: Args, data: dict, held: dict, runs: dict, f
 
 def main(args: Args) -> dict:
     start = time.time()
-    args, device, out, policy, tokenizer, info = common.start_lm_run(args)
+    args, device, out, policy, tokenizer, info = lm_world.start_lm_run(args)
     run = chapter_args(args)
     common.seed_everything(args.seed)  # the same numbers whether the cold start was trained now or loaded
     print(f"06 study: the reward models at full scale; policy {info['path']}, device {device}")

@@ -42,9 +42,11 @@ import numpy as np
 import torch
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the chapters and common.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the chapters and the shared modules
 import common  # noqa: E402
-from common import Completions, claim, format_claims, format_table, mean_or_nan, moving_average  # noqa: E402
+import lm_world  # noqa: E402
+from common import claim, format_claims, format_table, mean_or_nan, moving_average  # noqa: E402
+from lm_world import Completions  # noqa: E402
 
 ssg = importlib.import_module("07_ss_grpo")
 
@@ -338,7 +340,7 @@ def run_method(initial, tokenizer, args: ssg.Args, method: str, held_out: list, 
     estimator = make_estimator(tokenizer, args, device) if method.startswith("ss_") else None
     credit = Diagnosed(method, tokenizer, args, estimator, args.seed, scales, study.mc_rollouts)
     policy, start = copy.deepcopy(initial), time.time()
-    result = ssg.train(policy, common.frozen_copy(initial), tokenizer, args, credit, held_out, device, NAMES[method])
+    result = ssg.train(policy, lm_world.frozen_copy(initial), tokenizer, args, credit, held_out, device, NAMES[method])
     result |= {"wall_clock_s": time.time() - start, "final": ssg.held_out_pass(policy, tokenizer, held_out, args, device),
                "credit": credit.log, "seed": args.seed}
     if estimator is not None:
@@ -367,9 +369,9 @@ def probe_weights(policy, estimator: ssg.StepValueEstimator, tokenizer, held_out
     for "this step is right" within failed solutions, and 06's localisation (AUROC and top-1 of -w
     for "this is the first wrong step", failed solutions with ≥ 2 steps); w by offset to that step."""
     problems = [p for p in held_out for _ in range(samples)]
-    completions, texts = common.sample(policy, tokenizer, [p.prompt for p in problems], args.max_new_tokens,
+    completions, texts = lm_world.sample(policy, tokenizer, [p.prompt for p in problems], args.max_new_tokens,
                                        torch.Generator(device).manual_seed(args.seed + 3), device)
-    right = common.verifier_rewards(problems, texts, completions.truncated).bool().tolist()
+    right = lm_world.verifier_rewards(problems, texts, completions.truncated).bool().tolist()
     step_ids, end_tokens, first_wrong = ssg.read_steps(tokenizer, completions, problems)
     batch = ssg.step_batch(completions, step_ids, end_tokens, ssg.CHUNK, tokenizer.pad_token_id)
     with torch.no_grad():
@@ -389,9 +391,9 @@ def probe_weights(policy, estimator: ssg.StepValueEstimator, tokenizer, held_out
         if steps[b] >= 2:
             credits.append(weights)
             wrongs.append(wrong)
-    located = common.localisation(credits, wrongs)
-    return {"auroc_outcome": common.auroc(np.array(by_outcome[True]), np.array(by_outcome[False])),
-            "auroc_step_right_in_failed": common.auroc(np.array(good), np.array(bad)),
+    located = lm_world.localisation(credits, wrongs)
+    return {"auroc_outcome": lm_world.auroc(np.array(by_outcome[True]), np.array(by_outcome[False])),
+            "auroc_step_right_in_failed": lm_world.auroc(np.array(good), np.array(bad)),
             "localisation_auroc": located["auroc"],
             "localisation_top1": located["top1"], "chance_top1": mean_or_nan([1 / n for n in steps if n >= 2]),
             "failed_solutions": len(credits), "w_right_solutions": mean_or_nan(by_outcome[True]),
@@ -970,7 +972,7 @@ def comparison(args: ssg.Args, study: Args, initial, tokenizer, device) -> dict:
 def main(study: Args) -> dict:
     start = time.time()
     study = common.apply_smoke(study)
-    args, device, out, initial, tokenizer, info = common.start_lm_run(study.chapter_args())
+    args, device, out, initial, tokenizer, info = lm_world.start_lm_run(study.chapter_args())
     print(f"07 study; policy {info['path']} ({'trained now' if info['trained_now'] else 'cached'}), device {device}")
     if study.length_list:
         sweep = length_sweep(initial, tokenizer, args, study, device)

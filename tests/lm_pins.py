@@ -9,27 +9,28 @@ import importlib
 import torch
 
 import common
+import lm_world
 
 grpo = importlib.import_module("05_grpo_rloo")
 
 
 def tiny_model(seed: int = 0):
     torch.manual_seed(seed)
-    tok = common.make_char_tokenizer()
-    return common.make_tiny_lm(tok, hidden=16, layers=2, heads=2), tok
+    tok = lm_world.make_char_tokenizer()
+    return lm_world.make_tiny_lm(tok, hidden=16, layers=2, heads=2), tok
 
 
-def hand_completions(prompts: list[str], texts: list[str], cut: list[bool] | None = None) -> common.Completions:
+def hand_completions(prompts: list[str], texts: list[str], cut: list[bool] | None = None) -> lm_world.Completions:
     """Completions built from text with the one-character-a-token tokenizer: left-padded prompts,
     each text + EOS (none where cut by the budget), right-padded."""
-    tok = common.make_char_tokenizer()
+    tok = lm_world.make_char_tokenizer()
     cut = cut or [False] * len(texts)
-    ids, mask = common.encode_prompts(tok, prompts)
+    ids, mask = lm_world.encode_prompts(tok, prompts)
     rows = [tok(t, add_special_tokens=False)["input_ids"] + ([] if c else [tok.eos_token_id]) for t, c in zip(texts, cut)]
     width = max(len(r) for r in rows)
     completion = torch.tensor([r + [tok.pad_token_id] * (width - len(r)) for r in rows])
     completion_mask = torch.tensor([[True] * len(r) + [False] * (width - len(r)) for r in rows])
-    return common.Completions(sequences=torch.cat([ids, completion], 1),
+    return lm_world.Completions(sequences=torch.cat([ids, completion], 1),
                               attention_mask=torch.cat([mask, completion_mask.long()], 1),
                               completion_mask=completion_mask, logprobs=torch.zeros(completion.shape),
                               truncated=torch.tensor(cut), prompt_length=ids.shape[1])
@@ -47,14 +48,14 @@ def assert_step_matches_05(module) -> None:
     """One step of the copy on random advantages leaves the same parameters and statistics as 05's
     step with one inner iteration (μ = 1) and the per-sequence normalisation."""
     model, tok = tiny_model(3)
-    reference = common.frozen_copy(tiny_model(4)[0])  # another model: the KL term is not zero
-    ids, mask = common.encode_prompts(tok, ["1+2\n", "45*2\n", "7\n", "9-1\n"])
-    completions = common.sample_completions(model, ids, mask, 10, tok.eos_token_id, tok.pad_token_id,
+    reference = lm_world.frozen_copy(tiny_model(4)[0])  # another model: the KL term is not zero
+    ids, mask = lm_world.encode_prompts(tok, ["1+2\n", "45*2\n", "7\n", "9-1\n"])
+    completions = lm_world.sample_completions(model, ids, mask, 10, tok.eos_token_id, tok.pad_token_id,
                                             torch.Generator().manual_seed(0))
     advantages = torch.randn(completions.completion_mask.shape, generator=torch.Generator().manual_seed(1))
     advantages = advantages * completions.completion_mask
     with torch.no_grad():
-        ref_logp, _ = common.token_logprobs(reference, completions.sequences, completions.attention_mask,
+        ref_logp, _ = lm_world.token_logprobs(reference, completions.sequences, completions.attention_mask,
                                             completions.prompt_length)
     policies, stats = [], []
     for original in (True, False):
@@ -96,7 +97,7 @@ def assert_loop_matches_05(module, advantage_fn, monkeypatch, tmp_path) -> None:
         args = common.apply_smoke(script.Args(smoke=True, device="cpu", out=str(tmp_path / name)))
         args = dataclasses.replace(args, **shared)
         model, tok = tiny_model(5)
-        policy, reference = copy.deepcopy(model), common.frozen_copy(model)
+        policy, reference = copy.deepcopy(model), lm_world.frozen_copy(model)
         held_out = args.task.held_out(args.eval_problems)
         if script is grpo:
             args = dataclasses.replace(args, inner_iters=1, loss_norm="sequence")

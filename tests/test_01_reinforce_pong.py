@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 import torch
 
+import common
+
 pong = importlib.import_module("01_reinforce_pong")
 
 
@@ -132,7 +134,7 @@ def test_reinforce_step_trains_on_the_ready_frames_only_and_standardises_over_th
 
 # ------------------------------------------------------------------------------------ dynamics
 def make_pong(n=2, **kw):
-    env = pong.Pong(n, seed=0, **kw)
+    env = common.Pong(n, seed=0, **kw)
     env.reset()
     return env
 
@@ -220,7 +222,7 @@ def test_serves_spread_height_and_angle_independently_and_follow_the_seed():
     first = env.ball_y.clone()
     env.reset()
     assert not torch.equal(env.ball_y, first)  # a reset serves anew, from the games' own generator
-    seeded, same_seed = pong.Pong(2000, seed=4), pong.Pong(2000, seed=4)
+    seeded, same_seed = common.Pong(2000, seed=4), common.Pong(2000, seed=4)
     assert torch.equal(seeded.reset()[0], same_seed.reset()[0]) and not torch.equal(seeded.ball_y, first)
 
 
@@ -290,14 +292,14 @@ def test_render_draws_paddles_and_ball():
 
 def test_player_without_motion_feeds_the_policy_no_difference():
     for motion in (False, True):
-        env = pong.Pong(4, seed=0)
+        env = common.Pong(4, seed=0)
         window, _ = pong.Player(env, pong.PixelPolicy(env.size, 4), motion=motion).play(20)
         moving = bool(window.inputs[:, :, 1].any())
         assert moving == motion and window.inputs[:, :, 0].any()
 
 
 def test_random_policy_wins_few_points_and_tracking_wins_most():
-    env = pong.Pong(64, seed=1)
+    env = common.Pong(64, seed=1)
 
     def points(policy_up):
         env.reset()
@@ -602,7 +604,7 @@ def test_win_rate_counts_the_points_of_fresh_games(monkeypatch):
     assert player.policy is policy and player.steps == 13 and player.motion is True
     pong.win_rate(args, policy, 7, torch.device("cpu"), motion=False)
     assert made[-1].motion is False  # a frame-only policy is evaluated on the frame alone
-    assert isinstance(player.env, pong.Pong) and player.env.size == 16 and player.env.generator.initial_seed() == 7
+    assert isinstance(player.env, common.Pong) and player.env.size == 16 and player.env.generator.initial_seed() == 7
     pong.win_rate(args, None, 7, torch.device("cpu"))  # a coin flip: P(up) = 0.5 on every frame
     torch.testing.assert_close(made[-1].policy(torch.randn(3, 2, 16, 16)), torch.zeros(3))
     replay(monkeypatch, window_of([[0, 0], [0, 0]]))
@@ -611,7 +613,7 @@ def test_win_rate_counts_the_points_of_fresh_games(monkeypatch):
 
 def test_make_env_passes_size_opponent_speed_and_seed():
     env = tiny_args(size=64, opponent_speed=0.5, num_envs=3).make_env(11, torch.device("cpu"))
-    assert isinstance(env, pong.Pong) and env.num_envs == 3 and env.size == 64
+    assert isinstance(env, common.Pong) and env.num_envs == 3 and env.size == 64
     assert env.opponent_speed == 0.5 * 2 and env.generator.initial_seed() == 11
 
 

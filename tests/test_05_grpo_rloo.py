@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import common
+import lm_world
 from lm_pins import tiny_model
 
 grpo = importlib.import_module("05_grpo_rloo")
@@ -113,19 +114,19 @@ def test_policy_gradient_step_moves_probability_toward_positive_advantages():
     the reported KL is the sampling policy's k3 to the reference, and with three inner
     iterations of a large step the clip acts."""
     model, tok = tiny_model(1)
-    reference = common.frozen_copy(tiny_model(2)[0])
-    ids, mask = common.encode_prompts(tok, ["1+2\n"] * 8)
-    r = common.sample_completions(model, ids, mask, 10, tok.eos_token_id, tok.pad_token_id,
+    reference = lm_world.frozen_copy(tiny_model(2)[0])
+    ids, mask = lm_world.encode_prompts(tok, ["1+2\n"] * 8)
+    r = lm_world.sample_completions(model, ids, mask, 10, tok.eos_token_id, tok.pad_token_id,
                                   torch.Generator().manual_seed(0))
     advantages = torch.tensor([1.0, -1.0] * 4)[:, None] * r.completion_mask
-    before, _ = common.token_logprobs(model, r.sequences, r.attention_mask, r.prompt_length)
+    before, _ = lm_world.token_logprobs(model, r.sequences, r.attention_mask, r.prompt_length)
     with torch.no_grad():
-        ref, _ = common.token_logprobs(reference, r.sequences, r.attention_mask, r.prompt_length)
+        ref, _ = lm_world.token_logprobs(reference, r.sequences, r.attention_mask, r.prompt_length)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.2)
     settings = grpo.Args(clip_eps=0.2, beta=0.1, inner_iters=3, loss_norm="sequence", max_new_tokens=10,
                          max_grad_norm=100.0)
     stats = grpo.policy_gradient_step(model, optimizer, r, advantages, ref, settings)
-    after, _ = common.token_logprobs(model, r.sequences, r.attention_mask, r.prompt_length)
+    after, _ = lm_world.token_logprobs(model, r.sequences, r.attention_mask, r.prompt_length)
     change = ((after - before) * r.completion_mask).sum(1).detach()
     assert change[0::2].mean() > 0 > change[1::2].mean()
     log_ratio = (ref - before.detach())[r.completion_mask]
@@ -137,8 +138,8 @@ def test_policy_gradient_step_moves_probability_toward_positive_advantages():
 @pytest.mark.parametrize("norm", grpo.LOSS_NORMS)
 def test_the_step_on_an_all_padding_batch_reports_zeros_not_nan(norm):
     model, tok = tiny_model(1)
-    ids, mask = common.encode_prompts(tok, ["1+2\n"] * 2)
-    r = common.sample_completions(model, ids, mask, 4, tok.eos_token_id, tok.pad_token_id,
+    ids, mask = lm_world.encode_prompts(tok, ["1+2\n"] * 2)
+    r = lm_world.sample_completions(model, ids, mask, 4, tok.eos_token_id, tok.pad_token_id,
                                   torch.Generator().manual_seed(0))
     r.completion_mask[:] = False
     before = [p.clone() for p in model.parameters()]
@@ -165,9 +166,9 @@ def table_logprobs(policy, sequences, attention_mask, prompt_length, with_entrop
     return policy.logp * 1.0, (policy.entropy.clone() if with_entropy else None)
 
 
-def table_completions(mask: torch.Tensor) -> common.Completions:
+def table_completions(mask: torch.Tensor) -> lm_world.Completions:
     B, T = mask.shape
-    return common.Completions(sequences=torch.zeros(B, 2 + T, dtype=torch.long),
+    return lm_world.Completions(sequences=torch.zeros(B, 2 + T, dtype=torch.long),
                               attention_mask=torch.ones(B, 2 + T, dtype=torch.long), completion_mask=mask,
                               logprobs=torch.zeros(B, T), truncated=torch.zeros(B, dtype=torch.bool),
                               prompt_length=2)
@@ -322,7 +323,7 @@ def spy_on_train(monkeypatch, tmp_path, method, **changes):
     monkeypatch.setattr(grpo, "evaluate", evaluate)
     args = loop_args(tmp_path, **changes)
     policy, tok = tiny_model(6)
-    reference = common.frozen_copy(tiny_model(7)[0])
+    reference = lm_world.frozen_copy(tiny_model(7)[0])
     held_out = args.task.held_out(args.eval_problems)
     result = grpo.train(policy, reference, tok, args, method, held_out, "cpu")
     return result, calls, args, policy, reference, tok, held_out
@@ -342,13 +343,13 @@ def test_train_pairs_each_completion_with_its_own_problem_reward_and_advantage(m
         completions = step["completions"]
         assert all(problems[i * G + j] == problems[i * G] for i in range(N) for j in range(G))  # grouped rows
         assert not {p.prompt for p in problems} & held_prompts
-        texts = common.completion_texts(tok, completions)
+        texts = lm_world.completion_texts(tok, completions)
         rewards = text_reward(problems, texts, completions.truncated).view(N, G)
         spreads += int((~grpo.zero_spread(rewards)).sum())
         expected = grpo.group_advantages(rewards, method).flatten()[:, None] * completions.completion_mask
         assert torch.equal(step["advantages"], expected)
         with torch.no_grad():
-            ref_logp, _ = common.token_logprobs(reference, completions.sequences, completions.attention_mask,
+            ref_logp, _ = lm_world.token_logprobs(reference, completions.sequences, completions.attention_mask,
                                                 completions.prompt_length)
         torch.testing.assert_close(step["ref_logp"], ref_logp)
         assert step["policy"] is policy
@@ -625,8 +626,8 @@ def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path, read
 
 def test_model_flag_loads_a_saved_causal_lm(tmp_path):
     torch.manual_seed(0)
-    tok = common.make_char_tokenizer()
-    common.make_tiny_lm(tok, 16, 1, 2).save_pretrained(tmp_path / "tiny")
+    tok = lm_world.make_char_tokenizer()
+    lm_world.make_tiny_lm(tok, 16, 1, 2).save_pretrained(tmp_path / "tiny")
     tok.save_pretrained(tmp_path / "tiny")
     result = grpo.main(smoke_args(tmp_path, model=str(tmp_path / "tiny"), methods="rloo"))
     assert "rloo_pass@1" in result["metrics"]

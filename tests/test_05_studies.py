@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 
-import common
+import lm_world
 from lm_pins import hand_completions, tiny_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,7 +53,7 @@ def train_both(monkeypatch, tmp_path, study_train):
     runs, policies = [], []
     for train in (lambda *a: grpo.train(*a[:4], "grpo", *a[4:]), study_train):
         policy, tok = tiny_model(5)
-        runs.append(train(policy, common.frozen_copy(tiny_model(4)[0]), tok, rl, held_out, "cpu"))
+        runs.append(train(policy, lm_world.frozen_copy(tiny_model(4)[0]), tok, rl, held_out, "cpu"))
         policies.append(policy)
     return runs, policies
 
@@ -75,9 +75,9 @@ def test_each_study_loop_with_its_additions_off_trains_exactly_as_the_chapter(mo
 
 def test_the_stale_step_without_behaviour_logprobs_is_the_chapters_step():
     model, tok = tiny_model(3)
-    reference = common.frozen_copy(tiny_model(4)[0])
-    ids, mask = common.encode_prompts(tok, ["1+2\n", "45*2\n", "7\n", "9-1\n"])
-    completions = common.sample_completions(model, ids, mask, 10, tok.eos_token_id, tok.pad_token_id,
+    reference = lm_world.frozen_copy(tiny_model(4)[0])
+    ids, mask = lm_world.encode_prompts(tok, ["1+2\n", "45*2\n", "7\n", "9-1\n"])
+    completions = lm_world.sample_completions(model, ids, mask, 10, tok.eos_token_id, tok.pad_token_id,
                                             torch.Generator().manual_seed(0))
     advantages = torch.randn(completions.completion_mask.shape, generator=torch.Generator().manual_seed(1))
     ref_logp = grpo.reference_logprobs(reference, completions)
@@ -111,8 +111,8 @@ def test_zero_spread_table_by_difficulty():
 
 def test_zero_spread_study_reads_each_policy_counts_by_difficulty():
     args = zs.Args(final_samples=4, group_sizes="2,4")
-    held_out = [common.ChainProblem(1, (("+", 1),)), common.ChainProblem(2, (("+", 1), ("+", 1))),
-                common.ChainProblem(3, (("+", 1),))]
+    held_out = [lm_world.ChainProblem(1, (("+", 1),)), lm_world.ChainProblem(2, (("+", 1), ("+", 1))),
+                lm_world.ChainProblem(3, (("+", 1),))]
     before, after = {"correct": [0, 2, 4]}, {"correct": [1, 4, 3]}
     tables = zs.zero_spread_study(args, held_out, before, {"grpo": {"final": after}})
     assert tables == {"cold start": zs.zero_spread_table([0, 2, 4], [1, 2, 1], 4, [2, 4]),
@@ -145,7 +145,7 @@ def test_gradient_by_spread_splits_rows_by_their_group_and_uses_their_grpo_advan
     monkeypatch.setattr(grpo, "sample_groups", recorded_sample_groups)
     args = loop_args(tmp_path, prompts=8, beta=0.3)
     policy, tok = tiny_model(8)
-    reference = common.frozen_copy(tiny_model(9)[0])
+    reference = lm_world.frozen_copy(tiny_model(9)[0])
     norms = zs.gradient_by_spread(policy, reference, tok, args, "cpu")
     (completions, rewards), = sampled
     G = args.group_size
@@ -155,13 +155,13 @@ def test_gradient_by_spread_splits_rows_by_their_group_and_uses_their_grpo_advan
     advantages = grpo.group_advantages(rewards, "grpo").flatten()
     batch = (completions.sequences, completions.attention_mask, completions.prompt_length)
     with torch.no_grad():
-        ref_logp, _ = common.token_logprobs(reference, *batch)
+        ref_logp, _ = lm_world.token_logprobs(reference, *batch)
     expected = {"zero-spread share": sum(flat) / len(flat)}
     for part, rows in (("zero-spread", same), ("mixed", ~same)):
         mask = completions.completion_mask & rows[:, None]
         for term in ("pg", "kl"):
             policy.zero_grad()
-            logp, _ = common.token_logprobs(policy, *batch)
+            logp, _ = lm_world.token_logprobs(policy, *batch)
             log_ratio = ref_logp - logp
             per_token = -advantages[:, None] * logp if term == "pg" else args.beta * (log_ratio.exp() - log_ratio - 1)
             (per_token[mask].sum() / mask.sum()).backward()
@@ -173,7 +173,7 @@ def test_gradient_by_spread_splits_rows_by_their_group_and_uses_their_grpo_advan
 
 def test_gradient_by_spread_leaves_no_gradient_behind(tmp_path):
     model, tok = tiny_model(8)
-    zs.gradient_by_spread(model, common.frozen_copy(tiny_model(9)[0]), tok, loop_args(tmp_path), "cpu")
+    zs.gradient_by_spread(model, lm_world.frozen_copy(tiny_model(9)[0]), tok, loop_args(tmp_path), "cpu")
     assert all(p.grad is None or not p.grad.any() for p in model.parameters())
 
 
@@ -181,7 +181,7 @@ def test_with_only_all_wrong_groups_the_mixed_part_reads_zero(tmp_path):
     """A random model never answers right: every group is all-wrong, the mixed part is empty and
     reads 0 (not NaN), and with the policy as its own reference the KL term is 0 too."""
     model, tok = tiny_model(10)
-    norms = zs.gradient_by_spread(model, common.frozen_copy(model), tok, loop_args(tmp_path), "cpu")
+    norms = zs.gradient_by_spread(model, lm_world.frozen_copy(model), tok, loop_args(tmp_path), "cpu")
     assert norms == {"zero-spread share": 1.0, "zero-spread pg": 0.0, "zero-spread kl": 0.0, "mixed pg": 0.0,
                      "mixed kl": 0.0}
 
@@ -304,7 +304,7 @@ def test_ppo_hands_whitened_gae_advantages_to_the_step_and_trains_the_critic(mon
     monkeypatch.setattr(grpo, "verifier_rewards", lambda problems, texts, truncated: torch.arange(len(texts)) % 2.0)
     rl = loop_args(tmp_path, rl_steps=1)
     held_out = rl.task.held_out(rl.eval_problems)
-    result = ppo.train(policy, common.frozen_copy(policy), tok, rl, ppo.Args(gae_lambda=0.9, critic_lr=1e-2), held_out,
+    result = ppo.train(policy, lm_world.frozen_copy(policy), tok, rl, ppo.Args(gae_lambda=0.9, critic_lr=1e-2), held_out,
                        "cpu", critic)
     c = seen["completions"]
     rewards = torch.arange(len(c.sequences)) % 2.0
@@ -335,7 +335,7 @@ def test_per_completion_gradients_match_a_backward_pass_per_completion():
     grads = ppo.per_completion_gradients(policy, c, weights, chunk=2)
     for i in range(3):
         policy.zero_grad()
-        logp, _ = common.token_logprobs(policy, c.sequences[i:i + 1], c.attention_mask[i:i + 1], c.prompt_length)
+        logp, _ = lm_world.token_logprobs(policy, c.sequences[i:i + 1], c.attention_mask[i:i + 1], c.prompt_length)
         (weights[i:i + 1] * logp).sum().backward()
         expected = torch.cat([p.grad.flatten() for p in policy.parameters()])
         torch.testing.assert_close(grads[i], expected, atol=1e-5, rtol=1e-4)
@@ -357,7 +357,7 @@ def test_variance_by_length_bins_in_log_length_and_fits_the_slope():
 
 
 def test_step_prefixes_are_the_prompt_then_each_complete_line_but_the_last():
-    problem = common.ChainProblem(12, (("+", 3), ("*", 2)))
+    problem = lm_world.ChainProblem(12, (("+", 3), ("*", 2)))
     assert ppo.step_prefixes(problem, "12+3=15\n15*2=30\n#30") == [
         "12+3*2\n", "12+3*2\n12+3=15\n", "12+3*2\n12+3=15\n15*2=30\n"]
     assert ppo.step_prefixes(problem, "#30") == ["12+3*2\n"]
@@ -373,7 +373,7 @@ def test_the_skew_study_serves_each_problem_three_ways(monkeypatch):
         return {"pass@1": 0.5 / len(seen)}
 
     monkeypatch.setattr(grpo, "final_evaluation", fake_final)
-    problems = [common.ChainProblem(12, (("+", 7), ("*", 3))), common.ChainProblem(5, (("-", 2),))]
+    problems = [lm_world.ChainProblem(12, (("+", 7), ("*", 3))), lm_world.ChainProblem(5, (("-", 2),))]
     skew = fm.skew_study(None, None, grpo.Args(), problems, "cpu")
     assert seen == {0: ["12+7*3\n", "5-2\n"], 1: ["Q: 12+7*3\nA:\n", "Q: 5-2\nA:\n"], 2: ["12+7\n", "5\n"]}
     assert skew == {"as trained": 0.5, "another template": 0.25, "last operation missing": 0.5 / 3}
@@ -384,9 +384,9 @@ def test_the_skew_study_serves_each_problem_three_ways(monkeypatch):
 
 def test_sample_quality_counts_distinct_well_formed_and_step_writing_samples(monkeypatch):
     texts = ["#5", "#5", "1+4=5\n#5", "junk", "#7", "#8", "#9", "#9"]
-    monkeypatch.setattr(common, "sample", lambda *a, **k: (None, texts))
+    monkeypatch.setattr(lm_world, "sample", lambda *a, **k: (None, texts))
     args = grpo.Args(final_samples=4)
-    quality = fm.sample_quality(None, None, args, [common.ChainProblem(1, (("+", 4),))] * 2, "cpu")
+    quality = fm.sample_quality(None, None, args, [lm_world.ChainProblem(1, (("+", 4),))] * 2, "cpu")
     assert quality == {"distinct": (3 / 4 + 3 / 4) / 2, "well_formed": 7 / 8, "writes_steps": 1 / 8}
 
 
@@ -413,12 +413,12 @@ def test_a_stale_ratio_is_taken_against_the_policy_that_sampled():
     policy that already doubled a token's probability is clipped there (A > 0), and that token
     gives no gradient; without them the first iteration's ratio is 1 and nothing is clipped."""
     model, tok = tiny_model(1)
-    ids, mask = common.encode_prompts(tok, ["1+2\n"] * 4)
-    r = common.sample_completions(model, ids, mask, 6, tok.eos_token_id, tok.pad_token_id,
+    ids, mask = lm_world.encode_prompts(tok, ["1+2\n"] * 4)
+    r = lm_world.sample_completions(model, ids, mask, 6, tok.eos_token_id, tok.pad_token_id,
                                   torch.Generator().manual_seed(0))
     advantages = r.completion_mask.float()
     with torch.no_grad():
-        now, _ = common.token_logprobs(model, r.sequences, r.attention_mask, r.prompt_length)
+        now, _ = lm_world.token_logprobs(model, r.sequences, r.attention_mask, r.prompt_length)
     settings = grpo.Args(clip_eps=0.2, beta=0.0, inner_iters=1, loss_norm="token", max_new_tokens=6,
                          max_grad_norm=100.0)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
@@ -462,7 +462,7 @@ def test_stale_training_samples_with_old_weights_and_hands_their_logprobs_to_the
     monkeypatch.setattr(fm, "stale_step", spy_step)
     monkeypatch.setattr(grpo, "verifier_rewards", lambda problems, texts, truncated: torch.arange(len(texts)) % 2.0)
     rl = loop_args(tmp_path, rl_steps=4, lr=0.05, warmup=1, inner_iters=1)
-    history = fm.train(policy, common.frozen_copy(policy), tok, rl, rl.task.held_out(4), "cpu",
+    history = fm.train(policy, lm_world.frozen_copy(policy), tok, rl, rl.task.held_out(4), "cpu",
                        fm.Setting(lag=2, ratio=ratio))["history"]
     assert [h["policy_age"] for h in history] == [0, 1, 2, 2]
     assert torch.equal(sampled_with[0], sampled_with[1]) and torch.equal(sampled_with[1], sampled_with[2])
@@ -503,7 +503,7 @@ def test_a_reference_reset_re_anchors_the_kl_to_the_current_policy(monkeypatch, 
     for reset in (0, 1):
         policy, tok = tiny_model(6)
         rl = loop_args(tmp_path, rl_steps=3, inner_iters=1, lr=0.05, warmup=1)
-        history = fm.train(policy, common.frozen_copy(policy), tok, rl, rl.task.held_out(4), "cpu",
+        history = fm.train(policy, lm_world.frozen_copy(policy), tok, rl, rl.task.held_out(4), "cpu",
                            fm.Setting(ref_reset=reset))["history"]
         kls[reset] = [h["kl"] for h in history]
     assert kls[0][0] == kls[1][0] == 0.0  # the first batch: the policy is its reference either way
@@ -521,8 +521,8 @@ def test_rejection_sampling_keeps_the_verified_completions_and_fine_tunes_only_o
         monkeypatch, tmp_path, right_every, kept_share):
     policy, tok = tiny_model(6)
     weights = [p.detach().clone() for p in policy.parameters()]
-    monkeypatch.setattr(common, "sample", fake_sampler(lambda i: "right" if right_every and i % right_every == 0 else "wrong"))
-    monkeypatch.setattr(common, "verify", lambda problem, text: text == "right")
+    monkeypatch.setattr(lm_world, "sample", fake_sampler(lambda i: "right" if right_every and i % right_every == 0 else "wrong"))
+    monkeypatch.setattr(lm_world, "verify", lambda problem, text: text == "right")
     args = fm.Args(device="cpu", out=str(tmp_path / "out"), min_steps=1, max_steps=1, max_value=30, max_operand=3,
                    max_new_tokens=8, seed=5, rft_rounds=2, rft_n=4, rft_sft_steps=2, rft_lr=0.01, sft_batch=4)
     rounds = fm.rejection_sampling_sft(policy, tok, args, 40, "cpu")

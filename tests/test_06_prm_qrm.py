@@ -14,14 +14,15 @@ import torch
 
 import common
 import lm_pins
+import lm_world
 from lm_pins import hand_completions
 
 prm = importlib.import_module("06_prm_qrm")
-PROBLEM = common.ChainProblem(12, (("+", 7), ("*", 3), ("-", 5)))  # 12+7=19, 19*3=57, 57-5=52
-SMALL = common.ChainProblem(3, (("+", 1),))  # 3+1=4
+PROBLEM = lm_world.ChainProblem(12, (("+", 7), ("*", 3), ("-", 5)))  # 12+7=19, 19*3=57, 57-5=52
+SMALL = lm_world.ChainProblem(3, (("+", 1),))  # 3+1=4
 RIGHT, SLIP = PROBLEM.solution, "12+7=19\n19*3=56\n56-5=51\n#51"  # SLIP goes wrong at step 1
 SMALL_RIGHT, SMALL_SLIP = SMALL.solution, "3+1=5\n#5"  # SMALL_SLIP goes wrong at step 0
-TOK = common.make_char_tokenizer()
+TOK = lm_world.make_char_tokenizer()
 
 
 def step_ends_by_hand(text: str) -> list[int]:
@@ -101,7 +102,7 @@ def test_rollouts_continue_each_solution_from_exactly_its_first_k_steps(monkeypa
 
     def verifier_spy(problems, texts, truncated):
         checked.append((list(problems), list(texts)))
-        return common.verifier_rewards(problems, texts, truncated)
+        return lm_world.verifier_rewards(problems, texts, truncated)
 
     monkeypatch.setattr(prm, "verifier_rewards", verifier_spy)
     outcomes = prm.rollout_outcomes(POLICY, TOK, [PROBLEM, SMALL, SMALL], [SLIP, SMALL_RIGHT, "#4"], rollouts=3,
@@ -118,12 +119,12 @@ def test_rollouts_continue_each_solution_from_exactly_its_first_k_steps(monkeypa
 
 # ------------------------------------------------------------------------- reward model losses
 def test_prm_loss_reads_only_step_end_tokens():
-    tok = common.make_char_tokenizer()
+    tok = lm_world.make_char_tokenizer()
     ids = torch.tensor([tok("12+7=19\n#19", add_special_tokens=False)["input_ids"] + [tok.eos_token_id]])
     mask = torch.ones_like(ids, dtype=torch.bool)
-    ends = common.step_end_mask(common.token_step_ids(tok, ids, mask))
+    ends = lm_world.step_end_mask(lm_world.token_step_ids(tok, ids, mask))
     assert ends[0].nonzero().squeeze(1).tolist() == [7, 11]  # the newline and EOS
-    end_tokens = common.step_end_tokens(tok, ids, mask)
+    end_tokens = lm_world.step_end_tokens(tok, ids, mask)
     assert end_tokens.tolist() == [[7, 11]]
     targets = prm.step_targets(end_tokens, [[1.0, 0.0]], ids.shape[1])
     assert targets[0, 7] == 1.0 and targets[0].sum() == 1.0
@@ -213,7 +214,7 @@ def test_qrm_loss_on_a_hand_case_ignores_padding():
 
 
 def test_preference_pairs_stay_within_a_problem():
-    a, b = PROBLEM, common.ChainProblem(3, (("+", 1),))
+    a, b = PROBLEM, lm_world.ChainProblem(3, (("+", 1),))
     pairs = prm.preference_pairs([a, a, a, b, b], torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0]))
     assert pairs == [(0, 1), (0, 2)]
 

@@ -34,6 +34,7 @@ from test_06_prm_qrm import (
 
 import common
 import lm_pins
+import lm_world
 from lm_pins import hand_completions
 
 prm = importlib.import_module("06_prm_qrm")
@@ -147,7 +148,7 @@ def test_label_study_scores_each_step_from_its_rollouts(monkeypatch):
     inner = np.array([1, 1, 1, 0, 1, 1, 1, 0, 1, 0, 1, 0], dtype=bool)
     assert data["quality_inner_steps"][4] == overopt.label_quality(gold[inner], right_of_4[inner], 4, 4)
     soft = right_of_4 / 4
-    assert data["soft_auroc"] == pytest.approx(common.auroc(soft[gold], soft[~gold])) and data["soft_auroc"] > 0.8
+    assert data["soft_auroc"] == pytest.approx(lm_world.auroc(soft[gold], soft[~gold])) and data["soft_auroc"] > 0.8
     assert data["soft_mean_on_gold_right"] == pytest.approx(soft[gold].mean())
     assert data["soft_mean_on_gold_wrong"] == pytest.approx(soft[~gold].mean())
     assert data["steps_labelled"] == 12 and data["prefixes_rolled_out"] == 8
@@ -220,12 +221,12 @@ def test_held_out_study_pairs_every_score_with_its_own_sample(monkeypatch):
     assert credit["solutions"] == 4
     failed, wrong = [0, 3, 4, 5], [1, 1, 0, 1]
     step_scores = [p_step[i, ends[i]].numpy() for i in failed]
-    assert credit["results"]["PRM step score"] == pytest.approx(common.localisation(step_scores, wrong))
+    assert credit["results"]["PRM step score"] == pytest.approx(lm_world.localisation(step_scores, wrong))
     drops = [s - np.concatenate([[1.0], s[:-1]]) for s in step_scores]
-    assert credit["results"]["PRM drop (score - previous)"] == pytest.approx(common.localisation(drops, wrong))
+    assert credit["results"]["PRM drop (score - previous)"] == pytest.approx(lm_world.localisation(drops, wrong))
     step_means = [[float(z[i, ([-1] + ends[i])[k] + 1:ends[i][k] + 1].mean()) for k in range(len(ends[i]))] for i in failed]
     assert credit["results"]["Q-RM (mean Z of the step)"] == pytest.approx(
-        common.localisation([np.array(m) for m in step_means], wrong))
+        lm_world.localisation([np.array(m) for m in step_means], wrong))
     example = credit["example"]  # the first with a right step before the slip and a step after it
     assert example["text"] == SLIP and example["problem"] == "12+7*3-5"
     assert all(len(row) == len(SLIP) + 1 for row in example["rows"].values())  # one value a token, EOS included
@@ -236,17 +237,17 @@ def test_held_out_study_pairs_every_score_with_its_own_sample(monkeypatch):
 
 def test_proxy_advantages_centre_the_orm_score_and_log_proxy_kl_and_gold(monkeypatch):
     given = fake_reward_models(monkeypatch)
-    policy, reference = lm_pins.tiny_model(1)[0], common.frozen_copy(lm_pins.tiny_model(2)[0])
+    policy, reference = lm_pins.tiny_model(1)[0], lm_world.frozen_copy(lm_pins.tiny_model(2)[0])
     r = hand_completions([SMALL.prompt] * 2 + [PROBLEM.prompt] * 2, GROUPED)
     with torch.no_grad():
-        logp, _ = common.token_logprobs(policy, r.sequences, r.attention_mask, r.prompt_length)
+        logp, _ = lm_world.token_logprobs(policy, r.sequences, r.attention_mask, r.prompt_length)
     r.logprobs = logp * r.completion_mask  # as sampled from the policy
     log = []
     A = overopt.proxy_advantage_fn("ORM", reference, 2, log)(r, GROUPED_REWARDS, [SMALL, PROBLEM])
     proxy = torch.sigmoid(given["ORM"][torch.arange(4), [len(t) for t in GROUPED]])  # read on EOS
     centred = proxy.view(2, 2) - proxy.view(2, 2).mean(1, keepdim=True)
     torch.testing.assert_close(A, centred.flatten()[:, None] * r.completion_mask)
-    ref_logp, _ = common.token_logprobs(reference, r.sequences, r.attention_mask, r.prompt_length)
+    ref_logp, _ = lm_world.token_logprobs(reference, r.sequences, r.attention_mask, r.prompt_length)
     kl = sum(float((logp[i] - ref_logp[i])[r.completion_mask[i]].sum()) for i in range(4)) / 4
     assert log == [{"proxy": pytest.approx(float(proxy.mean())), "kl": pytest.approx(kl, abs=1e-5), "gold": 0.5}]
     assert abs(kl) > 0.1
@@ -438,7 +439,7 @@ def test_output_stats_count_padding_and_form_by_hand():
     padded = "3+1=4\n3+1=4\n3+1=4\n#4"  # right, two lines and 12 characters past "3+1=4\n#4"
     texts = [SMALL_RIGHT, padded, SLIP, "#52"]
     problems = [SMALL, SMALL, PROBLEM, PROBLEM]
-    correct = [common.verify(p, t) for p, t in zip(problems, texts)]
+    correct = [lm_world.verify(p, t) for p, t in zip(problems, texts)]
     stats = overopt.output_stats(problems, texts, correct, [9, 21, 27, 4])
     assert stats == pytest.approx({"pass@1": 0.75, "length": 15.25, "extra_lines": 0.5, "padded_share": 0.25,
                                    "excess_chars": 3.0, "worked_form_share": 0.75, "worked_form_wrong_share": 0.25})

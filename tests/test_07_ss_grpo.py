@@ -16,20 +16,21 @@ import torch
 
 import common
 import lm_pins
+import lm_world
 from lm_pins import hand_completions
 
 ss = importlib.import_module("07_ss_grpo")
 prm = importlib.import_module("06_prm_qrm")
 
-TOK = common.make_char_tokenizer()
+TOK = lm_world.make_char_tokenizer()
 
 
-def step_ids_of(r: common.Completions) -> torch.Tensor:
-    return common.token_step_ids(TOK, r.completion_ids, r.completion_mask)
+def step_ids_of(r: lm_world.Completions) -> torch.Tensor:
+    return lm_world.token_step_ids(TOK, r.completion_ids, r.completion_mask)
 
 
-def end_tokens_of(r: common.Completions) -> torch.Tensor:
-    return common.step_end_tokens(TOK, r.completion_ids, r.completion_mask)
+def end_tokens_of(r: lm_world.Completions) -> torch.Tensor:
+    return lm_world.step_end_tokens(TOK, r.completion_ids, r.completion_mask)
 
 
 def estimator(seed: int = 0, **sizes) -> ss.StepValueEstimator:
@@ -130,9 +131,9 @@ def assert_zero_spread_groups_get_zero(credit_of, methods, tmp_path) -> None:
     """Every method gives a group whose rewards are all equal zero advantage, and no NaN anywhere."""
     args = common.apply_smoke(ss.Args(smoke=True, device="cpu", out=str(tmp_path)))
     args = dataclasses.replace(args, group_size=4, prompts=2)
-    problem = common.ChainTask().sample(1, np.random.default_rng(0))[0]
+    problem = lm_world.ChainTask().sample(1, np.random.default_rng(0))[0]
     r = hand_completions([problem.prompt] * 8, [problem.solution] * 4 + ["#1", "1+1=2\n#2", problem.solution, "#0"])
-    rewards = common.verifier_rewards([problem] * 8, common.completion_texts(TOK, r), r.truncated).view(2, 4)
+    rewards = lm_world.verifier_rewards([problem] * 8, lm_world.completion_texts(TOK, r), r.truncated).view(2, 4)
     assert rewards[0].tolist() == [1.0] * 4 and len(set(rewards[1].tolist())) == 2
     for method in methods:
         advantages = credit_of(method, args)(r, rewards, [problem, problem])
@@ -240,8 +241,8 @@ def test_smoke_run_writes_results_and_figure_and_repeats_exactly(tmp_path, read_
 # -------------------------------------------------- the wiring of the credit: pairing, targets, costs
 
 
-PROBLEMS = [common.ChainProblem(47, (("-", 7), ("*", 2))), common.ChainProblem(4, (("+", 8), ("*", 3))),
-            common.ChainProblem(31, (("*", 2), ("+", 8)))]
+PROBLEMS = [lm_world.ChainProblem(47, (("-", 7), ("*", 2))), lm_world.ChainProblem(4, (("+", 8), ("*", 3))),
+            lm_world.ChainProblem(31, (("*", 2), ("+", 8)))]
 
 
 TEXTS = ["47-7=40\n40*2=80\n#80", "47-7=41\n41*2=82\n#82", "47-7=40\n40*2=81\n#81", "#80",
@@ -274,7 +275,7 @@ def naive_gold_process(step_ids: torch.Tensor, G: int) -> torch.Tensor:
     steps = (step_ids.max(1).values + 1).tolist()
     labels = []
     for b, n in enumerate(steps):
-        wrong = common.first_wrong_step(PROBLEMS[b // G], TEXTS[b])
+        wrong = lm_world.first_wrong_step(PROBLEMS[b // G], TEXTS[b])
         labels.append([1.0 if wrong is None or k < wrong else 0.0 for k in range(n)])
     out = torch.zeros(step_ids.shape)
     for g in range(len(steps) // G):
@@ -316,7 +317,7 @@ def test_each_method_scales_its_own_completions_group_advantage(tmp_path):
         torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6, msg=method)
 
 
-def tagged_update(u: int, G: int = 4, groups: int = 3) -> common.Completions:
+def tagged_update(u: int, G: int = 4, groups: int = 3) -> lm_world.Completions:
     """Update u's completions; completion (g, i) opens with the line "ugi" (its name)."""
     texts = [f"{u}{g}{i}\n" + "1+1=2\n" * ((u + g + i) % 3) + "#2" for g in range(groups) for i in range(G)]
     return hand_completions([PROBLEMS[g].prompt for g in range(groups) for _ in range(G)], texts)

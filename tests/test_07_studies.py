@@ -29,6 +29,7 @@ from test_07_ss_grpo import (
 
 import common
 import lm_pins
+import lm_world
 from lm_pins import hand_completions
 
 ss = importlib.import_module("07_ss_grpo")
@@ -684,7 +685,7 @@ def test_each_update_logs_the_diagnostics_of_the_advantages_it_returns(tmp_path)
     method), and w(s) on right and failed completions (SS-GRPO), of this very update."""
     r = hand_completions([p.prompt for p in PROBLEMS for _ in range(4)], TEXTS)
     step_ids = step_ids_of(r)
-    wrong = [common.first_wrong_step(PROBLEMS[b // 4], t) for b, t in enumerate(TEXTS)]
+    wrong = [lm_world.first_wrong_step(PROBLEMS[b // 4], t) for b, t in enumerate(TEXTS)]
     A = ss.grpo_advantages(REWARDS).flatten()
     for method in lab.METHODS:
         credit = credit_of(method, credit_args(tmp_path))
@@ -738,7 +739,7 @@ def test_probe_scores_each_held_out_step_against_its_gold_labels(tmp_path, monke
         assert generator.initial_seed() == args.seed + 3
         return hand_completions(asked, PROBE_TEXTS), list(PROBE_TEXTS)
 
-    monkeypatch.setattr(common, "sample", fake_sample)
+    monkeypatch.setattr(lm_world, "sample", fake_sample)
     got = lab.probe_weights(policy, TableEstimator(), TOK, PROBLEMS, args, 4, "cpu")
     by_outcome, good, bad, credits, wrongs, offsets, chance = {True: [], False: []}, [], [], [], [], {}, []
     for b, text in enumerate(PROBE_TEXTS):
@@ -748,7 +749,7 @@ def test_probe_scores_each_held_out_step_against_its_gold_labels(tmp_path, monke
         by_outcome[right] += list(weights)
         if len(lines) >= 2:
             chance.append(1 / len(lines))
-        wrong = common.first_wrong_step(problem, text)
+        wrong = lm_world.first_wrong_step(problem, text)
         if right or wrong is None or wrong >= len(lines):
             continue
         good += list(weights[:wrong])
@@ -758,10 +759,10 @@ def test_probe_scores_each_held_out_step_against_its_gold_labels(tmp_path, monke
         if len(lines) >= 2:
             credits.append(weights)
             wrongs.append(wrong)
-    located = common.localisation(credits, wrongs)
+    located = lm_world.localisation(credits, wrongs)
     assert len(credits) == 6 and sorted(k for k, v in offsets.items() if len(v) >= 5) == [0, 1]
-    expected = {"auroc_outcome": common.auroc(np.array(by_outcome[True]), np.array(by_outcome[False])),
-                "auroc_step_right_in_failed": common.auroc(np.array(good), np.array(bad)),
+    expected = {"auroc_outcome": lm_world.auroc(np.array(by_outcome[True]), np.array(by_outcome[False])),
+                "auroc_step_right_in_failed": lm_world.auroc(np.array(good), np.array(bad)),
                 "localisation_auroc": located["auroc"], "localisation_top1": located["top1"],
                 "chance_top1": np.mean(chance), "failed_solutions": 6,
                 "w_right_solutions": np.mean(by_outcome[True]), "w_failed_solutions": np.mean(by_outcome[False])}

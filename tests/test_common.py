@@ -379,14 +379,6 @@ def test_loglog_slope_is_the_power_of_the_law_over_the_positive_points():
     assert math.isnan(common.loglog_slope([1.0], [1.0])) and math.isnan(common.loglog_slope(x, [0.0] * 4))
 
 
-@pytest.mark.parametrize("text,ok", [("12+7=19\n19*3=57\n#57", True), ("#57", True), ("12+7=19\n#5x", False),
-                                     ("12+7=19\n19*3=\n#57", False), ("12+7=19", False), ("", False),
-                                     ("12-7=5\n\n#5", False), ("12+7=19\n#19\n", False)])
-def test_well_formed_reads_the_format_not_the_arithmetic(text, ok):
-    assert common.well_formed(text) is ok
-    assert common.well_formed("1+1=3\n#9")  # wrong, but well formed
-
-
 def test_pearson_is_r_and_nan_where_undefined():
     x, y = [1.0, 2.0, 3.0, 5.0], [2.0, 1.0, 4.0, 3.0]
     assert common.pearson(x, y) == pytest.approx(np.corrcoef(x, y)[0, 1])
