@@ -340,12 +340,72 @@ def mean_or_nan(values: Any) -> float:
     return float(values[np.isfinite(values)].mean()) if np.isfinite(values).any() else math.nan
 
 
+# Student's t, the 0.975 quantile (a two-sided 95% interval) for 1..30 degrees of freedom
+T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def t_quantile(df: int) -> float:
+    """Student's t at 0.975 with `df` degrees of freedom (past 30, the Cornish-Fisher term
+    z + (z³ + z) / 4df, within 0.005); NaN for df < 1."""
+    if df < 1:
+        return math.nan
+    z = 1.959964
+    return T975[df - 1] if df <= len(T975) else z + (z**3 + z) / (4 * df)
+
+
+def mean_interval(values: list[float] | np.ndarray) -> tuple[float, float, float]:
+    """The mean and its 95% t-interval over independent values (seeds): (mean, low, high); the
+    bounds are NaN with fewer than two values."""
+    values = np.asarray(values, dtype=float)
+    mean = float(values.mean()) if len(values) else math.nan
+    if len(values) < 2:
+        return mean, math.nan, math.nan
+    half = t_quantile(len(values) - 1) * float(values.std(ddof=1)) / math.sqrt(len(values))
+    return mean, mean - half, mean + half
+
+
 def save_figure(fig: plt.Figure, path: Path) -> Path:
     """Save a figure as PNG (whole or not at all) and close it."""
     fig.tight_layout()
     write_atomically(path, lambda temporary: fig.savefig(temporary, dpi=110, format="png"))
     plt.close(fig)
     return path
+
+
+def token_grid(path: Path, panels: list[dict], title: str, label: str, cmap: str = "RdBu") -> Path:
+    """Token sequences as monospace grids, one panel per entry of `panels` ({"title"; "tokens", one string per column,
+    a newline shown as ⏎ and another unprintable character as ·; "rows", {row label: one value per token}; "box",
+    None or one bool per token, the columns outlined}), each cell shaded by its value on one diverging scale centred
+    at 0 that every panel shares (white is 0: sign and size read alike in every row), with its colorbar (`label`).
+    Saved as `save_figure` saves."""
+    scale = max(float(np.abs(np.asarray(v, dtype=float)).max()) for p in panels for v in p["rows"].values()) or 1.0
+    norm, width = plt.Normalize(-scale, scale), max(len(p["tokens"]) for p in panels)
+    heights = [len(p["rows"]) for p in panels]
+    fig = plt.figure(figsize=(0.26 * width + 3.6, 0.36 * sum(heights) + 0.75 * len(panels) + 0.5))
+    grid = fig.add_gridspec(len(panels), 2, height_ratios=heights, width_ratios=[60, 1])
+    for k, panel in enumerate(panels):
+        ax, values = fig.add_subplot(grid[k, 0]), np.array(list(panel["rows"].values()), dtype=float)
+        image = ax.imshow(values, cmap=cmap, norm=norm, aspect="auto", interpolation="nearest")
+        for (r, c), value in np.ndenumerate(values):  # white letters where the shade is dark
+            text = "".join(ch if ch.isprintable() else "·" for ch in panel["tokens"][c].replace("\n", "⏎"))
+            ax.text(c, r, text, ha="center", va="center", family="monospace", fontsize=9,
+                    color="white" if abs(norm(value) - 0.5) > 0.33 else "black")
+        ax.set_xlim(-0.5, width - 0.5)
+        ax.set_xticks([])
+        ax.set_yticks(range(len(values)), list(panel["rows"]))
+        ax.set_xticks(np.arange(width + 1) - 0.5, minor=True)  # white lines between the cells
+        ax.set_yticks(np.arange(len(values) + 1) - 0.5, minor=True)
+        ax.grid(which="minor", color="white", linewidth=1.5)
+        ax.tick_params(which="both", length=0)
+        ax.set_title(panel["title"], fontsize=9, loc="left")
+        columns = np.flatnonzero(np.asarray(panel["box"], dtype=bool)) if panel.get("box") is not None else []
+        if len(columns):
+            ax.add_patch(plt.Rectangle((columns[0] - 0.5, -0.5), columns[-1] - columns[0] + 1, len(values),
+                                       fill=False, edgecolor="black", linewidth=2.5, clip_on=False, zorder=3))
+    fig.colorbar(image, cax=fig.add_subplot(grid[:, 1]), label=label)
+    fig.suptitle(title, fontsize=11)
+    return save_figure(fig, path)
 
 
 # ---------------------------------------------------------- the key-to-door world (02, 03, 04)

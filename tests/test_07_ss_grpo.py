@@ -1,7 +1,8 @@
 """07_ss_grpo: the step-value estimator, the article's targets and loss, per-step advantages,
 the gold process advantages, the restated GRPO pieces pinned to 05 and 06; the wiring of each
-method's credit (which advantage each completion gets, what the estimator trains on); CLI checks
-and a smoke run. The probe of w(s), the signed weight, the diagnostics, costs, claims and sweeps of
+method's credit (which advantage each completion gets, what the estimator trains on); the figure
+of who gets the credit (PPO's token GAE pinned to 02's, each shaded token the advantage the loss
+receives); CLI checks and a smoke run. The probe of w(s), the signed weight, the diagnostics, costs, claims and sweeps of
 studies/07_credit.py are tested in test_07_studies.py."""
 
 import copy
@@ -223,7 +224,7 @@ def test_smoke_run_writes_results_and_figure_and_repeats_exactly(tmp_path, read_
     args = ss.Args(smoke=True, device="cpu", out=str(tmp_path / "out"), cache=str(tmp_path / "cache"))
     first = ss.main(args)
     data = read_results(tmp_path / "out" / "results.json")
-    assert (tmp_path / "out" / "learning_curves.png").stat().st_size > 1000
+    assert (tmp_path / "out" / "who_gets_the_credit.png").stat().st_size > 1000
     assert set(data["runs"]) == set(ss.NAMES) and len(data["claims"]) == 2
     table = data["metrics"].pop("tables")["methods"]
     assert [row[:2] for row in table["rows"]] == [["cold start", data["metrics"]["cold_start_pass@1"]]] + [
@@ -231,7 +232,7 @@ def test_smoke_run_writes_results_and_figure_and_repeats_exactly(tmp_path, read_
     assert all(math.isfinite(v) for v in data["metrics"].values())
     assert all({"credit_s"} <= set(e) for run in data["runs"].values() for e in run["credit"])
     timing = set(first["metrics"]) - set(without_timing(first["metrics"]))
-    assert timing == {f"{m}_train_wall_clock_s" for m in ss.NAMES}
+    assert timing == {f"{m}_train_wall_clock_s" for m in ss.NAMES} | {"credit_figure_wall_clock_s"}
     log = data["runs"]["ss_grpo"]["credit"]
     assert len(log) == common.apply_smoke(args).rl_steps and all(e["estimator_loss"] >= 0 for e in log)
     again = ss.main(args)
@@ -445,3 +446,100 @@ def test_each_estimator_step_is_one_adam_step_on_the_chosen_groups_loss(tmp_path
     assert not all(torch.equal(a, b) for a, b in zip(model.parameters(), start.parameters()))
     for a, b in zip(model.parameters(), replica.parameters()):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-6)
+
+
+# -------------------------------------------------- who gets the credit: the figure reads what the loss receives
+gae_script = importlib.import_module("02_gae")
+critic_study = importlib.import_module("studies.05_critic")
+
+
+def test_token_gae_is_02s_gae_on_each_completion_and_05_critics_copy():
+    """The figure's PPO restates token GAE: completion by completion laid out as 02's (time, batch)
+    episodes (the reward on the last token, V = 0 after it) it gives 02's GAE, and studies/05_critic.py's."""
+    g = torch.Generator().manual_seed(0)
+    lengths = [5, 1, 3, 5]
+    mask = torch.arange(5)[None, :] < torch.tensor(lengths)[:, None]
+    values, rewards = torch.randn(4, 5, generator=g), torch.tensor([1.0, 0.0, 1.0, 0.5])
+    for gamma, lam in [(1.0, ss.GAE_LAMBDA), (1.0, 1.0), (0.9, 0.5), (1.0, 0.0)]:
+        advantages = ss.token_gae(values, rewards, mask, gamma, lam)
+        for i, T in enumerate(lengths):
+            r = torch.zeros(T, 1)
+            r[-1] = rewards[i]
+            v_next = torch.cat([values[i, 1:T], torch.zeros(1)])[:, None]
+            ends = torch.arange(T)[:, None] == T - 1
+            expected = gae_script.gae(r, values[i, :T, None], v_next, ends, gamma, lam)[:, 0]
+            torch.testing.assert_close(advantages[i, :T], expected)
+        assert not advantages[~mask].any()
+        torch.testing.assert_close(advantages, critic_study.token_gae(values, rewards, mask, gamma, lam)[0])
+
+
+def test_the_figure_shades_each_token_with_the_advantage_its_loss_receives(tmp_path, monkeypatch):
+    """who_gets_the_credit.png, on hand-made samples of three held-out problems: the rule shows the first group's
+    first right and first wrong completion, boxes the first wrong line (gold labels), and every row is, token for
+    token, what policy_gradient_step receives when 07's loop runs that row's advantage_fn (the very object the
+    figure called) on the same batch. The trained credits are read as they stand: SS-GRPO's estimator is not
+    refitted and the runs' logs stay as they were. PPO's row is whitened token GAE(γ = 1, λ = 0.95) on a value head
+    fitted to the outcomes; the image drawn holds exactly these values."""
+    args = credit_args(tmp_path, rl_steps=1, warmup=1, retrain_every=3)
+    policy, _ = lm_pins.tiny_model(5)
+    batch = hand_completions([p.prompt for p in PROBLEMS for _ in range(4)], TEXTS)
+    monkeypatch.setattr(ss, "sample", lambda model, tok, prompts, *rest: (batch, TEXTS))
+    runs = {}
+    for method in ss.NAMES:
+        credit = credit_of(method, args)
+        credit(batch, REWARDS, PROBLEMS)  # a training update: SS-GRPO's estimator fits at its first
+        runs[method] = {"credit": credit.log, "trained": (policy, credit)}
+    model = runs["ss_grpo"]["trained"][1].estimator
+    trained_weights = [p.detach().clone() for p in model.parameters()]
+    called = {}  # each advantage_fn the figure calls, by the row it fills
+    original_ppo, original_copy = ss.ppo_credit, copy.copy
+    with monkeypatch.context() as patch:  # copy.copy is the copy module's: spied only while the figure reads
+        patch.setattr(ss, "ppo_credit", lambda *a: called.setdefault("ppo", original_ppo(*a)))
+        patch.setattr(ss.copy, "copy", lambda c: called.setdefault(c.method, original_copy(c)))
+        example = ss.credit_example(runs, TOK, args, PROBLEMS, "cpu")
+    assert not any("trained" in run for run in runs.values()) and set(called) == set(ss.ROWS)
+    assert all(len(run["credit"]) == 1 for run in runs.values())  # the runs' logs: one entry, as trained
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), trained_weights))  # no refit
+    # the rule: group 0 holds right (0, 3) and wrong (1, 2) samples; shown, its first right one and its first wrong one
+    rewards = lm_world.verifier_rewards([p for p in PROBLEMS for _ in range(4)], TEXTS, batch.truncated)
+    assert rewards[:4].tolist() == [1.0, 0.0, 0.0, 1.0]
+    right, wrong = example["panels"]
+    assert "".join(right["tokens"]) == TEXTS[0] + "■" and "".join(wrong["tokens"]) == TEXTS[1] + "■"
+    assert not right["box"].any() and "".join(np.array(wrong["tokens"])[wrong["box"]]) == "47-7=41\n"  # line 0
+    # replay 07's loop on the same batch, one row's advantage_fn at a time
+    monkeypatch.setattr(lm_world.ChainTask, "sample", lambda self, n, rng, exclude=frozenset(): PROBLEMS)
+    monkeypatch.setattr(ss, "evaluate", lambda *a, **k: {"pass@1": 0.0, "length": 0.0})
+    received = {}
+    original_step = ss.policy_gradient_step
+
+    def spy(policy, optimizer, completions, advantages, *rest):
+        received[row] = advantages.detach().clone()
+        return original_step(policy, optimizer, completions, advantages, *rest)
+
+    monkeypatch.setattr(ss, "policy_gradient_step", spy)
+    for method, row in ss.ROWS.items():
+        ss.train(copy.deepcopy(policy), lm_world.frozen_copy(policy), TOK, args, called[method], [], "cpu")
+        for panel, i in zip(example["panels"], (0, 1)):
+            np.testing.assert_array_equal(panel["rows"][row], received[row][i, :len(panel["tokens"])].numpy())
+    loss_A = received[ss.ROWS["grpo"]]  # GRPO: one number on every token, the group's z-score
+    assert torch.allclose(loss_A[0, :19], torch.full((19,), naive_group_z(rewards.view(3, 4))[0]), atol=1e-5)
+    ppo = received[ss.ROWS["ppo"]][batch.completion_mask]  # whitened over the batch's tokens
+    assert abs(float(ppo.mean())) < 1e-5 and abs(float(ppo.std()) - 1) < 1e-5
+    drawn = []
+    monkeypatch.setattr(common, "save_figure", lambda fig, path: drawn.append(fig))
+    common.token_grid(tmp_path / "credit.png", **example)
+    images = [ax.images[0].get_array() for ax in drawn[0].axes if ax.images]
+    for image, panel in zip(images, example["panels"]):
+        np.testing.assert_array_equal(image, np.stack(list(panel["rows"].values())))
+
+
+def test_ppo_credit_keeps_every_tensor_on_the_device_of_its_inputs():
+    """With factory functions defaulting to another device ("meta"), PPO's critic fit and advantages on CPU
+    inputs run and stay on the CPU: each tensor it builds says which device it goes on."""
+    policy, _ = lm_pins.tiny_model(5)
+    batch = hand_completions([p.prompt for p in PROBLEMS for _ in range(4)], TEXTS)
+    rewards = lm_world.verifier_rewards([p for p in PROBLEMS for _ in range(4)], TEXTS, batch.truncated)
+    with torch.device("meta"):
+        advantages = ss.ppo_credit(policy, batch, rewards)(batch, rewards.view(3, 4), PROBLEMS)
+    assert advantages.device.type == "cpu" and torch.isfinite(advantages).all()
+    assert torch.equal(advantages[~batch.completion_mask], torch.zeros_like(advantages[~batch.completion_mask]))

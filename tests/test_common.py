@@ -241,6 +241,31 @@ def test_plot_curves_draws_the_mean_and_the_min_max_band(tmp_path):
     assert common.save_figure(fig, tmp_path / "f.png").stat().st_size > 0
 
 
+def test_token_grid_shades_each_token_by_its_value_on_one_scale_centred_at_zero(tmp_path, monkeypatch):
+    """One panel per sequence, one row per label, each cell its token (a newline as ⏎) over its value's shade; one
+    norm from -max|v| to +max|v| for every panel and its colorbar; the box around the marked columns, every row."""
+    panels = [{"title": "a", "tokens": ["1", "\n", "#"], "rows": {"x": [1.0, -2.0, 0.0], "y": [0.5, 0.0, 4.0]},
+               "box": np.array([False, True, True])},
+              {"title": "b", "tokens": ["7", "■"], "rows": {"x": [-1.0, 0.0], "y": [0.0, 0.0]}, "box": None}]
+    drawn = []
+    monkeypatch.setattr(common, "save_figure", lambda fig, path: drawn.append(fig) or path)
+    assert common.token_grid(tmp_path / "g.png", panels, "title", "A_t") == tmp_path / "g.png"
+    grids = [ax for ax in drawn[0].axes if ax.images]
+    colorbar = next(ax for ax in drawn[0].axes if not ax.images)
+    assert [ax.get_title(loc="left") for ax in grids] == ["a", "b"] and colorbar.get_ylabel() == "A_t"
+    for ax, panel in zip(grids, panels):
+        image = ax.images[0]
+        np.testing.assert_array_equal(image.get_array(), np.array(list(panel["rows"].values())))
+        assert (image.norm.vmin, image.norm.vmax) == (-4.0, 4.0) and image.get_cmap().name == "RdBu"
+        assert [t.get_text() for t in ax.texts] == [c.replace("\n", "⏎") for _ in panel["rows"] for c in panel["tokens"]]
+        assert [label.get_text() for label in ax.get_yticklabels()] == list(panel["rows"])
+        assert ax.get_xlim() == (-0.5, 2.5)  # every panel as wide as the longest: one cell, one width
+    (box,) = grids[0].patches
+    assert (box.get_x(), box.get_width(), box.get_height()) == (0.5, 2, 2) and not grids[1].patches
+    assert common.token_grid(tmp_path / "zero.png", [{"title": "", "tokens": ["a"], "rows": {"x": [0.0]}, "box": None}],
+                             "", "") == tmp_path / "zero.png"  # all zero: a scale of ±1, not a division by 0
+
+
 def test_moving_average_is_a_trailing_mean():
     x = [1.0, 3.0, 5.0, 7.0]
     np.testing.assert_allclose(common.moving_average(x, 2), [1.0, 2.0, 4.0, 6.0])
@@ -384,3 +409,16 @@ def test_pearson_is_r_and_nan_where_undefined():
     assert common.pearson(x, y) == pytest.approx(np.corrcoef(x, y)[0, 1])
     assert common.pearson(x, [2 * v + 1 for v in x]) == pytest.approx(1.0)
     assert math.isnan(common.pearson([1.0, 1.0], [1.0, 2.0])) and math.isnan(common.pearson([1.0], [2.0]))
+
+
+def test_t_quantile_is_students_and_its_tail_joins_the_table():
+    assert common.t_quantile(2) == 4.303 and common.t_quantile(30) == 2.042
+    assert common.t_quantile(31) == pytest.approx(2.040, abs=0.005) and common.t_quantile(1000) == pytest.approx(1.962, abs=1e-3)
+    assert math.isnan(common.t_quantile(0))
+
+
+def test_mean_interval_is_the_mean_plus_minus_t_times_the_standard_error():
+    mean, low, high = common.mean_interval([1.0, 2.0, 3.0])
+    assert mean == 2.0 and high - mean == pytest.approx(4.303 / math.sqrt(3)) and mean - low == pytest.approx(high - mean)
+    assert common.mean_interval([0.5, 0.5, 0.5]) == (0.5, 0.5, 0.5)
+    assert math.isnan(common.mean_interval([1.0])[2]) and math.isnan(common.mean_interval([])[0])
