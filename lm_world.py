@@ -55,6 +55,7 @@ class ChainProblem:
     start: int
     ops: tuple[tuple[str, int], ...]
     prompt_format: str = "{prompt}"
+    slip: int = 0  # a demonstration's error: its multiplication off by this much, the chain going on from it
 
     @property
     def question(self) -> str:
@@ -70,7 +71,7 @@ class ChainProblem:
         values = [self.start]
         for op, b in self.ops:
             v = values[-1]
-            values.append(v + b if op == "+" else v - b if op == "-" else v * b)
+            values.append(v + b if op == "+" else v - b if op == "-" else v * b + self.slip)
         return values
 
     @property
@@ -91,13 +92,16 @@ class ChainProblem:
 @dataclasses.dataclass(frozen=True)
 class ChainTask:
     """The distribution of problems: `min_steps`..`max_steps` operations (the difficulty),
-    operands 1..max_operand, every intermediate value within 0..max_value."""
+    operands 1..max_operand, every intermediate value within 0..max_value. With one_hard_step,
+    every chain holds exactly one multiplication (the hard step) at a random position, its other
+    steps additions and subtractions: the length grows while what must be learned stays one step."""
 
     min_steps: int = 1
     max_steps: int = 4
     max_value: int = 99
     max_operand: int = 9
     prompt_format: str = "{prompt}"
+    one_hard_step: bool = False
 
     @property
     def longest_prompt(self) -> int:
@@ -111,23 +115,42 @@ class ChainTask:
         digits, operand = len(str(self.max_value)), len(str(self.max_operand))
         return self.max_steps * (2 * digits + operand + 3) + 1 + digits + 1
 
-    def _next_op(self, value: int, rng: np.random.Generator) -> tuple[str, int]:
+    def _next_op(self, value: int, rng: np.random.Generator, allowed: str) -> tuple[str, int] | None:
+        """A random op among `allowed` and a random operand that keeps the value in range; None if none does."""
         valid = {"+": [b for b in range(1, self.max_operand + 1) if value + b <= self.max_value],
                  "-": [b for b in range(1, self.max_operand + 1) if value - b >= 0],
                  "*": [b for b in range(2, self.max_operand + 1) if value * b <= self.max_value]}
-        ops = [op for op, operands in valid.items() if operands]
+        ops = [op for op, operands in valid.items() if operands and op in allowed]
+        if not ops:
+            return None
         op = ops[rng.integers(len(ops))]
         return op, int(valid[op][rng.integers(len(valid[op]))])
 
     def sample_one(self, rng: np.random.Generator, steps: int | None = None) -> ChainProblem:
         steps = steps if steps is not None else int(rng.integers(self.min_steps, self.max_steps + 1))
-        value, ops = int(rng.integers(1, self.max_value + 1)), []
-        start = value
-        for _ in range(steps):
-            op, b = self._next_op(value, rng)
-            ops.append((op, b))
-            value = ChainProblem(value, ((op, b),)).answer
-        return ChainProblem(start, tuple(ops), self.prompt_format)
+        hard = int(rng.integers(steps)) if self.one_hard_step else -1  # the position of the one multiplication
+        while True:  # a chain whose value is too large to multiply at the hard step starts again
+            value, ops = int(rng.integers(1, self.max_value + 1)), []
+            start = value
+            for i in range(steps):
+                step = self._next_op(value, rng, "*" if i == hard else "+-" if hard >= 0 else "+-*")
+                if step is None:
+                    break
+                ops.append(step)
+                value = ChainProblem(value, (step,)).answer
+            if len(ops) == steps:
+                return ChainProblem(start, tuple(ops), self.prompt_format)
+
+    def demonstration(self, problem: ChainProblem, accuracy: float, rng: np.random.Generator) -> ChainProblem:
+        """A one-hard-step problem as a noisy demonstration shows it: the multiplication right with
+        probability `accuracy`, else off by a random amount that keeps every later value in range
+        (the chain goes on from the wrong value, as a solver who slipped would)."""
+        if rng.random() < accuracy:
+            return problem
+        hard = next(i for i, (op, _) in enumerate(problem.ops) if op == "*")
+        later = problem.values[hard + 1:]
+        slips = [d for d in range(-min(later), self.max_value - max(later) + 1) if d != 0]
+        return dataclasses.replace(problem, slip=int(rng.choice(slips))) if slips else problem
 
     def sample(self, n: int, rng: np.random.Generator, steps: int | None = None,
                exclude: frozenset[str] = frozenset()) -> list[ChainProblem]:
@@ -158,6 +181,23 @@ def well_formed(text: str) -> bool:
 def verify(problem: ChainProblem, completion: str) -> float:
     """The outcome reward: 1 if the completion's last line is exactly "#<answer>", else 0."""
     return float(completion.split("\n")[-1] == f"#{problem.answer}")
+
+
+def steps_right(problem: ChainProblem, completion: str) -> list[bool]:
+    """Each line's own correctness: step i is "a op b=c" with the problem's op i, a the value the
+    line before reached (the start for the first) and c = a op b; the answer line is "#" and the
+    last value. A step after a wrong one can be right on its own. Lines past the answer are wrong."""
+    lines, right, value = completion.split("\n"), [], str(problem.start)
+    for i, line in enumerate(lines):
+        if i < len(problem.ops):
+            op, b = problem.ops[i]
+            a, _, c = line.partition("=")
+            ok = a == f"{value}{op}{b}" and value.isdigit() and c == str(ChainProblem(int(value), ((op, b),)).answer)
+            right.append(ok)
+            value = c
+        else:
+            right.append(i == len(problem.ops) and line == f"#{value}")
+    return right
 
 
 def first_wrong_step(problem: ChainProblem, completion: str) -> int | None:
@@ -447,14 +487,25 @@ class ColdStart:
     sft_lr: float = 3e-3
     shortcut_prob: float = 0.5
     seed: int = 0
+    one_hard_step: bool = False
+    hard_step_accuracy: float = 1.0  # the share of demonstrations whose hard step is right
 
     @property
     def task(self) -> ChainTask:
-        return ChainTask(self.min_steps, self.max_steps, self.max_value, self.max_operand)
+        return ChainTask(self.min_steps, self.max_steps, self.max_value, self.max_operand,
+                         one_hard_step=self.one_hard_step)
+
+    @property
+    def record(self) -> dict:
+        """The config as its cache records it; the one-hard-step fields only when set, so that a
+        cache made before they existed keeps its name."""
+        fields = dataclasses.asdict(self)
+        return {k: v for k, v in fields.items()
+                if k not in ("one_hard_step", "hard_step_accuracy") or v != ColdStart.__dataclass_fields__[k].default}
 
     @property
     def key(self) -> str:
-        return hashlib.sha1(json.dumps(dataclasses.asdict(self), sort_keys=True).encode()).hexdigest()[:10]
+        return hashlib.sha1(json.dumps(self.record, sort_keys=True).encode()).hexdigest()[:10]
 
 
 def text_batch(tokenizer: PreTrainedTokenizerBase, prompts: list[str], targets: list[str],
@@ -502,6 +553,8 @@ def supervised_finetune(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBa
     for _ in tqdm(range(config.sft_steps), desc="cold start (SFT)", leave=False, disable=not progress):
         shortcuts = (rng.random(config.sft_batch) < config.shortcut_prob).tolist()
         problems = config.task.sample(config.sft_batch, rng, exclude=exclude)
+        if config.hard_step_accuracy < 1:  # noisy demonstrations: some hard steps come out wrong
+            problems = [config.task.demonstration(p, config.hard_step_accuracy, rng) for p in problems]
         loss = target_nll(model, *sft_batch(tokenizer, problems, shortcuts, device))
         optimizer.zero_grad()
         loss.backward()
@@ -530,7 +583,7 @@ def load_cold_start(folder: Path, config: ColdStart,
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     info = json.loads((folder / "cold_start.json").read_text())
-    if info["config"] != dataclasses.asdict(config):
+    if info["config"] != config.record:
         raise ValueError("its cold_start.json records another config")
     with quiet_transformers():
         model = AutoModelForCausalLM.from_pretrained(folder).to(device)
@@ -560,7 +613,7 @@ def cold_start_policy(config: ColdStart, device: torch.device | str, cache_root:
     context = max(128, config.task.longest_prompt + config.task.longest_solution)
     model = make_tiny_lm(tokenizer, config.hidden, config.layers, config.heads, context).to(device)
     losses = supervised_finetune(model, tokenizer, config, device, progress)
-    info = {"config": dataclasses.asdict(config), "path": str(folder), "sft_losses": losses,
+    info = {"config": config.record, "path": str(folder), "sft_losses": losses,
             "parameters": sum(p.numel() for p in model.parameters()), "sft_wall_clock_s": time.time() - start}
     save_whole(folder, model, tokenizer, info)
     return model, tokenizer, {**info, "trained_now": True}

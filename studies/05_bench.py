@@ -6,7 +6,8 @@ settings.
 
     python studies/05_bench.py      # 4 s on 2 CPU cores, measured with the other one busy (more
                                     # where trl is installed); writes runs/studies/05_bench/
-    python studies/05_bench.py --bench-steps 5 --max-steps 16 --sft-steps 2000   # longer completions
+    python studies/05_bench.py --min-steps 16 --max-steps 16 --model runs/cold_start/b72eabe5c7
+                      # 16-step chains (~128 tokens) on studies/07_lengths.py's cold start (run it first)
 """
 
 import copy

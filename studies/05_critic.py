@@ -15,8 +15,7 @@ GRPO at the same budget, and the training state each holds.
 
     python studies/05_critic.py             # 195 s on 2 CPU cores, measured with the other one busy;
                                             # writes runs/studies/05_critic/
-    python studies/05_critic.py --max-steps 16 --sft-steps 2000 --methods grpo,ppo
-                                            # the length axis: chains of 1-16 steps, up to 144 tokens
+Whether the critic pays more as chains grow is studies/07_lengths.py's question (its PPO arms).
 
 Read beside: credit-assignment-over-long-generations.txt (length, variance, the critic's memory);
 credit-assignment-is-the-whole-game.txt §5 (group baselines or PPO + GAE). Papers: Schulman et

@@ -480,3 +480,53 @@ def test_a_study_runs_its_chapters_settings_on_its_own_model_task_and_seed():
 def test_well_formed_reads_the_format_not_the_arithmetic(text, ok):
     assert lm_world.well_formed(text) is ok
     assert lm_world.well_formed("1+1=3\n#9")  # wrong, but well formed
+
+
+def test_steps_right_judges_each_line_from_the_value_the_line_before_reached():
+    problem = lm_world.ChainProblem(5, (("+", 2), ("*", 3), ("-", 1)))
+    assert lm_world.steps_right(problem, problem.solution) == [True] * 4
+    # a slip at the multiplication: the lines after it are right on their own, from the wrong value
+    assert lm_world.steps_right(problem, "5+2=7\n7*3=22\n22-1=21\n#21") == [True, False, True, True]
+    assert lm_world.steps_right(problem, "5+2=7\n7*3=21\n21-2=19\n#19") == [True, True, False, True]
+    assert lm_world.steps_right(problem, "5-2=3\n3*3=9") == [False, True]  # wrong op, then right from its value
+    assert lm_world.steps_right(problem, "5+2=7\n7*3=21\n21-1=20\n#20\n#20") == [True] * 4 + [False]
+    assert lm_world.steps_right(problem, "#20") == [False]
+    assert lm_world.steps_right(problem, "5+2=7\n=3*3=9\n") == [True, False, False]
+
+
+def test_one_hard_step_chains_hold_one_multiplication_at_a_random_place_and_stay_in_range():
+    task = lm_world.ChainTask(2, 16, one_hard_step=True)
+    problems = task.sample(4000, np.random.default_rng(0))
+    assert all([op for op, _ in p.ops].count("*") == 1 for p in problems)
+    assert all(0 <= v <= task.max_value for p in problems for v in p.values)
+    places = [next(i for i, (op, _) in enumerate(p.ops) if op == "*") / len(p.ops) for p in problems]
+    uniform = np.mean([(len(p.ops) - 1) / (2 * len(p.ops)) for p in problems])  # the mean place if uniform on 0..L-1
+    assert np.mean(places) == pytest.approx(uniform, abs=0.015)  # 3 standard errors
+    assert {len(p.ops) for p in problems} == set(range(2, 17))
+
+
+def test_the_default_task_draws_what_it_drew_before_the_one_hard_step_option():
+    # the first problems of seed 0, as every cached cold start and committed run drew them
+    problems = lm_world.ChainTask().sample(3, np.random.default_rng(0))
+    assert [p.question for p in problems] == ['64-3+1+1+8\n', '91-6-7-5\n', '93+5-1+2\n']
+    assert lm_world.ColdStart().key == "c75078e898"  # the default cold start's cache keeps its name
+    assert "one_hard_step" not in lm_world.ColdStart().record
+    hard = lm_world.ColdStart(one_hard_step=True, hard_step_accuracy=0.4)
+    assert hard.record["hard_step_accuracy"] == 0.4 and hard.key != lm_world.ColdStart().key
+
+
+def test_a_noisy_demonstration_slips_only_at_the_hard_step_and_goes_on_from_the_wrong_value():
+    task = lm_world.ChainTask(2, 8, one_hard_step=True)
+    rng = np.random.default_rng(1)
+    problems = task.sample(200, rng)
+    assert all(task.demonstration(p, 1.0, rng) == p for p in problems[:20])
+    for problem in problems:
+        shown = task.demonstration(problem, 0.0, rng)
+        if shown.slip == 0:  # no wrong value keeps the rest of this chain in range
+            continue
+        hard = next(i for i, (op, _) in enumerate(problem.ops) if op == "*")
+        right = lm_world.steps_right(problem, shown.solution)
+        assert right == [i != hard for i in range(len(problem.lines))]
+        assert shown.prompt == problem.prompt and all(0 <= v <= task.max_value for v in shown.values)
+    slipped = sum(task.demonstration(p, 0.4, np.random.default_rng(i)).slip != 0 for i, p in enumerate(problems))
+    assert 0.5 < slipped / len(problems) < 0.7

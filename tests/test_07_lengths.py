@@ -1,0 +1,200 @@
+"""studies/07_lengths.py: the arms' credit against naive loops and their originals (07's SS-GRPO,
+studies/07_credit.py's signed weight, studies/05_critic.py's critic and token GAE), the pairing
+of gains by seed, the verdict rule both ways, the variance claim, CLI checks and a smoke run."""
+
+import dataclasses
+import importlib
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import common
+import lm_world
+from lm_pins import hand_completions, tiny_model
+
+ss = importlib.import_module("07_ss_grpo")
+lab = importlib.import_module("studies.07_lengths")
+signed_lab = importlib.import_module("studies.07_credit")
+critic_lab = importlib.import_module("studies.05_critic")
+
+TOK = lm_world.make_char_tokenizer()
+# two groups of two: the hard step (the multiplication) right, wrong, and wrong again with a wrong easy step after it
+PROBLEMS = [lm_world.ChainProblem(5, (("+", 2), ("*", 3), ("-", 1))), lm_world.ChainProblem(9, (("*", 2), ("+", 4)))]
+TEXTS = ["5+2=7\n7*3=21\n21-1=20\n#20", "5+2=7\n7*3=22\n22-1=21\n#21",
+         "9*2=18\n18+4=22\n#22", "9*2=19\n19+4=24\n#24"]
+
+
+def smoke_args(tmp_path, **values) -> lab.Args:
+    return common.apply_smoke(lab.Args(smoke=True, device="cpu", out=str(tmp_path / "out"),
+                                       cache=str(tmp_path / "cache"), **values))
+
+
+def completions_of(texts=TEXTS, problems=PROBLEMS):
+    return hand_completions([p.prompt for p in problems for _ in range(2)], texts)
+
+
+def test_own_step_credit_is_each_steps_own_correctness_normalised_over_its_group():
+    completions = completions_of()
+    rewards = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
+    args = dataclasses.replace(lab.Args(smoke=True), group_size=2)
+    advantages = lab.own_credit(TOK, args)(completions, rewards, PROBLEMS)
+    step_ids = lm_world.token_step_ids(TOK, completions.completion_ids, completions.completion_mask)
+    for g in range(2):  # naive: every step of the group's completions, right (1) or not, standardised
+        rows = range(2 * g, 2 * g + 2)
+        right = {b: lm_world.steps_right(PROBLEMS[g], TEXTS[b]) for b in rows}
+        pooled = torch.tensor([float(r) for b in rows for r in right[b]])
+        mean, std = pooled.mean(), pooled.std()
+        for b in rows:
+            for t in range(completions.completion_mask.shape[1]):
+                s = int(step_ids[b, t])
+                expected = 0.0 if s < 0 else (float(right[b][s]) - mean) / (std + 1e-4)
+                assert advantages[b, t].item() == pytest.approx(float(expected), abs=1e-5)
+    # the wrong hard step is blamed and the easy step after it, right on its own, is not
+    wrong_row = step_ids[1]
+    assert advantages[1][wrong_row == 1].max() < 0 < advantages[1][wrong_row == 2].min()
+
+
+def test_own_credit_gives_nothing_to_the_empty_line_of_a_cut_completion():
+    completions = hand_completions([PROBLEMS[1].prompt] * 2, ["9*2=18\n", "9*2=19\n18"], cut=[True, True])
+    args = dataclasses.replace(lab.Args(smoke=True), group_size=2)
+    advantages = lab.own_credit(TOK, args)(completions, torch.zeros(1, 2), PROBLEMS[1:])
+    assert advantages.shape == completions.completion_mask.shape and torch.isfinite(advantages).all()
+
+
+def test_signed_credit_is_07_credits_signed_weight_on_the_chapters_estimator():
+    args = dataclasses.replace(lab.Args(smoke=True), group_size=2)
+    completions, rewards = completions_of(), torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    credit = lab.make_arm("ss_signed", None, TOK, args, "cpu")
+    advantages = credit(completions, rewards, PROBLEMS)
+    repeated = [p for p in PROBLEMS for _ in range(2)]
+    step_ids, end_tokens, _ = ss.read_steps(TOK, completions, repeated)
+    batch = ss.step_batch(completions, step_ids, end_tokens, ss.CHUNK, TOK.pad_token_id)
+    with torch.no_grad():  # the estimator as the call left it: it weighed these steps after its fit
+        w = ss.step_grid(credit.estimator.step_weights(batch), batch)
+    expected = ss.broadcast_to_tokens(signed_lab.signed_advantages(ss.grpo_advantages(rewards).flatten(), w), step_ids)
+    assert torch.allclose(advantages, expected, atol=1e-6)
+    assert (advantages[1][completions.completion_mask[1]] < 0).all()  # the failed completion's steps are blamed
+
+
+def test_the_restated_critic_is_05_critics_separate_critic():
+    policy, _ = tiny_model(1)
+    ours, theirs = lab.TokenCritic(policy), critic_lab.TokenCritic(policy, "separate")
+    for module in (ours, theirs):
+        torch.manual_seed(5)
+        torch.nn.init.normal_(module.head.weight)
+    completions = completions_of()
+    assert torch.allclose(ours(completions), theirs(completions), atol=1e-6)
+
+
+def test_critic_credit_is_05s_whitened_token_gae_and_steps_toward_its_targets():
+    policy, _ = tiny_model(2)
+    args = dataclasses.replace(lab.Args(smoke=True), group_size=2)
+    credit = lab.CriticCredit(policy, args, 0.95)
+    torch.nn.init.normal_(credit.critic.head.weight, std=0.1)
+    completions, rewards = completions_of(), torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    mask = completions.completion_mask
+    with torch.no_grad():
+        values = credit.critic(completions)
+    expected, targets = critic_lab.token_gae(values, rewards.flatten(), mask, 1.0, 0.95)
+    before = critic_lab.value_loss(values, targets, mask)
+    advantages = credit(completions, rewards, PROBLEMS)
+    assert torch.allclose(advantages, critic_lab.whiten(expected, mask), atol=1e-5)
+    with torch.no_grad():
+        assert critic_lab.value_loss(credit.critic(completions), targets, mask) < before
+
+
+@pytest.mark.parametrize("arm", lab.ARMS)
+def test_every_arm_gives_a_finite_advantage_on_every_token_and_zero_off_them(arm):
+    policy, _ = tiny_model(3)
+    args = dataclasses.replace(lab.Args(smoke=True), group_size=2, critic_warmup=0)
+    completions = completions_of()
+    advantages = lab.make_arm(arm, policy, TOK, args, "cpu")(completions, torch.tensor([[1.0, 0.0], [1.0, 0.0]]),
+                                                             PROBLEMS)
+    assert torch.isfinite(advantages).all() and (advantages[~completions.completion_mask] == 0).all()
+
+
+def run(arm: str, seed: int, steps: int, value: float) -> dict:
+    return {"arm": arm, "seed": seed, "steps": steps, "final": {"pass@1": value}}
+
+
+def test_gains_pair_each_arm_with_flat_grpo_on_the_same_seed():
+    runs = [run("grpo", 0, 2, 0.2), run("grpo", 1, 2, 0.5), run("own", 1, 2, 0.6), run("own", 0, 2, 0.4),
+            run("own", 0, 4, 0.9)]
+    assert sorted(lab.gains(runs, "own", 2)) == pytest.approx([0.1, 0.2])
+
+
+def interval(mean: float, half: float) -> dict:
+    return {"mean": mean, "low": mean - half, "high": mean + half}
+
+
+@pytest.mark.parametrize("short,long,gap,holds", [
+    (interval(0.0, 0.05), interval(0.2, 0.1), 0.1, True),  # grows, and the longest excludes 0
+    (interval(0.3, 0.05), interval(0.2, 0.1), 0.1, None),  # excludes 0 but does not grow
+    (interval(0.0, 0.05), interval(0.1, 0.15), 0.1, None),  # grows, but the longest holds 0
+    (interval(0.0, 0.05), interval(0.0, 0.05), 0.1, False),  # the longest excludes every gap ≥ 0.1
+    (interval(0.0, 0.05), interval(0.0, 0.05), 0.04, None),  # at the design's floor: cannot say no
+])
+def test_the_verdict_rule_says_yes_no_and_inconclusive(short, long, gap, holds):
+    assert lab.verdict({2: short, 16: long}, gap) is holds
+
+
+def cold(seed: int, noise: dict) -> list[dict]:
+    return [{"steps": n, "seed": seed, "pass@1": 0.3, "hard": 0.4, "easy": 0.9, "right_prefix": 1.0,
+             "gradient_noise": {"grpo": v}} for n, v in noise.items()]
+
+
+@pytest.mark.parametrize("powers,holds", [((1.0, 1.1, 0.9), True), ((2.0, 2.1, 1.9), False), ((0.0, 2.0, 1.0), None)])
+def test_the_variance_claim_reads_the_slopes_interval_over_seeds(powers, holds):
+    records = [r for s, k in enumerate(powers) for r in cold(s, {n: 3.0 * n**k for n in (2, 4, 8, 16)})]
+    assert lab.variance_claim(records)["holds"] is holds
+
+
+def test_a_cold_start_outside_the_window_makes_every_length_claim_premise_not_met(tmp_path):
+    args = smoke_args(tmp_path, arms="grpo,own")
+    analysis = {"gain": {"own": {2: interval(0.0, 0.01), 3: interval(0.3, 0.01)}}}
+    records = cold(0, {2: 1.0, 3: 2.0, 4: 3.0}) + cold(1, {2: 1.0, 3: 2.0, 4: 3.0})
+    inside = lab.check_claims(args, analysis, records)
+    records[0]["pass@1"] = records[3]["pass@1"] = 0.05  # length 2 below the window on both seeds
+    outside = lab.check_claims(args, analysis, records)
+    assert inside[0]["holds"] is True and inside[1]["holds"] is True
+    assert outside[0]["holds"] is False and outside[1]["holds"] is None and "premise not met" in outside[1]["measured"]
+
+
+def test_a_run_at_a_length_draws_one_hard_step_problems_of_that_length_within_its_budget():
+    args = lab.Args()
+    at = lab.at_length(args, 8, seed=3)
+    assert at.seed == 3 and at.max_new_tokens == at.task.longest_solution + 12
+    problems = at.task.sample(20, np.random.default_rng(0))
+    assert all(len(p.ops) == 8 and [op for op, _ in p.ops].count("*") == 1 for p in problems)
+    assert args.cold_start.one_hard_step and args.cold_start.hard_step_accuracy == args.hard_accuracy
+    assert (args.cold_start.min_steps, args.cold_start.max_steps) == (2, 16)  # the runs' policy learned every length
+
+
+def test_smoke_run_writes_results_a_figure_and_a_claim_per_arm(tmp_path, read_results):
+    args = lab.Args(smoke=True, device="cpu", out=str(tmp_path / "out"), cache=str(tmp_path / "cache"),
+                    arms="grpo,own,ppo_1")
+    lab.main(args)
+    data = read_results(tmp_path / "out" / "results.json")
+    assert (tmp_path / "out" / "gain_by_length.png").stat().st_size > 1000
+    assert {r["arm"] for r in data["runs"]} == {"grpo", "own", "ppo_1"} and len(data["runs"]) == 3 * 2 * 2
+    assert [c["source"] for c in data["claims"]][0] == "design (this study)" and len(data["claims"]) == 4
+    rows = data["metrics"]["tables"]["lengths"]["rows"]
+    assert [row[:2] for row in rows[:4]] == [[2, "cold start"], [2, "flat GRPO"], [2, lab.NAMES["own"]],
+                                            [2, lab.NAMES["ppo_1"]]]
+
+
+@pytest.mark.parametrize("argv,message", [
+    (("--arms", "grpo,nope"), "is not one of"),
+    (("--lengths", "2,20"), "--lengths must be within --min-steps..--max-steps"),
+    (("--hard-accuracy", "0"), "--hard-accuracy must be in (0, 1]"),
+    (("--detectable-gap", "0"), "--detectable-gap must be positive"),
+    (("--critic-warmup", "-1"), "--critic-warmup must be non-negative"),
+])
+def test_bad_flags_stop_with_one_line(cli_error, argv, message):
+    assert message in cli_error("studies.07_lengths", *argv)
+
+
+def test_t_interval_is_not_computed_from_one_seed():
+    assert math.isnan(common.mean_interval([0.3])[1])
