@@ -16,6 +16,10 @@
    wall_clock_s; a KEY with spaces in double quotes) in the Python format FORMAT (`.3f`, `.0f`, `,.0f`, `.1%` ...). The markers do
    not show in rendered Markdown.
 
+5. The claims ledger, docs/claims_ledger.md, is written whole from the hand-kept list of what
+   the essays say, docs/ledger_statements.py, and the claims of the committed results it names
+   (a statement naming a claim that a results file does not hold stops the publish).
+
 `python docs/publish.py --check` writes nothing and exits 1 where a page disagrees with the
 committed results (the test suite runs the same check).
 """
@@ -28,6 +32,11 @@ import re
 import sys
 from pathlib import Path
 
+try:
+    from docs import ledger_statements
+except ModuleNotFoundError:  # run as a script: docs/ is on the path, the repository root is not
+    import ledger_statements
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 PAGES = sorted(DOCS.glob("*.md")) + [ROOT / "README.md"]
@@ -36,6 +45,7 @@ VALUE = re.compile(r"(<!-- value ([\w/.-]+) (\"[^\"]+\"|\S+) (\S+) -->)(.*?)(<!-
 FIGURE = re.compile(r"\]\((?:docs/)?figures/([\w/.-]+)/([\w.-]+\.png)\)")
 KEPT = ("args", "wall_clock_s", "metrics", "claims")
 VERDICT = {True: "yes", False: "no", None: "not checked"}
+LEDGER = DOCS / "claims_ledger.md"
 
 
 def cell(value) -> str:
@@ -94,6 +104,114 @@ def runs_quoted(text: str) -> set[str]:
     return {run for _, _, run, _, _, _ in BLOCK.findall(text)} | {run for _, run, _, _, _, _ in VALUE.findall(text)}
 
 
+# ============================================================================================
+# The claims ledger
+# ============================================================================================
+LEDGER_VERDICT = {True: "yes", False: "no", None: "inconclusive"}
+LEDGER_KINDS = ("yes", "no", "partly", "inconclusive", "premise not met", "not checkable here", "check being rebuilt")
+LEDGER_RULE = """\
+One rule for every row. The row says what the essay says, no stronger and no weaker, with its
+section and its own words. Its verdict is the `holds` of the claim the row names in that run's
+committed results (the link in the run column), and that claim computes the statement's own
+quantities in the statement's direction and decides with the spread over seeds (an interval over
+seeds, or a gap larger than the seeds' spread), never with a round number; where the seeds are
+too few, it says so. An exact quantity (arithmetic, dynamic programming, a count, a construction)
+needs no seeds, and an essay's approximate figure is met to the precision it is stated with. Verdicts: **yes**, **no**, **inconclusive** (the measurement cannot tell),
+**premise not met** (the claim found the statement's condition absent here), **not checkable
+here** (with the reason), and **partly** only where the claims of two runs or seeds disagree,
+each shown with its own verdict.
+
+A row whose check does not follow the rule yet (it answers another question, decides by a round
+number or on one seed, or is missing though the numbers are measured) gets no verdict: it is
+listed under "checks being rebuilt" at the end of its essay's section, with the check as it stands,
+that check's answer to its own question, and what it must compute instead. A rebuilt check
+decides on the interval over seeds of what it computes: yes where the interval excludes no effect
+in the statement's direction, no only where it excludes the smallest effect the run can detect,
+else inconclusive.
+"""
+
+
+def ledger_answer(run: str, statement: str) -> tuple[dict, str]:
+    """The committed claim of `run` that reads `statement`, and the verdict it gives: holds
+    true / false / null as yes / no / inconclusive, null as premise not met where its measured
+    text says so."""
+    found = [c for c in committed(run)["claims"] if c["claim"] == statement]
+    if len(found) != 1:
+        raise SystemExit(f"publish: the ledger names a claim that docs/results/{run}.json holds "
+                         f"{len(found)} times, not once: {statement!r}")
+    if found[0]["holds"] is None and "premise not met" in found[0]["measured"]:
+        return found[0], "premise not met"
+    return found[0], LEDGER_VERDICT[found[0]["holds"]]
+
+
+def ledger_metric(run: str, key: str) -> str:
+    number = committed(run)["metrics"].get(key)
+    if not isinstance(number, (int, float)):
+        raise SystemExit(f"publish: the ledger names a number docs/results/{run}.json does not hold: {key!r}")
+    return f"{key} = {cell(float(number))}"
+
+
+def run_link(run: str) -> str:
+    return f"[{run.removeprefix('studies/')}](results/{run}.json)"
+
+
+def ledger_verdict(statement: dict) -> tuple[str, list[tuple[str, dict, str]]]:
+    """A statement's verdict (one of LEDGER_KINDS) and its answers as (run, claim, verdict)."""
+    answers = [(run, *ledger_answer(run, text)) for run, text in statement["answers"]]
+    if statement["fix"]:
+        return "check being rebuilt", answers
+    if statement["not_checkable"]:
+        return "not checkable here", answers
+    verdicts = {verdict for _, _, verdict in answers}
+    return (verdicts.pop() if len(verdicts) == 1 else "partly"), answers
+
+
+def ledger_rows(statements: list[dict]) -> tuple[list[list[str]], list[list[str]], dict]:
+    """One essay's rows with a verdict, its rows whose check is being rebuilt, and its tally."""
+    judged, rebuilt, tally = [], [], dict.fromkeys(LEDGER_KINDS, 0)
+    for s in statements:
+        verdict, answers = ledger_verdict(s)
+        tally[verdict] += 1
+        evidence = [ledger_metric(run, key) for run, key in s["metrics"]]
+        several = len(answers) > 1
+        measured = "<br>".join([f"{run_link(run)}: {c['measured']} ({v})" if several else c["measured"]
+                                for run, c, v in answers] + ["; ".join(evidence)] * bool(evidence)) or "–"
+        said = [s["says"], s["section"], f"“{s['quote']}”"]
+        if verdict == "check being rebuilt":
+            today = "<br>".join(f"{run_link(run)}: “{c['claim']}” ({v})" for run, c, v in answers) or "none"
+            rebuilt.append([*said, today, measured, s["fix"]])
+            continue
+        shown = f"not checkable here: {s['not_checkable']}" if verdict == "not checkable here" else verdict
+        judged.append([*said, "<br>".join(run_link(run) for run, _, _ in answers) or "–", measured, shown])
+    return judged, rebuilt, tally
+
+
+def ledger_page(statements: dict | None = None) -> str:
+    """docs/claims_ledger.md, from the hand-kept statements and the committed claims they name."""
+    statements = ledger_statements.STATEMENTS if statements is None else statements
+    sections, tallies = [], {}
+    for essay, rows in statements.items():
+        judged, rebuilt, tallies[essay] = ledger_rows(rows)
+        text = f"## {essay} (`{ledger_statements.ESSAYS[essay]}`)\n\n"
+        header = ["what the essay says (our words)", "§", "its words"]
+        text += (markdown_table(header + ["run", "measured", "verdict"], judged) if judged
+                 else "No statement of this essay has a verdict yet.\n")
+        if rebuilt:
+            text += (f"\n### {essay}: checks being rebuilt\n\n"
+                     + markdown_table(header + ["the check today (its answer to its own question)", "measured",
+                                               "what the check must compute"], rebuilt))
+        if ledger_statements.LEFT_OUT.get(essay):
+            text += f"\nLeft out, not a checkable statement of the essay: {ledger_statements.LEFT_OUT[essay]}\n"
+        sections.append(text)
+    total = {kind: sum(t[kind] for t in tallies.values()) for kind in LEDGER_KINDS}
+    tally = markdown_table(["essay", "statements", *LEDGER_KINDS],
+                           [[essay, str(sum(t.values())), *map(str, t.values())] for essay, t in tallies.items()]
+                           + [["**all four**", f"**{sum(total.values())}**", *(f"**{n}**" for n in total.values())]])
+    return ("# What the essays claim, and what we measured\n\n"
+            "<!-- docs/publish.py writes this page from docs/ledger_statements.py and docs/results/: "
+            "edit those, then run it -->\n\n" + LEDGER_RULE + "\n" + tally + "\n" + "\n".join(sections))
+
+
 def publish_run(run: str) -> None:
     results = json.loads((ROOT / "runs" / run / "results.json").read_text())
     target = DOCS / "results" / f"{run}.json"
@@ -120,12 +238,13 @@ def main() -> None:
             publish_run(run)
         for run, name in sorted({m for text in texts.values() for m in FIGURE.findall(text)}):
             publish_figure(run, name)
-    stale = [page for page, text in texts.items() if rendered(text) != text]
+    pages = {page: rendered(text) for page, text in texts.items()} | {LEDGER: ledger_page()}
+    stale = [page for page, text in pages.items() if text != texts.get(page)]
     for page in stale:
         if check:
             print(f"publish: {page.relative_to(ROOT)} disagrees with docs/results", file=sys.stderr)
         else:
-            page.write_text(rendered(texts[page]))
+            page.write_text(pages[page])
     raise SystemExit(1 if check and stale else 0)
 
 

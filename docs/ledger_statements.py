@@ -1,0 +1,1134 @@
+"""What the four essays say, one checkable statement a row, and the committed claim that answers it:
+the hand-kept half of docs/claims_ledger.md. docs/publish.py writes the page from this list and
+the claims of docs/results/*.json; tests/test_ledger.py checks that every quote stands verbatim in
+its essay and that every claim named here exists.
+
+A row (`said`) holds:
+  section, quote   where the essay says it, in its own words (verbatim, short)
+  says             the statement in our words, no stronger and no weaker than the essay
+  answers          (run, claim): the committed results docs/results/<run>.json and the exact text
+                   of its claim whose `holds` is the verdict; several answers give one verdict if
+                   they agree, "partly" (each shown) if they do not
+  not_checkable    why no run here can check it (the row then names no claim)
+  fix              the check does not follow the ledger's rule yet: what the claim must compute
+                   instead, in which file and function. The row keeps the claims it has today (or
+                   none) and is listed under "checks being rebuilt", with no verdict
+  metrics          (run, key): numbers already measured in a committed run, shown beside a check
+                   being rebuilt
+  how              how the row came over from the hand-written ledger: keep, rephrase, re-point
+                   (another claim answers it better) or new (a central statement that had no row)
+"""
+
+ESSAYS = {
+    "whole-game": "credit-assignment-is-the-whole-game.txt",
+    "over-long-generations": "credit-assignment-over-long-generations.txt",
+    "survey": "credit-assignment-problem-survey.txt",
+    "SS-GRPO article": "ss-grpo-step-sparse-grpo.txt",
+}
+
+# the committed runs the rows name (docs/results/<run>.json)
+GAE = "02_gae"
+RUDDER = "03_rudder"
+CH05 = "05_grpo_rloo"
+CH06 = "06_prm_qrm"
+GRADIENT = "studies/01_gradient_variance"
+GRADIENT_99 = "studies/01_gradient_variance_gamma_099"
+BLINDNESS = "studies/01_state_blindness"
+DILEMMAS = "studies/02_dilemmas"
+DILEMMAS_NOISE = "studies/02_dilemmas_noise"
+LEARNING = "studies/02_learning"
+LEARNING_NOISE = "studies/02_learning_noise"
+WATCH = "studies/03_pocket_watch"
+REDISTRIBUTION = "studies/03_redistribution"
+TRANSPORT = "studies/03_transport"
+HCA = "studies/04_hca_tasks"
+HER = "studies/04_her_sweep"
+HER_FINAL = "studies/04_her_sweep_final"
+CRITIC = "studies/05_critic"
+FAILURES = "studies/05_failure_modes"
+SEEDS = "studies/05_seeds"
+ZERO = "studies/05_zero_spread"
+OVER = "studies/06_overoptimisation"
+CREDIT = "studies/07_credit"
+
+SPREAD = "and decide on its interval over seeds"  # the page's legend spells out the decision
+
+
+def seeds(where: str, today: str, quantity: str) -> str:
+    """The most common fix: the claim decides on one run, or with a round number."""
+    return f"{where}: {today}. Compute {quantity} {SPREAD}"
+
+
+# the one claim that would answer four rows: GRPO's advantage is the same on every token
+PER_TOKEN = ("05_grpo_rloo.py check_claims: no claim states it (the GAE claim shows the per-token advantages of one "
+             "completion but answers whether GRPO uses GAE). Add a claim: every token of a completion gets the same "
+             "advantage A_i (the `varies` flag it already computes, negated; exact, no seeds needed)")
+# the learned-ORM run is at β = 0 only
+KL_ARM = ("studies/06_overoptimisation.py: the learned-ORM run has no β > 0 arm. Add one on the same ORM and compare "
+          "gold pass@1 at the end (and KL) with the β = 0 arm")
+
+
+def said(section: str, quote: str, says: str, *answers: tuple[str, str], fix: str = "", not_checkable: str = "",
+         metrics: tuple[tuple[str, str], ...] = (), how: str = "keep") -> dict:
+    return {"section": section, "quote": quote, "says": says, "answers": list(answers), "fix": fix,
+            "not_checkable": not_checkable, "metrics": list(metrics), "how": how}
+
+
+WHOLE_GAME = [
+    said("§1", "Credit assignment then blames the wrong tokens because the real cause left the context.",
+         "when the policy sees only a truncated window, the credit lands on the wrong tokens",
+         not_checkable="no run trains on a truncated context and measures where its credit lands (the §7.1 rows "
+                       "measure what a dropped fact costs at serving time)"),
+    said("§2, §7.2", "The policy finds a cheap correlate of the score.",
+         "reward hacking: RL on a learned score finds a cheap correlate of it, e.g. well-formed work with a wrong "
+         "final answer (format tricks)",
+         (OVER, "reward hacking shows as format tricks: well-formed outputs that score well on the learned reward "
+                "but are wrong"),
+         fix=seeds("studies/06_overoptimisation.py rl_claims", "one seed, decided by a bare comparison",
+                   "the share of held-out completions in worked form with a wrong answer after RL on the learned PRM "
+                   "minus the same share after outcome GRPO")),
+    said("§2, §7.2", "A chat model learns to be sycophantic because preference models like agreement.",
+         "preference reward models make a chat model sycophantic",
+         not_checkable="needs a preference reward model and a chat task; ours are verifier-scored arithmetic"),
+    said("§2", 'A flight booker optimized for "confirmation email received" books refundable junk',
+         "a proxy reward (confirmation received) makes a booking agent book the wrong thing",
+         not_checkable="no tool-using agent or booking environment here"),
+    said("§2", "Process rewards (step judges) densify credit but introduce judge error: a wrong step marked correct, "
+               "or a creative correct step marked wrong.",
+         "step judges misjudge steps both ways: wrong steps marked correct, and correct steps marked wrong",
+         (OVER, "automatic (Monte Carlo) step labels are noisy: a step may be labelled correct because a lucky rollout "
+                "reached the right answer"),
+         fix="studies/06_overoptimisation.py label_and_rerank_claims: the claim checks one side (false positives > 0); "
+             "the statement names both. Holds if the false-positive and the false-negative rates are both above 0 "
+             "(an existence statement: counts decide it, no seeds needed)",
+         how="rephrase"),
+    said("§2, §7.2, §7.7", "RM score soars while held-out human preference falls (Goodhart).",
+         "optimising a learned reward model over-optimises it: its score rises while the true quality (here the "
+         "verifier's, on held-out problems) falls",
+         (OVER, "optimising a learned proxy: proxy rises with KL, gold peaks then degrades"),
+         fix=seeds("studies/06_overoptimisation.py overoptimisation_claims",
+                   "one seed, and the fall is judged against a round 0.02",
+                   "the proxy's rise and the gold's fall from its peak to the end")),
+    said("§2", "gradients are noisy, most trajectories teach almost nothing",
+         "with a sparse 0/1 verifier most trajectories teach almost nothing",
+         fix=seeds("studies/05_zero_spread.py check_claims (and studies/05_failure_modes.py sparse_claims for the "
+                   "weak start)", "no claim states it; the failure-mode claim answers it only from the weak cold start, "
+                   "with round thresholds (≥ 80%, < 5 points)",
+                   "the share of sampled completions that sit in groups with zero reward spread (they get A = 0), "
+                   "against one half ('most'), at the default cold start and at the weak one,"),
+         metrics=((ZERO, "zero_spread[cold start][steps=1][G=8]"), (ZERO, "zero_spread[cold start][steps=4][G=8]"),
+                  (FAILURES, "sparse[GRPO]_zero_spread"))),
+    said("§2", "early training needs a cold-start policy that can occasionally succeed",
+         "from a cold start that can occasionally succeed, RL on the sparse verifier learns",
+         (SEEDS, "from a cold start that can occasionally succeed, GRPO on the sparse verifier reward learns (here: "
+                 "held-out pass@1 up ≥ 15 points) (on every seed)"),
+         (SEEDS, "from a cold start that can occasionally succeed, RLOO on the sparse verifier reward learns (here: "
+                 "held-out pass@1 up ≥ 15 points) (on every seed)"),
+         fix=seeds("05_grpo_rloo.py check_claims, as studies/05_seeds.py runs it",
+                   "'learns' is judged against a round 15 points", "the held-out pass@1 gain over the cold start")),
+    said("§3", "reducing variance without (in the classic argument) introducing bias into the policy gradient",
+         "a baseline that does not depend on the action lowers the policy gradient's variance",
+         (GRADIENT, "a baseline reduces the variance of the policy gradient"),
+         (GRADIENT_99, "a baseline reduces the variance of the policy gradient"),
+         fix=seeds("studies/01_gradient_variance.py variance_claims", "one sample of the gradient's covariance, decided "
+                   "by a bare comparison (reward-to-go: 53.2 -> 49.9)",
+                   "tr Cov with and without the baseline on independent batches")),
+    said("§3", "reducing variance without (in the classic argument) introducing bias into the policy gradient",
+         "a baseline that does not depend on the action adds no bias to the policy gradient",
+         fix="studies/01_gradient_variance.py variance_claims: not measured, though the study samples both "
+             "estimators. Add a claim: the mean gradient with the baseline minus without it; yes where its interval "
+             "over independent batches holds 0 and is narrower than the smallest bias the batches could detect"),
+    said("§3, App. A", "Step 4 was useless noise, yet it receives the same +1 credit as the cancel step.",
+         "with γ = 1 and one terminal reward, every step's reward-to-go is that reward: the useless step gets the "
+         "same +1 as the decisive one",
+         (DILEMMAS, "with γ = 1 and one terminal reward, every step's reward-to-go is that reward: the useless step "
+                    "gets the same +1 as the decisive one")),
+    said("§3", "If the verifier had failed ($r_5 = 0$), all $G_t = 0$",
+         "if the verifier fails, every reward-to-go is 0",
+         (DILEMMAS, "if the verifier fails (r_5 = 0), every G_t = 0")),
+    said("§3", "unless you compare it to other samples from the same prompt",
+         "a failed sample still teaches once it is compared with its siblings: a group baseline gives it a non-zero "
+         "(negative) advantage",
+         (CH05, "R = [0, 1, 0, 1]: centred advantages [-0.5, 0.5, -0.5, 0.5]; RLOO advantage of sample 2 = 2/3"),
+         how="re-point"),
+    said("§3", "It assigns credit to everything earlier in wall-clock order, including irrelevant retries.",
+         "reward-to-go over a tool graph credits everything earlier in time, irrelevant retries included",
+         not_checkable="no tool-call graph here"),
+    said("§4", r"A sequence-level advantage $\hat{A}(x,y)$ often multiplies every token's logprob gradient",
+         "for an LM one sequence-level advantage multiplies every token's log-probability gradient",
+         fix=PER_TOKEN, how="rephrase"),
+    said("§5", "Yes, and episodes are long / rewards semi-dense: prefer GAE",
+         "with a value model you trust and long or semi-dense episodes, GAE is the better choice",
+         fix="studies/05_critic.py critic_claims: no claim. Add one for this branch: PPO + GAE against GRPO at equal "
+             "samples, held-out pass@1 with its interval over seeds, that reports 'premise not met' where the "
+             "critic is not trustworthy (its error at step boundaries above the noise floor, interval over seeds); "
+             "studies/07_lengths.py's PPO arms give the long episodes"),
+    said("§5", "Yes, but value learning is unstable on your data: fall back to Monte Carlo returns or group baselines",
+         "where the learned value is wrong, group baselines (or Monte Carlo returns) do at least as well as PPO with "
+         "that critic",
+         fix=seeds("studies/05_critic.py critic_claims", "no claim, though the study trains GRPO, PPO and PPO with a "
+                   "value head at the same budget", "GRPO's held-out pass@1 minus PPO's (each critic)"),
+         metrics=((CRITIC, "grpo_pass@1"), (CRITIC, "ppo_pass@1"), (CRITIC, "ppo_head_pass@1")),
+         how="new"),
+    said("§5", r"a bad $V$ injects systematic lies into $\Psi$",
+         "a value function learned on sparse verifiable rewards can be wrong, and then it feeds errors into Ψ",
+         (CRITIC, "a learned V can be wrong on sparse verifiable rewards, and a bad V injects systematic lies into Ψ "
+                  "(here: mean |V - P(success | prefix)| at step boundaries > 2x the rollouts' noise floor)"),
+         fix=seeds("studies/05_critic.py critic_claims", "one seed, 'wrong' judged against a round 2x the noise floor",
+                   "the critic's mean error |V - P(success | prefix)| at step boundaries minus the rollouts' noise "
+                   "floor (and the resulting error of the GAE advantages against the Monte Carlo truth)")),
+    said("§5", "Only one sample per prompt, terminal reward: classic reward-to-go plus a moving-average baseline, or "
+               "train a critic. Variance will hurt.",
+         "with one sample per prompt (reward-to-go and a moving-average baseline) the variance hurts",
+         not_checkable="every LM run samples a group per prompt; no one-sample run with a moving-average baseline"),
+    said("§5", 'A global value head must learn "this problem is hard"; group baselines get that for free locally.',
+         "a per-prompt group baseline gets the prompt's difficulty for free, where one value head (or one baseline) "
+         "for all prompts must learn it",
+         fix=seeds("05_grpo_rloo.py check_claims (run by studies/05_seeds.py) and studies/05_critic.py",
+                   "no claim, though REINFORCE with the batch-mean baseline, RLOO, GRPO and PPO with a value head are "
+                   "all trained and their gradient noise measured",
+                   "the per-prompt baselines (RLOO, GRPO) against the batch-mean baseline (REINFORCE) and the value "
+                   "head: held-out pass@1 and tr Cov(g) / ‖E g‖²,"),
+         metrics=((SEEDS, "seed0_reinforce_pass@1"), (SEEDS, "seed1_reinforce_pass@1"), (SEEDS, "seed0_rloo_pass@1"),
+                  (SEEDS, "seed1_rloo_pass@1"), (SEEDS, "seed0_grpo_pass@1"), (SEEDS, "seed1_grpo_pass@1"),
+                  (CRITIC, "variance_relative[REINFORCE (batch mean)]"), (CRITIC, "variance_relative[RLOO]"),
+                  (CRITIC, "variance_relative[GRPO]"))),
+    said("§5", r"Monte Carlo (MC) return: $\Psi_t = G_t$. Honest about the episode. Noisy.",
+         "the Monte Carlo return is unbiased but noisy",
+         (GAE, "λ = 0 is one-step TD (low variance, high bias); λ = 1 is Monte Carlo (high variance, no bias)"),
+         fix=seeds("02_gae.py estimator_claims", "bias and variance of one run compared bare",
+                   "bias² and variance at the key step for λ = 1 against λ = 0 (over the noisy critics and seeds)")),
+    said("§5", r"Bias-variance dial via $\lambda$.",
+         "GAE's λ trades bias for variance: a smaller λ leans on V, with more bias and less variance",
+         (GAE, "λ = 0 is one-step TD (low variance, high bias); λ = 1 is Monte Carlo (high variance, no bias)"),
+         fix=seeds("02_gae.py estimator_claims", "only λ = 0 and λ = 1 compared, bare, on one run (studies/05_critic.py's "
+                   "λ claim checks the variance side alone)",
+                   "bias² and variance at the key step over the λ grid (bias falling, variance rising with λ)"),
+         how="re-point"),
+    said("§6", "Clipping limits how far token probabilities move per update",
+         "PPO's clipping limits how far token probabilities move in one update",
+         fix=seeds("05_grpo_rloo.py (or a study beside it)", "not measured: the staleness study's clipped ratio acts "
+                   "on stale rollouts, and with one optimiser pass per batch (μ = 1) the clip never acts on-policy",
+                   "the per-token |log π_new - log π_old| of one update with several optimiser passes per batch "
+                   "(μ > 1), with the clip minus without it,")),
+    said("§6", "fluent, helpful initialization collapses into high-reward gibberish the RM likes",
+         "without KL to the reference, optimising a learned reward turns a fluent model into high-reward gibberish",
+         (OVER, "optimising a learned proxy: proxy rises with KL, gold peaks then degrades"),
+         fix="studies/06_overoptimisation.py overoptimisation_claims: the claim shows the learned ORM's score rising "
+             "and the gold falling at β = 0 but not whether the text turns to gibberish. Compute the share of "
+             "well-formed completions (lm_world's worked-form check) before and after RL on the learned ORM at β = 0, "
+             "with a β > 0 arm as the contrast, " + SPREAD,
+         metrics=((OVER, "overopt_rl_final_worked_form_share"), (OVER, "overopt_rl_gold_final"),
+                  (OVER, "overopt_rl_kl_final")),
+         how="re-point"),
+    said("§6", "a wrong search query early poisons later book calls",
+         "in tool-use RL one bad early tool call poisons the later ones, and tool-result tokens must be masked",
+         not_checkable="no tool-using agent here"),
+    said("§7.1", "performance collapses when context is truncated",
+         "when the context drops a fact the answer needs, performance collapses",
+         (FAILURES, "state blindness: when the context drops a fact the answer needs, the policy cannot act on it "
+                    "(here: the last operation missing from the prompt halves pass@1 or worse)"),
+         fix=seeds("studies/05_failure_modes.py skew_claims", "one seed, 'collapses' judged as a round 'halves'",
+                   "held-out pass@1 as trained minus with the last operation missing")),
+    said("§7.1", "Put necessary facts into the state explicitly",
+         "putting a dropped fact back into the state (Pong: the frame difference) fixes what its absence cost",
+         (BLINDNESS, "state blindness: an observation that drops a fact the decision needs (here: the ball's motion) "
+                     "costs the policy; the mitigation puts the fact in the state (the frame difference). Holds if "
+                     "every frame-only seed ends below every seed with the difference"),
+         fix=seeds("studies/01_state_blindness.py blindness_claims",
+                   "two seeds whose ranges overlap give 'no' where the measurement cannot tell",
+                   "points won at the end with the difference minus frame only (more seeds)")),
+    said("§7.2", "verbose padding",
+         "reward hacking shows as verbose padding",
+         (OVER, "reward models rate longer responses higher, so policies learn to pad (Q-RM's token credit as the "
+                "reward)"),
+         (OVER, "reward models rate longer responses higher, so policies learn to pad (the ORM as the reward, β = 0)"),
+         fix=seeds("studies/06_overoptimisation.py length_claims", "one seed; r(score, tokens) > 0.1 and the padding "
+                   "constant are round numbers",
+                   "the characters written past the worked solution after RL minus before it, per reward,")),
+    said("§7.2", "Prefer verifiable checks",
+         "against reward hacking, prefer a verifiable check to a learned score",
+         fix=seeds("06_prm_qrm.py rl_claims", "no claim, though the runs are there",
+                   "held-out pass@1 after RL with the verifier in the reward (outcome GRPO; PRM steps + verifier on the "
+                   "answer) minus after RL on the learned PRM alone"),
+         metrics=((OVER, "rl[outcome]_pass@1_final"), (OVER, "rl[prm_outcome]_pass@1_final"),
+                  (OVER, "rl[prm]_pass@1_final"))),
+    said("§7.2", "KL-to-ref; remove cheap heuristic bonuses",
+         "against reward hacking, keep KL to the reference and drop cheap heuristic bonuses",
+         fix=KL_ARM + " (gold pass@1 higher with KL, interval over seeds); no run here has a heuristic bonus to remove"),
+    said("§7.3", "Gradients tiny; learning only after rare successes; cold start fails.",
+         "with a sparse terminal reward and a cold start that rarely succeeds, almost all groups carry no signal and "
+         "RL does not get off the ground",
+         (FAILURES, "sparse terminal reward: almost all trajectories get 0, so groups carry no signal and the cold "
+                    "start fails (here: ≥ 80% of GRPO's groups with zero spread, pass@1 up < 5 points)"),
+         fix=seeds("studies/05_failure_modes.py sparse_claims", "one seed; ≥ 80% and < 5 points are round numbers",
+                   "the share of groups with zero spread and the weak start's pass@1 gain")),
+    said("§7.3", "SFT cold start on successful traces",
+         "mitigation of a sparse reward: an SFT cold start on successful worked solutions",
+         (FAILURES, "the mitigation: an SFT cold start on successful traces (here: GRPO from the default cold start, "
+                    "1000 SFT steps on demonstrations against 60, gains ≥ 3 points more)"),
+         fix=seeds("studies/05_failure_modes.py sparse_claims", "one seed; ≥ 3 points is a round number",
+                   "GRPO's pass@1 gain from the default cold start minus its gain from the weak one")),
+    said("§7.3, §8", "This is exploration + filter, and often the right Monday tool before full on-policy RL.",
+         "mitigation of a sparse reward: rejection sampling (best-of-N) into SFT before on-policy RL",
+         (FAILURES, "the mitigation: rejection sampling (best-of-N) into SFT, then GRPO, gets wins into the buffer first "
+                    "(here: ≥ 3 points above GRPO alone for the same number of completions)"),
+         fix=seeds("studies/05_failure_modes.py sparse_claims", "one seed; ≥ 3 points is a round number, so a "
+                   "difference too small to see reads as 'no'",
+                   "pass@1 after rejection sampling then GRPO minus GRPO alone, at the same number of completions,")),
+    said("§7.3", "curriculum on easier items",
+         "mitigation of a sparse reward: a curriculum on easier items",
+         not_checkable="no curriculum run"),
+    said("§7.3", "process rewards if judges are trustworthy",
+         "mitigation of a sparse reward: process rewards, when the step judge can be trusted",
+         fix=seeds("studies/07_lengths.py (its results are not committed yet)", "the hand-written ledger read this from "
+                   "an uncommitted run's metrics", "pass@1 of step credit from the gold step verifier (its 'own' arm) "
+                   "minus flat GRPO's, at the longest chain where the reward is sparsest,")),
+    said("§7.3, §7.8", "larger group sizes for GRPO",
+         "larger groups leave fewer groups without reward spread, so fewer samples without signal",
+         fix=seeds("studies/05_zero_spread.py check_claims", "no claim, though the study measures the share at "
+                   "G = 2, 4, 8, 16", "the share of groups with zero spread at each G (falling with G)"),
+         metrics=((ZERO, "zero_spread[cold start][steps=3][G=2]"), (ZERO, "zero_spread[cold start][steps=3][G=4]"),
+                  (ZERO, "zero_spread[cold start][steps=3][G=8]"), (ZERO, "zero_spread[cold start][steps=3][G=16]"))),
+    said("§7.4", "junk steps in correct answers get reinforced",
+         "flat credit reinforces the junk (wrong) steps inside correct answers",
+         (CREDIT, "a flawed step in a chain that still reaches the right answer is reinforced by GRPO")),
+    said("§7.4", "Harmless tokens drift; useful reasoning style disappears",
+         "flat credit makes harmless tokens drift and a useful reasoning style disappear",
+         not_checkable="no measure of token drift or of a reasoning style here"),
+    said("§7.4", "Mitigation: Process rewards",
+         "mitigation of entangled credit: process rewards put the blame on the wrong step and take it off the right "
+         "ones",
+         fix=seeds("studies/07_credit.py credit_claims", "no claim, though the credit table holds the numbers",
+                   "the gold step credit's (PRM-GRPO's) blame on the first wrong step minus its blame on the right "
+                   "steps before it, and its credit on the flawed step of a right solution,"),
+         metrics=((CREDIT, "prm_grpo_wrong_step_blame"), (CREDIT, "prm_grpo_right_steps_blame"),
+                  (CREDIT, "prm_grpo_flawed_step_credit")),
+         how="rephrase"),
+    said("§7.5", "Either policy stuck near SFT (KL too strong)",
+         "too strong a KL keeps the policy stuck near the SFT model",
+         (FAILURES, "KL too strong: the policy stays stuck near the SFT reference (here: less KL and at most half the "
+                    "pass@1 gain of the default β)"),
+         fix=seeds("studies/05_failure_modes.py kl_claims", "one seed; 'stuck' judged as a round 'half the gain'",
+                   "the strongest β's pass@1 gain over the cold start (stuck: no gain) and its KL")),
+    said("§7.5", "or language quality collapses (KL too weak)",
+         "too weak a KL lets the quality of the samples collapse",
+         (FAILURES, "KL too weak: the quality of the samples collapses (here: distinct or well-formed completions ≥ 5 "
+                    "points below the default β's)"),
+         fix=seeds("studies/05_failure_modes.py kl_claims", "one seed; ≥ 5 points is a round number",
+                   "the share of well-formed (and distinct) completions at β = 0 minus at the default β")),
+    said("§7.5", "Wrong KL coefficient or wrong reference.",
+         "a wrong reference model is one cause of KL trouble: KL to a reference that never writes the needed steps "
+         "holds the policy back",
+         (FAILURES, "a wrong reference: KL to an SFT model that rarely writes the steps holds the policy back from the "
+                    "behaviour that pays (here, GRPO at β = 0.5: pass@1 ≥ 3 points below the same β anchored to the "
+                    "cold start)"),
+         fix=seeds("studies/05_failure_modes.py poor_reference_claims", "one seed; ≥ 3 points is a round number",
+                   "pass@1 anchored to the cold start minus anchored to the poor reference")),
+    said("§7.5", "reset reference carefully",
+         "mitigation: reset the reference carefully",
+         (FAILURES, "the mitigation: reset the reference carefully (here: to the current policy every 20 updates; ≥ 3 "
+                    "points above the poor reference without resets)"),
+         fix=seeds("studies/05_failure_modes.py poor_reference_claims", "one seed; ≥ 3 points is a round number",
+                   "pass@1 with resets minus without")),
+    said("§7.6", "Answers grow without information gain; reward correlates with token count.",
+         "length bias: answers grow without information gain and the reward tracks the token count, when the reward "
+         "model prefers length",
+         (OVER, "length bias: answers grow without information gain and the reward correlates with token count (an RM "
+                "whose preference data favour length)"),
+         fix=seeds("studies/06_overoptimisation.py length_claims", "one seed; r > 0.1, 1.2x the tokens and 0.02 of "
+                   "pass@1 are round numbers", "the growth in tokens, the change in pass@1 (no gain) and r(score, "
+                   "tokens)")),
+    said("§7.6", "Length-normalize rewards",
+         "mitigation of length bias: length-normalise the reward",
+         (OVER, "mitigation of length bias: length-normalise the reward (the RM's fitted length trend removed)"),
+         fix=seeds("studies/06_overoptimisation.py length_claims", "one seed; half the growth and 0.02 of pass@1 are "
+                   "round numbers", "the padding growth with the fix minus without it, and the change in pass@1")),
+    said("§7.6", "train RM on length-balanced prefs",
+         "mitigation of length bias: train the reward model on length-balanced preferences",
+         (OVER, "mitigation of length bias: train the RM on length-balanced preferences"),
+         fix=seeds("studies/06_overoptimisation.py length_claims", "one seed; half the growth and 0.02 of pass@1 are "
+                   "round numbers", "the padding growth with the fix minus without it, and the change in pass@1")),
+    said("§7.6", "cap generation; train RM on length-balanced prefs; penalize empty verbosity in verifiers",
+         "mitigation of length bias: cap generation, penalise empty verbosity",
+         not_checkable="every run caps generation; no uncapped or verbosity-penalised run"),
+    said("§7.7", "Early stopping on human/AI eval",
+         "mitigation of over-optimisation: stop early on a held-out evaluation",
+         fix=seeds("studies/06_overoptimisation.py overoptimisation_claims", "no claim; the peak and the end of the gold "
+                   "curve are in the metrics", "gold pass@1 at the update a held-out evaluation picks (a set apart "
+                   "from the one reported) minus gold pass@1 at the end"),
+         metrics=((OVER, "overopt_rl_gold_best"), (OVER, "overopt_rl_gold_final"))),
+    said("§7.7", "KL constraints; reward ensembles; refresh RM",
+         "mitigation of over-optimisation: KL constraints, reward ensembles, refreshing the reward model",
+         not_checkable="no ensemble or refreshed reward model here (the KL half is the §7.2 row's β > 0 arm)"),
+    said("§7.8", "normalization blows up or flattens",
+         "when every sample of a group scores the same, the normalised advantage either blows up or goes flat",
+         (CH05, "when group rewards are homogeneous, the normalisation blows up or flattens")),
+    said("§7.8", "advantages near zero; all group members get similar scores",
+         "groups whose members all score the same get zero advantages and give no policy gradient",
+         (ZERO, "if all G samples get the same reward, the normalised advantage is zero and the gradient vanishes"),
+         how="rephrase"),
+    said("§7.8", "Adaptive difficulty; ensure mixed outcomes in groups when possible; floor on std",
+         "mitigation of group collapse: adaptive difficulty, mixed groups, a floor on the std",
+         not_checkable="no run tries them (larger K is the §7.3 row)"),
+    said("§7.9", "Unstable updates; policy and actors disagree; unexplained regressions in distributed setups.",
+         "workers acting with stale weights make updates unstable, with regressions",
+         (FAILURES, "workers acting with old weights make updates unstable, with regressions (here: rollouts 32 "
+                    "updates old, taken as on-policy, end ≥ 3 points below on-policy)"),
+         fix="studies/05_failure_modes.py staleness_claims: the claim compares the final pass@1 (a round 3 points, one "
+             "seed), not instability or regressions. Compute the worst drop between evaluations (or the spread of the "
+             "update-to-update change) with stale rollouts minus on-policy, " + SPREAD),
+    said("§7.9", "importance ratios with clipping (PPO instinct)",
+         "mitigation of staleness: importance ratios with clipping",
+         (FAILURES, "the mitigation: importance ratios with clipping (here: at age 32, ≥ 3 points above ignoring the "
+                    "staleness)"),
+         fix=seeds("studies/05_failure_modes.py staleness_claims", "one seed; ≥ 3 points is a round number",
+                   "pass@1 and the worst drop with the clipped ratio minus ignoring the staleness, at each age,")),
+    said("§7.9", "Limit off-policy lag",
+         "mitigation of staleness: limit the off-policy lag",
+         fix=seeds("studies/05_failure_modes.py staleness_claims", "no claim; the ages are in the metrics",
+                   "pass@1 at each policy age taken as on-policy (falling with the age)"),
+         metrics=((FAILURES, "staleness[on-policy]_pass@1"), (FAILURES, "staleness[age 8, ignore]_pass@1"),
+                  (FAILURES, "staleness[age 32, ignore]_pass@1"))),
+    said("§7.10", "train/serve skew is silent poison",
+         "train/serve skew (another prompt builder at serving time) silently hurts; one builder for both fixes it",
+         (FAILURES, "train/serve skew is silent poison: a serving-time prompt built by another template than "
+                    "training's (here: pass@1 ≥ 5 points lower; the fix, one builder for both, is the as-trained "
+                    "number)"),
+         fix=seeds("studies/05_failure_modes.py skew_claims", "one seed; ≥ 5 points is a round number",
+                   "pass@1 as trained minus served through the other template")),
+    said("§7.10", 'Agent "forgets" bookings, double-charges, contradicts earlier tool output',
+         "an agent whose state omits durable memory forgets bookings and contradicts tool output",
+         not_checkable="no tool-using agent here"),
+    said("§8", "Too much: incoherent samples. Too little: mode collapse to one template answer.",
+         "too much entropy gives incoherent samples, too little collapses to one template",
+         not_checkable="no temperature or entropy sweep"),
+    said("§8", "If all $K$ are near-copies, GRPO cannot invent a better mode.",
+         "a group of near-copies gives GRPO nothing better to move toward",
+         not_checkable="no run controls the diversity of the group"),
+    said("§8", "Later, GRPO on groups improves pass@1.",
+         "GRPO on groups raises pass@1",
+         (SEEDS, "GRPO on groups improves pass@1 (pass@k measures diversity-and-sometimes-right) (on every seed)"),
+         fix=seeds("05_grpo_rloo.py check_claims, as studies/05_seeds.py runs it", "a bare comparison on each seed",
+                   "GRPO's held-out pass@1 gain over the cold start")),
+    said("§8", "models can learn to be diverse-and-sometimes-right or peaked-and-usually-right",
+         "optimising pass@1 makes the model peaked: pass@k moves less than pass@1",
+         fix=seeds("05_grpo_rloo.py check_claims, as studies/05_seeds.py runs it", "no claim; pass@1 and pass@16 are in "
+                   "the metrics", "GRPO's gain in pass@1 minus its gain in pass@16"),
+         metrics=((SEEDS, "seed0_cold_start_pass@1"), (SEEDS, "seed0_grpo_pass@1"), (SEEDS, "seed0_cold_start_pass@16"),
+                  (SEEDS, "seed0_grpo_pass@16"), (SEEDS, "seed1_cold_start_pass@1"), (SEEDS, "seed1_grpo_pass@1"),
+                  (SEEDS, "seed1_cold_start_pass@16"), (SEEDS, "seed1_grpo_pass@16"))),
+    said("§8", "No estimator fixes a support problem.",
+         "when the cold start never succeeds, no estimator fixes the missing support",
+         (FAILURES, "no estimator fixes a support problem (here: ≥ 80% of the held-out problems with no right answer in "
+                    "16 samples at the weak start still have none after GRPO)"),
+         fix=seeds("studies/05_failure_modes.py sparse_claims", "one seed; ≥ 80% is a round number",
+                   "the share of problems unsolved at the weak start that stay unsolved after GRPO (and after rejection "
+                   "sampling then GRPO), against the share that resampling an unchanged policy would leave,")),
+    said("App. A", "Simple GRPO-style centered advantages: $A = [-0.5, +0.5, -0.5, +0.5]$.",
+         "R = [0, 1, 0, 1] gives centred advantages [−0.5, 0.5, −0.5, 0.5]; RLOO gives sample 2 the advantage 2/3",
+         (CH05, "R = [0, 1, 0, 1]: centred advantages [-0.5, 0.5, -0.5, 0.5]; RLOO advantage of sample 2 = 2/3")),
+    said("App. A", "Masked positions contribute nothing.",
+         "masked positions (prompt, padding) contribute no gradient",
+         fix="05_grpo_rloo.py check_claims: not reported by any run (the tests check the masks). Add a claim: the "
+             "loss's gradient at the masked positions' logits is exactly 0 (exact, no seeds needed)"),
+]
+
+OVER_LONG = [
+    said("intro, Why", "A single response might span 512 to 8192 tokens.",
+         "LM actions are 50,000+ tokens and responses run 512-8,192 tokens",
+         not_checkable="a fact about production tokenizers and traces; our policies use a small vocabulary and "
+                       "4-144-token completions"),
+    said("Why", "0.99^999 ≈ 0.00004",
+         "0.99^999 ≈ 0.00004",
+         (DILEMMAS, "0.99^999 ≈ 0.00004")),
+    said("Why", "every token in a bad response receives the same negative signal regardless of whether it caused the "
+                "failure",
+         "with γ = 1 every token of a bad response gets the same negative signal",
+         fix=PER_TOKEN, how="rephrase"),
+    said("Why", "has variance that grows roughly linearly with episode length",
+         "with a terminal reward the gradient's variance grows roughly linearly with the episode's length",
+         (GRADIENT, "variance of the terminal-reward estimator grows roughly linearly with episode length"),
+         (GRADIENT_99, "variance of the terminal-reward estimator grows roughly linearly with episode length"),
+         (CRITIC, "with a terminal reward the gradient's variance grows roughly linearly with episode length (here: "
+                  "log-log slope within 1 ± 0.3)"),
+         fix="studies/01_gradient_variance.py variance_claims and studies/05_critic.py variance_claims: one slope from "
+             "one run, judged against a round band (0.7-1.3). Fit the log-log slope per seed: yes where its interval "
+             "over seeds holds 1 and excludes 0, no where it excludes 1, else inconclusive (as studies/07_lengths.py's "
+             "variance_claim does)"),
+    said("Why", "because the same scalar R_n multiplies every per-token log-probability gradient in the episode",
+         "the cause: one scalar multiplies every per-token score, so the variance is a sum of T terms",
+         (CRITIC, "the same scalar multiplies every per-token log-probability gradient, so the variance grows with "
+                  "episode length (the sum of T per-token scores: log-log slope within 1 ± 0.3)"),
+         fix="studies/05_critic.py variance_claims: one slope from one run, judged against a round band (1 ± 0.3). Fit "
+             "the slope of Ψ = 1 per seed and decide on its interval over seeds (holds 1, excludes 0)"),
+    said("KL", "This gives the optimiser a dense, per-step signal even when the scalar reward r(x, y) is terminal.",
+         "the KL term, a sum over tokens, gives a dense per-step signal even when the reward is terminal",
+         fix="studies/05_zero_spread.py check_claims: the KL term's pull is in the measured text of the zero-spread "
+             "claim, not in any verdict. Add a claim: in groups with zero reward spread the KL term's gradient norm is "
+             "above 0 while the policy-gradient term's is 0 (exact on the batch, no seeds needed)",
+         metrics=((ZERO, "grad_norm[zero-spread kl]"), (ZERO, "grad_norm[zero-spread pg]"))),
+    said("KL", "Small beta allows aggressive reward optimisation",
+         "a small β optimises the reward more aggressively",
+         (FAILURES, "small β allows more aggressive reward optimisation; large β keeps the policy close to the "
+                    "reference"),
+         fix=seeds("studies/05_failure_modes.py beta_claims", "the claim checks that β = 0 drifts furthest (KL), not "
+                   "that it optimises the reward harder", "the training reward's rise (verifier pass rate on the "
+                   "training batches) at each β, falling as β grows,")),
+    said("KL", "opens the door to reward hacking",
+         "a small β invites reward hacking",
+         fix=KL_ARM + " (smaller β: more hacking, i.e. a larger gold fall from the peak), " + SPREAD),
+    said("KL", "Large beta keeps the policy close to the SFT baseline",
+         "a large β keeps the policy close to the SFT model",
+         fix=seeds("studies/05_failure_modes.py beta_claims", "no claim states it (the β claim's verdict is about β = 0)",
+                   "the final KL to the reference at each β, falling as β grows,"),
+         metrics=((FAILURES, "kl_study[beta=0]_kl"), (FAILURES, "kl_study[beta=0.04]_kl"),
+                  (FAILURES, "kl_study[beta=0.5]_kl"))),
+    said("KL", "but slows learning",
+         "a large β slows learning",
+         fix=seeds("studies/05_failure_modes.py kl_claims", "no claim; the pass@1 of each β is in the metrics",
+                   "updates to reach a training pass rate (and the held-out pass@1 gain) at the largest β minus at "
+                   "the default β"),
+         metrics=((FAILURES, "kl_study[beta=0.5]_pass@1"), (FAILURES, "kl_study[beta=0.04]_pass@1"))),
+    said("GRPO", "the critic is itself a copy of the policy, which roughly doubles memory footprint",
+         "PPO's critic, a copy of the policy, roughly doubles the memory; GRPO, without it, saves that (the copy adds "
+         "the trained state of parameters, gradients and Adam moments, not the reference: 1.8x)",
+         (CRITIC, "PPO's critic, a copy of the policy, roughly doubles the memory footprint (here: training state "
+                  "1.5-2.5x GRPO's)"),
+         how="rephrase"),
+    said("GRPO", "Each token in response i receives the same advantage A_i.",
+         "every token of a response gets the same advantage A_i",
+         fix=PER_TOKEN, how="rephrase"),
+    said("GRPO", "stable variance reduction through within-group normalisation",
+         "normalising within the group reduces the gradient's variance",
+         fix=seeds("studies/05_critic.py variance_claims", "no claim; the relative variances are in the metrics",
+                   "tr Cov(g) / ‖E g‖² of GRPO against Ψ = R (no baseline)"),
+         metrics=((CRITIC, "variance_relative[GRPO]"), (CRITIC, "variance_relative[Ψ = R (no baseline)]"),
+                  (CRITIC, "variance_relative[REINFORCE (batch mean)]")),
+         how="rephrase"),
+    said("GRPO", "GRPO is the backbone of DeepSeek-R1",
+         "DeepSeek-R1 trained long chains of thought with pure RL on verifiable rewards",
+         not_checkable="needs a large model; our policy has about 0.2M parameters"),
+    said("Process rewards", "significantly outperforms an outcome reward model (ORM) at the same test-time compute "
+                            "budget",
+         "a PRM beats an ORM at the same test-time compute (Lightman et al.: human step labels, MATH; ours: Monte "
+         "Carlo labels, best-of-N)",
+         (OVER, "best-of-1860 on MATH: PRM beats ORM (78.2% vs 72.4%)"),
+         fix=seeds("studies/06_overoptimisation.py label_and_rerank_claims", "one seed, a bare comparison at N = 64 "
+                   "('significantly' is not tested)", "best-of-N accuracy of PRM-min minus ORM at each N")),
+    said("Process rewards", "Per-step annotation is expensive",
+         "per-step annotation is expensive",
+         not_checkable="no human labels here"),
+    said("Process rewards, When it falls down", "the PRM becomes a second proxy reward model and inherits all the "
+                                                "over-optimisation risks of an ORM",
+         "a PRM used as a dense RL reward is itself a learned proxy and gets over-optimised like an ORM",
+         (CH06, "the PRM used as a dense reward is a second proxy and inherits the over-optimisation risks of an ORM"),
+         (OVER, "the PRM used as a dense reward is a second proxy and inherits the over-optimisation risks of an ORM"),
+         fix=seeds("06_prm_qrm.py rl_claims", "one seed; the fall is judged against a round 0.05",
+                   "held-out pass@1 at the PRM run's peak minus at its end")),
+    said("Process rewards", "step boundaries in free-form text are ambiguous",
+         "step boundaries are ambiguous, and a maths PRM may not transfer to code",
+         not_checkable="one domain with explicit step delimiters"),
+    said("Over-optimisation", "proxy reward increases monotonically with KL distance from the reference policy, but "
+                              "gold reward peaks and then degrades",
+         "optimising a proxy RM: the proxy rises monotonically with KL while the gold reward peaks and then falls",
+         (OVER, "optimising a learned proxy: proxy rises with KL, gold peaks then degrades"),
+         fix=seeds("studies/06_overoptimisation.py overoptimisation_claims", "one seed; the proxy is compared first to "
+                   "last (not for monotony) and the gold's fall against a round 0.02",
+                   "the rank correlation of the proxy with KL and the gold's fall from its peak")),
+    said("Over-optimisation", "gold_reward ≈ α · sqrt(KL) - β · KL",
+         "gold ≈ α·√KL − β·KL for small to medium KL",
+         (OVER, "gold ≈ α·sqrt(KL) − β·KL"),
+         fix="studies/06_overoptimisation.py overoptimisation_claims: returns no verdict by design (it is Gao et al.'s "
+             "best-of-N form, not their RL form). Fit the RL run's gold against KL with both forms per seed and decide "
+             "which fits (R² and the sign of α) on the interval over seeds; today the RL fit's α is negative",
+         metrics=((OVER, "overopt_rl_fit_bon_alpha"), (OVER, "overopt_rl_fit_bon_r2"), (OVER, "overopt_rl_fit_rl_r2"),
+                  (OVER, "overopt_bon_fit_bon_r2"))),
+    said("Over-optimisation", "Reward models trained on human preferences often rate longer responses higher up to a "
+                              "point, so policies learn to pad outputs.",
+         "reward models trained on preferences that favour length teach the policy to pad",
+         (OVER, "length bias: answers grow without information gain and the reward correlates with token count (an RM "
+                "whose preference data favour length)"),
+         (OVER, "reward models rate longer responses higher, so policies learn to pad (Q-RM's token credit as the "
+                "reward)"),
+         fix=seeds("studies/06_overoptimisation.py length_claims", "one seed; r > 0.1, 1.2x and the padding constant "
+                   "are round numbers", "the characters past the worked solution after RL minus before,"),
+         how="re-point"),
+    said("Over-optimisation", "Certain surface patterns (agreement, flattery, confident tone) inflate reward model "
+                              "scores independently of content quality.",
+         "flattering or agreeable wording raises the RM score whatever the content",
+         not_checkable="needs a preference reward model and a chat task"),
+    said("Over-optimisation", "can score well on the reward model while containing incorrect information",
+         "well-formatted but wrong answers can score well on a learned reward model",
+         (OVER, "reward hacking shows as format tricks: well-formed outputs that score well on the learned reward but "
+                "are wrong"),
+         fix="studies/06_overoptimisation.py rl_claims: the claim compares two RL runs' shares of well-formed wrong "
+             "answers; the statement is that such answers score well. Score held-out well-formed wrong completions and "
+             "right ones with the learned PRM; yes where the wrong ones' scores reach the right ones' (an existence "
+             "statement: the interval over completions decides)"),
+    said("When it falls down", "will penalise all 600 tokens equally",
+         "with one outcome reward, a chain whose only error comes late penalises all its tokens equally, the right ones "
+         "before the error included",
+         (CREDIT, "a correct step followed by a single slip is penalised by GRPO"),
+         fix="studies/07_credit.py credit_claims: the claim holds if the right steps before the slip get some blame "
+             "(> 0); the statement says all tokens get the same. Holds if their blame equals GRPO's A_i (the share "
+             "1.00 it measures; exact, no seeds needed)",
+         how="re-point"),
+    said("When it falls down", "This wastes the policy's capacity to learn which decisions actually matter.",
+         "uniform weighting wastes learning: step-level credit should learn better, and more so as chains grow",
+         fix=seeds("studies/07_lengths.py (its results are not committed yet)", "the hand-written ledger read it from "
+                   "an uncommitted run", "pass@1 gain of step credit over flat GRPO at each chain length (growing with "
+                   "the length)")),
+    said("When it falls down", "assigns step scores that reflect the label distribution, not a ground-truth value "
+                               "function",
+         "a PRM's scores echo the labels it was trained on rather than the true chance of success",
+         fix="studies/06_overoptimisation.py: not measured. Compare the PRM's step scores with Monte Carlo "
+             "P(success | prefix) on held-out prefixes: the PRM's calibration error against the labels' own error, "
+             + SPREAD),
+    said("When it falls down", "the normalised advantage is zero and the gradient vanishes",
+         "a group whose samples all score the same gets zero advantage, and its policy-gradient term vanishes (a KL "
+         "term, if any, still pulls)",
+         (ZERO, "if all G samples get the same reward, the normalised advantage is zero and the gradient vanishes"),
+         how="rephrase"),
+    said("When it falls down", "GRPO provides no learning signal on easy or impossible prompts, which biases training "
+                               "toward medium-difficulty examples.",
+         "GRPO learns nothing on easy or impossible prompts, which favours prompts of medium difficulty",
+         (ZERO, "GRPO gives no signal on easy or impossible prompts, which biases training toward medium-difficulty "
+                "examples"),
+         fix="studies/05_zero_spread.py check_claims: it groups the prompts by step count, none of them above pass@1 = "
+             "0.5, and then returns no verdict without saying 'premise not met'. Bin the prompts by their own cold-start pass rate "
+             "(easy, medium, hard) and compare the share of groups with a signal, " + SPREAD),
+    said("When it falls down", "the KL penalty actively discourages the RL policy from exploring that space",
+         "KL anchoring to an SFT reference that never writes the needed traces holds the policy back",
+         (FAILURES, "a wrong reference: KL to an SFT model that rarely writes the steps holds the policy back from the "
+                    "behaviour that pays (here, GRPO at β = 0.5: pass@1 ≥ 3 points below the same β anchored to the "
+                    "cold start)"),
+         fix=seeds("studies/05_failure_modes.py poor_reference_claims", "one seed; ≥ 3 points is a round number",
+                   "pass@1 anchored to the cold start minus anchored to the poor reference")),
+    said("When it falls down", "Long reasoning traces amplify variance even with baselines.",
+         "even with a group baseline the gradient's variance grows with the trace's length (our traces: 4-31 tokens, "
+         "not 2,000-8,000)",
+         (CRITIC, "long reasoning traces amplify variance even with baselines (here: every group baseline's log-log "
+                  "slope ≥ 0.5)"),
+         fix="studies/05_critic.py variance_claims: one slope from one run against a round 0.5. Fit each group "
+             "baseline's slope per seed; yes where its interval over seeds lies above 0 (as studies/07_lengths.py's "
+             "variance_claim does)"),
+    said("When it falls down", "The model may converge to surface-level formatting of long chains rather than "
+                               "substantively better reasoning.",
+         "training may reward looking like a long derivation rather than reasoning better",
+         not_checkable="needs long chain-of-thought training"),
+]
+
+SURVEY = [
+    said("§2.1", "$0.99^{500} ≈ 0.0066$ — less than 1% of the original signal",
+         "0.99^500 ≈ 0.0066, under 1% of the signal",
+         (DILEMMAS, "0.99^500 ≈ 0.0066")),
+    said("§2.1", "or the discount factor $γ$ shrinking contributions exponentially",
+         "a reward d steps after the decisive action reaches it discounted by γ^d",
+         (DILEMMAS, "a reward d steps after the decisive action reaches it discounted by γ^d")),
+    said("§2.1", "Small value or Q-function estimation errors compound when bootstrapped repeatedly over long "
+                 "horizons",
+         "errors of a bootstrapped value estimate compound as the horizon grows",
+         (LEARNING, "small value errors compound when bootstrapped over long horizons"),
+         (LEARNING_NOISE, "small value errors compound when bootstrapped over long horizons"),
+         fix=seeds("studies/02_learning.py learning_claims", "medians of 5 seeds against a round 2x",
+                   "TD(0)'s growth in episodes to solve (longest L over shortest) minus Monte Carlo's")),
+    said("§2.2", "many actions co-occur with success but did not cause it",
+         "correlated but non-causal actions pick up spurious credit",
+         not_checkable="no task plants a correlated but harmless action"),
+    said("§2.3", "TD bootstrapping methods fail when most states have near-zero estimated value",
+         "TD has nothing to bootstrap from when almost every state's value is near zero",
+         not_checkable="not isolated from the delay in any run"),
+    said("§3", "$γ^{999} ≈ 0.00043$",
+         "with γ = 0.999 over 1,000 tokens, γ^999 ≈ 0.00043",
+         (DILEMMAS, "with γ = 0.999, γ^999 ≈ 0.00043")),
+    said("§3", "This preserves signal magnitude",
+         "with γ = 1 the decisive action receives the reward at full size",
+         (DILEMMAS, "pushing γ to 1 preserves the signal's magnitude")),
+    said("§3", "The result is high-variance gradient estimates that wash out the signal from the few tokens that "
+               "actually mattered.",
+         "with γ = 1 the credit is diluted: the variance grows and the decisive action's signal washes out",
+         (DILEMMAS, "with γ = 1 the credit is diluted: the estimate's variance grows and the signal from the decisive "
+                    "action washes out"),
+         (DILEMMAS_NOISE, "with γ = 1 the credit is diluted: the estimate's variance grows and the signal from the "
+                          "decisive action washes out"),
+         fix=seeds("studies/02_dilemmas.py dilemma_claims", "sampled estimates compared bare, one seed",
+                   "the variance and the signal-to-noise ratio at the key step at each length (rising and falling with "
+                   "L)")),
+    said("§4.1.1", "multi-step methods reduce the bias that comes from inaccurate value estimates at nearby states",
+         "looking further ahead before bootstrapping reduces the bias of an inaccurate critic",
+         fix=seeds("02_gae.py estimator_claims", "no claim; the biases are in the metrics",
+                   "bias² at the key step with the noisy critic over the λ (or n-step) grid, falling as it looks "
+                   "further"),
+         metrics=((GAE, "L80[noisy V][GAE λ=0]_key_bias2"), (GAE, "L80[noisy V][GAE λ=1]_key_bias2"))),
+    said("§4.1.1", "λ = 0 gives 1-step TD (low variance, high bias), λ = 1 gives Monte Carlo (high variance, zero bias)",
+         "λ = 0 is one-step TD (low variance, high bias), λ = 1 is Monte Carlo (high variance, no bias)",
+         (GAE, "λ = 0 is one-step TD (low variance, high bias); λ = 1 is Monte Carlo (high variance, no bias)"),
+         fix=seeds("02_gae.py estimator_claims", "bias and variance of one run compared bare",
+                   "bias² and variance at the key step, λ = 0 against λ = 1 (over the noisy critics and seeds)")),
+    said("§4.1.1", "is the default in PPO, GRPO, and most modern policy gradient methods",
+         "GAE is the default in GRPO",
+         (CH05, "GAE is the default in PPO, GRPO and most modern policy gradient methods"),
+         how="rephrase"),
+    said("§4.1.1", "is the default in PPO, GRPO, and most modern policy gradient methods",
+         "GAE is the default in PPO and most policy-gradient methods",
+         not_checkable="a statement about practice (05's PPO uses GAE by construction)"),
+    said("§4.1.1", "GAE with any λ reduces to the Monte Carlo return",
+         "with γ = 1, GAE with any λ reduces to the Monte Carlo return",
+         (GAE, "with γ = 1, GAE with any λ reduces to the Monte Carlo return")),
+    said("§4.1.2, §5", "the redistributed rewards sum to the original return",
+         "redistributed per-step credits sum to the original return",
+         (RUDDER, "the redistributed rewards sum to the original return")),
+    said("§4.1.2", "a new MDP with the same optimal policy but much denser feedback",
+         "redistributing the reward leaves the optimal policy unchanged",
+         (REDISTRIBUTION, "the redistributed MDP has the same optimal policy"),
+         fix="studies/03_redistribution.py: the policy comparison is exact, but the verdict also asks the optimal "
+             "values to agree within a round 0.05. Decide on the optimal action alone (the statement's quantity), or "
+             "give the value gap an interval over seeds of the learned redistribution"),
+    said("§4.1.2, §5", "then TD methods become unbiased in the new MDP",
+         "with an optimal redistribution TD is unbiased",
+         (REDISTRIBUTION, "in the redistributed MDP, TD is unbiased"),
+         fix=seeds("studies/03_redistribution.py", "'unbiased' judged against a round 5% of the original bias",
+                   "the largest one-step target error with r̃ (a learned redistribution) against its spread over seeds "
+                   "of the return predictor,")),
+    said("§4.1.2, §5", "MC methods have minimal variance",
+         "with an optimal redistribution Monte Carlo's variance is minimal",
+         (REDISTRIBUTION, "in the redistributed MDP, Monte Carlo's variance is minimal"),
+         fix="studies/03_redistribution.py: in the deterministic world there is no variance to reduce; the claim "
+             "returns no verdict and says 'not testable'. Say 'premise not met' there, and commit a run of the "
+             "stochastic world (--distractor-prob 0.5) where the variance with r̃ and with r can be compared over "
+             "seeds"),
+    said("§4.1.2, §5", "The key events get concentrated reward signal while irrelevant steps get near-zero signal",
+         "the redistributed reward piles up on the decisive event and is about zero elsewhere",
+         (RUDDER, "the return predictor's jump, and so the redistributed reward, sits at the decisive step and is near "
+                  "zero elsewhere"),
+         fix=seeds("03_rudder.py delay_claims", "judged against a round 0.5 of the variance",
+                   "the redistributed reward at the key step against the largest elsewhere (over seeds of the "
+                   "predictor)")),
+    said("§4.1.2", "adds a shaped reward Φ(s') − Φ(s) that preserves the optimal policy",
+         "potential-based shaping Φ(s') − Φ(s) keeps the optimal policy",
+         (REDISTRIBUTION, "potential-based shaping Φ(s') - Φ(s) preserves the optimal policy")),
+    said("§4.1.2", "RUDDER shows that optimal redistribution makes the expected future reward zero everywhere",
+         "an optimal redistribution makes the expected future reward zero everywhere",
+         (REDISTRIBUTION, "an optimal redistribution makes the expected future reward zero everywhere"),
+         fix=seeds("studies/03_redistribution.py", "'zero' judged against a round 5% of the original",
+                   "the largest |E[future r̃]| against its spread over seeds of the return predictor,")),
+    said("§4.1.2", "which is a stronger property than potential-based shaping provides",
+         "zero expected future reward is a stronger property than potential-based shaping gives",
+         (REDISTRIBUTION, "zero expected future reward is a stronger property than potential-based shaping provides")),
+    said("§4.1.3", "the wrong sub-goal decomposition introduces new credit assignment problems at the option level",
+         "options cut a long problem to a few decisions; a wrong decomposition makes credit harder",
+         not_checkable="no hierarchical RL here"),
+    said("§4.1.4", "identify a small number of critical steps via attention, augment those steps' rewards, and leave "
+                   "the rest unchanged",
+         "transport edits the reward of only a handful of critical steps",
+         (TRANSPORT, "transport augments a few critical steps and leaves the rest unchanged"),
+         fix=seeds("studies/03_transport.py transport_claims", "judged against a round 20% of the steps",
+                   "the share of changed steps at the decisive (key-room) steps minus elsewhere")),
+    said("§4.1.5", "have been the most successful methods",
+         "transport methods (TVT, TRT) have worked best, ahead of RUDDER",
+         (TRANSPORT, "transport methods (TVT, TRT) are more successful than RUDDER"),
+         fix=seeds("studies/03_transport.py transport_claims", "medians compared at a majority of lengths; RUDDER sits "
+                   "at the floor (16 episodes, one learning batch) everywhere, so a tie cannot be seen",
+                   "TRT's episodes to solve minus RUDDER's at each length, on a task hard enough that neither sits at "
+                   "the floor,")),
+    said("§4.2.1", "Only the 3 decisive actions will have significantly elevated ratios.",
+         "HCA gives irrelevant actions a hindsight ratio near 1 and only the decisive one a ratio far from 1",
+         (HCA, "irrelevant actions get a hindsight ratio ≈ 1, the decisive one is far from 1"),
+         fix=seeds("studies/04_hca_tasks.py hca_claims", "judged against a round 5x",
+                   "|h/π − 1| at the decisive action minus over the corridor")),
+    said("§4.2.2", "giving the agent a steady stream of positive examples to learn from",
+         "HER turns failed episodes into signal: every episode is a success for some goal",
+         (HER, "HER turns failed episodes into useful signal (reward density)"),
+         fix="studies/04_her_sweep.py: judged against a round 10x DQN's share (0 here). Compute the share of episodes "
+             "with at least one rewarded transition after relabelling (1 by construction with HER) against DQN's "
+             "(exact, no seeds needed)"),
+    said("§4.3.1", "UVFAs enable learning in environments where no single goal would provide enough signal on its own",
+         "UVFAs share credit across goals and, with HER, learn where a single goal would not",
+         not_checkable="no held-out-goal test"),
+    said("§4.3.2", "GVF predictions are dense and informative",
+         "GVFs give dense auxiliary signal",
+         not_checkable="no run implements GVFs"),
+    said("§4.4.1", "there are typically fewer predecessors of the goal than successors of the start state",
+         "backward search from the goal explores fewer branches than forward search",
+         not_checkable="no run implements backward planning"),
+    said("§4.5", "vocabulary size ~100K",
+         "LLM vocabularies hold about 100K tokens",
+         not_checkable="a fact about production tokenizers"),
+    said("§4.5.1", "all tokens in a response share the same advantage",
+         "with an ORM, all tokens of a response share one advantage under GRPO or RLOO",
+         fix=PER_TOKEN, how="rephrase"),
+    said("§4.5.2", "PRMs also do not distinguish between correct but irrelevant steps and correct and decisive steps",
+         "a PRM scores a correct but useless step like a correct decisive one",
+         not_checkable="no task with correct but useless (restating) steps"),
+    said("§4.5.2", "a step might be labeled \"correct\" because a lucky rollout happened to reach the right answer",
+         "automatic Monte Carlo step labels are noisy: a lucky rollout can mark a wrong step correct",
+         (OVER, "automatic (Monte Carlo) step labels are noisy: a step may be labelled correct because a lucky rollout "
+                "reached the right answer")),
+    said("§4.5.3", "they distinguish between steps that are correct-but-irrelevant and steps that are "
+                   "correct-and-decisive",
+         "progress (the change in P(correct)) tells decisive steps from correct but irrelevant ones, which step "
+         "correctness cannot",
+         fix="studies/06_overoptimisation.py: no claim. Today's numbers answer a neighbouring question (which score "
+             "finds the first wrong step: the PRM's drop against its score). Compare progress with correctness on "
+             "steps that are correct but irrelevant (a task with restating steps), " + SPREAD,
+         metrics=((OVER, "localisation_auroc[PRM drop (score - previous)]"), (OVER, "localisation_auroc[PRM step score]")),
+         how="rephrase"),
+    said("§4.5.4", "requires strong inductive biases or large amounts of comparative data",
+         "token-level credit needs strong priors or much comparative data",
+         not_checkable="no data-size sweep for a token-level reward model"),
+    said("§4.5.4, §9", "DPO-derived reward models (DPO-RM) tend to assign high rewards to structural tokens like line "
+                       "breaks",
+         "DPO-implicit rewards pile up on structural tokens such as line breaks",
+         not_checkable="no DPO-trained model here"),
+    said("§4.6, §9", "Q-RM (token-level credit) can replace GAE within PPO",
+         "Q-RM's token-level credit can replace GAE inside PPO (or REINFORCE)",
+         fix=seeds("studies/06_overoptimisation.py rl_claims", "no claim; the run puts Q-RM's credit in place of the "
+                   "outcome advantage, not of GAE within PPO", "held-out pass@1 of PPO with Q-RM token advantages "
+                   "minus PPO with GAE (studies/05_critic.py's PPO)"),
+         metrics=((OVER, "rl[qrm]_pass@1_final"), (OVER, "rl[outcome]_pass@1_final"))),
+    said("§5", "TD methods take time exponential in the length of the delay to remove bias",
+         "the time TD needs to unlearn its bias grows exponentially with the delay (RUDDER's theorem)",
+         (RUDDER, "TD needs time exponential in the delay to remove its bias"),
+         fix=seeds("03_rudder.py growth_verdict", "one fit to the medians, decided by a round factor of 2 between the "
+                   "residuals", "the exponential fit's residual minus the power law's, fitted per seed,")),
+    said("§5", "MC methods, while unbiased, suffer from variance that scales with the trajectory length",
+         "Monte Carlo's variance grows with the trajectory's length",
+         (DILEMMAS, "Monte Carlo's variance scales with the trajectory length"),
+         (DILEMMAS_NOISE, "Monte Carlo's variance scales with the trajectory length"),
+         fix=seeds("studies/02_dilemmas.py dilemma_claims", "one slope against a round band (0.8-1.2)",
+                   "the log-log slope of the return's variance against L, per seed (above 0; near 1 for 'scales')")),
+    said("§5", "RUDDER is exponentially faster than TD, MC, and MC Tree Search",
+         "RUDDER is exponentially faster than TD on delayed rewards",
+         (RUDDER, "RUDDER is exponentially faster than TD on delayed rewards"),
+         fix=seeds("03_rudder.py speedup_verdict", "one fit to the medians with a round factor of 2; RUDDER sits at the "
+                   "floor (16 episodes) at every L, so its own growth cannot be seen",
+                   "the growth law of TD / RUDDER per seed, on delays long enough that RUDDER leaves the floor,")),
+    said("§5", "RUDDER is exponentially faster than TD, MC, and MC Tree Search",
+         "RUDDER is exponentially faster than Monte Carlo on delayed rewards",
+         (RUDDER, "RUDDER is exponentially faster than Monte Carlo on delayed rewards"),
+         fix="03_rudder.py speedup_verdict: both sit at the floor (16 episodes) at every L, so the measurement cannot "
+             "tell and the verdict must be inconclusive, not 'no'. Measure where neither is at the floor (the pocket "
+             "watch, studies/03_pocket_watch.py, or longer delays) and fit the growth of MC / RUDDER per seed, "
+             + SPREAD),
+    said("§5", "RUDDER is exponentially faster than TD, MC, and MC Tree Search",
+         "RUDDER is exponentially faster than Monte Carlo tree search",
+         not_checkable="no tree search here"),
+    said("§5", "RUDDER augmenting PPO set new state-of-the-art results",
+         "RUDDER with PPO set the state of the art on Venture and Bowling in a fraction of the time",
+         not_checkable="needs Atari-scale training"),
+    said("§5", "When sporadic intermediate rewards exist, the improvements may be limited.",
+         "sporadic intermediate (distracting) rewards limit RUDDER's gains",
+         (TRANSPORT, "sporadic intermediate (distracting) rewards limit RUDDER's improvements"),
+         fix=seeds("studies/03_transport.py distractor_claim", "the two sweeps it compares also differ in γ and ε, "
+                   "RUDDER sits at the floor (16) in both, and a majority of lengths decides",
+                   "RUDDER's lead over TD with distracting rewards minus without, at the same γ and ε,")),
+    said("§5", "The LSTM return predictor adds computational overhead",
+         "training the return predictor costs extra compute",
+         (WATCH, "the LSTM return predictor adds computational overhead"),
+         fix=seeds("studies/03_pocket_watch.py", "one timing compared bare",
+                   "RUDDER's wall clock per episode minus Q-learning's over repeated timings")),
+    said("§6", "The improvement is most pronounced when the delay exceeds the discount factor timescale",
+         "TRT's gain is largest when the delay exceeds τ_γ = 1/(1 − γ)",
+         (TRANSPORT, "TRT's gain over the plain learner is largest when the delay exceeds τ_γ = 10"),
+         fix=seeds("studies/03_transport.py transport_claims", "medians compared bare",
+                   "TD / TRT episodes to solve beyond τ_γ minus below it")),
+    said("§6", "A2C+TRT consistently outperforms baseline A2C",
+         "TRT consistently beats the plain learner (A2C in the paper, Q-learning here)",
+         fix=seeds("studies/03_transport.py transport_claims", "no claim; the episodes to solve are in the metrics",
+                   "TD's episodes to solve minus TD + TRT's at each length (never slower)"),
+         metrics=((TRANSPORT, "trt_L10_episodes_to_solve[Q-learning (TD)]"), (TRANSPORT, "trt_L10_episodes_to_solve[TRT]"),
+                  (TRANSPORT, "trt_L40_episodes_to_solve[Q-learning (TD)]"), (TRANSPORT, "trt_L40_episodes_to_solve[TRT]"))),
+    said("§6", "TRT can increase the classifier's learning rate without destabilizing the actor-critic",
+         "TRT's classifier learning rate can rise without destabilising the actor-critic",
+         not_checkable="no actor-critic and no learning-rate sweep in 03"),
+    said("§6", "the attention mechanism may distribute weight too broadly",
+         "with many weakly correlated actions TRT's attention spreads and transport weakens",
+         not_checkable="no sweep over the number of distractors"),
+    said("§7", "Standard RL with this sparse binary reward fails catastrophically",
+         "standard RL with a sparse binary goal reward fails catastrophically",
+         (HER, "DQN alone is below 10% success from n = 20 on"),
+         fix=seeds("studies/04_her_sweep.py", "judged against a round 10%",
+                   "DQN's final success at n ≥ 20 against a random policy's")),
+    said("§7", "the \"future\" strategy — sampling goals from states visited later in the same episode — tends to "
+               "work best",
+         "among relabelling strategies, 'future' tends to work best",
+         (HER, 'among the relabelling strategies, "future" tends to work best'),
+         fix=seeds("studies/04_her_sweep.py", "returns no verdict, though a run with each strategy is committed "
+                   "(04_her_sweep and 04_her_sweep_final)", "success and the share of the budget to 90% with 'future' "
+                   "minus with 'final', at each n,"),
+         metrics=((HER, "bits30_success[DQN+HER]"), (HER_FINAL, "bits30_success[DQN+HER]"))),
+    said("§7", "may be viewed as a form of implicit curriculum",
+         "HER works as an implicit curriculum (near goals first)",
+         not_checkable="success by goal distance over training is not logged"),
+    said("§7", "Ablation studies confirm that HER is the crucial ingredient enabling learning in these environments.",
+         "HER is the ingredient that makes learning possible: without it the same learner fails (here: bit flipping, "
+         "DQN against DQN+HER)",
+         fix=seeds("studies/04_her_sweep.py", "no claim compares the two arms directly (the claims test each against a "
+                   "round 90% or 10%)", "DQN+HER's final success minus DQN's at each n"),
+         metrics=((HER, "bits30_success[DQN]"), (HER, "bits30_success[DQN+HER]")),
+         how="new"),
+    said("§7", "DDPG+HER successfully learns all three tasks and the learned policies transfer to a physical robot",
+         "DDPG + HER learns push, slide and pick-and-place and transfers to a robot; DDPG alone fails",
+         not_checkable="robotics; the bit-flipping analogue is the row on HER as the crucial ingredient"),
+    said("§8", r"$Q(x, a) = E_z [ \frac{h(a|x,z) }{ π(a|x)} · z ]$",
+         "Q(x, a) = E_z[h(a | x, z) / π(a | x) · z]",
+         (HCA, "Q(x, a) = E_z[h(a|x,z)/π(a|x) · z]")),
+    said("§8", "Return-conditional HCA is more appealing",
+         "return-conditional HCA is preferable to state-conditional HCA (here: a lower gradient variance with a "
+         "learned h)",
+         (HCA, "shortcut: return-conditional HCA is preferable to state-conditional HCA"),
+         (HCA, "delayed effect: return-conditional HCA is preferable to state-conditional HCA"),
+         fix=seeds("studies/04_hca_tasks.py conditioning_claim", "a majority of σ on one run decides",
+                   "the gradient variance of return HCA minus state HCA at each σ, over the learning seeds,")),
+    said("§8", "HCA can directly determine the relevance of a past action to a particular outcome, regardless of "
+               "temporal distance.",
+         "HCA judges a past action's relevance whatever its distance in time (delayed-effect task: a lower variance "
+         "than PG with a value baseline)",
+         (HCA, "delayed effect: HCA's gradient has a lower variance than PG with a value baseline"),
+         fix=seeds("studies/04_hca_tasks.py variance_claims", "a bare ratio > 1 on one run",
+                   "the variance of PG with a value baseline over HCA's, at each σ,")),
+    said("§8", "the spurious contributions that cause HCA to degrade toward the REINFORCE estimator",
+         "when the later state reveals the action, state-conditional HCA degrades toward REINFORCE",
+         (HCA, "when the later state reveals the action, state HCA degrades to REINFORCE"),
+         fix=seeds("studies/04_hca_tasks.py hca_claims", "'degrades' judged as a round 20% of REINFORCE's variance",
+                   "state HCA's variance at the first action minus REINFORCE's, against HCA's gain elsewhere,")),
+    said("§8", "This reduces the variance and eliminates the spurious contributions",
+         "COCOA lowers the variance and removes spurious contributions",
+         not_checkable="COCOA is not implemented"),
+    said("§9", "low Q-values to tokens in the rejected trajectory that caused failure",
+         "Q-RM, trained from preference pairs only, gives low Q to the tokens that caused a failure",
+         (CH06, "Q-RM assigns low credit to the tokens that caused the failure, from pairs alone (no step labels)"),
+         (OVER, "Q-RM assigns low credit to the tokens that caused the failure, from pairs alone (no step labels)"),
+         fix=seeds("06_prm_qrm.py credit_claims", "one AUROC against chance (0.5) with no interval; the chapter's run "
+                   "and the study's disagree (0.71 against 0.36)", "the AUROC of Q-RM's step score for the first wrong "
+                   "step against chance (0.5), over solutions and seeds,")),
+    said("§9", "improves average Pass@1 scores by approximately 5 points on mathematical reasoning tasks compared to "
+               "ORM baselines",
+         "Q-RM raises pass@1 by about 5 points over ORM baselines",
+         (OVER, "Q-RM raises pass@1 by about 5 points over the ORM baseline"),
+         fix=seeds("studies/06_overoptimisation.py rl_claims", "one seed; the baseline is the exact verifier, not an "
+                   "ORM", "Q-RM's held-out pass@1 minus RL on the learned ORM's (the essay's baseline)")),
+    said("§9", "by approximately 4-5 points compared to token-level PRM counterparts",
+         "Q-RM raises pass@1 by about 4-5 points over token-level PRMs",
+         (OVER, "Q-RM raises pass@1 by about 4-5 points over PRM baselines"),
+         fix=seeds("studies/06_overoptimisation.py rl_claims", "one seed against the round 4 points; our PRM is "
+                   "step-level", "Q-RM's held-out pass@1 minus the PRM run's")),
+    said("§9", "RL training with Q-RM converges 12× faster than ORM on GSM8K",
+         "RL with Q-RM converges 12x faster than with an ORM",
+         (OVER, "RL with Q-RM converges 12x faster than with an ORM (GSM8K; our outcome baseline is the exact "
+                "verifier)"),
+         fix=seeds("studies/06_overoptimisation.py speed_claim", "one seed", "the ratio of updates to the halfway mark, "
+                   "outcome over Q-RM, against 12,")),
+    said("§9", "11× faster than step-level PRM on MATH",
+         "RL with Q-RM converges 11x faster than with a step-level PRM",
+         (OVER, "RL with Q-RM converges 11x faster than with a step-level PRM (MATH)"),
+         fix=seeds("studies/06_overoptimisation.py speed_claim", "one seed", "the ratio of updates to the halfway mark, "
+                   "PRM over Q-RM, against 11,")),
+    said("§10", "localizing error to the step where reasoning went astray",
+         "a PRM points at the step where a solution first goes wrong",
+         (CH06, "a PRM localises the error to the step where reasoning went astray"),
+         (OVER, "a PRM localises the error to the step where reasoning went astray"),
+         fix=seeds("06_prm_qrm.py credit_claims", "one AUROC against chance (0.5) with no interval",
+                   "the AUROC of the PRM's drop for the first wrong step against chance (0.5), over solutions and seeds,")),
+    said("§10", "the \"min\" aggregation strategy tends to outperform mean aggregation because it catches the first "
+                "error",
+         "for best-of-N, min aggregation of step scores beats mean aggregation",
+         (OVER, "for best-of-N, min aggregation of step scores outperforms mean aggregation (it catches the first "
+                "error)"),
+         fix=seeds("studies/06_overoptimisation.py label_and_rerank_claims", "one seed, a bare comparison of means",
+                   "best-of-N accuracy with min minus with mean, at each N,")),
+    said("§10", "PRMs require step boundaries to be well-defined",
+         "PRMs need well-defined steps and do not transfer across domains",
+         not_checkable="one domain with explicit step delimiters"),
+]
+
+SS_GRPO = [
+    said("The Problem", "That advantage is then broadcast to every token in the completion.",
+         "GRPO broadcasts one scalar advantage to every token of a completion",
+         fix=PER_TOKEN, how="rephrase"),
+    said("The Problem", "If a model generates a chain-of-thought with a flawed step that happens to lead to the right "
+                        "answer, GRPO reinforces the flawed step.",
+         "GRPO reinforces a flawed step in a chain that still reaches the right answer",
+         (CREDIT, "a flawed step in a chain that still reaches the right answer is reinforced by GRPO")),
+    said("The Problem", "a correct step followed by a single arithmetic slip gets penalized",
+         "GRPO penalises a correct step that a later slip spoils",
+         (CREDIT, "a correct step followed by a single slip is penalised by GRPO")),
+    said("The Problem", "The result is slow convergence, reward hacking, and brittle reasoning.",
+         "the broadcast slows convergence: step-level credit should converge faster",
+         fix=seeds("studies/07_credit.py (or studies/07_lengths.py)", "no claim; the hand-written ledger compared final "
+                   "pass@1, not speed", "samples to a target pass@1 with gold step credit (PRM-GRPO) minus with "
+                   "GRPO")),
+    said("The Problem", "The result is slow convergence, reward hacking, and brittle reasoning.",
+         "the broadcast causes reward hacking and brittle reasoning",
+         not_checkable="no measure of hacking or brittleness in 07 (the verifier cannot be hacked)"),
+    said("The Problem", "for a 1000-token rollout, per-step evaluation multiplies inference cost by 1000×",
+         "scoring each step of a 1,000-token rollout separately costs 1,000 times the inference",
+         (CREDIT, "for a 1000-token rollout, per-step evaluation multiplies inference cost by 1000x")),
+    said("Mechanics", "we can infer step-level advantages by comparing the final outcome of a rollout against a "
+                      "counterfactual baseline constructed from other rollouts in the same group",
+         "SS-GRPO infers step-level advantages: in a right solution its flawed step gets less credit than its right "
+         "steps",
+         (CREDIT, "SS-GRPO's step weight stops reinforcing the flawed step: in a right solution it gets clearly less "
+                  "credit than the solution's right steps (at most 0.9x)"),
+         fix=seeds("studies/07_credit.py credit_claims", "judged against a round 0.9x",
+                   "SS-GRPO's credit on the flawed step minus on the right steps of the same right solutions")),
+    said("Mechanics, Checklist", "The estimator is trained with a contrastive objective",
+         "the estimator is trained contrastively: steps frequent in successful rollouts score higher",
+         (CREDIT, "the estimator is trained with a contrastive objective on normalised rewards; if the entropy of the "
+                  "step weights collapses to uniform, increase the contrastive margin"),
+         fix="studies/07_credit.py estimator_claims: the claim's verdict is the weights' entropy < 0.9, another "
+             "question. Split it: this row holds if the article's own train_step_estimator has a contrastive term, "
+             "i.e. its loss changes with `margin` or with a pair of rollouts of different outcomes (its code is an "
+             "MSE to the rollout's min-max reward: exact, no seeds needed)"),
+    said("Checklist", "Monitor the entropy of step weights; if it collapses to uniform, increase the contrastive "
+                      "margin.",
+         "if the step weights' entropy collapses to uniform, raising the contrastive margin helps",
+         (CREDIT, "the estimator is trained with a contrastive objective on normalised rewards; if the entropy of the "
+                  "step weights collapses to uniform, increase the contrastive margin"),
+         fix="studies/07_credit.py estimator_claims: judged by a round entropy < 0.9. Report 'premise not met' unless "
+             "the entropy's interval over seeds reaches uniform, and then compare runs at two margins (the article's "
+             "code never reads `margin`, so it cannot help as written)"),
+    said("Why it works", "The estimator learns to identify steps that are causally correlated with success.",
+         "the learned weight picks out the steps that drive success",
+         (CREDIT, "SS-GRPO: the estimator learns to identify steps causally correlated with success"),
+         fix=seeds("studies/07_credit.py estimator_claims", "judged against a round AUROC of 0.6",
+                   "the AUROC of w for 'this step is right' in failed solutions and for the first wrong step (per seed "
+                   "in the metrics) against 0.5,")),
+    said("Why it works", "we only use the final outcome reward and the step's textual content",
+         "SS-GRPO needs no per-step evaluation: the outcome reward is its only external signal",
+         fix="studies/07_credit.py: no claim, though the cost table counts the evaluator calls. Add one: SS-GRPO's "
+             "external evaluator calls per rollout equal 1 (exact, no seeds needed)",
+         metrics=((CREDIT, "ss_grpo_evaluator_calls"), (CREDIT, "prm_grpo_evaluator_calls"))),
+    said("Why it works", "The only extra cost is a forward pass of a tiny model per step, which is negligible "
+                         "compared to the LLM's generation cost.",
+         "the only extra cost is one forward pass of a tiny model per step, negligible next to a 7B policy's generation "
+         "(the article's own bound, < 1%, as 'negligible')",
+         (CREDIT, "the only extra cost is one forward pass of a tiny model per step, negligible next to the LLM's "
+                  "generation (at the article's scale, a 7B policy)")),
+    said("Engineering decisions", "to keep overhead <1% of LLM inference",
+         "the estimator keeps the overhead below 1% of LLM inference (checked against the article's own 5% and 1.05x)",
+         (CREDIT, "the tiny estimator keeps the overhead below 1% of LLM inference, as the article's other overhead "
+                  "figures say")),
+    said("Engineering decisions", "avoiding sequence-length dependence",
+         "mean-pooling makes the weight independent of the step's length",
+         fix="studies/07_credit.py estimator_claims: not measured. Add a claim: the correlation of w(s) with the step's "
+             "token count on held-out steps, " + SPREAD),
+    said("Engineering decisions", "The policy loss applies the same clipping as PPO but with per-step advantages, "
+                                  "preserving stability.",
+         "clipping as in PPO keeps training with per-step advantages stable",
+         not_checkable="no stability measure in 07, and no unclipped arm"),
+    said("Performance", "We benchmarked SS-GRPO against vanilla GRPO and a full PRM-based approach on a math "
+                        "reasoning dataset (GSM8K) using a 7B model.",
+         "at 7B on GSM8K: GRPO 72.3%, PRM 78.1%, SS-GRPO 77.5%; 24 / 120 / 28 h; 1x / 1000x / 1.05x inference",
+         not_checkable="needs a 7B model; our policy has about 0.2M parameters"),
+    said("Performance", "SS-GRPO achieves 97% of the accuracy gain of a full PRM",
+         "SS-GRPO gets 97% of the PRM's accuracy gain (checked on the article's own table)",
+         (CREDIT, "SS-GRPO achieves 97% of the accuracy gain of a full PRM (its table: GRPO 72.3%, PRM 78.1%, SS-GRPO "
+                  "77.5%)")),
+    said("Performance", "at 4% of the training cost",
+         "at 4% of the PRM's training cost, read as total hours (the article's table)",
+         (CREDIT, "...at 4% of the PRM's training cost, read as total training hours (its table: 24/120/28 h for "
+                  "GRPO/PRM/SS-GRPO)")),
+    said("Performance", "at 4% of the training cost",
+         "at 4% of the PRM's training cost, read as the hours each spends beyond GRPO's (the article's table)",
+         (CREDIT, "...at 4% of the PRM's training cost, read as the hours each spends beyond GRPO's")),
+    said("Performance", "The estimator adds only 5% overhead to rollout generation",
+         "the estimator adds 5% to rollout generation (checked on the article's own table: 1.05x)",
+         (CREDIT, "the estimator adds only 5% overhead to rollout generation (its table: 1.05x inference per "
+                  "rollout)")),
+    said("Performance", "SS-GRPO (ours)77.5%",
+         "SS-GRPO beats GRPO (here: at our scale, same samples and updates)",
+         (CREDIT, "SS-GRPO beats GRPO (its table: 77.5% against 72.3%)"),
+         fix=seeds("studies/07_credit.py accuracy_claims (07_ss_grpo.py check_claims)", "the mean of two seeds "
+                   "compared bare", "SS-GRPO's held-out pass@1 minus GRPO's")),
+    said("Performance", "SS-GRPO achieves 97% of the accuracy gain of a full PRM",
+         "SS-GRPO recovers 97% of the step-credit gain over GRPO (here: at our scale)",
+         (CREDIT, "SS-GRPO recovers 97% of the PRM's accuracy gain over GRPO (90% or more counts as holding)"),
+         fix="studies/07_credit.py accuracy_claims (07_ss_grpo.py check_claims): with no PRM gain it returns no "
+             "verdict as 'not testable' and judges a gain by the mean of two seeds; 90% is a round number. Say "
+             "'premise not met' where the PRM's gain over GRPO has an interval holding 0, and otherwise compute "
+             "SS-GRPO's share of that gain with its interval over seeds"),
+    said("Trade-offs", "The estimator introduces a small latency (≈2ms per step)",
+         "the estimator costs about 2 ms per step",
+         not_checkable="hardware- and scale-specific"),
+    said("Trade-offs", "For very long rollouts (>5000 tokens), the estimator's cost becomes non-negligible",
+         "for rollouts over 5,000 tokens the estimator's cost matters; chunk steps into windows",
+         not_checkable="our rollouts are under 150 tokens"),
+    said("Trade-offs", "The estimator adds ~1M parameters",
+         "the estimator has about 1M parameters (its own StepValueEstimator)",
+         (CREDIT, "the estimator adds ~1M parameters")),
+    said("Trade-offs", "storing step-level weights for all rollouts increases memory by ~10%",
+         "keeping a weight per step for every rollout costs about 10% more memory",
+         (CREDIT, "storing step-level weights for all rollouts increases memory by ~10% (5-20% counts as holding)")),
+    said("Trade-offs", "If the group size is too small (K<4), the contrastive signal is weak.",
+         "with groups smaller than 4 the contrastive signal is weak",
+         not_checkable="no group-size sweep in 07"),
+    said("Checklist", "Start with a group size of at least 8 to ensure stable advantage normalization.",
+         "groups of 8 or more make the normalised advantages stable",
+         fix=seeds("studies/05_zero_spread.py check_claims", "no claim; the share of groups without spread at each G "
+                   "is in the metrics", "the share of groups with zero spread (no normalisable advantage) at G = 8 "
+                   "minus at G = 4"),
+         metrics=((ZERO, "zero_spread[cold start][steps=3][G=4]"), (ZERO, "zero_spread[cold start][steps=3][G=8]"))),
+    said("Checklist", "Re-train the estimator every N policy updates to avoid distribution shift.",
+         "retraining the estimator every N updates avoids distribution shift",
+         not_checkable="no frozen-estimator arm"),
+    said("Summary", "we recover most of the benefits of process reward models at a fraction of the cost",
+         "learning the step weight from outcomes alone recovers most of a PRM's benefit (here: at our scale)",
+         (CREDIT, "SS-GRPO recovers 97% of the PRM's accuracy gain over GRPO (90% or more counts as holding)"),
+         fix="studies/07_credit.py accuracy_claims: as the Performance row: 'premise not met' where the PRM's gain "
+             "over GRPO has an interval holding 0; else SS-GRPO's share of it ('most': above one half) with its "
+             "interval over seeds",
+         how="rephrase"),
+]
+
+STATEMENTS = {"whole-game": WHOLE_GAME, "over-long-generations": OVER_LONG, "survey": SURVEY,
+              "SS-GRPO article": SS_GRPO}
+
+LEFT_OUT = {
+    "whole-game": (
+        "the MDP vocabulary and A = Q − V (definitions, §1); the reward hypothesis (a framing, §2); 'if you can write "
+        "a supervised target, do that first' (advice, §2, §9); the Pong learning rule as Karpathy describes it (a "
+        "description, §3); causality's reward-to-go (a definition, §4: the essay does not say it lowers the "
+        "variance); continuous and discrete policies share one gradient (a framing, §4); the GAE formula, GRPO's and "
+        "RLOO's advantages (definitions, §5; App. A's numbers are checked); clipping as a trust-region cousin and "
+        "constrained credit assignment (framings, §6); process rewards put non-zero r_t on reasoning tokens (a "
+        "definition, §6); 'group comparisons so bad-with-pass and good-with-fail are distinguished' (a framing, "
+        "§7.4); human spot checks, sweeping the KL coefficient, the reward-KL frontier, measuring policy age (advice, "
+        "§7); the Monday / curiosity checklists and the takeaways (advice, §9-10). Dropped from the hand-written "
+        "ledger as not the essay's statements: 'flat broadcast learns slower than reward-to-go with a baseline' (the "
+        "essay never compares them), 'process rewards then learn better' (§7.4 lists them as a mitigation, not as "
+        "learning faster), Dr. GRPO's loss normaliser (§7.6's 'no length normalization' is about the reward), and "
+        "our learned ORM's length correlation (the §7.6 symptom is checked on a reward that prefers length)."),
+    "over-long-generations": (
+        "one terminal reward for a whole proof (a description of the setting, intro); preference and verifiable "
+        "rewards are given once per response (a description, Why); text has no external state change that localises "
+        "an error (a framing, Why); the REINFORCE estimator and the InstructGPT objective (definitions); β is often "
+        "scheduled or adapted (a remark on practice, KL); the critic makes a coupled optimisation problem (a framing, "
+        "GRPO); GRPO's advantage formula and its token-level ratio ρ_i (definitions, GRPO); GRPO was introduced in "
+        "DeepSeekMath; InstructGPT used PPO (bibliography); the PRM's per-step signal R_total = Σ γ^t r_t "
+        "(a definition, Process rewards: the hand-written ledger read it as 'RL with a PRM beats outcome-only', "
+        "which the essay does not say); ReST-MCTS* (a description of a method); monitor KL drift and keep a held-out "
+        "human evaluation (advice)."),
+    "survey": (
+        "Minsky coined the term (bibliography, §1); perfect credit would turn RL into supervised learning (a "
+        "framing, §1); the strategy game's 80 decisions and the maze's 10,000 steps (illustrations, §2); neither "
+        "discounting extreme solves the problem (a conclusion, §3); n-step and λ windows use temporal distance as a "
+        "proxy for relevance (a framing, §4.1.1); transport bypasses discounting by construction (a description, "
+        "§4.1.4); GRPO-λ and GTPO exist (bibliography, §4.5.4); RUDDER's LSTM, its contribution analysis and "
+        "monotonic LSTM (method descriptions, §5); how TRT's classifier works (a description, §6); HER needs an "
+        "off-policy learner and a goal-reward map (requirements, §7); Q-RM's logits are token-level Q values "
+        "(theory, §9); PRM labels +1/0/−1 and PRMs give dense rewards for RL (definitions, §10); Math-Shepherd's "
+        "'any completion' rule (a definition, §10); open problems. Dropped from the hand-written ledger: its three "
+        "§10 rows on Lightman et al.'s best-of-N numbers (PRM against ORM, PRM and ORM against majority vote): the "
+        "survey makes no such comparison (over-long-generations does, and keeps its row)."),
+    "SS-GRPO article": (
+        "GRPO is the de-facto algorithm and powers DeepSeek-R1 (bibliography and opinion, The Problem); the estimator "
+        "f(s, P), w(s) ∈ [0, 1] and A_i(s) = A_i · w(s) (the method's definition); the benchmark set-up: GSM8K, a 7B "
+        "model, 8×A100 (a description); the code listing's details (padding, pad id 0, stacking); keep the estimator "
+        "at ≤ 2 layers and ≤ 128 wide, validate against a full PRM, retrain against bias (advice). Dropped from the "
+        "hand-written ledger as not the article's statements: 'SS-GRPO beats GRPO at the same step size' (our "
+        "control for its mechanism), its overhead and cost figures recomputed at our scale (the article states them "
+        "for a 7B policy, where the estimator is tiny; ours is bigger than our policy), 'more as chains grow' (not in "
+        "the article) and the signed variant (ours)."),
+}
