@@ -257,8 +257,7 @@ def lengths_by_outcome(lengths: torch.Tensor, rewards: torch.Tensor) -> dict:
 
 
 def batch_record(completions: Completions, rewards: torch.Tensor) -> dict:
-    """One batch at a glance: its reward, lengths, share cut by the budget, share of groups with
-    zero spread."""
+    """One batch at a glance: reward, lengths, share cut by the budget, share of zero-spread groups."""
     return {"reward": float(rewards.mean()), "length": float(completions.lengths.float().mean()),
             **lengths_by_outcome(completions.lengths, rewards.flatten()),
             "truncated": float(completions.truncated.float().mean()),
@@ -338,8 +337,7 @@ def late_mean(run: dict, key: str) -> float:
 
 
 def plot_runs(runs: dict, out) -> None:
-    """learning_curves.png: held-out pass@1 against completions sampled; training.png: what each
-    update saw."""
+    """learning_curves.png: held-out pass@1 against completions sampled; training.png: each update."""
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
     for method, run in runs.items():
         ax.plot([e["samples"] for e in run["evals"]], [e["pass@1"] for e in run["evals"]], "o-", label=NAMES[method])

@@ -335,9 +335,8 @@ def label_study(policy, tokenizer, args: Args, device) -> dict:
 
 
 def reward_model_losses(tokenizer, data: dict, args: Args) -> dict:
-    """What each reward model learns from the labelled solutions, as (loss(model, item indices),
-    number of items): the PRM the step labels where steps end, Q-RM every (right, wrong) pair of
-    solutions to one problem."""
+    """What each reward model learns, as (loss(model, item indices), number of items): the PRM the
+    step labels where steps end, Q-RM every (right, wrong) pair of solutions to one problem."""
     r = data["completions"]
     ends = lm_world.step_end_mask(lm_world.token_step_ids(tokenizer, r.completion_ids, r.completion_mask))
     targets = step_targets(lm_world.step_end_tokens(tokenizer, r.completion_ids, r.completion_mask), data["labels"],
@@ -496,8 +495,7 @@ def rl_claims(args: Args, runs: dict) -> list[dict]:
 
 
 def tables_of(args: Args, credit: dict, runs: dict) -> dict:
-    """The run's two tables (printed, and shown in the docs): where each credit puts the blame,
-    and held-out pass@1 through RL."""
+    """The run's two tables (printed, shown in the docs): where each credit blames, pass@1 in RL."""
     steps = [e["step"] for e in next(iter(runs.values()))["evals"]]
     return {"localisation": {"title": f"Credit localisation on {credit['solutions']} failed held-out solutions",
                              "header": ["credit", "AUROC", "top-1"],
