@@ -91,10 +91,9 @@ class ChainProblem:
 
 @dataclasses.dataclass(frozen=True)
 class ChainTask:
-    """The distribution of problems: `min_steps`..`max_steps` operations (the difficulty),
-    operands 1..max_operand, every intermediate value within 0..max_value. With one_hard_step,
-    every chain holds exactly one multiplication (the hard step) at a random position, its other
-    steps additions and subtractions: the length grows while what must be learned stays one step."""
+    """Problems of `min_steps`..`max_steps` operations, operands 1..max_operand, every value within
+    0..max_value. one_hard_step: one multiplication (the hard step) at a random place, the other
+    steps additions and subtractions, so the length grows while what is hard stays one step."""
 
     min_steps: int = 1
     max_steps: int = 4
@@ -143,8 +142,7 @@ class ChainTask:
 
     def demonstration(self, problem: ChainProblem, accuracy: float, rng: np.random.Generator) -> ChainProblem:
         """A one-hard-step problem as a noisy demonstration shows it: the multiplication right with
-        probability `accuracy`, else off by a random amount that keeps every later value in range
-        (the chain goes on from the wrong value, as a solver who slipped would)."""
+        probability `accuracy`, else off by a random amount that keeps the rest of the chain in range."""
         if rng.random() < accuracy:
             return problem
         hard = next(i for i, (op, _) in enumerate(problem.ops) if op == "*")
@@ -184,9 +182,8 @@ def verify(problem: ChainProblem, completion: str) -> float:
 
 
 def steps_right(problem: ChainProblem, completion: str) -> list[bool]:
-    """Each line's own correctness: step i is "a op b=c" with the problem's op i, a the value the
-    line before reached (the start for the first) and c = a op b; the answer line is "#" and the
-    last value. A step after a wrong one can be right on its own. Lines past the answer are wrong."""
+    """Each line's own correctness: step i is "a op b=c" with the problem's op i, a the value the line
+    before reached (or the start) and c = a op b; then "#value". A line past the answer is wrong."""
     lines, right, value = completion.split("\n"), [], str(problem.start)
     for i, line in enumerate(lines):
         if i < len(problem.ops):
@@ -201,9 +198,8 @@ def steps_right(problem: ChainProblem, completion: str) -> list[bool]:
 
 
 def first_wrong_step(problem: ChainProblem, completion: str) -> int | None:
-    """Gold step label: the index of the first line that differs from the worked solution (a
-    malformed, missing or extra line counts; the answer line is index n_steps); None when every
-    line is right. A right answer after a wrong step gets a label too."""
+    """Gold step label: the first line that differs from the worked solution (malformed, missing or
+    extra lines count; the answer line is index n_steps), None if none; right answers get one too."""
     lines, gold = completion.split("\n"), problem.lines
     for i, line in enumerate(gold):
         if i >= len(lines) or lines[i] != line:
@@ -249,14 +245,12 @@ def encode_prompts(tokenizer: PreTrainedTokenizerBase, prompts: list[str] | list
 
 
 def head_width(model: PreTrainedModel) -> int:
-    """The width of the hidden states the LM head reads, which a head on the trunk must take (not
-    always config.hidden_size: OPT's trunk can project its states down first)."""
+    """The width the LM head reads, which a head on the trunk must take (OPT's can differ from hidden_size)."""
     return model.get_output_embeddings().in_features
 
 
 class TrunkScorer(torch.nn.Module):
-    """What transformers' token-classification classes build, for a family that has none (OPT,
-    GPT-J, CodeGen): the policy's trunk, then dropout and a linear score head."""
+    """A token classifier for a family transformers has none for (OPT, GPT-J): trunk, dropout, linear."""
 
     def __init__(self, policy: PreTrainedModel):
         super().__init__()
@@ -271,8 +265,7 @@ class TrunkScorer(torch.nn.Module):
 
 
 def make_scorer(policy: PreTrainedModel) -> torch.nn.Module:
-    """A token-classification model of the policy's family with one output per token (a reward
-    model's score head), its body copied from the policy."""
+    """A token classifier of the policy's family, one output per token (a reward model), body copied."""
     from transformers import MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING, AutoModelForTokenClassification
 
     config = copy.deepcopy(policy.config)
@@ -291,11 +284,10 @@ def positions_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
 
 @dataclasses.dataclass
 class Completions:
-    """One sampled completion per row. Prompt columns 0..P-1 (left-padded), completion columns
-    P..P+T-1. completion_mask (B, T): the generated tokens up to and including EOS;
-    attention_mask (B, P+T): real prompt tokens and completion_mask; logprobs (B, T): log π of
-    each sampled token under the sampling policy (0 where masked); truncated (B,): no EOS
-    within the budget (the completion was cut)."""
+    """One sampled completion per row: prompt columns 0..P-1 (left-padded), completion P..P+T-1.
+    completion_mask (B, T): the generated tokens up to and including EOS; attention_mask (B, P+T):
+    real prompt tokens and completion_mask; logprobs (B, T): log π of each sampled token under the
+    sampling policy (0 where masked); truncated (B,): no EOS within the budget (cut)."""
 
     sequences: torch.Tensor
     attention_mask: torch.Tensor
@@ -330,14 +322,10 @@ class Completions:
 def sample_completions(model: PreTrainedModel, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor,
                        max_new_tokens: int, eos_id: int, pad_id: int,
                        generator: torch.Generator | None = None, temperature: float = 1.0) -> Completions:
-    """Sample one completion per row with a KV cache: each step feeds only the new token.
-
-    (model.generate does the same; with a tiny model on CPU our loop is as fast or faster, and it
-    records the log-probs and masks we need: studies/05_bench.py.) A row that has ended gets <pad>
-    with attention 0 and leaves the model's batch and its KV cache, so long completions do not make
-    the short ones pay; we stop when all have ended. Temperature 0 is greedy decoding (the
-    sampling policy is then deterministic: log π = 0).
-    """
+    """Sample one completion per row with a KV cache: each step feeds only the new token (as
+    model.generate, which is no faster here and records no log-probs: studies/05_bench.py). A row
+    that has ended gets <pad> with attention 0 and leaves the batch and its KV cache, so long
+    completions do not make short ones pay. Temperature 0 is greedy decoding (log π = 0)."""
     if temperature < 0:
         raise ValueError(f"temperature must be ≥ 0, got {temperature}")
     was_training = model.training
@@ -399,9 +387,8 @@ def completion_texts(tokenizer: PreTrainedTokenizerBase, completions: Completion
 def sample(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prompts: list[str], max_new_tokens: int,
            generator: torch.Generator | None, device: torch.device | str,
            chunk: int = 512) -> tuple[Completions, list[str]]:
-    """One completion per prompt, and its text: the one way every script samples. Prompts go
-    through the model `chunk` rows at a time (memory); several chunks are padded to
-    max_new_tokens so that they stack into one Completions."""
+    """One completion per prompt, and its text: the one way every script samples. Prompts go through
+    the model `chunk` rows at a time (memory), chunks padded to max_new_tokens to stack."""
     ids, mask = encode_prompts(tokenizer, prompts, device)
     parts = [sample_completions(model, ids[i:i + chunk], mask[i:i + chunk], max_new_tokens,
                                 tokenizer.eos_token_id, tokenizer.pad_token_id, generator)
@@ -497,8 +484,7 @@ class ColdStart:
 
     @property
     def record(self) -> dict:
-        """The config as its cache records it; the one-hard-step fields only when set, so that a
-        cache made before they existed keeps its name."""
+        """The config as its cache records it: the one-hard-step fields only when set (old names stay)."""
         fields = dataclasses.asdict(self)
         return {k: v for k, v in fields.items()
                 if k not in ("one_hard_step", "hard_step_accuracy") or v != ColdStart.__dataclass_fields__[k].default}
@@ -578,8 +564,7 @@ def quiet_transformers() -> Iterator[None]:
 
 def load_cold_start(folder: Path, config: ColdStart,
                     device: torch.device | str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, dict]:
-    """The cached cold start in `folder`, checked: its record names this config, and its tokenizer
-    still knows its padding and end-of-sequence tokens."""
+    """The cached cold start in `folder`, checked: its record names this config, its tokenizer pads and ends."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     info = json.loads((folder / "cold_start.json").read_text())
@@ -595,10 +580,9 @@ def load_cold_start(folder: Path, config: ColdStart,
 
 def cold_start_policy(config: ColdStart, device: torch.device | str, cache_root: str | Path = "runs/cold_start",
                       progress: bool = True) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, dict]:
-    """The cold-start model and tokenizer: loaded from cache_root/<config hash>/, or trained from
-    scratch by SFT and saved there with save_pretrained. A cache that does not load (a file
-    missing, truncated or garbled) is said so in one line and rebuilt. Returns (model, tokenizer,
-    info); info says where, and whether it was trained now."""
+    """(model, tokenizer, info): loaded from cache_root/<config hash>/, or trained by SFT and saved
+    there with save_pretrained; a cache that does not load (missing, truncated or garbled files) is
+    said so in one line and rebuilt. info says where, and whether it was trained now."""
     folder = Path(cache_root) / config.key
     if folder.exists():
         try:
@@ -647,9 +631,9 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
 
 def load_pretrained(name_or_path: str,
                     device: torch.device | str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Any causal LM and its tokenizer (a folder, or a hub name), with left padding and a pad
-    token. What cannot be loaded stops with one line at once: a missing or empty folder, a folder
-    without a causal LM, a hub name not cached here while the hub cannot be reached (no retries)."""
+    """Any causal LM and its tokenizer (a folder or a hub name), left-padded, with a pad token. What
+    cannot load stops with one line at once: no folder, no causal LM in it, a hub name neither
+    cached here nor reachable (no retries)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = Path(name_or_path).expanduser()
@@ -779,15 +763,13 @@ class LMArgs(RunArgs):
 
 
 def chapter_lm_args(args_class: type[LMArgsT], args: LMArgs, **values: Any) -> LMArgsT:
-    """A chapter's Args (its smoke values under --smoke) on a study's model, task, cold start and
-    seed, with `values` on top: how an LM study runs its chapter's settings."""
+    """A chapter's Args (smoke values under --smoke) on a study's model, task, cold start and seed, plus `values`."""
     shared = {f.name: getattr(args, f.name) for f in dataclasses.fields(LMArgs)}
     return apply_smoke(args_class(**shared, **values))
 
 
 def chat_prompt_format(tokenizer: PreTrainedTokenizerBase) -> str:
-    """The tokenizer's chat template around one user turn, up to where the assistant begins, with
-    {prompt} where the problem goes."""
+    """The tokenizer's chat template around one user turn, up to the assistant, {prompt} for the problem."""
     if not getattr(tokenizer, "chat_template", None):
         fail("--chat-template: this model's tokenizer has no chat template (leave the flag off for a base model)")
     marker = "\x00problem\x00"

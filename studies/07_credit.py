@@ -14,18 +14,14 @@ on the right steps before it, the credit on a flawed step of a right completion,
 what it costs: evaluator calls, tokens read, FLOPs against GRPO's and against a PRM labelled by
 Monte Carlo, seconds. The article's own numbers are checked against each other (gain share, cost
 readings, overhead figures, its estimator's parameters and FLOPs next to a 7B policy, memory,
-per-step cost), computed, not typed. With --lengths, the sweep over chain lengths instead: every
-method trained and evaluated on problems of exactly that many steps, from one cold start that
-knows them all.
+per-step cost), computed, not typed. Whether step credit pays more as chains grow is
+studies/07_lengths.py's question.
 
     python studies/07_credit.py      # about 400 s on 2 CPU cores; runs/studies/07_credit/
-    python studies/07_credit.py --max-steps 16 --sft-steps 2000 --lengths 2,4,8,16   # over an hour
 
 Figures: learning_curves.png (held-out pass@1 per method, mean of the seeds), step_weights.png
 (w(s) on right vs failed solutions, the first wrong step's blame, the weights' entropy),
-localisation.png (w(s) by position relative to the first wrong step, held-out failed solutions);
-with --lengths, length_sweep.png (held-out pass@1 of every method against the chain length, and
-what RL added to the cold start).
+localisation.png (w(s) by position relative to the first wrong step, held-out failed solutions).
 """
 
 import copy
@@ -78,10 +74,6 @@ class Args(common.RunArgs):
     repeats: int = common.arg(2, "seeds per method: --seed, --seed + 1, ...")
     probe_samples: int = common.arg(4, "samples per held-out problem for the probe of w(s) after training")
     mc_rollouts: int = common.arg(8, "cost comparison: rollouts per step prefix of Monte-Carlo step labels (06's N = 8)")
-    lengths: str = common.arg("", "flat against step credit as chains grow: chain lengths (e.g. 2,4,8,16), each method "
-                              "trained and evaluated on problems of exactly that many steps, from one cold start that "
-                              "knows them all (--max-steps 16); this sweep replaces the comparison", item=int, empty=True)
-    target_gain: float = common.arg(0.1, "length sweep: samples until held-out pass@1 first reaches the cold start's + this")
     min_steps: int = common.arg(1, "task: fewest operations in a problem")
     max_steps: int = common.arg(4, "task: most operations in a problem (the cold start learns 1..max)")
     sft_steps: int = common.arg(1000, "cold start: SFT steps on demonstrations")
@@ -95,17 +87,10 @@ class Args(common.RunArgs):
         if "grpo_scaled" in self.method_list:  # the control takes its step sizes from SS-GRPO's run of its seed
             common.require("ss_grpo" in self.method_list[:self.method_list.index("grpo_scaled")],
                            "--methods: grpo_scaled needs ss_grpo before it (it uses SS-GRPO's step sizes)")
-        common.require(all(self.min_steps <= n <= self.max_steps for n in self.length_list),
-                       "--lengths must be within --min-steps..--max-steps (the cold start learns those lengths)")
-        common.require(self.target_gain > 0, "--target-gain must be positive")
 
     @property
     def method_list(self) -> list[str]:
         return common.as_list(self.methods, str)
-
-    @property
-    def length_list(self) -> list[int]:
-        return common.as_list(self.lengths, int)
 
     @property
     def seeds(self) -> list[int]:
@@ -322,7 +307,7 @@ def prefix_tokens(completions: Completions, end_tokens: torch.Tensor) -> float:
 
 
 # ============================================================================================
-# The runs: each method over seeds, their costs and diagnostics; the sweep over chain lengths
+# The runs: each method over seeds, their costs and diagnostics
 # ============================================================================================
 
 
@@ -466,34 +451,10 @@ def summarise(initial, tokenizer, args: ssg.Args, runs: dict) -> tuple[dict, dic
     return per_seed, {m: seed_means(v) for m, v in per_seed.items()}, sizes
 
 
-def at_length(args: ssg.Args, steps: int) -> ssg.Args:
-    """The same run on problems of exactly `steps` operations, with the budget their solutions
-    need (its training and held-out problems are drawn at that length)."""
-    return dataclasses.replace(args, min_steps=steps, max_steps=steps, max_new_tokens=0)
 
 
-def samples_to_target(run: dict, target: float) -> float:
-    """Completions sampled before held-out pass@1 first reached `target` (NaN: never)."""
-    return next((e["samples"] for e in run["evals"] if e["pass@1"] >= target), math.nan)
 
 
-def length_sweep(initial, tokenizer, args: ssg.Args, study: Args, device) -> dict:
-    """Every method at each chain length of --lengths, on the same cold start, seeds and budget:
-    {steps: {"before": cold-start pass@1, "target": pass@1 to reach, "per_seed": run metrics,
-    "summary": their means, "to_target": {method: samples per seed}, "curves": {method: evals}}}."""
-    sweep = {}
-    for steps in study.length_list:
-        at = at_length(args, steps)
-        held_out = at.task.held_out(at.eval_problems)
-        before = ssg.held_out_pass(initial, tokenizer, held_out, at, device)["pass@1"]
-        print(f"{steps} steps (budget {at.max_new_tokens} tokens): cold start pass@1 {before:.3f}")
-        runs = compare_methods(initial, tokenizer, at, study, held_out, device)
-        per_seed, summary, _ = summarise(initial, tokenizer, at, runs)
-        target = before + study.target_gain
-        sweep[steps] = {"before": before, "target": target, "per_seed": per_seed, "summary": summary,
-                        "to_target": {m: [samples_to_target(r, target) for r in rs] for m, rs in runs.items()},
-                        "curves": {m: [r["evals"] for r in rs] for m, rs in runs.items()}}
-    return sweep
 
 
 # ============================================================================================
@@ -554,27 +515,6 @@ def plot_localisation(runs: dict, path) -> None:
     common.save_figure(fig, path)
 
 
-def plot_length_sweep(sweep: dict, path) -> None:
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    lengths = sorted(sweep)
-    methods = list(sweep[lengths[0]]["summary"])
-    for method in methods:
-        finals = np.array([[r["pass@1"] for r in sweep[n]["per_seed"][method]] for n in lengths])
-        axes[0].errorbar(lengths, finals.mean(1), yerr=[finals.mean(1) - finals.min(1), finals.max(1) - finals.mean(1)],
-                         marker="o", capsize=3, label=NAMES[method])
-        gains = finals.mean(1) - np.array([sweep[n]["before"] for n in lengths])
-        axes[1].plot(lengths, gains, "o-", label=NAMES[method])
-    axes[0].plot(lengths, [sweep[n]["before"] for n in lengths], "k--", label="cold start")
-    axes[0].set(ylabel="held-out pass@1 after equal samples (seed min-max)", title="pass@1 vs chain length")
-    axes[1].set(ylabel="gain over the cold start", title="what RL added, by chain length")
-    for ax in axes:
-        ax.set(xlabel="operations in the chain")
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(lengths, [str(n) for n in lengths])
-        ax.minorticks_off()
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize="small")
-    common.save_figure(fig, path)
 
 
 # ============================================================================================
@@ -844,57 +784,10 @@ def check_claims(summary: dict, per_seed: dict, mc_rollouts: int) -> list[dict]:
             + estimator_claims(summary))
 
 
-def length_claims(sweep: dict) -> list[dict]:
-    """Does step credit's lead over flat credit grow as chains grow? (shortest against longest)"""
-    shortest, longest = min(sweep), max(sweep)
-    claims = []
-    for method, source, statement in (
-            ("prm_grpo", "over-long-generations", "uniform token-level weighting wastes the policy's capacity to learn "
-             "which decisions matter: step credit (the gold step verifier) gains more over flat GRPO as chains grow"),
-            ("ss_grpo", "SS-GRPO article", "one scalar per rollout cannot tell a good step from a bad one, and the "
-             "learned step weight recovers that credit without per-step evaluation: SS-GRPO's lead over GRPO grows "
-             "with chain length")):
-        if not {method, "grpo"} <= set(sweep[shortest]["summary"]) or shortest == longest:
-            continue
-        lead = {n: sweep[n]["summary"][method]["pass@1"] - sweep[n]["summary"]["grpo"]["pass@1"] for n in sorted(sweep)}
-        claims.append(claim(source, statement, f"{NAMES[method]} - GRPO, held-out pass@1 (mean of seeds), by chain "
-                            "length: " + ", ".join(f"{n}: {gap:+.3f}" for n, gap in lead.items()),
-                            bool(lead[longest] > max(lead[shortest], 0.0))))
-    return claims
 
 
-def length_metrics(sweep: dict) -> dict:
-    metrics = {}
-    for n, at in sweep.items():
-        metrics[f"length{n}_cold_start_pass@1"] = at["before"]
-        for m, s in at["summary"].items():
-            finals = [r["pass@1"] for r in at["per_seed"][m]]
-            reached = [x for x in at["to_target"][m] if not math.isnan(x)]
-            metrics.update({f"length{n}_{m}_pass@1": s["pass@1"], f"length{n}_{m}_pass@1_min": min(finals),
-                            f"length{n}_{m}_pass@1_max": max(finals),
-                            f"length{n}_{m}_samples_to_target": mean_or_nan(reached),
-                            f"length{n}_{m}_seeds_reaching_target": len(reached),
-                            f"length{n}_{m}_wrong_step_blame": s["wrong_step_blame"],
-                            f"length{n}_{m}_train_wall_clock_s": s["train_wall_clock_s"]})
-            if "localisation_auroc" in s:
-                metrics[f"length{n}_{m}_localisation_auroc"] = s["localisation_auroc"]
-                metrics[f"length{n}_{m}_localisation_top1"] = s["localisation_top1"]
-    return metrics
 
 
-def length_table(sweep: dict, args: ssg.Args, study: Args) -> dict:
-    rows = []
-    for n, at in sweep.items():
-        for m, s in at["summary"].items():
-            finals = [r["pass@1"] for r in at["per_seed"][m]]
-            reached = [x for x in at["to_target"][m] if not math.isnan(x)]
-            rows.append([n, NAMES[m], at["before"], s["pass@1"], f"{min(finals):.3f}-{max(finals):.3f}",
-                         f"{mean_or_nan(reached):.0f} ({len(reached)}/{len(finals)})" if reached else f"never (0/{len(finals)})",
-                         s["wrong_step_blame"], s.get("localisation_auroc", "-"), s["train_wall_clock_s"]])
-    return {"title": f"Flat against step credit by chain length: {args.rl_steps} updates of {args.prompts}x"
-                     f"{args.group_size}, seeds {study.seeds};\ntarget = cold start + {study.target_gain:g}",
-            "header": ["steps", "method", "cold start", "pass@1", "seed range", "samples to target",
-                       "blame on 1st wrong step", "loc. AUROC", "train s"], "rows": rows}
 
 
 def per_seed_cell(value: float, runs: list[dict], key: str) -> str:
@@ -974,24 +867,18 @@ def main(study: Args) -> dict:
     study = common.apply_smoke(study)
     args, device, out, initial, tokenizer, info = lm_world.start_lm_run(study.chapter_args())
     print(f"07 study; policy {info['path']} ({'trained now' if info['trained_now'] else 'cached'}), device {device}")
-    if study.length_list:
-        sweep = length_sweep(initial, tokenizer, args, study, device)
-        plot_length_sweep(sweep, out / "length_sweep.png")
-        metrics, claims, extra = length_metrics(sweep), length_claims(sweep), {"length_sweep": sweep}
-        metrics["tables"] = {"length_sweep": length_table(sweep, args, study)}
-    else:
-        result = comparison(args, study, initial, tokenizer, device)
-        summary, per_seed, runs = result["summary"], result["per_seed"], result["runs"]
-        claims = check_claims(summary, per_seed, study.mc_rollouts)
-        plot_learning_curves(runs, out / "learning_curves.png")
-        plot_step_weights(runs, out / "step_weights.png")
-        plot_localisation(runs, out / "localisation.png")
-        metrics = {"cold_start_pass@1": result["before"]["pass@1"], **result["sizes"], **article_numbers(summary)}
-        metrics.update({f"{m}_{k}": v for m, s in summary.items() for k, v in s.items()})
-        metrics.update({f"{m}_seed{seed}_{k}": r[k] for m, rs in per_seed.items() for seed, r in zip(study.seeds, rs)
-                        for k in ("pass@1", *PROBE_KEYS) if k in r})
-        metrics["tables"] = tables_of(summary, per_seed, result["before"]["pass@1"], args, study)
-        extra = {"cold_start": result["before"], "per_seed": per_seed, "runs": runs}
+    result = comparison(args, study, initial, tokenizer, device)
+    summary, per_seed, runs = result["summary"], result["per_seed"], result["runs"]
+    claims = check_claims(summary, per_seed, study.mc_rollouts)
+    plot_learning_curves(runs, out / "learning_curves.png")
+    plot_step_weights(runs, out / "step_weights.png")
+    plot_localisation(runs, out / "localisation.png")
+    metrics = {"cold_start_pass@1": result["before"]["pass@1"], **result["sizes"], **article_numbers(summary)}
+    metrics.update({f"{m}_{k}": v for m, s in summary.items() for k, v in s.items()})
+    metrics.update({f"{m}_seed{seed}_{k}": r[k] for m, rs in per_seed.items() for seed, r in zip(study.seeds, rs)
+                    for k in ("pass@1", *PROBE_KEYS) if k in r})
+    metrics["tables"] = tables_of(summary, per_seed, result["before"]["pass@1"], args, study)
+    extra = {"cold_start": result["before"], "per_seed": per_seed, "runs": runs}
     wall = time.time() - start
     common.write_results(out, study, wall, metrics, claims, **extra)
     report(metrics["tables"], claims)
