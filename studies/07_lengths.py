@@ -23,8 +23,8 @@ Arms, at equal samples and updates (same cold start, prompts and seeds; 07's loo
 
 Measures: held-out pass@1 and samples to a target; the hard step's and the easy steps' accuracy
 (does flat credit damage the right steps?); the right prefix (lines before the first wrong one);
-the gradient's variance at the cold start (tr Cov(g) / |E g|² over batches of the same size); the
-wall time per update. Gains are over flat GRPO, paired by seed, with 95% intervals over seeds.
+at the cold start, each arm's update noise (tr Cov(g) / |E g|² over batches of the same size) and
+the variance of the essays' estimator (1/N) Σ_n R_n Σ_t ∇log π(y_nt); the wall time per update. Gains are over flat GRPO, paired by seed, with 95% intervals over seeds.
 Verdict, for each arm: yes where its gain over flat grows from the shortest to the longest chain
 and the interval at the longest excludes 0; no only where that interval excludes every gap as
 large as the smallest gap the design can detect (--detectable-gap, from the pilot); else
@@ -34,7 +34,7 @@ Read beside: credit-assignment-over-long-generations.txt (Why long generations..
 down), ss-grpo-step-sparse-grpo.txt, credit-assignment-is-the-whole-game.txt §5.
 
     python studies/07_lengths.py --lengths 2,8 --arms grpo,own --repeats 1 --rl-steps 30   # a taste, ~5 min
-    python studies/07_lengths.py --lengths 2,16 --arms grpo,own --out runs/studies/07_lengths_pilot  # the pilot
+    python studies/07_lengths.py --lengths 2,16 --arms grpo,own,summed --out runs/studies/07_lengths_pilot  # pilot
     python studies/07_lengths.py                                         # the sweep (see docs for its time)
 The first run trains the cold start (2-16 steps, cached in runs/cold_start/).
 """
@@ -77,8 +77,8 @@ class Args(ssg.Args):
     repeats: int = common.arg(3, "seeds per arm and length: --seed, --seed + 1, ...")
     hard_accuracy: float = common.arg(0.4, "cold start: share of demonstrations whose hard step is right")
     target_gain: float = common.arg(0.1, "samples until held-out pass@1 first reaches the cold start's + this")
-    detectable_gap: float = common.arg(0.1, "the smallest gain over flat this design detects at --repeats seeds "
-                                       "(from the pilot's results.json); a 'no' must exclude every gap this large")
+    detectable_gap: float = common.arg(0.22, "the smallest gain over flat this design detects at --repeats seeds "
+                                       "(the pilot's measured_detectable_gap); a 'no' must exclude every gap this large")
     critic_lr: float = common.arg(1e-3, "PPO: the critic's AdamW learning rate")
     critic_warmup: int = common.arg(5, "PPO: value-only updates on the cold start's samples before RL (extra samples)")
     variance_batches: int = common.arg(8, "batches per arm whose gradients give the variance at the cold start")
@@ -267,27 +267,42 @@ def step_accuracy(policy, tokenizer, held_out: list, args: Args, device) -> dict
             "right_prefix": float(np.mean(prefix))}
 
 
-def gradient_noise(policy, tokenizer, arm: str, args: Args, device) -> float:
-    """tr Cov(g) / |E g|² of the policy gradient -mean_i mean_t A_it ∇log π(y_it) over variance_batches
-    batches at the cold start, the same batches for every arm (learned credit learns on them, as in
-    a run's first updates)."""
-    credit = make_arm(arm, policy, tokenizer, args, device)
+def batch_gradients(policy, tokenizer, args: Args, device, advantage_fn, per_token_mean: bool = True) -> torch.Tensor:
+    """The gradient of -Σ_i Σ_t A_it log π(y_it) / N, over each completion's tokens their mean (the
+    loop's loss) or their sum (the essays' estimator), on each of variance_batches batches at the cold
+    start, (batches, parameters): the same batches for every caller."""
     rng, generator = np.random.default_rng(args.seed + 21), torch.Generator(device).manual_seed(args.seed + 21)
     gradients = []
     for _ in range(args.variance_batches):
         completions, rewards, problems = sample_batch(policy, tokenizer, args, rng, generator, device)
-        advantages = credit(completions, rewards, problems).detach()
+        advantages = advantage_fn(completions, rewards, problems).detach()
         logp, _ = lm_world.token_logprobs(policy, completions.sequences, completions.attention_mask,
                                           completions.prompt_length)
         mask = completions.completion_mask
-        loss = -(torch.where(mask, advantages * logp, 0.0).sum(1) / mask.sum(1).clamp(min=1)).mean()
+        per_completion = torch.where(mask, advantages * logp, 0.0).sum(1)
+        loss = -(per_completion / mask.sum(1).clamp(min=1) if per_token_mean else per_completion).mean()
         policy.zero_grad()
         loss.backward()
         gradients.append(torch.cat([p.grad.flatten() for p in policy.parameters() if p.grad is not None]).cpu())
     policy.zero_grad()
-    g = torch.stack(gradients).double()
+    return torch.stack(gradients).double()
+
+
+def gradient_noise(policy, tokenizer, arm: str, args: Args, device) -> float:
+    """tr Cov(g) / |E g|² of the update an arm takes at the cold start (learned credit learns on the
+    batches, as in a run's first updates)."""
+    g = batch_gradients(policy, tokenizer, args, device, make_arm(arm, policy, tokenizer, args, device))
     signal = float(g.mean(0).pow(2).sum())
     return float(g.var(0).sum()) / signal if signal > 0 else math.nan  # no signal (no mixed group): undefined
+
+
+def outcome_variance(policy, tokenizer, args: Args, device) -> float:
+    """tr Cov(g) of the essays' estimator g = (1/N) Σ_n R_n Σ_t ∇log π(y_nt): the raw outcome on every
+    token, summed over the completion."""
+    def outcome(completions, rewards: torch.Tensor, problems: list) -> torch.Tensor:
+        return rewards.flatten()[:, None] * completions.completion_mask
+
+    return float(batch_gradients(policy, tokenizer, args, device, outcome, per_token_mean=False).var(0).sum())
 
 
 def run_job(job: tuple) -> dict:
@@ -315,7 +330,8 @@ def cold_start_job(job: tuple) -> dict:
     initial, tokenizer, _ = lm_world.cold_start_policy(args.cold_start, at.device, args.cache, progress=False)
     measured = step_accuracy(initial, tokenizer, at.task.held_out(at.eval_problems), at, at.device)
     noise = {arm: gradient_noise(copy.deepcopy(initial), tokenizer, arm, at, at.device) for arm in args.arm_list}
-    return {"steps": steps, "seed": seed, **measured, "gradient_noise": noise}
+    return {"steps": steps, "seed": seed, **measured, "gradient_noise": noise,
+            "outcome_variance": outcome_variance(copy.deepcopy(initial), tokenizer, at, at.device)}
 
 
 def cold_start_means(cold: list) -> dict:
@@ -323,7 +339,8 @@ def cold_start_means(cold: list) -> dict:
     means = {}
     for n in sorted({c["steps"] for c in cold}):
         mine = [c for c in cold if c["steps"] == n]
-        means[n] = {k: float(np.mean([c[k] for c in mine])) for k in ("pass@1", "hard", "easy", "right_prefix")}
+        means[n] = {k: float(np.mean([c[k] for c in mine]))
+                    for k in ("pass@1", "hard", "easy", "right_prefix", "outcome_variance")}
         means[n]["gradient_noise"] = {arm: float(np.mean([c["gradient_noise"][arm] for c in mine]))
                                       for arm in mine[0]["gradient_noise"]}
     return means
@@ -419,20 +436,21 @@ def check_claims(args: Args, analysis: dict, cold: list) -> list[dict]:
 
 
 def variance_claim(cold: list) -> dict:
-    """Does flat GRPO's gradient noise grow about linearly with the length? The log-log slope per
-    seed: yes if its 95% interval over seeds excludes 0 and holds 1, no if it excludes 1."""
+    """Does the essays' estimator's variance grow about linearly with the length? The log-log slope
+    per seed: yes if its 95% interval over seeds excludes 0 and holds 1, no if it excludes 1. The
+    design holds the success rate near one value at every length, so the length alone changes."""
     seeds = sorted({c["seed"] for c in cold})
     slopes = [common.loglog_slope([c["steps"] for c in cold if c["seed"] == s],
-                                  [c["gradient_noise"]["grpo"] for c in cold if c["seed"] == s]) for s in seeds]
+                                  [c["outcome_variance"] for c in cold if c["seed"] == s]) for s in seeds]
     mean, low, high = common.mean_interval(slopes)
-    noise = {n: c["gradient_noise"]["grpo"] for n, c in cold_start_means(cold).items()}
+    variance = {n: c["outcome_variance"] for n, c in cold_start_means(cold).items()}
     return common.claim(
         "over-long-generations, Why long generations make credit assignment hard",
         "with one terminal reward, the gradient's variance grows roughly linearly with the length",
-        "flat GRPO at the cold start, tr Cov(g) / |E g|² by length (mean of seeds): "
-        + ", ".join(f"{n}: {v:.3g}" for n, v in noise.items())
+        "the estimator (1/N) Σ_n R_n Σ_t ∇log π(y_nt) at the cold start, tr Cov(g) by chain length (mean of "
+        "seeds): " + ", ".join(f"{n}: {v:.3g}" for n, v in variance.items())
         + f"; log-log slope {mean:.2f} [95% interval over {len(seeds)} seeds: {low:.2f}, {high:.2f}] (1: linear)",
-        None if not math.isfinite(low) or len(noise) < 3 or (low <= 0 and high >= 1) else bool(low <= 1 <= high))
+        None if not math.isfinite(low) or len(variance) < 3 or (low <= 0 and high >= 1) else bool(low <= 1 <= high))
 
 
 def plot(args: Args, analysis: dict, runs: list, cold: list, path: Path) -> None:

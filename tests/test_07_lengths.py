@@ -125,6 +125,12 @@ def test_gains_pair_each_arm_with_flat_grpo_on_the_same_seed():
     assert sorted(lab.gains(runs, "own", 2)) == pytest.approx([0.1, 0.2])
 
 
+def test_samples_to_target_is_the_first_evaluation_that_reaches_it():
+    evals = [{"samples": 0, "pass@1": 0.1}, {"samples": 64, "pass@1": 0.3}, {"samples": 128, "pass@1": 0.2}]
+    assert lab.samples_to_target(evals, 0.3) == 64 and lab.samples_to_target(evals, 0.1) == 0
+    assert math.isnan(lab.samples_to_target(evals, 0.31))
+
+
 def interval(mean: float, half: float) -> dict:
     return {"mean": mean, "low": mean - half, "high": mean + half}
 
@@ -140,9 +146,9 @@ def test_the_verdict_rule_says_yes_no_and_inconclusive(short, long, gap, holds):
     assert lab.verdict({2: short, 16: long}, gap) is holds
 
 
-def cold(seed: int, noise: dict) -> list[dict]:
+def cold(seed: int, variance: dict) -> list[dict]:
     return [{"steps": n, "seed": seed, "pass@1": 0.3, "hard": 0.4, "easy": 0.9, "right_prefix": 1.0,
-             "gradient_noise": {"grpo": v}} for n, v in noise.items()]
+             "outcome_variance": v, "gradient_noise": {"grpo": 1.0}} for n, v in variance.items()]
 
 
 @pytest.mark.parametrize("powers,holds", [((1.0, 1.1, 0.9), True), ((2.0, 2.1, 1.9), False), ((0.0, 2.0, 1.0), None)])
@@ -198,3 +204,27 @@ def test_bad_flags_stop_with_one_line(cli_error, argv, message):
 
 def test_t_interval_is_not_computed_from_one_seed():
     assert math.isnan(common.mean_interval([0.3])[1])
+
+
+@pytest.mark.parametrize("per_token_mean", [False, True])
+def test_batch_gradients_are_the_weighted_score_summed_or_averaged_over_each_completion(per_token_mean):
+    policy, tok = tiny_model(4)
+    args = lab.at_length(dataclasses.replace(lab.Args(smoke=True), variance_batches=2, prompts=2, group_size=2,
+                                             hidden=16, layers=2, heads=2), 2, seed=0)
+    weights = torch.tensor([0.7, -1.3, 0.4, 2.0])  # one per completion: a test the rewards of a random model (0) cannot pass
+
+    def weighted(completions, rewards, problems):
+        return weights[:, None] * completions.completion_mask
+
+    g = lab.batch_gradients(policy, tok, args, "cpu", weighted, per_token_mean)
+    rng, generator = np.random.default_rng(args.seed + 21), torch.Generator().manual_seed(args.seed + 21)
+    for b in range(2):  # naive: each batch's gradient, one completion at a time
+        completions, _, _ = lab.sample_batch(policy, tok, args, rng, generator, "cpu")
+        policy.zero_grad()
+        for n in range(4):
+            logp, _ = lm_world.token_logprobs(policy, completions.sequences[n:n + 1],
+                                              completions.attention_mask[n:n + 1], completions.prompt_length)
+            tokens = logp[0][completions.completion_mask[n]]
+            (-weights[n] * (tokens.mean() if per_token_mean else tokens.sum()) / 4).backward()
+        naive = torch.cat([p.grad.flatten() for p in policy.parameters() if p.grad is not None]).double()
+        assert torch.allclose(g[b], naive, atol=1e-6) and naive.abs().sum() > 0
