@@ -25,29 +25,14 @@ dilution, the essays' arithmetic, Diagram 4); studies/02_learning.py (an actor-c
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from common import (
-    KeyToDoor,
-    RunArgs,
-    arg,
-    as_list,
-    claim,
-    evaluate_policy,
-    format_claims,
-    format_table,
-    play_episodes,
-    require,
-    require_positive,
-    run_script,
-    save_figure,
-    start_run,
-    write_results,
-)
+import common
+from common import KeyToDoor, RunArgs, arg, as_list, claim, evaluate_policy, play_episodes, require
 
 
 # ============================================================================================
@@ -163,11 +148,12 @@ def bias_and_variance(estimate: torch.Tensor, truth: torch.Tensor, actions: torc
     bias² is measured on it: (E[e | take] - E[e | leave])². An error shared by both actions,
     like a wrong V(s_0) in G - V(s_0), biases Ψ but not the gradient. Variance is Var(e) within
     each action, averaged. In the corridor the actions do nothing (A = 0), so everything Ψ puts
-    there is noise on irrelevant log-probs: we report its mean square, E[Ψ²].
-    """
+    there is noise on irrelevant log-probs: we report its mean square, E[Ψ²]. key_bias2_net is bias²
+    less the sampled contrast's variance Σ_a Var(e | a) / n_a: 0 on average where unbiased."""
     error = estimate - truth
     by_action = [error[0][actions[0] == a] for a in (0, 1)]
-    return {"key_bias2": float((by_action[1].mean() - by_action[0].mean()) ** 2),
+    bias2 = float((by_action[1].mean() - by_action[0].mean()) ** 2)
+    return {"key_bias2": bias2, "key_bias2_net": bias2 - float(sum(e.var() / len(e) for e in by_action)),
             "key_var": float((by_action[0].var() + by_action[1].var()) / 2),
             "corridor_mse": float((error[1:-1] ** 2).mean())}
 
@@ -189,12 +175,13 @@ class Args(RunArgs):
     nsteps: str = arg("1,2,4,8,16,32", "n values for the n-step study", item=int)
     value_noise: float = arg(0.2, "std of the error added to the exact V (the 'noisy V')")
     critics: int = arg(8, "noisy critics (independent draws of that error) averaged over")
+    seeds: int = arg(32, "the claims' seeds, at the longest L: more noisy critics, each on its own episodes")
     episodes: int = arg(20_000, "sampled episodes per corridor length")
 
-    SMOKE = dict(lengths="3,6", lambdas="0,0.9,1", nsteps="1,4", episodes=256, critics=2)
+    SMOKE = dict(lengths="3,6", lambdas="0,0.9,1", nsteps="1,4", episodes=256, critics=2, seeds=2)
 
     def __post_init__(self):
-        require_positive(self, "episodes", "critics")
+        common.require_positive(self, "episodes", "critics", "seeds")
         require(0 <= self.distractor_prob <= 1, "--distractor-prob must be in [0, 1]")
         require(self.noise >= 0 and self.value_noise >= 0, "noise levels must be non-negative")
         require(all(L >= 1 for L in self.length_list), "--lengths must be positive integers")
@@ -217,17 +204,11 @@ class Args(RunArgs):
 # ============================================================================================
 # The experiment: every Ψ against the exact A, and when GAE is Monte Carlo
 # ============================================================================================
-def mean_over_draws(draws: list[dict]) -> dict:
-    """{estimator: {metric: value}} averaged over the noisy critics' draws."""
-    return {name: {metric: float(np.mean([draw[name][metric] for draw in draws]))
-                   for metric in draws[0][name]} for name in draws[0]}
-
-
 def exact_truth_study(args: Args, device) -> dict:
-    """For each L: a uniform policy, its exact A, and every estimator's bias² and variance,
-    with the exact V and with noisy critics V + ε, ε ~ N(0, value_noise²) per state. For the
-    noisy critics the numbers are averaged over `critics` independent draws of ε, so they are
-    the expected bias² and variance of an estimator fed a critic that is off by that much."""
+    """For each L: a uniform policy, its exact A, and every estimator's bias² and variance, with
+    the exact V and with noisy critics V + ε, ε ~ N(0, value_noise²) per state, averaged over
+    `critics` draws of ε: what an estimator fed a critic off by that much gets on average. At the
+    longest L, "seeds": --seeds more critics, each on its own slice of the episodes (n-step: n = 1)."""
     results = {}
     for L in args.length_list:
         env = make_env(args, L, args.episodes, args.seed, device)
@@ -236,13 +217,17 @@ def exact_truth_study(args: Args, device) -> dict:
         episode = play_episodes(env, policy)
         truth = A[episode["states"], episode["actions"]]
         generator = torch.Generator().manual_seed(args.seed)
-        noisy = []
-        for _ in range(args.critics):
-            error = args.value_noise * torch.randn(len(V), generator=generator).to(device)
+        errors = [args.value_noise * torch.randn(len(V), generator=generator).to(device)
+                  for _ in range(args.critics + args.seeds)]
+        for error in errors:
             error[-1] = 0.0  # the terminal state's value is known: 0
-            noisy.append(measure_estimators(args, episode, V + error, truth))
-        results[L] = {"exact V": measure_estimators(args, episode, V, truth),
-                      "noisy V": mean_over_draws(noisy)}
+        noisy = [measure_estimators(args, episode, V + error, truth) for error in errors[:args.critics]]
+        parts = torch.arange(args.episodes).chunk(args.seeds) if L == max(args.length_list) else []
+        seeds = [measure_estimators(replace(args, nsteps="1"), {k: v[:, part] for k, v in episode.items()},
+                                    V + e, truth[:, part]) for e, part in zip(errors[args.critics:], parts)]
+        mean = {name: {m: float(np.mean([draw[name][m] for draw in noisy])) for m in noisy[0][name]}
+                for name in noisy[0]}  # over the critics' draws
+        results[L] = {"exact V": measure_estimators(args, episode, V, truth), "noisy V": mean, "seeds": seeds}
     return results
 
 
@@ -276,24 +261,40 @@ def plot_bias_variance(study: dict, names: list[str], xs: list[float], xlabel: s
                 ax.set_xscale("log", base=2)
             ax.grid(alpha=0.3)
     axes[0, 0].legend(fontsize="small")
-    save_figure(fig, path)
+    common.save_figure(fig, path)
 
 
-def estimator_claims(study: dict, gaps: dict) -> list[dict]:
-    """TD vs MC at the longest L (noisy critic), and whether GAE is MC when γ = 1."""
-    claims = []
-    L = max(study)
-    noisy, exact = study[L]["noisy V"], study[L]["exact V"]
-    td, mc = gae_name(0), gae_name(1)
-    if td in noisy and mc in noisy:
+def seed_verdict(values, zero_below: float | None = None) -> tuple[bool | None, str]:
+    """The ledger's rule on a quantity measured once per seed, and "mean [95% interval]". An effect
+    (> 0 in the statement's direction): yes where the interval lies above 0, no where it lies below
+    the smallest effect the seeds can detect (its half-width, t sd / √n). A zero (zero_below given):
+    yes where the interval holds 0 and stays below zero_below, no where it excludes 0. Else None."""
+    mean, low, high = common.mean_interval(values)
+    text = f"{mean:+.3g} [{low:+.3g}, {high:+.3g}]"
+    if not np.isfinite(low):
+        return None, text
+    if zero_below is not None:
+        return (False if low > 0 or high < 0 else True if high < zero_below else None), text
+    return (True if low > 0 else False if high < (high - low) / 2 else None), text
+
+
+def estimator_claims(args: Args, study: dict, gaps: dict) -> list[dict]:
+    """TD vs MC at the longest L, noisy critics, over the seeds; is GAE MC at γ = 1 (exact)?"""
+    claims, L, seeds = [], max(study), study[max(study)]["seeds"]
+    if {0, 1} <= set(args.lambda_list):
+        b0, b1, v0, v1 = ([seed[gae_name(lam)][metric] for seed in seeds]
+                          for metric in ("key_bias2_net", "key_var") for lam in (0, 1))
+        parts = [seed_verdict(np.subtract(b0, b1)), seed_verdict(np.subtract(v1, v0)),
+                 seed_verdict(b1, zero_below=float(np.mean(b0)))]  # every part holds: yes; one fails: no
+        verdicts = [verdict for verdict, _ in parts]
         claims.append(claim(
             "survey §4.1.1", "λ = 0 is one-step TD (low variance, high bias); λ = 1 is Monte Carlo "
             "(high variance, no bias)",
-            f"at the key, L={L}, noisy V: bias² {noisy[td]['key_bias2']:.3g} (λ=0) vs "
-            f"{noisy[mc]['key_bias2']:.3g} (λ=1), variance {noisy[td]['key_var']:.3g} vs "
-            f"{noisy[mc]['key_var']:.3g}; with the exact V, λ=0 has bias² {exact[td]['key_bias2']:.2g}: "
-            "the bias is the critic's, not λ's",
-            noisy[td]["key_var"] < noisy[mc]["key_var"] and noisy[td]["key_bias2"] > noisy[mc]["key_bias2"]))
+            f"at the key, L={L}, noisy V, mean [95% interval] over {len(seeds)} seeds (each its own critic "
+            f"and {args.episodes // args.seeds:,} episodes; bias² net of its sampling variance): bias² λ=0 "
+            f"minus λ=1 {parts[0][1]}, variance λ=1 minus λ=0 {parts[1][1]}, λ=1's bias² {parts[2][1]}; with "
+            f"the exact V, λ=0 has bias² {study[L]['exact V'][gae_name(0)]['key_bias2']:.2g}: the bias is the "
+            "critic's, not λ's", False if False in verdicts else None if None in verdicts else True))
     worst = max(gaps["exact V"][lam] for lam in gaps["exact V"] if lam < 1)
     claims.append(claim(
         "survey §4.1.1", "with γ = 1, GAE with any λ reduces to the Monte Carlo return",
@@ -324,7 +325,7 @@ def estimator_table(at_L: dict) -> dict:
 
 def main(args: Args) -> dict:
     start = time.time()
-    args, device, out = start_run(args)
+    args, device, out = common.start_run(args)
     print(f"02 advantage estimators on key-to-door, L in {args.length_list}, device {device}")
 
     study = exact_truth_study(args, device)  # every Ψ against the exact A, exact and noisy V
@@ -333,18 +334,17 @@ def main(args: Args) -> dict:
                        out / "bias_variance_lambda.png")
     plot_bias_variance(study, [nstep_name(n) for n in args.nstep_list], args.nstep_list, "n",
                        out / "bias_variance_nstep.png", log_x=True)
-
-    claims = estimator_claims(study, gaps)
+    claims = estimator_claims(args, study, gaps)
     metrics = headline_metrics(study)
     metrics["tables"] = {f"L{L}": estimator_table(study[L]) for L in (min(study), max(study))}
     wall = time.time() - start
-    write_results(out, args, wall, metrics, claims, bias_variance=study, gae_minus_mc_gaps=gaps)
+    common.write_results(out, args, wall, metrics, claims, bias_variance=study, gae_minus_mc_gaps=gaps)
     longest = metrics["tables"][f"L{max(study)}"]
     print(f"\nAt L={max(study)}, key step bias² and variance, and mean Ψ² on the irrelevant corridor steps:")
-    print(format_table(longest["rows"], longest["header"]) + "\n\n" + format_claims(claims))
+    print(common.format_table(longest["rows"], longest["header"]) + "\n\n" + common.format_claims(claims))
     print(f"\nwall clock {wall:.0f} s; results in {out}/")
     return {"metrics": metrics, "claims": claims}
 
 
 if __name__ == "__main__":
-    run_script(main, Args)
+    common.run_script(main, Args)

@@ -25,6 +25,7 @@ potential-based shaping) and 03_predictor_inputs.py (the change of state against
 
 from __future__ import annotations
 
+import importlib
 import time
 from dataclasses import dataclass
 from functools import partial
@@ -52,6 +53,8 @@ from common import (
     start_run,
     write_results,
 )
+
+seed_verdict = importlib.import_module("02_gae").seed_verdict  # the ledger's rule over seeds, as 02 states it
 
 
 # ============================================================================================
@@ -443,62 +446,57 @@ def growth_law(lengths: list[int], values: list[float]) -> dict:
     return fits
 
 
-def growth_verdict(growth: dict) -> bool | None:
-    """Exponential (True) or power law (False) only when one fit's residual is under half the
-    other's; None when the measurements cannot tell them apart."""
-    exponential, power = growth["exponential_residual"], growth["power_residual"]
-    if exponential < power / 2:
-        return True
-    return False if power < exponential / 2 else None
+def growth_gaps(lengths: list[int], runs: dict) -> list[float]:
+    """Per seed, from {L: [one value per seed]}: the power law's residual minus the exponential's
+    (> 0: the exponential describes that seed's growth better)."""
+    fits = [growth_law(lengths, [runs[L][i] for L in lengths]) for i in range(len(runs[lengths[0]]))]
+    return [fit["power_residual"] - fit["exponential_residual"] for fit in fits]
 
 
-def speedup_verdict(lengths: list[int], ratios: list[float]) -> bool | None:
-    """Is one method exponentially faster than another as the delay grows? Not if it is never
-    faster or its lead does not grow; otherwise growth_verdict on its lead (None with < 3 lengths)."""
-    if all(r <= 1 for r in ratios) or ratios[-1] <= ratios[0]:
-        return False
-    return growth_verdict(growth_law(lengths, ratios)) if len(ratios) >= 3 else None
-
-
-def range_text(values: list[float]) -> str:
-    """"16 at every L", or "32 to 128"."""
-    low, high = min(values), max(values)
-    return f"{low:,.0f} at every L" if low == high else f"{low:,.0f} to {high:,.0f}"
+def exponential_growth(lengths: list[int], runs: dict, censored: int) -> tuple[bool | None, str]:
+    """Does a value (episodes to solve, or one method's lead over another), {L: [one per seed]},
+    grow exponentially with the delay? Per seed, the exponential fit's residual against the power
+    law's, and the exponential rate, decided over the seeds (02_gae.seed_verdict); None with < 3
+    lengths or where `censored` runs sat at the floor or the budget (their growth unseen)."""
+    seeds = range(len(runs[lengths[0]]))
+    (better, gap), (grows, rate) = (seed_verdict(growth_gaps(lengths, runs)), seed_verdict(
+        [growth_law(lengths, [runs[L][i] for L in lengths])["exponential"] for i in seeds]))
+    text = (f"per seed, the power law's residual minus the exponential's, mean [95% interval over {len(seeds)} "
+            f"seeds]: {gap} (> 0: exponential), the exponential rate {rate}")
+    if len(lengths) < 3 or censored:
+        return None, text + ("; needs three lengths" if len(lengths) < 3 else "")
+    return (False if False in (better, grows) else None if None in (better, grows) else True), text
 
 
 def delay_claims(args: Args, sweep_results: dict, study: dict) -> tuple[dict, list[dict]]:
     medians = {m: [float(np.median(sweep_results[m][L])) for L in args.sweep_list] for m in SWEEP_METHODS}
     metrics = {f"L{L}_episodes_to_solve[{m}]": medians[m][i]
                for m in SWEEP_METHODS for i, L in enumerate(args.sweep_list)}
-    lengths = args.sweep_list
-    td, mc, ru = medians["Q-learning (TD)"], medians["Monte Carlo"], medians["RUDDER"]
-    growth = growth_law(lengths, td)  # the paper: TD's time grows exponentially with the delay
-    share, gap = study["credit_share_at_key"], study["max_abs_sum_minus_return"]
+    lengths, floor = args.sweep_list, args.learn_batch  # one batch: the fewest episodes measurable
 
-    def lead(over: list[float]) -> tuple[list[float], str]:
-        ratios = [a / b for a, b in zip(over, ru)]
-        return ratios, ", ".join(f"{L}: {r:.1f}x" for L, r in zip(lengths, ratios))
+    def censored(method: str) -> int:
+        return sum(not floor < v < args.max_episodes for L in lengths for v in sweep_results[method][L])
 
-    (td_lead, td_text), (mc_lead, mc_text) = lead(td), lead(mc)
+    td, ru = sweep_results["Q-learning (TD)"], sweep_results["RUDDER"]
+    td_grows, td_text = exponential_growth(lengths, td, censored("Q-learning (TD)"))
     claims = [claim("survey §5 (RUDDER paper's theorem)", "TD needs time exponential in the delay to remove its bias",
-                    f"TD's episodes to solve at L = {', '.join(map(str, lengths))}: {', '.join(f'{v:,.0f}' for v in td)}; "
-                    f"a power law L^{growth['power']:.2f} fits with residual {growth['power_residual']:.3f}, an "
-                    f"exponential with {growth['exponential_residual']:.3f}",
-                    growth_verdict(growth) if len(td) >= 3 else None),
-              claim("survey §5 (RUDDER paper)", "RUDDER is exponentially faster than TD on delayed rewards",
-                    f"TD / RUDDER episodes to solve at L = {td_text}; RUDDER needs {range_text(ru)}",
-                    speedup_verdict(lengths, td_lead)),
-              claim("survey §5 (RUDDER paper)", "RUDDER is exponentially faster than Monte Carlo on delayed rewards",
-                    f"MC / RUDDER episodes to solve at L = {mc_text}; MC needs {range_text(mc)}, RUDDER {range_text(ru)}",
-                    speedup_verdict(lengths, mc_lead)),
-              claim("survey §5 (RUDDER paper)", "RUDDER is exponentially faster than Monte Carlo tree search",
-                    "not checked: no tree search here", None),
-              claim("survey §5", "the return predictor's jump, and so the redistributed reward, sits "
-                    "at the decisive step and is near zero elsewhere",
-                    f"{share:.1%} of the variance of r̃ across episodes sits on the key step, "
-                    f"of {args.corridor + 2} steps", share > 0.5),
-              claim("survey §5", "the redistributed rewards sum to the original return",
-                    f"largest |Σ r̃ - G| over {args.episodes} episodes: {gap:.1e}", gap < 1e-4)]
+                    f"TD's episodes to solve at L = {', '.join(map(str, lengths))}, median of the seeds: "
+                    f"{', '.join(f'{np.median(td[L]):,.0f}' for L in lengths)}; {td_text}", td_grows)]
+    for name, slow in (("TD", "Q-learning (TD)"), ("Monte Carlo", "Monte Carlo")):
+        lead = {L: np.divide(sweep_results[slow][L], ru[L]).tolist() for L in lengths}
+        faster, text = exponential_growth(lengths, lead, censored(slow) + censored("RUDDER"))
+        unseen = {m: censored(m) for m in (slow, "RUDDER") if censored(m)}
+        claims.append(claim("survey §5 (RUDDER paper)", f"RUDDER is exponentially faster than {name} on delayed rewards",
+                            f"{'TD' if name == 'TD' else 'MC'} / RUDDER episodes to solve, median of the seeds, at L = "
+                            + ", ".join(f"{L}: {np.median(lead[L]):.1f}x" for L in lengths) + f"; {text}"
+                            + "".join(f"; {m} at the floor ({floor} episodes, one batch) or the budget in {n} of "
+                                      f"{len(lengths) * len(ru[lengths[0]])} runs: its own growth cannot be seen"
+                                      for m, n in unseen.items()), faster))
+    gap = study["max_abs_sum_minus_return"]
+    claims += [claim("survey §5 (RUDDER paper)", "RUDDER is exponentially faster than Monte Carlo tree search",
+                     "not checked: no tree search here", None),
+               claim("survey §5", "the redistributed rewards sum to the original return",
+                     f"largest |Σ r̃ - G| over {args.episodes} episodes: {gap:.1e}", gap < 1e-4)]
     return metrics, claims
 
 

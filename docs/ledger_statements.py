@@ -40,6 +40,7 @@ LEARNING = "studies/02_learning"
 LEARNING_NOISE = "studies/02_learning_noise"
 WATCH = "studies/03_pocket_watch"
 REDISTRIBUTION = "studies/03_redistribution"
+REDISTRIBUTION_DISTRACTORS = "studies/03_redistribution_distractors"
 TRANSPORT = "studies/03_transport"
 HCA = "studies/04_hca_tasks"
 HER = "studies/04_her_sweep"
@@ -195,15 +196,11 @@ WHOLE_GAME = [
                   (CRITIC, "variance_relative[GRPO]"))),
     said("§5", r"Monte Carlo (MC) return: $\Psi_t = G_t$. Honest about the episode. Noisy.",
          "the Monte Carlo return is unbiased but noisy",
-         (GAE, "λ = 0 is one-step TD (low variance, high bias); λ = 1 is Monte Carlo (high variance, no bias)"),
-         fix=seeds("02_gae.py estimator_claims", "bias and variance of one run compared bare",
-                   "bias² and variance at the key step for λ = 1 against λ = 0 (over the noisy critics and seeds)")),
+         (GAE, "λ = 0 is one-step TD (low variance, high bias); λ = 1 is Monte Carlo (high variance, no bias)")),
     said("§5", r"Bias-variance dial via $\lambda$.",
          "GAE's λ trades bias for variance: a smaller λ leans on V, with more bias and less variance",
-         (GAE, "λ = 0 is one-step TD (low variance, high bias); λ = 1 is Monte Carlo (high variance, no bias)"),
-         fix=seeds("02_gae.py estimator_claims", "only λ = 0 and λ = 1 compared, bare, on one run (studies/05_critic.py's "
-                   "λ claim checks the variance side alone)",
-                   "bias² and variance at the key step over the λ grid (bias falling, variance rising with λ)"),
+         (DILEMMAS, "GAE's λ is a bias-variance dial: the smaller λ, the more bias² and the less variance at the key "
+                    "step"),
          how="re-point"),
     said("§6", "Clipping limits how far token probabilities move per update",
          "PPO's clipping limits how far token probabilities move in one update",
@@ -630,9 +627,7 @@ SURVEY = [
                  "horizons",
          "errors of a bootstrapped value estimate compound as the horizon grows",
          (LEARNING, "small value errors compound when bootstrapped over long horizons"),
-         (LEARNING_NOISE, "small value errors compound when bootstrapped over long horizons"),
-         fix=seeds("studies/02_learning.py learning_claims", "medians of 5 seeds against a round 2x",
-                   "TD(0)'s growth in episodes to solve (longest L over shortest) minus Monte Carlo's")),
+         (LEARNING_NOISE, "small value errors compound when bootstrapped over long horizons")),
     said("§2.2", "many actions co-occur with success but did not cause it",
          "correlated but non-causal actions pick up spurious credit",
          not_checkable="no task plants a correlated but harmless action"),
@@ -651,21 +646,14 @@ SURVEY = [
          (DILEMMAS, "with γ = 1 the credit is diluted: the estimate's variance grows and the signal from the decisive "
                     "action washes out"),
          (DILEMMAS_NOISE, "with γ = 1 the credit is diluted: the estimate's variance grows and the signal from the "
-                          "decisive action washes out"),
-         fix=seeds("studies/02_dilemmas.py dilemma_claims", "sampled estimates compared bare, one seed",
-                   "the variance and the signal-to-noise ratio at the key step at each length (rising and falling with "
-                   "L)")),
+                          "decisive action washes out")),
     said("§4.1.1", "multi-step methods reduce the bias that comes from inaccurate value estimates at nearby states",
          "looking further ahead before bootstrapping reduces the bias of an inaccurate critic",
-         fix=seeds("02_gae.py estimator_claims", "no claim; the biases are in the metrics",
-                   "bias² at the key step with the noisy critic over the λ (or n-step) grid, falling as it looks "
-                   "further"),
-         metrics=((GAE, "L80[noisy V][GAE λ=0]_key_bias2"), (GAE, "L80[noisy V][GAE λ=1]_key_bias2"))),
+         (DILEMMAS, "multi-step returns reduce the bias of an inaccurate critic: the further GAE looks ahead (the "
+                    "larger λ), the smaller the bias² at the key step")),
     said("§4.1.1", "λ = 0 gives 1-step TD (low variance, high bias), λ = 1 gives Monte Carlo (high variance, zero bias)",
          "λ = 0 is one-step TD (low variance, high bias), λ = 1 is Monte Carlo (high variance, no bias)",
-         (GAE, "λ = 0 is one-step TD (low variance, high bias); λ = 1 is Monte Carlo (high variance, no bias)"),
-         fix=seeds("02_gae.py estimator_claims", "bias and variance of one run compared bare",
-                   "bias² and variance at the key step, λ = 0 against λ = 1 (over the noisy critics and seeds)")),
+         (GAE, "λ = 0 is one-step TD (low variance, high bias); λ = 1 is Monte Carlo (high variance, no bias)")),
     said("§4.1.1", "is the default in PPO, GRPO, and most modern policy gradient methods",
          "GAE is the default in GRPO",
          (CH05, "GAE is the default in PPO, GRPO and most modern policy gradient methods"),
@@ -681,38 +669,23 @@ SURVEY = [
          (RUDDER, "the redistributed rewards sum to the original return")),
     said("§4.1.2", "a new MDP with the same optimal policy but much denser feedback",
          "redistributing the reward leaves the optimal policy unchanged",
-         (REDISTRIBUTION, "the redistributed MDP has the same optimal policy"),
-         fix="studies/03_redistribution.py: the policy comparison is exact, but the verdict also asks the optimal "
-             "values to agree within a round 0.05. Decide on the optimal action alone (the statement's quantity), or "
-             "give the value gap an interval over seeds of the learned redistribution"),
+         (REDISTRIBUTION, "the redistributed MDP has the same optimal policy")),
     said("§4.1.2, §5", "then TD methods become unbiased in the new MDP",
          "with an optimal redistribution TD is unbiased",
-         (REDISTRIBUTION, "in the redistributed MDP, TD is unbiased"),
-         fix=seeds("studies/03_redistribution.py", "'unbiased' judged against a round 5% of the original bias",
-                   "the largest one-step target error with r̃ (a learned redistribution) against its spread over seeds "
-                   "of the return predictor,")),
+         (REDISTRIBUTION, "in the redistributed MDP, TD is unbiased")),
     said("§4.1.2, §5", "MC methods have minimal variance",
          "with an optimal redistribution Monte Carlo's variance is minimal",
-         (REDISTRIBUTION, "in the redistributed MDP, Monte Carlo's variance is minimal"),
-         fix="studies/03_redistribution.py: in the deterministic world there is no variance to reduce; the claim "
-             "returns no verdict and says 'not testable'. Say 'premise not met' there, and commit a run of the "
-             "stochastic world (--distractor-prob 0.5) where the variance with r̃ and with r can be compared over "
-             "seeds"),
+         (REDISTRIBUTION_DISTRACTORS, "in the redistributed MDP, Monte Carlo's variance is minimal")),
     said("§4.1.2, §5", "The key events get concentrated reward signal while irrelevant steps get near-zero signal",
          "the redistributed reward piles up on the decisive event and is about zero elsewhere",
-         (RUDDER, "the return predictor's jump, and so the redistributed reward, sits at the decisive step and is near "
-                  "zero elsewhere"),
-         fix=seeds("03_rudder.py delay_claims", "judged against a round 0.5 of the variance",
-                   "the redistributed reward at the key step against the largest elsewhere (over seeds of the "
-                   "predictor)")),
+         (REDISTRIBUTION, "the return predictor's jump, and so the redistributed reward, sits at the decisive step "
+                          "and is near zero elsewhere")),
     said("§4.1.2", "adds a shaped reward Φ(s') − Φ(s) that preserves the optimal policy",
          "potential-based shaping Φ(s') − Φ(s) keeps the optimal policy",
          (REDISTRIBUTION, "potential-based shaping Φ(s') - Φ(s) preserves the optimal policy")),
     said("§4.1.2", "RUDDER shows that optimal redistribution makes the expected future reward zero everywhere",
          "an optimal redistribution makes the expected future reward zero everywhere",
-         (REDISTRIBUTION, "an optimal redistribution makes the expected future reward zero everywhere"),
-         fix=seeds("studies/03_redistribution.py", "'zero' judged against a round 5% of the original",
-                   "the largest |E[future r̃]| against its spread over seeds of the return predictor,")),
+         (REDISTRIBUTION, "an optimal redistribution makes the expected future reward zero everywhere")),
     said("§4.1.2", "which is a stronger property than potential-based shaping provides",
          "zero expected future reward is a stronger property than potential-based shaping gives",
          (REDISTRIBUTION, "zero expected future reward is a stronger property than potential-based shaping provides")),
@@ -722,16 +695,10 @@ SURVEY = [
     said("§4.1.4", "identify a small number of critical steps via attention, augment those steps' rewards, and leave "
                    "the rest unchanged",
          "transport edits the reward of only a handful of critical steps",
-         (TRANSPORT, "transport augments a few critical steps and leaves the rest unchanged"),
-         fix=seeds("studies/03_transport.py transport_claims", "judged against a round 20% of the steps",
-                   "the share of changed steps at the decisive (key-room) steps minus elsewhere")),
+         (TRANSPORT, "transport augments a few critical steps and leaves the rest unchanged")),
     said("§4.1.5", "have been the most successful methods",
          "transport methods (TVT, TRT) have worked best, ahead of RUDDER",
-         (TRANSPORT, "transport methods (TVT, TRT) are more successful than RUDDER"),
-         fix=seeds("studies/03_transport.py transport_claims", "medians compared at a majority of lengths; RUDDER sits "
-                   "at the floor (16 episodes, one learning batch) everywhere, so a tie cannot be seen",
-                   "TRT's episodes to solve minus RUDDER's at each length, on a task hard enough that neither sits at "
-                   "the floor,")),
+         (TRANSPORT, "transport methods (TVT, TRT) are more successful than RUDDER")),
     said("§4.2.1", "Only the 3 decisive actions will have significantly elevated ratios.",
          "HCA gives irrelevant actions a hindsight ratio near 1 and only the decisive one a ratio far from 1",
          (HCA, "irrelevant actions get a hindsight ratio ≈ 1, the decisive one is far from 1"),
@@ -789,28 +756,17 @@ SURVEY = [
          metrics=((OVER, "rl[qrm]_pass@1_final"), (OVER, "rl[outcome]_pass@1_final"))),
     said("§5", "TD methods take time exponential in the length of the delay to remove bias",
          "the time TD needs to unlearn its bias grows exponentially with the delay (RUDDER's theorem)",
-         (RUDDER, "TD needs time exponential in the delay to remove its bias"),
-         fix=seeds("03_rudder.py growth_verdict", "one fit to the medians, decided by a round factor of 2 between the "
-                   "residuals", "the exponential fit's residual minus the power law's, fitted per seed,")),
+         (RUDDER, "TD needs time exponential in the delay to remove its bias")),
     said("§5", "MC methods, while unbiased, suffer from variance that scales with the trajectory length",
          "Monte Carlo's variance grows with the trajectory's length",
-         (DILEMMAS, "Monte Carlo's variance scales with the trajectory length"),
-         (DILEMMAS_NOISE, "Monte Carlo's variance scales with the trajectory length"),
-         fix=seeds("studies/02_dilemmas.py dilemma_claims", "one slope against a round band (0.8-1.2)",
-                   "the log-log slope of the return's variance against L, per seed (above 0; near 1 for 'scales')")),
+         (DILEMMAS, "Monte Carlo's variance grows with the trajectory length"),
+         (DILEMMAS_NOISE, "Monte Carlo's variance grows with the trajectory length")),
     said("§5", "RUDDER is exponentially faster than TD, MC, and MC Tree Search",
          "RUDDER is exponentially faster than TD on delayed rewards",
-         (RUDDER, "RUDDER is exponentially faster than TD on delayed rewards"),
-         fix=seeds("03_rudder.py speedup_verdict", "one fit to the medians with a round factor of 2; RUDDER sits at the "
-                   "floor (16 episodes) at every L, so its own growth cannot be seen",
-                   "the growth law of TD / RUDDER per seed, on delays long enough that RUDDER leaves the floor,")),
+         (RUDDER, "RUDDER is exponentially faster than TD on delayed rewards")),
     said("§5", "RUDDER is exponentially faster than TD, MC, and MC Tree Search",
          "RUDDER is exponentially faster than Monte Carlo on delayed rewards",
-         (RUDDER, "RUDDER is exponentially faster than Monte Carlo on delayed rewards"),
-         fix="03_rudder.py speedup_verdict: both sit at the floor (16 episodes) at every L, so the measurement cannot "
-             "tell and the verdict must be inconclusive, not 'no'. Measure where neither is at the floor (the pocket "
-             "watch, studies/03_pocket_watch.py, or longer delays) and fit the growth of MC / RUDDER per seed, "
-             + SPREAD),
+         (RUDDER, "RUDDER is exponentially faster than Monte Carlo on delayed rewards")),
     said("§5", "RUDDER is exponentially faster than TD, MC, and MC Tree Search",
          "RUDDER is exponentially faster than Monte Carlo tree search",
          not_checkable="no tree search here"),
@@ -819,26 +775,17 @@ SURVEY = [
          not_checkable="needs Atari-scale training"),
     said("§5", "When sporadic intermediate rewards exist, the improvements may be limited.",
          "sporadic intermediate (distracting) rewards limit RUDDER's gains",
-         (TRANSPORT, "sporadic intermediate (distracting) rewards limit RUDDER's improvements"),
-         fix=seeds("studies/03_transport.py distractor_claim", "the two sweeps it compares also differ in γ and ε, "
-                   "RUDDER sits at the floor (16) in both, and a majority of lengths decides",
-                   "RUDDER's lead over TD with distracting rewards minus without, at the same γ and ε,")),
+         (TRANSPORT, "sporadic intermediate (distracting) rewards limit RUDDER's improvements")),
     said("§5", "The LSTM return predictor adds computational overhead",
          "training the return predictor costs extra compute",
-         (WATCH, "the LSTM return predictor adds computational overhead"),
-         fix=seeds("studies/03_pocket_watch.py", "one timing compared bare",
-                   "RUDDER's wall clock per episode minus Q-learning's over repeated timings")),
+         (WATCH, "the LSTM return predictor adds computational overhead")),
     said("§6", "The improvement is most pronounced when the delay exceeds the discount factor timescale",
          "TRT's gain is largest when the delay exceeds τ_γ = 1/(1 − γ)",
-         (TRANSPORT, "TRT's gain over the plain learner is largest when the delay exceeds τ_γ = 10"),
-         fix=seeds("studies/03_transport.py transport_claims", "medians compared bare",
-                   "TD / TRT episodes to solve beyond τ_γ minus below it")),
+         (TRANSPORT, "TRT's gain over the plain learner is largest when the delay exceeds τ_γ = 10")),
     said("§6", "A2C+TRT consistently outperforms baseline A2C",
          "TRT consistently beats the plain learner (A2C in the paper, Q-learning here)",
-         fix=seeds("studies/03_transport.py transport_claims", "no claim; the episodes to solve are in the metrics",
-                   "TD's episodes to solve minus TD + TRT's at each length (never slower)"),
-         metrics=((TRANSPORT, "trt_L10_episodes_to_solve[Q-learning (TD)]"), (TRANSPORT, "trt_L10_episodes_to_solve[TRT]"),
-                  (TRANSPORT, "trt_L40_episodes_to_solve[Q-learning (TD)]"), (TRANSPORT, "trt_L40_episodes_to_solve[TRT]"))),
+         (TRANSPORT, "TRT consistently beats the plain learner (Q-learning here): fewer episodes to solve at every "
+                     "length where a reward lies beyond τ_γ")),
     said("§6", "TRT can increase the classifier's learning rate without destabilizing the actor-critic",
          "TRT's classifier learning rate can rise without destabilising the actor-critic",
          not_checkable="no actor-critic and no learning-rate sweep in 03"),

@@ -5,13 +5,15 @@ door being L + 1 steps after it. Dilution (survey §3, §5): with γ = 1 and no 
 the key is the whole return R, whose variance grows with L as the distractors pile up, so the
 signal-to-noise ratio falls. Then the essays' arithmetic (0.99^500, 0.999^999, 0.99^999, the
 five-step reward-to-go toy) computed, and the whole-game essay's Diagram 4 on one trajectory: the
-flat broadcast R - V(s_0) next to per-step GAE. Read beside: credit-assignment-problem-survey.txt
-§2.1, §3, §5; credit-assignment-is-the-whole-game.txt §3 (the toy), §5 (Diagram 4);
-credit-assignment-over-long-generations.txt (0.99^999).
+flat broadcast R - V(s_0) next to per-step GAE. Last, GAE's λ as a dial between the two, with
+02_gae.py's noisy critics at the longest L. The claims decide over seeds: the episodes split into
+--seeds independent batches (02_gae.py's study gives each batch its own noisy critic). Read beside:
+credit-assignment-problem-survey.txt §2.1, §3, §4.1.1, §5; credit-assignment-is-the-whole-game.txt
+§3 (the toy), §5 (Diagram 4, the λ dial); credit-assignment-over-long-generations.txt (0.99^999).
 
     python studies/02_dilemmas.py          # runs/studies/02_dilemmas/
 
-The default run took 3 s on 2 CPU cores, beside other jobs.
+The default run took 2 s on 2 CPU cores, beside other jobs.
 
 Figures: dilemmas.png (credit vs L per γ; variance and signal²/variance vs L), diagram4.png.
 """
@@ -43,12 +45,13 @@ class Args(common.RunArgs):
     distractor: float = common.arg(0.2, "size of a distractor reward (the key is worth 1)")
     noise: float = common.arg(0.0, "std of Gaussian noise added to every reward")
     episodes: int = common.arg(20_000, "sampled episodes per corridor length for the dilution dilemma")
+    seeds: int = common.arg(8, "independent batches the episodes are split into: the claims' seeds")
     gae_lambda: float = common.arg(0.9, "λ of the per-step GAE drawn in Diagram 4")
 
-    SMOKE = dict(lengths="3,6", episodes=256)
+    SMOKE = dict(lengths="3,6", episodes=256, seeds=2)
 
     def __post_init__(self):
-        common.require_positive(self, "episodes")
+        common.require_positive(self, "episodes", "seeds")
         common.require(0 <= self.distractor_prob <= 1, "--distractor-prob must be in [0, 1]")
         common.require(self.noise >= 0, "--noise must be non-negative")
         common.require(0 <= self.gae_lambda <= 1, "--gae-lambda must be in [0, 1]")
@@ -59,11 +62,21 @@ class Args(common.RunArgs):
         return common.as_list(self.lengths, int)
 
 
+def return_at_key(R: torch.Tensor, took: torch.Tensor) -> tuple[float, float]:
+    """The return's variance within each action (averaged) and signal² / variance, the signal
+    being the sampled contrast take minus leave (truth 1)."""
+    signal = float(R[took].mean() - R[~took].mean())
+    variance = float((R[took].var() + R[~took].var()) / 2)
+    return variance, signal**2 / variance
+
+
 def dilemmas(args: Args, device) -> dict:
     """Discount: the exact γ-discounted advantage of taking the key, relative to γ = 1 (DP).
     Dilution: with γ = 1 and no critic (V = 0), the sampled credit at the key is R; its
-    variance and the signal-to-noise ratio A² / Var as L grows."""
-    out = {"lengths": args.length_list, "relative_credit": {}, "key_var": [], "snr": []}
+    variance and the signal-to-noise ratio A² / Var as L grows, on all the episodes and on
+    each of the --seeds batches they split into ("seeds_var", "seeds_snr": per L, per seed)."""
+    out = {"lengths": args.length_list, "relative_credit": {}, "key_var": [], "snr": [], "seeds_var": [],
+           "seeds_snr": []}
     for gamma in DISCOUNTS:
         credit = []
         for L in args.length_list:
@@ -74,13 +87,27 @@ def dilemmas(args: Args, device) -> dict:
     for L in args.length_list:
         env = gae.make_env(args, L, args.episodes, args.seed, device)
         episode = common.play_episodes(env, gae.uniform_policy(env))
-        R = episode["rewards"].sum(0)
-        took = episode["actions"][0] == 1
-        signal = float(R[took].mean() - R[~took].mean())  # sampled contrast, truth 1
-        variance = float((R[took].var() + R[~took].var()) / 2)
-        out["key_var"].append(variance)
-        out["snr"].append(signal**2 / variance)
+        R, took = episode["rewards"].sum(0), episode["actions"][0] == 1
+        for key, value in zip(("key_var", "snr"), return_at_key(R, took)):
+            out[key].append(value)
+        per_seed = [return_at_key(R[part], took[part]) for part in torch.arange(len(R)).chunk(args.seeds)]
+        out["seeds_var"].append([v for v, _ in per_seed])
+        out["seeds_snr"].append([snr for _, snr in per_seed])
     return out
+
+
+def lambda_dial(args: Args, device) -> dict:
+    """02_gae.py's study at the longest L, its seeds (noisy critics, each on its own batch of the
+    episodes): bias² at the key step (net of its sampling variance) and variance, per seed (rows)
+    and λ (columns)."""
+    L = max(args.length_list)
+    settings = gae.Args(seed=args.seed, lengths=str(L), distractor_prob=args.distractor_prob, nsteps="1",
+                        distractor=args.distractor, noise=args.noise, episodes=args.episodes, critics=1,
+                        seeds=args.seeds)
+    seeds = gae.exact_truth_study(settings, device)[L]["seeds"]
+    table = {m: [[seed[gae.gae_name(lam)][m] for lam in settings.lambda_list] for seed in seeds]
+             for m in ("key_bias2_net", "key_var")}
+    return {"L": L, "lambdas": settings.lambda_list, "value_noise": settings.value_noise, **table}
 
 
 def diagram4(args: Args, device) -> dict:
@@ -158,15 +185,32 @@ def arithmetic_claims() -> list[dict]:
     ]
 
 
+def both(*verdicts: bool | None) -> bool | None:
+    """The parts of one statement: yes if every part holds, no if one fails, else None."""
+    return False if False in verdicts else None if None in verdicts else True
+
+
+def every_step(changes: list[list[float]]) -> tuple[bool | None, str]:
+    """One verdict over several steps, each measured once per seed (> 0 in the statement's
+    direction): yes if every step's holds, no if one's fails (02_gae.seed_verdict), else None;
+    with the steps' texts."""
+    verdicts, texts = zip(*(gae.seed_verdict(change) for change in changes)) if changes else ((None,), ("",))
+    return both(*verdicts), "; ".join(texts)
+
+
 def dilemma_claims(dilemma: dict) -> list[dict]:
-    """The discount dilemma as a formula, and the dilution dilemma's two halves (survey §3, §5)."""
-    lengths, var, snr = dilemma["lengths"], dilemma["key_var"], dilemma["snr"]
+    """The discount dilemma as a formula, and the dilution dilemma's two halves (survey §3, §5),
+    these decided over the seeds."""
+    lengths, var, snr = dilemma["lengths"], dilemma["seeds_var"], dilemma["seeds_snr"]
     credit = dilemma["relative_credit"]
     # the door's reward is L + 1 steps after the key step
     formula_gap = max(abs(c / gamma ** (L + 1) - 1) for gamma, by_L in credit.items() for L, c in zip(lengths, by_L))
-    span = f"L = {lengths[0]} → {lengths[-1]}"
-    enough = len(lengths) >= 2
-    slope = common.loglog_slope(lengths, var) if enough else float("nan")
+    steps = range(len(lengths) - 1)
+    grows, grows_text = every_step([np.subtract(var[i + 1], var[i]) for i in steps])
+    fades, fades_text = every_step([np.subtract(snr[i], snr[i + 1]) for i in steps])
+    slope, slope_text = gae.seed_verdict([common.loglog_slope(lengths, v) for v in np.transpose(var)])
+    by_L = "; ".join(f"{L}: {np.mean(v):.3g} and {np.mean(r):.3g}" for L, v, r in zip(lengths, var, snr))
+    where = f"γ = 1, no critic, {len(var[0])} seeds (batches of episodes)"
     return [
         common.claim("survey §2.1", "a reward d steps after the decisive action reaches it discounted by γ^d",
                      f"exact credit of taking the key (DP) against γ^(L+1), every γ in {list(credit)} and L in "
@@ -178,13 +222,40 @@ def dilemma_claims(dilemma: dict) -> list[dict]:
                      all(math.isclose(c, 1.0, rel_tol=1e-6) for c in credit[1.0])),
         common.claim("survey §3", "with γ = 1 the credit is diluted: the estimate's variance grows and the "
                      "signal from the decisive action washes out",
-                     f"γ = 1, no critic, {span}: variance of the return at the key {var[0]:.3g} → {var[-1]:.3g}, "
-                     f"signal²/variance {snr[0]:.3g} → {snr[-1]:.3g}",
-                     all(np.diff(var) > 0) and all(np.diff(snr) < 0) if enough else None),
-        common.claim("survey §5", "Monte Carlo's variance scales with the trajectory length",
-                     f"variance of the return at the key ∝ L^{slope:.2f} ({span})" if enough
-                     else "one corridor length: no slope to fit", 0.8 <= slope <= 1.2 if enough else None),
+                     f"{where}: the return's variance at the key and signal²/variance, mean of the seeds, by L: "
+                     f"{by_L}. Each step up in L, mean [95% interval]: variance's rise {grows_text}; "
+                     f"signal²/variance's fall {fades_text}" if steps else "one corridor length: no trend",
+                     both(grows, fades) if steps else None),
+        common.claim("survey §5", "Monte Carlo's variance grows with the trajectory length",
+                     f"{where}: log-log slope of the return's variance at the key against L ({lengths[0]} → "
+                     f"{lengths[-1]}) per seed, mean [95% interval] {slope_text} (1: in proportion to L)"
+                     if steps else "one corridor length: no slope to fit", slope if steps else None),
     ]
+
+
+def rank_trend(xs, ys) -> float:
+    """Spearman's rank correlation of ys with xs (+1: ys rises at every step of xs)."""
+    return common.pearson(np.argsort(np.argsort(xs)), np.argsort(np.argsort(ys)))
+
+
+def dial_claims(dial: dict) -> list[dict]:
+    """GAE's λ as a dial (survey §4.1.1, whole-game §5): per seed, the rank correlation with λ of
+    bias² and of variance at the key step; decided over the seeds."""
+    lambdas, seeds = dial["lambdas"], len(dial["key_var"])
+    falls, falls_text = gae.seed_verdict([-rank_trend(lambdas, b) for b in dial["key_bias2_net"]])
+    rises, rises_text = gae.seed_verdict([rank_trend(lambdas, v) for v in dial["key_var"]])
+    grid = ", ".join(f"λ={lam:g} {b:.2g} and {v:.2g}" for lam, b, v in
+                     zip(lambdas, np.mean(dial["key_bias2_net"], 0), np.mean(dial["key_var"], 0)))
+    measured = (f"at the key, L={dial['L']}, critics off by N(0, {dial['value_noise']:g}²) per state, {seeds} seeds "
+                f"(each its own critic and batch of episodes): bias² (net of its sampling variance) and variance, "
+                f"mean of the seeds, {grid}; their rank correlation with λ per seed, mean [95% interval]: bias² "
+                f"{falls_text} (sign flipped: > 0 falls with λ), variance {rises_text}")
+    if len(lambdas) < 3:
+        falls, rises, measured = None, None, measured + "; a trend needs three λ"
+    return [common.claim("survey §4.1.1", "multi-step returns reduce the bias of an inaccurate critic: the further "
+                         "GAE looks ahead (the larger λ), the smaller the bias² at the key step", measured, falls),
+            common.claim("whole-game §5", "GAE's λ is a bias-variance dial: the smaller λ, the more bias² and the "
+                         "less variance at the key step", measured, both(falls, rises))]
 
 
 def dilemma_table(dilemma: dict) -> dict:
@@ -201,10 +272,11 @@ def main(args: Args) -> dict:
     print(f"02 study: discount and dilution on key-to-door, L in {args.length_list}, device {device}")
     dilemma = dilemmas(args, device)
     diagram = diagram4(args, device)
+    dial = lambda_dial(args, device)
     plot_dilemmas(dilemma, out / "dilemmas.png")
     plot_diagram4(diagram, out / "diagram4.png")
 
-    claims = arithmetic_claims() + dilemma_claims(dilemma)
+    claims = arithmetic_claims() + dilemma_claims(dilemma) + dial_claims(dial)
     metrics = {}
     for i, L in enumerate(args.length_list):
         metrics[f"L{L}_key_return_var_gamma1"] = dilemma["key_var"][i]
@@ -212,7 +284,7 @@ def main(args: Args) -> dict:
     table = dilemma_table(dilemma)
     metrics["tables"] = {"dilemmas": table}
     wall = time.time() - start
-    common.write_results(out, args, wall, metrics, claims, dilemmas=dilemma, diagram4=diagram)
+    common.write_results(out, args, wall, metrics, claims, dilemmas=dilemma, diagram4=diagram, lambda_dial=dial)
     print("\nCredit reaching the key (γ-discounted, exact), and the return at the key with γ = 1:")
     print(common.format_table(table["rows"], table["header"]))
     print("\n" + common.format_claims(claims))

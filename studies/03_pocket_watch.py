@@ -5,7 +5,7 @@ watch or sell it as it is), the sale at the last step, noisy costs on the way. Q
 delayed reward, Monte Carlo and Q-learning on RUDDER's r̃ (03_rudder.py's redistribution, its
 predictor refit as the learner plays), each over a grid of step sizes, until the greedy decision
 was optimal in 95% of the last 750 episodes. Also the survey's "the LSTM adds overhead" (§5),
-as wall clock per episode.
+as wall clock per episode, timed over each block of 50 episodes (repeated timings).
 
     python studies/03_pocket_watch.py   # 131 s on 2 CPU cores (beside other jobs)
 
@@ -189,8 +189,8 @@ def watch_learn(args: Args, method: str, alphas: list[float], device) -> dict:
     """len(alphas) x seeds independent learners, one episode each per iteration, until
     each one's greedy decision was optimal in ≥ target of its last window episodes
     (checked every 50 episodes). Returns episodes to solve (alphas, seeds), the budget when
-    never, the curves and the wall-clock seconds per iteration. The learners share one Q table,
-    each in its own block of rows."""
+    never, the curves and the wall-clock seconds per iteration, overall and over each block of 50
+    iterations (the timings). The learners share one Q table, each in its own block of rows."""
     seeds = args.seeds
     learners = len(alphas) * seeds
     env = PocketWatch(learners, args.steps, args.unrepaired, seed=args.seed, device=device)
@@ -203,7 +203,8 @@ def watch_learn(args: Args, method: str, alphas: list[float], device) -> dict:
     budget = args.max_episodes if method != "RUDDER" else args.rudder_max_episodes
     correct = torch.zeros(budget, learners, device=device)
     solved = torch.full((learners,), budget, device=device)
-    start = time.time()
+    start = block = time.time()
+    timings = []
     for i in tqdm(range(budget), desc=f"pocket watch, {method}", leave=False, mininterval=1):
         first, info = env.reset()
         greedy = Q[first + offset].argmax(1)
@@ -217,6 +218,9 @@ def watch_learn(args: Args, method: str, alphas: list[float], device) -> dict:
             rudder.mc_update(Q, in_shared_table, alpha)
         else:
             rudder.q_learning_update(Q, in_shared_table, shaper(episode) if shaper else episode["rewards"], alpha)
+        if (i + 1) % 50 == 0:  # a block's wall clock per episode
+            timings.append((time.time() - block) / 50)
+            block = time.time()
         if i + 1 >= args.window and (i + 1) % 50 == 0:
             rate = correct[i + 1 - args.window:i + 1].mean(0)
             solved = torch.where((rate >= args.target) & (solved == budget), i + 1, solved)
@@ -224,7 +228,8 @@ def watch_learn(args: Args, method: str, alphas: list[float], device) -> dict:
                 break
     return {"episodes": solved.view(len(alphas), seeds).cpu().numpy(), "budget": budget,
             "correct": correct[: i + 1].view(i + 1, len(alphas), seeds).cpu().numpy(),
-            "seconds_per_episode": (time.time() - start) / (i + 1)}  # one episode of every learner
+            "seconds_per_episode": (time.time() - start) / (i + 1),  # one episode of every learner
+            "timings": timings}
 
 
 def watch_study(args: Args, device) -> dict:
@@ -310,11 +315,15 @@ def watch_claims(args: Args, study: dict) -> tuple[dict, list[dict]]:
                                        medians["Monte Carlo"], study["Monte Carlo"]["budget"])))
     seconds = {m: study[m]["seconds_per_episode"] for m in WATCH_METHODS}
     metrics.update({f"watch_seconds_per_episode[{m}]": t for m, t in seconds.items()})
+    blocks = min(len(study["RUDDER"]["timings"]), len(study["Q-learning (TD)"]["timings"]))
+    extra, extra_text = rudder.seed_verdict(np.subtract(study["RUDDER"]["timings"][:blocks],
+                                                        study["Q-learning (TD)"]["timings"][:blocks]))
     claims.append(common.claim("survey §5", "the LSTM return predictor adds computational overhead",
                         f"pocket watch, wall clock per episode (all {len(args.alpha_list) * args.seeds} "
                         "learners at once): " + ", ".join(f"{m} {1000 * t:.2g} ms" for m, t in seconds.items())
-                        + f"; RUDDER / Q-learning {seconds['RUDDER'] / seconds['Q-learning (TD)']:.0f}x",
-                        seconds["RUDDER"] > seconds["Q-learning (TD)"]))
+                        + f"; RUDDER / Q-learning {seconds['RUDDER'] / seconds['Q-learning (TD)']:.0f}x; RUDDER's "
+                        f"minus Q-learning's, paired over {blocks} repeated timings (blocks of 50 episodes), mean "
+                        f"[95% interval] in seconds: {extra_text}", extra))
     return metrics, claims
 
 

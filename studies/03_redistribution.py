@@ -1,15 +1,17 @@
 """03 study — what the survey promises of a redistribution, and of potential-based shaping.
 
-On the chapter's stored key-to-door episodes and its trained return predictor (03_rudder.py's
-default settings), the survey's properties of an optimal redistribution (§4.1.2, §5), for r̃ and
-for the delayed reward r alike: the future reward still expected after each (s, a) (zero: TD's
-one-step target is unbiased), the variance of the Monte Carlo return given (s, a), and the
-optimal policy by dynamic programming on the mean r̃ of each (s, a). Then potential-based shaping,
+On stored key-to-door episodes and the return predictor trained on them (03_rudder.py's settings,
+for --steps), once per seed (each its own episodes and predictor: the claims' seeds), the survey's
+properties of an optimal redistribution (§4.1.2, §5), for r̃ and for the delayed reward r alike:
+where r̃ puts the credit, the future reward still expected after each (s, a) (zero: TD's one-step
+target is unbiased), the variance of the Monte Carlo return given (s, a), and the optimal policy
+by dynamic programming on the mean r̃ of each (s, a). Then potential-based shaping,
 r'_t = r_t + Φ(s_{t+1}) - Φ(s_t) (Ng et al. 1999), by exact dynamic programming: does it keep the
 optimal policy, and does Φ = V^π leave a future reward of zero too?
 
     python studies/03_redistribution.py   # 6 s on 2 CPU cores (beside other jobs)
-    python studies/03_redistribution.py --distractor-prob 0.5   # r's variance is no longer 0
+    python studies/03_redistribution.py --distractor-prob 0.5 --out runs/studies/03_redistribution_distractors
+                                          # r's variance is no longer 0
 """
 
 import importlib
@@ -18,12 +20,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the chapters and the shared modules
 import common  # noqa: E402
 
 rudder = importlib.import_module("03_rudder")
+seed_verdict = rudder.seed_verdict
 
 
 @dataclass
@@ -33,18 +37,20 @@ class Args(common.RunArgs):
     distractor_prob: float = common.arg(0.0, "probability of a distractor reward per corridor step")
     inputs: str = common.arg("difference", "predictor input besides the action: the change of state "
                              "(RUDDER's choice) or the state itself", choices=("difference", "state"))
+    seeds: int = common.arg(3, "return predictors, each with its own seed and stored episodes: the claims' seeds")
+    steps: int = common.arg(800, "training steps of each predictor (the chapter's: 1,500; 3 of them must fit the time)")
 
-    SMOKE = dict(corridor=5)
+    SMOKE = dict(corridor=5, seeds=2, steps=5)
 
     def __post_init__(self):
-        common.require_positive(self, "corridor")
+        common.require_positive(self, "corridor", "seeds", "steps")
         common.require(0 <= self.distractor_prob <= 1, "--distractor-prob must be in [0, 1]")
 
 
-def chapter_args(args: Args) -> "rudder.Args":
-    """The chapter's predictor settings (its smoke settings in a smoke run) on this world."""
-    settings = rudder.Args(seed=args.seed, smoke=args.smoke, corridor=args.corridor,
-                           distractor_prob=args.distractor_prob, inputs=args.inputs)
+def chapter_args(args: Args, seed: int) -> "rudder.Args":
+    """The chapter's predictor settings (its smoke settings in a smoke run) on this world, seeded."""
+    settings = rudder.Args(seed=seed, smoke=args.smoke, corridor=args.corridor,
+                           distractor_prob=args.distractor_prob, inputs=args.inputs, steps=args.steps)
     return common.apply_smoke(settings)
 
 
@@ -96,14 +102,18 @@ def potential_shaping(P: torch.Tensor, R: torch.Tensor, potential: torch.Tensor)
 def redistribution_properties(env: common.KeyToDoor, episode: dict, redistributed: torch.Tensor) -> dict:
     """What the survey says an optimal redistribution does, measured on the stored episodes, for
     the redistributed reward r̃ and the original r alike:
-      expected future reward, max over (s, a) of |E[Σ_{k>t} r_k | s_t = s, a_t = a]| (0: none left);
+      where r̃ puts the credit: the spread (standard deviation) over episodes of r̃_t at each step t,
+      what differs between episodes (r̃ only; the first step's mean return is the same for all);
+      expected future reward E[Σ_{k>t} r_k | s_t = s, a_t = a] for each pair 2 s + a (NaN where
+      never visited), and its largest size over the visited pairs (0: none left);
       the Monte Carlo return-to-go's variance given (s_t, a_t), at the key step and over all steps;
       the optimal policy at the key room and its value by dynamic programming on the mean r̃ of
       each (s, a) (the redistributed MDP) and on the true model."""
     pairs, num_pairs = pair_index(episode), common.KeyToDoor.num_actions * (env.num_states + 1)
-    out = {}
+    out = {"reward_spread_by_step": redistributed.std(1).tolist()}
     for name, rewards in (("redistributed", redistributed), ("original", episode["rewards"])):
         means, counts = pair_means(future_rewards(rewards), pairs, num_pairs)
+        out[f"expected_future[{name}]"] = torch.where(counts > 0, means, torch.nan).tolist()
         out[f"expected_future_max[{name}]"] = float(means[counts > 0].abs().max())
         to_go = rewards.flip(0).cumsum(0).flip(0)  # Σ_{k≥t} r_k, the Monte Carlo target
         out[f"mc_variance_at_key[{name}]"] = conditional_variance(to_go[:1], pairs[:1], num_pairs)
@@ -140,34 +150,64 @@ def shaping_study(args: Args, seed: int) -> dict:
 # ============================================================================================
 # Claims and main
 # ============================================================================================
-def redistribution_claims(study: dict, shaping: dict) -> tuple[dict, list[dict]]:
-    """The survey's promises for an optimal redistribution, on the predictor's stored episodes,
-    and potential-based shaping by exact dynamic programming."""
-    keys = [k for k in study if k.startswith(("expected_future_max", "mc_variance", "optimal_"))]
-    metrics = {k: study[k] for k in keys}
+SCALARS = ("expected_future_max", "mc_variance_at_key", "mc_variance_all_steps", "optimal_key_action",
+           "optimal_start_value")
+
+
+def redistribution_claims(seeds: list[dict], shaping: dict) -> tuple[dict, list[dict]]:
+    """The survey's promises for an optimal redistribution, on each seed's stored episodes and
+    predictor, decided over the seeds (02_gae.seed_verdict); potential-based shaping by exact
+    dynamic programming. Metrics: each property's mean over the seeds."""
+    metrics = {f"{k}[{name}]": float(np.mean([seed[f"{k}[{name}]"] for seed in seeds]))
+               for k in SCALARS for name in ("redistributed", "original")}
     metrics.update({f"shaping_{k}": v for k, v in shaping.items()})
-    future, future_r = study["expected_future_max[redistributed]"], study["expected_future_max[original]"]
-    at_key, at_key_r = study["mc_variance_at_key[redistributed]"], study["mc_variance_at_key[original]"]
-    steps, steps_r = study["mc_variance_all_steps[redistributed]"], study["mc_variance_all_steps[original]"]
-    action, action_r = study["optimal_key_action[redistributed]"], study["optimal_key_action[original]"]
-    value, value_r = study["optimal_start_value[redistributed]"], study["optimal_start_value[original]"]
-    variance = (f"Var(Σ_{{k≥t}} r_k | s_t, a_t), r̃ vs r: key step {at_key:.2g} vs {at_key_r:.2g} (equal by "
-                f"construction: Σ r̃ = G), all steps {steps:.2g} vs {steps_r:.2g}")
+    n, seeds_text = len(seeds), f"{len(seeds)} seeds (each its own episodes and predictor)"
+    # where r̃ puts the credit: the key step against the largest elsewhere
+    sizes = np.array([seed["reward_spread_by_step"] for seed in seeds])
+    piles_up, pile_text = seed_verdict(sizes[:, 0] - sizes[:, 1:].max(1))
+    # the expected future reward after the (s, a) where its mean over the seeds is furthest from 0
+    future = np.array([seed["expected_future[redistributed]"] for seed in seeds])
+    visited = np.flatnonzero(~np.isnan(future).any(0))  # the pairs every seed's episodes visit
+    worst = int(visited[np.abs(future[:, visited].mean(0)).argmax()])
+    zero, zero_text = seed_verdict(future[:, worst], zero_below=metrics["expected_future_max[original]"])
+    left = (f"E[Σ_{{k>t}} r̃_k | s_t, a_t] at the (s, a) where its mean is furthest from 0 (state {worst // 2}, "
+            f"action {worst % 2}), mean [95% interval] over {seeds_text}: {zero_text}; its largest size per seed "
+            f"{metrics['expected_future_max[redistributed]']:.2g} on average, against "
+            f"{metrics['expected_future_max[original]']:.2g} with r")
+    # Monte Carlo's variance, r̃ against r; undefined where r's is already 0
+    steps, steps_r = (metrics[f"mc_variance_all_steps[{name}]"] for name in ("redistributed", "original"))
+    lower, lower_text = seed_verdict([s["mc_variance_all_steps[original]"] - s["mc_variance_all_steps[redistributed]"]
+                                      for s in seeds])
+    variance = (f"Var(Σ_{{k≥t}} r_k | s_t, a_t), mean of the {seeds_text}, r̃ vs r: key step "
+                f"{metrics['mc_variance_at_key[redistributed]']:.2g} vs {metrics['mc_variance_at_key[original]']:.2g} "
+                f"(equal by construction: Σ r̃ = G), all steps {steps:.2g} vs {steps_r:.2g}")
+    if steps_r < 1e-9:
+        lower, variance = None, ("premise not met: the stored world is deterministic given (s_t, a_t), so r's "
+                                 f"variance is already 0 (--distractor-prob 0.5 adds noise). {variance}")
+    else:
+        variance += f"; r's minus r̃'s over all steps, mean [95% interval]: {lower_text}"
+    actions = [seed["optimal_key_action[redistributed]"] for seed in seeds]
+    truth = seeds[0]["optimal_key_action[original]"]
     claims = [
+        common.claim("survey §5", "the return predictor's jump, and so the redistributed reward, sits "
+                     "at the decisive step and is near zero elsewhere",
+                     f"the spread of r̃_t over the episodes (its standard deviation: what differs between them), "
+                     f"mean of the {seeds_text}: key step {sizes[:, 0].mean():.3g}, largest elsewhere "
+                     f"{sizes[:, 1:].max(1).mean():.2g}; the key step's minus the largest elsewhere per seed, mean "
+                     f"[95% interval]: {pile_text}", piles_up),
         common.claim("survey §4.1.2, §5", "an optimal redistribution makes the expected future reward zero everywhere",
-              f"largest |E[Σ_{{k>t}} r̃_k | s_t, a_t]| over the visited (s, a): {future:.2g} (original reward: "
-              f"{future_r:.2g})", future < 0.05 * future_r),
+                     left, zero),
         common.claim("survey §4.1.2, §5", "in the redistributed MDP, TD is unbiased",
-              f"a one-step target r̃_t + Q(s_{{t+1}}) with Q not yet learned (0) is off from Q by the expected "
-              f"future reward: at most {future:.2g} with r̃, {future_r:.2g} with r", future < 0.05 * future_r),
-        common.claim("survey §4.1.2, §5", "in the redistributed MDP, Monte Carlo's variance is minimal",
-              variance + ("; not testable here: the stored world is deterministic given (s_t, a_t), so r's "
-                          "variance is already 0 (try --distractor-prob 0.5)" if steps_r < 1e-9 else ""),
-              None if steps_r < 1e-9 else steps < steps_r),
+                     "a one-step target r̃_t + Q(s_{t+1}) with Q not yet learned (0) is off from Q by the expected "
+                     f"future reward: {left}", zero),
+        common.claim("survey §4.1.2, §5", "in the redistributed MDP, Monte Carlo's variance is minimal", variance,
+                     lower),
         common.claim("survey §4.1.2", "the redistributed MDP has the same optimal policy",
-              f"dynamic programming on the mean r̃ of each (s, a) vs the true model: optimal action in the key "
-              f"room {action} vs {action_r} (1: take the key), optimal value {value:.3f} vs {value_r:.3f}",
-              action == action_r and abs(value - value_r) < 0.05),
+                     f"dynamic programming on the mean r̃ of each (s, a) vs the true model, each of {n} seeds: optimal "
+                     f"action in the key room {actions} vs {truth} (1: take the key); optimal value "
+                     f"{metrics['optimal_start_value[redistributed]']:.3f} vs "
+                     f"{metrics['optimal_start_value[original]']:.3f} (mean of the seeds)",
+                     all(a == truth for a in actions)),
         common.claim("survey §4.1.2 (Ng et al. 1999)", "potential-based shaping Φ(s') - Φ(s) preserves the optimal policy",
               f"exact dynamic programming, key-to-door, a random Φ: argmax Q* kept in all "
               f"{shaping['decisive_states']} states where the choice matters: {'yes' if shaping['argmax_kept'] else 'no'}; "
@@ -186,12 +226,14 @@ def main(args: Args) -> dict:
     start = time.time()
     args, device, out = common.start_run(args)
     torch.set_num_threads(1)  # a small model on small batches: threads only wait on each other
-    settings = chapter_args(args)
-    print(f"03 study: redistribution and shaping on key-to-door, L = {args.corridor}, device {device}")
-    predictor = rudder.predictor_study(settings, device)
-    properties = redistribution_properties(predictor["env"], predictor["episode"], predictor["redistributed"])
+    print(f"03 study: redistribution and shaping on key-to-door, L = {args.corridor}, {args.seeds} seeds, "
+          f"device {device}")
+    seeds = []
+    for i in range(args.seeds):  # each seed: its own stored episodes and return predictor
+        predictor = rudder.predictor_study(chapter_args(args, args.seed + i), device)
+        seeds.append(redistribution_properties(predictor["env"], predictor["episode"], predictor["redistributed"]))
     shaping = shaping_study(args, args.seed)
-    metrics, claims = redistribution_claims(properties, shaping)
+    metrics, claims = redistribution_claims(seeds, shaping)
     wall = time.time() - start
     common.write_results(out, args, wall, metrics, claims)
     print(common.format_table([[k, v] for k, v in metrics.items()], ["metric", "value"]))

@@ -4,10 +4,11 @@ Key-to-door with a distractor reward (0.1, p = 0.5) at every corridor step and �
 τ_γ = 1/(1 - γ) = 10 steps. TRT's classifier (03_rudder.py's AttentionClassifier) learns "the
 return beats 0.5 + the expected distractors"; at the steps its attention picks out it adds the
 rewards from τ_γ steps on (survey §4.1.4, §6). First on stored random episodes (which steps does
-transport change?), then as the reward of a Q-learner, beside TD and RUDDER, as the corridor
-grows. The learners explore uniformly (ε = 1), so that both branches are seen alike. Last, the
-survey's "distracting rewards limit RUDDER" (§5): RUDDER here against RUDDER in the chapter's
-delay sweep (no distractors, γ = 1), which this study runs again (same seeds, same numbers).
+transport change? one classifier per seed, each on its own episodes), then as the reward of a
+Q-learner, beside TD and RUDDER, as the corridor grows. The learners explore uniformly (ε = 1), so
+that both branches are seen alike. Last, the survey's "distracting rewards limit RUDDER" (§5): TD
+and RUDDER again without the distractors, at the same γ and ε. The claims decide over the seeds
+(02_gae.seed_verdict).
 
     python studies/03_transport.py      # 41 s on 2 CPU cores (beside other jobs)
 
@@ -43,11 +44,12 @@ class Args(common.RunArgs):
     width: int = common.arg(16, "TRT classifier width")
     focus: float = common.arg(3.0, "a step is important when it receives this many times the uniform attention")
     scale: float = common.arg(1.0, "share of the distant rewards added at an important step")
+    seeds: int = common.arg(5, "seeds per (method, length), and classifiers in the demo: the claims' seeds")
 
-    SMOKE = dict(sweep="4")
+    SMOKE = dict(sweep="4", seeds=1)
 
     def __post_init__(self):
-        common.require_positive(self, "width")
+        common.require_positive(self, "width", "seeds")
         for name in ("distractor_prob", "epsilon"):
             common.require(0 <= getattr(self, name) <= 1, f"--{name.replace('_', '-')} must be in [0, 1]")
         common.require(0 < self.gamma < 1, "--gamma must be in (0, 1)")
@@ -58,10 +60,11 @@ class Args(common.RunArgs):
         return common.as_list(self.sweep, int)
 
 
-def chapter_args(args: Args) -> "rudder.Args":
-    """The chapter's settings (its smoke settings in a smoke run), with TRT's from this study."""
-    settings = rudder.Args(seed=args.seed, smoke=args.smoke, trt_width=args.width, trt_focus=args.focus,
-                           trt_scale=args.scale)
+def chapter_args(args: Args, seed: int | None = None) -> "rudder.Args":
+    """The chapter's settings (its smoke settings in a smoke run), with TRT's and the number of
+    seeds from this study, and `seed` (args.seed if None)."""
+    settings = rudder.Args(seed=args.seed if seed is None else seed, smoke=args.smoke, trt_width=args.width,
+                           trt_focus=args.focus, trt_scale=args.scale, sweep_seeds=args.seeds)
     return common.apply_smoke(settings)
 
 
@@ -77,13 +80,25 @@ def transport_demo(args: Args, settings: "rudder.Args", device) -> dict:
     transported = rudder.transport(episode["rewards"], weights, horizon, settings.trt_focus, settings.trt_scale)
     changed = (transported != episode["rewards"]).float()
     return {"episode": episode, "weights": weights, "transported": transported, "horizon": horizon,
-            "share_of_steps_changed": float(changed.mean()), "share_changed_at_key": float(changed[0].mean())}
+            "share_of_steps_changed": float(changed.mean()), "share_changed_at_key": float(changed[0].mean()),
+            "share_changed_elsewhere": float(changed[1:].mean())}
+
+
+def transport_demos(args: Args, settings: "rudder.Args", device) -> list[dict]:
+    """transport_demo once per seed of the sweep, each its own stored episodes and classifier."""
+    return [transport_demo(args, chapter_args(args, settings.seed + i), device) for i in range(settings.sweep_seeds)]
 
 
 def transport_study(args: Args, settings: "rudder.Args", device) -> dict:
     """Key-to-door with γ < 1 and distractors: TD, TRT and RUDDER below and beyond τ_γ."""
     return rudder.sweep(settings, TRANSPORT_METHODS, args.sweep_list, device, "transport study",
                         gamma=args.gamma, distractor_prob=args.distractor_prob, epsilon=args.epsilon)
+
+
+def quiet_study(args: Args, settings: "rudder.Args", device) -> dict:
+    """The same γ and ε without the distractors: TD and RUDDER."""
+    return rudder.sweep(settings, ("Q-learning (TD)", "RUDDER"), args.sweep_list, device, "without distractors",
+                        gamma=args.gamma, distractor_prob=0.0, epsilon=args.epsilon)
 
 
 def plot_transport(args: Args, transport_sweep: dict, demo: dict, path) -> None:
@@ -104,54 +119,115 @@ def plot_transport(args: Args, transport_sweep: dict, demo: dict, path) -> None:
     common.save_figure(fig, path)
 
 
-def transport_claims(args: Args, results: dict, demo: dict) -> tuple[dict, list[dict]]:
-    horizon = demo["horizon"]
-    medians = {m: [float(np.median(results[m][L])) for L in args.sweep_list] for m in TRANSPORT_METHODS}
+def by_length(lengths: list[int], effects: dict, lower: dict | None = None,
+              higher: dict | None = None) -> tuple[bool | None, str]:
+    """A statement at every length, {L: [one effect per seed, > 0 in its direction]}: yes if each
+    length's holds, no if one's fails (02_gae.seed_verdict), else None. Where a run sat at the floor
+    (one batch) or the budget, the true effect may lie lower (lower[L]) or higher (higher[L]) than
+    measured: that length's yes stands only if it cannot lie lower, its no only if it cannot lie
+    higher. With each length's text."""
+    lower, higher, verdicts, texts = lower or {}, higher or {}, [], []
+    for L in lengths:
+        verdict, text = censored(*rudder.seed_verdict(effects[L]), lower.get(L, False), higher.get(L, False))
+        verdicts.append(verdict)
+        texts.append(f"{L}: {text}")
+    holds = False if False in verdicts else None if None in verdicts or not verdicts else True
+    return holds, ", ".join(texts)
+
+
+def censored(verdict: bool | None, text: str, lower: bool, higher: bool) -> tuple[bool | None, str]:
+    """A verdict on an effect whose true value may lie lower or higher than measured (runs at the
+    floor or the budget): a yes stands only if it cannot lie lower, a no only if it cannot lie higher."""
+    if (verdict is True and lower) or (verdict is False and higher):
+        return None, text + " (censored: runs at the floor or the budget)"
+    return verdict, text
+
+
+def edge(settings: "rudder.Args", runs: dict, L: int, side: str) -> bool:
+    """Did a run at length L sit at the floor (one batch: the fewest episodes measurable, so it
+    may need fewer) or at the budget (unsolved: it would need more)?"""
+    return any(v <= settings.learn_batch if side == "floor" else v >= settings.max_episodes for v in runs[L])
+
+
+def transport_claims(args: Args, settings: "rudder.Args", results: dict, demos: list[dict],
+                     quiet: dict) -> tuple[dict, list[dict]]:
+    lengths, horizon, seeds = args.sweep_list, demos[0]["horizon"], f"{settings.sweep_seeds} seeds"
+    medians = {m: [float(np.median(results[m][L])) for L in lengths] for m in TRANSPORT_METHODS}
     metrics = {f"trt_L{L}_episodes_to_solve[{m}]": medians[m][i]
-               for m in TRANSPORT_METHODS for i, L in enumerate(args.sweep_list)}
-    gains = [td / trt for td, trt in zip(medians["Q-learning (TD)"], medians["TRT"])]
-    short = [g for g, L in zip(gains, args.sweep_list) if L + 1 < horizon]
-    long = [g for g, L in zip(gains, args.sweep_list) if L + 1 >= horizon]
-    metrics.update(trt_share_of_steps_changed=demo["share_of_steps_changed"],
-                   trt_share_changed_at_key=demo["share_changed_at_key"])
-    claims = [common.claim("survey §6", f"TRT's gain over the plain learner is largest when the delay exceeds "
-                           f"τ_γ = {horizon}",
-                           "TD / TRT episodes to solve at L = "
-                           + ", ".join(f"{L}: {g:.1f}x" for L, g in zip(args.sweep_list, gains)),
-                           (max(long) > max(short)) if short and long else None),
-              common.claim("survey §4.1.4", "transport augments a few critical steps and leaves the rest unchanged",
-                           f"{demo['share_of_steps_changed']:.1%} of all steps changed; "
-                           f"{demo['share_changed_at_key']:.1%} of key-room steps",
-                           demo["share_of_steps_changed"] < 0.2)]
-    trt_wins = sum(a < b for a, b in zip(medians["TRT"], medians["RUDDER"]))
-    versus = ", ".join(f"{L}: {a:,.0f} vs {b:,.0f}" for L, a, b in zip(args.sweep_list, medians["TRT"], medians["RUDDER"]))
-    claims.append(common.claim("survey §4.1.5", "transport methods (TVT, TRT) are more successful than RUDDER",
-                               f"episodes to solve, TRT vs RUDDER, at L = {versus}; TRT needs fewer at {trt_wins} "
-                               f"of {len(args.sweep_list)}", trt_wins > len(args.sweep_list) / 2))
+               for m in TRANSPORT_METHODS for i, L in enumerate(lengths)}
+    metrics.update({f"trt_{k}": float(np.mean([d[k] for d in demos]))
+                    for k in ("share_of_steps_changed", "share_changed_at_key", "share_changed_elsewhere")})
+    td, tr, ru = (results[m] for m in TRANSPORT_METHODS)
+    gains = {L: np.divide(td[L], tr[L]) for L in lengths}
+    short, long = [L for L in lengths if L + 1 < horizon], [L for L in lengths if L + 1 >= horizon]
+    # TD / TRT (and TD - TRT) may lie lower where TD sits at the floor or TRT at the budget, higher where
+    # TRT sits at the floor or TD at the budget
+    gain_lower = {L: edge(settings, td, L, "floor") or edge(settings, tr, L, "budget") for L in lengths}
+    gain_higher = {L: edge(settings, tr, L, "floor") or edge(settings, td, L, "budget") for L in lengths}
+    largest, largest_text = None, "needs lengths on both sides of τ_γ"
+    if short and long:
+        largest, largest_text = censored(
+            *rudder.seed_verdict(np.mean([gains[L] for L in long], 0) - np.mean([gains[L] for L in short], 0)),
+            any(gain_lower[L] for L in long) or any(gain_higher[L] for L in short),
+            any(gain_higher[L] for L in long) or any(gain_lower[L] for L in short))
+    few, few_text = rudder.seed_verdict([d["share_changed_at_key"] - d["share_changed_elsewhere"] for d in demos])
+    # a length whose episodes end within τ_γ of the key has nothing to transport: TRT is TD there
+    transported = [L for L in lengths if L + 2 > horizon]
+    beats, beats_text = by_length(transported, {L: np.subtract(td[L], tr[L]) for L in transported}, gain_lower,
+                                  gain_higher)
+    ahead, ahead_text = by_length(  # RUDDER - TRT
+        lengths, {L: np.subtract(ru[L], tr[L]) for L in lengths},
+        {L: edge(settings, ru, L, "floor") or edge(settings, tr, L, "budget") for L in lengths},
+        {L: edge(settings, tr, L, "floor") or edge(settings, ru, L, "budget") for L in lengths})
+    claims = [
+        common.claim("survey §6", f"TRT's gain over the plain learner is largest when the delay exceeds τ_γ = {horizon}",
+                     "TD / TRT episodes to solve, median of the seeds, at L = "
+                     + ", ".join(f"{L}: {np.median(gains[L]):.1f}x" for L in lengths)
+                     + f"; per seed, the mean gain beyond τ_γ minus below it, mean [95% interval over {seeds}]: "
+                     + largest_text, largest),
+        common.claim("survey §4.1.4", "transport augments a few critical steps and leaves the rest unchanged",
+                     f"on stored random episodes, one classifier per seed: {metrics['trt_share_of_steps_changed']:.1%} "
+                     f"of all steps changed, {metrics['trt_share_changed_at_key']:.1%} of key-room steps, "
+                     f"{metrics['trt_share_changed_elsewhere']:.1%} of the others (mean of {seeds}); key room minus "
+                     f"the others per seed, mean [95% interval]: {few_text}", few),
+        common.claim("survey §6", "TRT consistently beats the plain learner (Q-learning here): fewer episodes to "
+                     "solve at every length where a reward lies beyond τ_γ",
+                     f"TD's episodes to solve minus TRT's per seed, mean [95% interval over {seeds}], at L = "
+                     f"{beats_text}" + (f"; at L = {', '.join(str(L) for L in lengths if L not in transported)} the "
+                                        "episode ends within τ_γ: nothing to transport, TRT is TD"
+                                        if len(transported) < len(lengths) else ""), beats),
+        common.claim("survey §4.1.5", "transport methods (TVT, TRT) are more successful than RUDDER",
+                     f"RUDDER's episodes to solve minus TRT's per seed (> 0: TRT needs fewer), mean [95% interval "
+                     f"over {seeds}], at L = {ahead_text}; medians TRT vs RUDDER "
+                     + ", ".join(f"{a:,.0f} vs {b:,.0f}" for a, b in zip(medians["TRT"], medians["RUDDER"]))
+                     + f" (the floor: {settings.learn_batch} episodes, one batch)", ahead),
+        distractor_claim(args, settings, results, quiet)]
     return metrics, claims
 
 
-def distractor_claim(args: Args, settings: "rudder.Args", delay: dict, transport_sweep: dict) -> dict:
-    """Do sporadic intermediate rewards slow RUDDER down? Its episodes to solve in this study
-    (distractor rewards) against the chapter's delay sweep (none), at the lengths both ran."""
-    statement = "sporadic intermediate (distracting) rewards limit RUDDER's improvements"
-    common_lengths = [L for L in args.sweep_list if L in settings.sweep_list]
-    if not common_lengths:
-        return common.claim("survey §5", statement, "not checked: the two sweeps share no corridor length", None)
-
-    def medians(results: dict, method: str) -> np.ndarray:
-        return np.array([np.median(results[method][L]) for L in common_lengths])
-
-    with_, without = medians(transport_sweep, "RUDDER"), medians(delay, "RUDDER")
-    lead_with = medians(transport_sweep, "Q-learning (TD)") / with_
-    lead_without = medians(delay, "Q-learning (TD)") / without
-    slower = sum(a > b for a, b in zip(with_, without))
-    return common.claim("survey §5", statement,
-                        f"RUDDER's episodes to solve with distractor rewards (p = {args.distractor_prob}) vs without, "
-                        "L = " + ", ".join(f"{L}: {a:,.0f} vs {b:,.0f}" for L, a, b in zip(common_lengths, with_, without))
-                        + "; its lead over TD " + ", ".join(f"{a:.1f}x vs {b:.1f}x" for a, b in zip(lead_with, lead_without))
-                        + f" (the studies also differ in γ, {args.gamma} vs 1, and ε, {args.epsilon} vs {settings.epsilon})",
-                        bool(slower > len(common_lengths) / 2))
+def distractor_claim(args: Args, settings: "rudder.Args", noisy: dict, quiet: dict) -> dict:
+    """Do sporadic intermediate rewards limit RUDDER's gains? Per seed and length, RUDDER's lead
+    over TD (TD / RUDDER episodes to solve) without the distractors minus with them, at the same γ
+    and ε. RUDDER at the floor (one batch) hides how much its lead could be: with the distractors,
+    the difference may lie lower; without, higher (by_length)."""
+    lengths, td, ru = args.sweep_list, "Q-learning (TD)", "RUDDER"
+    lead = {name: {L: np.divide(runs[td][L], runs[ru][L]) for L in lengths}
+            for name, runs in (("with", noisy), ("without", quiet))}
+    limits, text = by_length(
+        lengths, {L: lead["without"][L] - lead["with"][L] for L in lengths},
+        {L: edge(settings, noisy[ru], L, "floor") or edge(settings, quiet[td], L, "floor")
+         or edge(settings, noisy[td], L, "budget") for L in lengths},
+        {L: edge(settings, quiet[ru], L, "floor") or edge(settings, noisy[td], L, "floor")
+         or edge(settings, quiet[td], L, "budget") for L in lengths})
+    medians = ", ".join(f"{L}: {np.median(lead['with'][L]):.1f}x vs {np.median(lead['without'][L]):.1f}x"
+                        for L in lengths)
+    floored = sum(v <= settings.learn_batch for runs in (noisy, quiet) for L in lengths for v in runs[ru][L])
+    return common.claim("survey §5", "sporadic intermediate (distracting) rewards limit RUDDER's improvements",
+                        f"γ = {args.gamma}, ε = {args.epsilon}, distractors p = {args.distractor_prob} or none; "
+                        f"RUDDER's lead over TD (TD / RUDDER episodes to solve), median of the seeds, with vs "
+                        f"without, L = {medians}; without minus with per seed, mean [95% interval over "
+                        f"{settings.sweep_seeds} seeds], at L = {text}; RUDDER at the floor ({settings.learn_batch} "
+                        f"episodes, one batch) in {floored} of {2 * len(lengths) * settings.sweep_seeds} runs", limits)
 
 
 def main(args: Args) -> dict:
@@ -161,18 +237,17 @@ def main(args: Args) -> dict:
     settings = chapter_args(args)
     print(f"03 study: TRT, γ = {args.gamma}, distractors p = {args.distractor_prob}, L in {args.sweep}, device {device}")
     # the models draw their initial weights from torch's global generator in turn: keep this order
-    delay = rudder.delay_study(settings, device)
-    demo = transport_demo(args, settings, device)
+    demos = transport_demos(args, settings, device)
     transport_sweep = transport_study(args, settings, device)
+    quiet = quiet_study(args, settings, device)
 
-    plot_transport(args, transport_sweep, demo, out / "transport.png")
-    metrics, claims = transport_claims(args, transport_sweep, demo)
-    claims.append(distractor_claim(args, settings, delay, transport_sweep))
+    plot_transport(args, transport_sweep, demos[0], out / "transport.png")
+    metrics, claims = transport_claims(args, settings, transport_sweep, demos, quiet)
     rows = [[L, *(rudder.seed_spread(by_L[L]) for by_L in transport_sweep.values())] for L in args.sweep_list]
     table = {"header": ["corridor L", *transport_sweep], "rows": rows}
     metrics["tables"] = {"transport": table}
     wall = time.time() - start
-    common.write_results(out, args, wall, metrics, claims, transport_sweep=transport_sweep, delay_sweep=delay)
+    common.write_results(out, args, wall, metrics, claims, transport_sweep=transport_sweep, without_distractors=quiet)
     print(f"\nTransport study (γ = {args.gamma}, distractors), episodes to solve: median (range) of the seeds:")
     print(common.format_table(table["rows"], table["header"]))
     print("\n" + common.format_claims(claims))

@@ -134,7 +134,9 @@ def test_bias_and_variance_on_a_hand_case():
     truth = torch.tensor([[0.0, 0.0, 1.0, 1.0], [1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
     actions = torch.tensor([[1, 1, 0, 0], [0, 0, 1, 1], [1, 0, 1, 0]])
     got = gae_script.bias_and_variance(estimate, truth, actions)
-    assert got == {"key_bias2": (3.0 - 1.0) ** 2, "key_var": (8.0 + 2.0) / 2, "corridor_mse": 0.75 / 4}
+    # net of the contrast's sampling variance, Var(e | take) / 2 + Var(e | leave) / 2 = 4 + 1
+    assert got == {"key_bias2": (3.0 - 1.0) ** 2, "key_bias2_net": 4.0 - (8.0 / 2 + 2.0 / 2),
+                   "key_var": (8.0 + 2.0) / 2, "corridor_mse": 0.75 / 4}
 
 
 def test_cli_rejects_bad_values_with_one_line(cli_error):
@@ -202,17 +204,10 @@ def test_all_estimates_names_each_estimator_after_its_own_parameter():
         torch.testing.assert_close(got[name], psi, msg=name)
 
 
-def test_mean_over_draws_averages_each_metric_of_each_estimator():
-    draws = [{"MC": {"key_var": 1.0, "key_bias2": 0.0}, "TD": {"key_var": 4.0, "key_bias2": 2.0}},
-             {"MC": {"key_var": 3.0, "key_bias2": 1.0}, "TD": {"key_var": 0.0, "key_bias2": 6.0}}]
-    assert gae_script.mean_over_draws(draws) == {"MC": {"key_var": 2.0, "key_bias2": 0.5},
-                                                 "TD": {"key_var": 2.0, "key_bias2": 4.0}}
-
-
 # --------------------------------------------------------------------------------------------
 # The exact-truth study: the episodes, the critics and the truth each estimator is measured with
 # --------------------------------------------------------------------------------------------
-STUDY_ARGS = dict(lengths="2,4", episodes=600, critics=3, lambdas="0,0.5,1", nsteps="1,100",
+STUDY_ARGS = dict(lengths="2,4", episodes=600, critics=3, seeds=4, lambdas="0,0.5,1", nsteps="1,100",
                   value_noise=0.3, seed=4)
 
 
@@ -221,18 +216,24 @@ def study():
     return gae_script.exact_truth_study(small_args(**STUDY_ARGS), "cpu")
 
 
-def noisy_critic_errors(args, L):
-    """The critics' errors ε, one per draw, as the study draws them (seeded once per L)."""
+def noisy_critic_errors(args, L, seeds=False):
+    """The critics' errors ε, one per draw, as the study draws them (seeded once per L): the
+    averaged critics', or (seeds) the seeds' drawn after them."""
     generator = torch.Generator().manual_seed(args.seed)
-    return [args.value_noise * torch.randn(2 * (L + 2) + 1, generator=generator) for _ in range(args.critics)]
+    errors = [args.value_noise * torch.randn(2 * (L + 2) + 1, generator=generator)
+              for _ in range(args.critics + args.seeds)]
+    return errors[args.critics:] if seeds else errors[:args.critics]
 
 
 def test_study_measures_every_estimator_at_every_length_with_both_critics(study):
     names = {"GAE λ=0", "GAE λ=0.5", "GAE λ=1", "1-step", "100-step", "MC", "flat"}
     assert set(study) == {2, 4}
     for L in study:
-        assert set(study[L]) == {"exact V", "noisy V"}
-        assert all(set(study[L][critic]) == names for critic in study[L])
+        assert set(study[L]) == {"exact V", "noisy V", "seeds"}
+        assert all(set(study[L][critic]) == names for critic in ("exact V", "noisy V"))
+        # the seeds, at the longest L only, each its noisy critic: GAE, MC, flat, n-step for n = 1 only
+        assert len(study[L]["seeds"]) == (STUDY_ARGS["seeds"] if L == 4 else 0)
+        assert all(set(seed) == names - {"100-step"} for seed in study[L]["seeds"])
 
 
 @pytest.mark.parametrize("L", [2, 4])
@@ -312,6 +313,28 @@ def test_study_noisy_critic_is_the_exact_v_plus_each_drawn_error_averaged_over_d
     assert math.isclose(got["key_var"], var, rel_tol=1e-4)
 
 
+def test_study_seeds_are_each_critic_on_its_own_slice_of_the_episodes(study):
+    """Seed k: the k-th critic drawn after the averaged ones, measured on episodes k·n .. (k+1)·n - 1
+    only (n = episodes / seeds), against the exact A."""
+    args = small_args(**STUDY_ARGS)
+    L, size = 4, STUDY_ARGS["episodes"] // STUDY_ARGS["seeds"]
+    env, episode = uniform_episodes(args, L, args.episodes)
+    V = exact_values(env).float()
+    for k, eps in enumerate(noisy_critic_errors(args, L, seeds=True)):
+        part = {key: value[:, k * size:(k + 1) * size] for key, value in episode.items()}
+        took = part["actions"][0] == 1
+        truth_at_key = torch.where(took, 0.5, -0.5)
+        table = V + eps
+        psi = gae_by_weights(part["rewards"], table[part["states"]], table[part["next_states"]], part["ends"], 0.5)
+        error = psi[0] - truth_at_key
+        bias2, var = key_metrics(error, took)
+        net = bias2 - (error[took].var() / took.sum() + error[~took].var() / (~took).sum()).item()
+        got = study[L]["seeds"][k]["GAE λ=0.5"]
+        assert math.isclose(got["key_bias2"], bias2, rel_tol=1e-3, abs_tol=1e-9), k
+        assert math.isclose(got["key_bias2_net"], net, rel_tol=1e-3, abs_tol=1e-7), k
+        assert math.isclose(got["key_var"], var, rel_tol=1e-4), k
+
+
 # --------------------------------------------------------------------------------------------
 # The γ = 1 gaps
 # --------------------------------------------------------------------------------------------
@@ -335,18 +358,49 @@ def test_gae_vs_mc_gaps_on_the_first_length_against_the_naive_definition():
 # --------------------------------------------------------------------------------------------
 # The claim checker: every verdict computed from the numbers, both ways
 # --------------------------------------------------------------------------------------------
-def summary(td_var, mc_var, td_bias2, mc_bias2):
-    """A hand-made study entry; the exact-V numbers say the opposite, so that only the noisy
-    critic can decide the verdict."""
-    noisy = {gae_script.gae_name(0): {"key_var": td_var, "key_bias2": td_bias2},
-             gae_script.gae_name(1): {"key_var": mc_var, "key_bias2": mc_bias2}}
-    exact = {gae_script.gae_name(0): {"key_var": mc_var, "key_bias2": mc_bias2},
-             gae_script.gae_name(1): {"key_var": td_var, "key_bias2": td_bias2}}
-    return {"noisy V": noisy, "exact V": exact}
+@pytest.mark.parametrize("values,holds", [
+    ([1.0, 1.2, 0.9], True),  # the interval lies above 0
+    ([1.0, -0.9, 0.5], None),  # a positive mean, an interval that holds 0
+    ([-0.1, 0.05, -0.2], False),  # the mean goes the other way: the interval lies below what 3 seeds can detect
+    ([-0.5, -0.5], False),
+    ([0.0, 0.0, 0.0], None),  # no effect and no spread: cannot tell
+    ([2.0], None),  # one seed: no interval
+])
+def test_seed_verdict_on_an_effect(values, holds):
+    verdict, text = gae_script.seed_verdict(values)
+    assert verdict is holds
+    mean, low, high = common.mean_interval(values)
+    assert text == f"{mean:+.3g} [{low:+.3g}, {high:+.3g}]"
 
 
-HOLDS = summary(td_var=0.01, mc_var=0.5, td_bias2=0.2, mc_bias2=0.001)
-FAILS = summary(td_var=0.01, mc_var=0.5, td_bias2=0.0001, mc_bias2=0.001)
+@pytest.mark.parametrize("values,zero_below,holds", [
+    ([0.01, -0.02, 0.005], 0.5, True),  # holds 0, and far below the size it has where the statement fails
+    ([0.01, -0.02, 0.005], 0.005, None),  # holds 0, but the interval reaches that size: cannot tell
+    ([0.1, 0.12, 0.09], 0.5, False),  # excludes 0
+    ([-0.1, -0.12, -0.09], 0.5, False),
+    ([0.0], 0.5, None),  # one seed
+])
+def test_seed_verdict_on_a_zero(values, zero_below, holds):
+    assert gae_script.seed_verdict(values, zero_below=zero_below)[0] is holds
+
+
+def seeded_study(td_bias2, mc_bias2, td_var=(0.0,) * 4, mc_var=(0.8, 0.79, 0.81, 0.8)):
+    """A hand-made study at L = 10 whose seeds carry these per-seed numbers of the noisy critic
+    (bias² net of sampling noise); the averaged critics say the opposite, so only the seeds can
+    decide."""
+    def cell(bias2, var):
+        return {"key_bias2": bias2 + 0.001, "key_bias2_net": bias2, "key_var": var}
+
+    seeds = [{gae_script.gae_name(0): cell(tb, tv), gae_script.gae_name(1): cell(mb, mv)}
+             for tb, mb, tv, mv in zip(td_bias2, mc_bias2, td_var, mc_var)]
+    exact = {gae_script.gae_name(0): cell(0.0, 0.0), gae_script.gae_name(1): cell(0.0, 0.8)}
+    noisy = {gae_script.gae_name(0): cell(0.0, 0.9), gae_script.gae_name(1): cell(0.5, 0.0)}
+    return {10: {"exact V": exact, "noisy V": noisy, "seeds": seeds}}
+
+
+TD_BIASED = (0.05, 0.07, 0.04, 0.06)
+MC_UNBIASED = (0.001, -0.002, 0.0005, 0.0)
+CLAIM_ARGS = gae_script.Args(lambdas="0,0.5,1", episodes=400, seeds=4)
 
 
 def gaps_with(**changes):
@@ -358,25 +412,31 @@ def gaps_with(**changes):
 
 
 @pytest.mark.parametrize("study,holds", [
-    ({10: HOLDS}, True),
-    ({10: FAILS}, False),  # TD's bias² below MC's
-    ({10: summary(td_var=0.6, mc_var=0.5, td_bias2=0.2, mc_bias2=0.001)}, False),  # TD's variance above MC's
-    ({10: summary(td_var=0.5, mc_var=0.5, td_bias2=0.2, mc_bias2=0.001)}, False),  # equal variance: not lower
-    ({10: summary(td_var=0.01, mc_var=0.5, td_bias2=0.001, mc_bias2=0.001)}, False),  # equal bias²: not higher
-    ({3: FAILS, 10: HOLDS}, True),  # measured at the longest L
-    ({3: HOLDS, 10: FAILS}, False),
+    (seeded_study(TD_BIASED, MC_UNBIASED), True),
+    (seeded_study(MC_UNBIASED, TD_BIASED), False),  # TD's bias² below MC's (and MC biased)
+    (seeded_study(TD_BIASED, (0.01, 0.012, 0.011, 0.009)), False),  # MC's bias² excludes 0
+    (seeded_study(TD_BIASED, MC_UNBIASED, td_var=(0.9, 0.8, 0.85, 0.9)), False),  # TD's variance above MC's
+    (seeded_study(TD_BIASED, (0.03, -0.03, 0.02, -0.02)), None),  # MC's interval holds 0 but reaches TD's bias²
+    (seeded_study((0.05, -0.04, 0.06, -0.03), MC_UNBIASED), None),  # TD's bias² no clearer than its spread
+    (seeded_study(TD_BIASED[:1], MC_UNBIASED[:1]), None),  # one seed: no interval
 ])
-def test_claims_td_vs_mc_verdict_follows_the_noisy_critic_at_the_longest_length(study, holds):
-    claims = gae_script.estimator_claims(study, gaps_with())
-    assert len(claims) == 2
-    assert claims[0]["holds"] is holds
-    assert "L=10" in claims[0]["measured"]
+def test_claims_td_vs_mc_is_decided_over_the_seeds_at_the_longest_length(study, holds):
+    claims = gae_script.estimator_claims(CLAIM_ARGS, study, gaps_with())
+    assert len(claims) == 2 and claims[0]["holds"] is holds
+    assert "L=10" in claims[0]["measured"] and "100 episodes" in claims[0]["measured"]
+
+
+def test_claims_td_vs_mc_reports_each_part_with_its_interval():
+    measured = gae_script.estimator_claims(CLAIM_ARGS, seeded_study(TD_BIASED, MC_UNBIASED), gaps_with())[0]["measured"]
+    gap = np.subtract(TD_BIASED, MC_UNBIASED)
+    mean, low, high = common.mean_interval(gap)
+    assert f"bias² λ=0 minus λ=1 {mean:+.3g} [{low:+.3g}, {high:+.3g}]" in measured
+    assert "over 4 seeds" in measured and "λ=0 has bias² 0.001:" in measured  # the exact critic's, raw
 
 
 def test_claims_td_vs_mc_is_skipped_without_both_estimators():
-    study = {10: {critic: {gae_script.gae_name(0): {"key_var": 1.0, "key_bias2": 1.0}}  # no λ = 1
-                  for critic in ("noisy V", "exact V")}}
-    claims = gae_script.estimator_claims(study, gaps_with())
+    args = gae_script.Args(lambdas="0,0.5")  # no λ = 1
+    claims = gae_script.estimator_claims(args, seeded_study(TD_BIASED, MC_UNBIASED), gaps_with())
     assert len(claims) == 1 and "reduces to the Monte Carlo" in claims[0]["claim"]
 
 
@@ -387,13 +447,13 @@ def test_claims_td_vs_mc_is_skipped_without_both_estimators():
     ({"exact_10": 1e-3}, False),  # even λ = 1 off
 ])
 def test_claims_gae_reduces_to_mc_verdict_is_computed_from_the_gaps(changes, holds):
-    claim = gae_script.estimator_claims({10: HOLDS}, gaps_with(**changes))[-1]
+    claim = gae_script.estimator_claims(CLAIM_ARGS, seeded_study(TD_BIASED, MC_UNBIASED), gaps_with(**changes))[-1]
     assert "reduces to the Monte Carlo" in claim["claim"] and claim["holds"] is holds
 
 
 def test_claims_gae_vs_mc_reports_the_largest_gap_below_lambda_one():
     gaps = {"exact V": {0.0: 0.3, 0.5: 0.25, 1.0: 0.7}, "V = 0": {0.9: 0.46, 1.0: 0.0}}
-    measured = gae_script.estimator_claims({10: HOLDS}, gaps)[-1]["measured"]
+    measured = gae_script.estimator_claims(CLAIM_ARGS, seeded_study(TD_BIASED, MC_UNBIASED), gaps)[-1]["measured"]
     assert "λ=1 7.0e-01" in measured and "λ<1 up to 0.30" in measured and "λ=0.9: 0.46" in measured
 
 

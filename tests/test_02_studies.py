@@ -37,7 +37,7 @@ def test_cli_rejects_bad_values_with_one_line(cli_error, script, flag, value, me
 # The dilemmas and Diagram 4
 # --------------------------------------------------------------------------------------------
 def test_discount_dilemma_credit_is_gamma_to_the_delay_and_dilution_is_measured_on_the_return():
-    args = dilemma_args(lengths="2,5", episodes=400, seed=1)
+    args = dilemma_args(lengths="2,5", episodes=400, seed=1, seeds=3)
     got = dilemma_script.dilemmas(args, "cpu")
     assert got["lengths"] == [2, 5]
     assert list(got["relative_credit"]) == list(dilemma_script.DISCOUNTS)
@@ -54,7 +54,27 @@ def test_discount_dilemma_credit_is_gamma_to_the_delay_and_dilution_is_measured_
         # and it is what it means: the distractors' variance L p (1 - p) d², a signal near 1
         assert math.isclose(variance, L * P_DISTRACTOR * (1 - P_DISTRACTOR) * DISTRACTOR**2, rel_tol=0.35)
         assert math.isclose(signal, 1.0, abs_tol=0.1)
+        # and on each of the seeds: the episodes in --seeds consecutive batches
+        assert len(got["seeds_var"][i]) == len(got["seeds_snr"][i]) == args.seeds
+        for k, part in enumerate(torch.arange(args.episodes).chunk(args.seeds)):
+            r, t = R[part], took[part]
+            seed_var = float((r[t].var() + r[~t].var()) / 2)
+            assert math.isclose(got["seeds_var"][i][k], seed_var, rel_tol=1e-5)
+            assert math.isclose(got["seeds_snr"][i][k], float(r[t].mean() - r[~t].mean()) ** 2 / seed_var, rel_tol=1e-4)
 
+
+
+def test_lambda_dial_is_02_gaes_study_at_the_longest_length_one_row_per_seed():
+    args = dilemma_args(lengths="2,4", episodes=300, seeds=3, seed=5, noise=0.2)
+    got = dilemma_script.lambda_dial(args, "cpu")
+    settings = gae_script.Args(seed=5, lengths="4", distractor_prob=P_DISTRACTOR, distractor=DISTRACTOR, noise=0.2,
+                               episodes=300, critics=1, seeds=3, nsteps="1")
+    seeds = gae_script.exact_truth_study(settings, "cpu")[4]["seeds"]
+    assert got["L"] == 4 and got["lambdas"] == settings.lambda_list and got["value_noise"] == settings.value_noise
+    assert len(got["key_var"]) == len(got["key_bias2_net"]) == 3
+    for metric in ("key_bias2_net", "key_var"):
+        assert got[metric] == [[seed[gae_script.gae_name(lam)][metric] for lam in settings.lambda_list]
+                               for seed in seeds]
 
 
 @pytest.mark.parametrize("lengths,L", [("3,5", 5), ("4", 4)])
@@ -199,23 +219,30 @@ def test_toy_reward_to_go_sums_the_rest_of_the_episode():
     assert dilemma_script.toy_reward_to_go([0.5]) == [0.5]
 
 
-def fake_dilemma(lengths=(5, 20, 80), credit_factor=1.0, credit_at_one=1.0, var_power=1.0, snr=None):
-    """A dilemma result as `dilemmas` returns it, with each claim's ingredient adjustable."""
+def fake_dilemma(lengths=(5, 20, 80), credit_factor=1.0, credit_at_one=1.0, var_power=1.0, snr=None,
+                 spread=(0.97, 1.0, 1.03)):
+    """A dilemma result as `dilemmas` returns it, with each claim's ingredient adjustable: the
+    seeds' values are the whole batch's times each factor of `spread`."""
     lengths = list(lengths)
     credit = {g: [credit_factor * g ** (L + 1) for L in lengths] for g in dilemma_script.DISCOUNTS if g < 1}
     credit[1.0] = [credit_at_one] * len(lengths)
     var = [0.01 * L**var_power for L in lengths]
-    return {"lengths": lengths, "relative_credit": credit, "key_var": var,
-            "snr": snr if snr is not None else [1 / v for v in var]}
+    snr = snr if snr is not None else [1 / v for v in var]
+    return {"lengths": lengths, "relative_credit": credit, "key_var": var, "snr": snr,
+            "seeds_var": [[v * f for f in spread] for v in var], "seeds_snr": [[r * f for f in spread] for r in snr]}
 
 
 @pytest.mark.parametrize("dilemma,verdicts", [
     (fake_dilemma(), [True, True, True, True]),
     (fake_dilemma(credit_factor=1.01), [False, True, True, True]),  # credit off γ^(L+1) by 1%
     (fake_dilemma(credit_at_one=0.9), [False, False, True, True]),  # γ = 1 loses signal (and is not 1^d)
-    (fake_dilemma(var_power=2.0), [True, True, True, False]),  # variance ∝ L²: grows, but not ∝ L
     (fake_dilemma(var_power=-1.0), [True, True, False, False]),  # variance falls
     (fake_dilemma(snr=[2.0, 3.0, 1.0]), [True, True, False, True]),  # the signal does not wash out steadily
+    (dict(fake_dilemma(), seeds_var=[[0.05, 0.07, 0.03], [0.06, 0.04, 0.065], [0.8, 0.78, 0.82]]),
+     [True, True, None, True]),  # one step's rise within the seeds' spread: the dilution cannot tell
+    (dict(fake_dilemma(), seeds_var=[[0.05, 0.07, 0.03], [0.02, 0.01, 0.065], [0.8, 0.78, 0.82]]),
+     [True, True, False, True]),  # one step's mean falls
+    (fake_dilemma(spread=(1.0,)), [True, True, None, None]),  # one seed: no interval
     (fake_dilemma(lengths=(5,)), [True, True, None, None]),  # one length: no trend
 ])
 def test_dilemma_claims_verdicts_follow_the_numbers(dilemma, verdicts):
@@ -224,35 +251,74 @@ def test_dilemma_claims_verdicts_follow_the_numbers(dilemma, verdicts):
     assert [c["source"] for c in claims] == ["survey §2.1", "survey §3", "survey §3", "survey §5"]
 
 
-def test_dilemma_claims_report_the_slope_and_the_ends_of_the_range():
+def test_dilemma_claims_report_the_means_the_steps_and_the_slope_over_the_seeds():
     claims = dilemma_script.dilemma_claims(fake_dilemma())
-    assert "0.05 → 0.8" in claims[2]["measured"] and "20 → 1.25" in claims[2]["measured"]
-    assert "∝ L^1.00" in claims[3]["measured"]
+    assert "3 seeds" in claims[2]["measured"] and "5: 0.05 and 20; 20: 0.2 and 5; 80: 0.8 and 1.25" in claims[2]["measured"]
+    rise = np.subtract([0.2 * f for f in (0.97, 1.0, 1.03)], [0.05 * f for f in (0.97, 1.0, 1.03)])
+    mean, low, high = common.mean_interval(rise)
+    assert f"variance's rise {mean:+.3g} [{low:+.3g}, {high:+.3g}];" in claims[2]["measured"]
+    assert "per seed, mean [95% interval] +1 [+1, +1]" in claims[3]["measured"]  # every seed's slope is 1
 
 
-def fake_learning(td=(1536, 7536), mc=(1008, 992), gae=(1056, 1808)):
-    return {name: {5: [a, a, a], 80: [b, b, b]}
+def fake_dial(bias2=(0.05, 0.01, 0.004, 0.0), var=(0.0, 0.01, 0.1, 0.8), seeds=4, lambdas=(0, 0.5, 0.9, 1)):
+    """A λ dial as `lambda_dial` returns it: each seed the same curves, a little noise added."""
+    noise = [[0.0001 * ((k + i) % 3 - 1) for i in range(len(lambdas))] for k in range(seeds)]
+    return {"L": 80, "lambdas": list(lambdas), "value_noise": 0.2,
+            "key_bias2_net": [list(np.add(bias2, n)) for n in noise], "key_var": [list(np.add(var, n)) for n in noise]}
+
+
+@pytest.mark.parametrize("dial,verdicts", [
+    (fake_dial(), [True, True]),
+    (fake_dial(bias2=(0.0, 0.004, 0.01, 0.05)), [False, False]),  # bias² rises with λ
+    (fake_dial(var=(0.8, 0.1, 0.01, 0.0)), [True, False]),  # variance falls with λ
+    (fake_dial(seeds=1), [None, None]),  # one seed: no interval
+    (dict(fake_dial(), key_bias2_net=[[4, 3, 2, 1], [1, 2, 3, 4], [4, 3, 2, 1], [4, 3, 1, 2]]),
+     [None, None]),  # one seed's bias² rises: a falling mean within the seeds' spread
+    (fake_dial(lambdas=(0, 1), bias2=(0.05, 0.0), var=(0.0, 0.8)), [None, None]),  # two λ: no trend
+])
+def test_dial_claims_decide_on_the_rank_trends_over_the_seeds(dial, verdicts):
+    claims = dilemma_script.dial_claims(dial)
+    assert [c["holds"] for c in claims] == verdicts
+    assert [c["source"] for c in claims] == ["survey §4.1.1", "whole-game §5"]
+
+
+def test_rank_trend_is_spearmans_correlation():
+    assert dilemma_script.rank_trend([0, 0.5, 0.9, 1], [5.0, 1.0, 0.3, 0.2]) == pytest.approx(-1.0)
+    assert dilemma_script.rank_trend([0, 0.5, 0.9, 1], [0.0, 1.0, 5.0, 9.0]) == pytest.approx(1.0)
+    assert dilemma_script.rank_trend([1, 2, 3, 4], [1.0, 3.0, 2.0, 4.0]) == pytest.approx(0.8)
+
+
+def fake_learning(td=(1536, 7536), mc=(1008, 992), gae=(1056, 1808), spread=(0.95, 1.0, 1.05)):
+    """Episodes to solve per learner at L = 5 and 80, one per seed: the pair times each factor of `spread`
+    (at the longest L only, so that each seed's growth differs)."""
+    return {name: {5: [a] * len(spread), 80: [min(b * f, 20_000) for f in spread]}
             for name, (a, b) in (("MC (λ=1)", mc), ("GAE (λ=0.9)", gae), ("TD(0) (λ=0)", td))}
 
 
 @pytest.mark.parametrize("learning,holds", [
-    (fake_learning(), True),  # TD 4.9x, MC 1.0x
-    (fake_learning(td=(1000, 1900)), False),  # TD 1.9x: not twice MC's growth
-    (fake_learning(td=(1000, 2100), mc=(1000, 1100)), False),  # 2.1x against 2 x 1.1x
-    (fake_learning(td=(1000, 20_000)), True),  # never solved at the longest L: ≥ 20x is enough
-    (fake_learning(td=(15_000, 20_000)), None),  # censored at 1.3x: cannot tell
+    (fake_learning(), True),  # TD 4.9x, MC 1.0x on every seed
+    (fake_learning(td=(1000, 900)), False),  # TD's cost does not grow: its growth is below MC's
+    (fake_learning(td=(1000, 1000), mc=(1000, 1000), spread=(0.7, 1.0, 1.4)), None),  # within the spread
+    (fake_learning(spread=(1.0,)), None),  # one seed: no interval
+    (fake_learning(td=(1000, 20_000)), True),  # never solved at the longest L: a lower bound, still above
+    (fake_learning(td=(18_000, 20_000), mc=(1000, 1100)), None),  # TD censored, no wider than MC: cannot tell
     (fake_learning(td=(20_000, 20_000)), None),  # TD never solved: nothing measured
-    (fake_learning(mc=(1000, 20_000)), None),  # MC never solved
+    (fake_learning(mc=(1000, 20_000)), False),  # MC censored: a lower bound, already above TD's growth
+    ({"MC (λ=1)": {5: [1000, 1000, 10_000], 80: [1100, 1200, 20_000]}, "TD(0) (λ=0)": {5: [1000] * 3, 80: [
+        5000, 5100, 5050]}}, None),  # TD's growth ahead on every seed, but MC's censored on one: cannot tell
 ])
-def test_learning_claim_compares_td_growth_with_mc_growth(learning, holds):
+def test_learning_claim_decides_td_growth_minus_mc_growth_over_the_seeds(learning, holds):
     claims = learning_script.learning_claims(learning, [5, 80], budget=20_000)
     assert len(claims) == 1 and claims[0]["holds"] is holds and claims[0]["source"] == "survey §2.1"
 
 
-def test_learning_claim_reports_growth_and_marks_a_censored_one():
+def test_learning_claim_reports_growth_the_interval_and_marks_a_censored_one():
     measured = learning_script.learning_claims(fake_learning(td=(1000, 20_000)), [5, 80], 20_000)[0]["measured"]
-    assert "TD(0) (λ=0) 1,000 → 20,000 (≥ 20.0x)" in measured and "MC (λ=1) 1,008 → 992 (0.98x)" not in measured
+    assert "TD(0) (λ=0) 1,000 → 20,000 (≥ 20.0x)" in measured and "(a run at the budget: censored)" in measured
     assert "MC (λ=1) 1,008 → 992 (1.0x)" in measured
+    gaps = np.array([19_000 / 1000, 20_000 / 1000, 20_000 / 1000]) - np.array([942.4, 992, 1041.6]) / 1008
+    mean, low, high = common.mean_interval(gaps)
+    assert f"mean [95% interval over 3 seeds]: {mean:+.3g} [{low:+.3g}, {high:+.3g}]" in measured
     assert learning_script.learning_claims(fake_learning(), [5], 20_000)[0]["holds"] is None
 
 
@@ -282,7 +348,7 @@ def test_dilemmas_smoke_run_writes_results_and_figures(tmp_path, read_results):
     data = read_results(tmp_path / "results.json")
     for name in ("dilemmas.png", "diagram4.png"):
         assert (tmp_path / name).stat().st_size > 1000
-    assert data["metrics"] == common.json_ready(result["metrics"]) and len(data["claims"]) == 9
+    assert data["metrics"] == common.json_ready(result["metrics"]) and len(data["claims"]) == 11
     metrics = data["metrics"]
     table = metrics.pop("tables")["dilemmas"]
     assert all(np.isfinite(v) for v in metrics.values())

@@ -537,69 +537,79 @@ def test_growth_law_tells_exponential_from_power():
     assert rudder.growth_law([5, 10], [3.0, 9.0])["power_residual"] == 0.0  # two points: any line fits
 
 
-def test_growth_verdict_needs_a_clear_winner():
-    assert rudder.growth_verdict({"exponential_residual": 0.01, "power_residual": 0.05}) is True
-    assert rudder.growth_verdict({"exponential_residual": 0.05, "power_residual": 0.01}) is False
-    assert rudder.growth_verdict({"exponential_residual": 0.019, "power_residual": 0.026}) is None
-    assert rudder.growth_verdict({"exponential_residual": 0.2, "power_residual": 0.5}) is True
-    assert rudder.growth_verdict({"exponential_residual": 0.5, "power_residual": 0.2}) is False
-    # exactly half is not "under half"
-    assert rudder.growth_verdict({"exponential_residual": 0.25, "power_residual": 0.5}) is None
-    assert rudder.growth_verdict({"exponential_residual": 0.5, "power_residual": 0.25}) is None
+LENGTHS = (5, 10, 20, 40)
 
 
-def delay_summary(td, credit=0.6, gap=1e-6, mc=None, ru=None):
-    args = rudder.Args(sweep=",".join(str(L) for L in (5, 10, 20, 40)[:len(td)]))
-    mc, ru = mc or [50.0] * len(td), ru or [10.0] * len(td)
-    results = {TD: {L: [v, v, v] for L, v in zip(args.sweep_list, td)},
-               MC: {L: [v] * 3 for L, v in zip(args.sweep_list, mc)}, "RUDDER": {L: [v] * 3 for L, v in zip(args.sweep_list, ru)}}
-    return rudder.delay_claims(args, results, {"credit_share_at_key": credit, "max_abs_sum_minus_return": gap})
+def per_seed(values, spread=(0.97, 1.0, 1.03)):
+    """{L: [one value per seed]}: each length's value times each factor of `spread`."""
+    return {L: [v * f for f in spread] for L, v in zip(LENGTHS, values)}
 
 
-def test_delay_claims_follow_the_growth_law_the_credit_share_and_the_return_gap():
-    exponential, power = [2 * 1.1**L for L in (5, 10, 20, 40)], [3 * L**1.5 for L in (5, 10, 20, 40)]
-    metrics, claims = delay_summary(exponential, mc=[10 * v for v in exponential])
-    assert [c["holds"] for c in claims] == [True, True, True, None, True, True]
-    assert "L = 5: 0.3x, 10: 0.5x, 20: 1.3x, 40: 9.1x;" in claims[1]["measured"]  # TD / RUDDER (10 episodes)
-    assert "RUDDER needs 10 at every L" in claims[1]["measured"]  # not "within 10-10"
-    assert [c["source"] for c in claims] == ["survey §5 (RUDDER paper's theorem)"] + ["survey §5 (RUDDER paper)"] * 3 + [
-        "survey §5", "survey §5"]
-    assert "exponential in the delay" in claims[0]["claim"] and "sum to the original return" in claims[5]["claim"]
-    assert "Monte Carlo tree search" in claims[3]["claim"] and "no tree search" in claims[3]["measured"]
-    assert metrics["L20_episodes_to_solve[Q-learning (TD)]"] == pytest.approx(2 * 1.1**20)
-    assert metrics["L40_episodes_to_solve[RUDDER]"] == 10.0
-    assert [c["holds"] for c in delay_summary(power, credit=0.5, gap=1e-4)[1]] == [False, False, False, None, False, False]
-    assert [c["holds"] for c in delay_summary(power, credit=0.4, gap=1e-3)[1]] == [False, False, False, None, False, False]
-    assert delay_summary(exponential[:2])[1][0]["holds"] is None  # two lengths cannot tell the laws apart
-    assert delay_summary(exponential[:3])[1][0]["holds"] is True
+def test_growth_gaps_are_per_seed_residual_differences():
+    runs = {5: [10.0, 20.0], 10: [20.0, 40.0], 20: [40.0, 160.0]}
+    gaps = rudder.growth_gaps([5, 10, 20], runs)
+    for seed, gap in enumerate(gaps):
+        fit = rudder.growth_law([5, 10, 20], [runs[L][seed] for L in (5, 10, 20)])
+        assert gap == pytest.approx(fit["power_residual"] - fit["exponential_residual"])
+    assert gaps[0] < 0 < gaps[1]  # 10, 20, 40: a power law; 20, 40, 160: closer to exponential
 
 
-def test_delay_claims_rudder_against_monte_carlo_is_its_lead_not_mcs_own_growth():
-    td = [2 * 1.1**L for L in (5, 10, 20, 40)]
-    tie = delay_summary(td, mc=[16.0] * 4, ru=[16.0] * 4)[1][2]
-    assert tie["holds"] is False and "1.0x" in tie["measured"] and "MC needs 16 at every L, RUDDER 16 at every L" in tie["measured"]
-    # RUDDER's lead over MC grows exponentially while RUDDER itself grows too
-    ru = [10 + L for L in (5, 10, 20, 40)]
-    assert delay_summary(td, mc=[r * 1.2**L for r, L in zip(ru, (5, 10, 20, 40))], ru=ru)[1][2]["holds"] is True
-    assert "RUDDER 15 to 50" in delay_summary(td, ru=ru)[1][2]["measured"]
+EXPONENTIAL, POWER = [20 * 1.1**L for L in LENGTHS], [3 * L**1.5 for L in LENGTHS]  # above the floor of 16
 
 
-@pytest.mark.parametrize("ratios,holds", [
-    ([1.0, 1.0, 1.0], False),  # never faster
-    ([0.5, 0.8, 1.0], False),  # not faster anywhere
-    ([3.0, 3.0, 3.0], False),  # faster, but the lead does not grow
-    ([4.0, 3.0, 2.0], False),  # the lead shrinks
-    ([1.1**5, 1.1**10, 1.1**20], True),  # exponential lead
-    ([5**1.5, 10**1.5, 20**1.5], False),  # power-law lead
-    ([2.0, 4.0], None),  # two lengths: cannot tell
+@pytest.mark.parametrize("runs,censored,holds", [
+    (per_seed(EXPONENTIAL), 0, True),
+    (per_seed(POWER), 0, False),  # a power law fits better on every seed
+    (per_seed([100 * 0.99**L for L in LENGTHS]), 0, False),  # exponential, but it shrinks
+    ({L: [2 * 1.1**L * f, 3 * L**1.5 * f, 2 * 1.1**L * f] for L, f in zip(LENGTHS, (1, 1.01, 0.99, 1))},
+     0, None),  # the seeds disagree: the gap's interval holds 0
+    (per_seed(EXPONENTIAL, spread=(1.0,)), 0, None),  # one seed: no interval
+    (per_seed(EXPONENTIAL), 2, None),  # runs at the floor or the budget: their growth unseen
+    ({L: v for L, v in per_seed(EXPONENTIAL).items() if L < 20}, 0, None),  # two lengths: any line fits
 ])
-def test_speedup_verdict(ratios, holds):
-    assert rudder.speedup_verdict([5, 10, 20][:len(ratios)], ratios) is holds
+def test_exponential_growth_is_decided_over_the_seeds(runs, censored, holds):
+    verdict, text = rudder.exponential_growth(sorted(runs), runs, censored)
+    assert verdict is holds
+    assert "per seed, the power law's residual minus the exponential's" in text
 
 
-def test_range_text():
-    assert rudder.range_text([16.0, 16.0]) == "16 at every L"
-    assert rudder.range_text([128.0, 32.0, 1520.0]) == "32 to 1,520"
+def delay_summary(td, gap=1e-6, mc=None, ru=None, spread=(0.97, 1.0, 1.03)):
+    args = rudder.Args(sweep=",".join(str(L) for L in LENGTHS[:len(td)]))
+    mc, ru = mc or [50.0] * len(td), ru or [20.0] * len(td)
+    results = {TD: per_seed(td, spread), MC: per_seed(mc, spread), "RUDDER": per_seed(ru, (1.0,) * len(spread))}
+    return rudder.delay_claims(args, results, {"max_abs_sum_minus_return": gap})
+
+
+def test_delay_claims_follow_the_growth_law_per_seed_and_the_return_gap():
+    metrics, claims = delay_summary(EXPONENTIAL, mc=[2 * v for v in EXPONENTIAL])
+    assert [c["holds"] for c in claims] == [True, True, True, None, True]
+    assert "L = 5: 1.6x, 10: 2.6x, 20: 6.7x, 40: 45.3x;" in claims[1]["measured"]  # TD / RUDDER (20 episodes)
+    assert [c["source"] for c in claims] == ["survey §5 (RUDDER paper's theorem)"] + ["survey §5 (RUDDER paper)"] * 3 + [
+        "survey §5"]
+    assert "exponential in the delay" in claims[0]["claim"] and "sum to the original return" in claims[4]["claim"]
+    assert "Monte Carlo tree search" in claims[3]["claim"] and "no tree search" in claims[3]["measured"]
+    assert "mean [95% interval over 3 seeds]" in claims[0]["measured"]
+    assert metrics["L20_episodes_to_solve[Q-learning (TD)]"] == pytest.approx(20 * 1.1**20)
+    assert metrics["L40_episodes_to_solve[RUDDER]"] == 20.0
+    assert [c["holds"] for c in delay_summary(POWER, gap=1e-4)[1]] == [False, False, False, None, False]
+    assert delay_summary(EXPONENTIAL[:2])[1][0]["holds"] is None  # two lengths cannot tell the laws apart
+    assert delay_summary(EXPONENTIAL[:3])[1][0]["holds"] is True
+    assert delay_summary(EXPONENTIAL, spread=(1.0,))[1][0]["holds"] is None  # one seed
+
+
+def test_delay_claims_rudder_at_the_floor_cannot_show_its_growth():
+    """RUDDER in one batch (16 episodes) at every L: its lead over TD is TD's growth over a
+    constant it cannot go below, and a tie with MC at the floor says nothing: inconclusive."""
+    _, claims = delay_summary(EXPONENTIAL, mc=[16.0] * 4, ru=[16.0] * 4)
+    assert claims[1]["holds"] is None and claims[2]["holds"] is None
+    assert "RUDDER at the floor (16 episodes, one batch) or the budget in 12 of 12 runs" in claims[1]["measured"]
+    assert "Monte Carlo at the floor" in claims[2]["measured"] and "1.0x" in claims[2]["measured"]
+    # off the floor, RUDDER's lead over MC is decided: exponential while RUDDER itself grows too
+    ru = [20 + L for L in LENGTHS]
+    assert delay_summary(EXPONENTIAL, mc=[r * 1.05**L for r, L in zip(ru, LENGTHS)], ru=ru)[1][2]["holds"] is True
+    assert delay_summary(EXPONENTIAL, mc=[r * L for r, L in zip(ru, LENGTHS)], ru=ru)[1][2]["holds"] is False
+    # and TD at its budget: censored too
+    assert delay_summary([100, 200, 400, 10_000])[1][0]["holds"] is None
 
 
 def test_seed_spread_is_the_median_with_the_range_only_where_seeds_differ():
@@ -637,8 +647,8 @@ def test_smoke_run_writes_results_and_figure(tmp_path, read_results):
     assert (tmp_path / "delay_sweep.png").stat().st_size > 1000
     # the property the run must have: r̃ sums to G, and the checker says so
     assert [c["holds"] for c in data["claims"] if "sum to the original return" in c["claim"]] == [True]
-    # 6 here; the studies check 16 more (6 pocket watch, 6 redistribution, 4 transport)
-    assert len(data["claims"]) == 6 and all(c["holds"] in (True, False, None) for c in data["claims"])
+    # 5 here; the studies check more (pocket watch, redistribution, transport)
+    assert len(data["claims"]) == 5 and all(c["holds"] in (True, False, None) for c in data["claims"])
     # each sweep's result is a whole number of learner updates within the budget (8 episodes each, 32 in all)
     sweeps = [e for by_L in data["delay_sweep"].values() for runs in by_L.values() for e in runs]
     assert len(sweeps) == 3 and all(e % 8 == 0 and 8 <= e <= 32 for e in sweeps)

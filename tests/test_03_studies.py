@@ -109,64 +109,102 @@ def test_redistribution_properties_of_the_optimal_redistribution_and_of_none():
     backwards = torch.zeros_like(rewards)
     backwards[-1] = rewards.sum(0)  # everything at the door: the most delayed redistribution
     assert red.redistribution_properties(env, episode, backwards)["expected_future_max[redistributed]"] > 1
+    # per (s, a) pair, 2 s + a: the optimal r̃ leaves about nothing, r leaves the door's 1 after taking the key
+    future, future_r = (np.array(got[f"expected_future[{name}]"]) for name in ("redistributed", "original"))
+    visited = ~np.isnan(future)
+    # every pair but the key room holding the key (never: it is step 0) and the terminal state
+    assert visited.sum() == 2 * (env.num_states + 1) - 4 and np.isnan(future[[2, 3, -2, -1]]).all()
+    assert np.abs(future[visited]).max() == pytest.approx(got["expected_future_max[redistributed]"])
+    assert future_r[1] == pytest.approx(1 + 3 * expected, abs=0.02)  # the key room, taking the key
+    assert got["reward_spread_by_step"] == pytest.approx(optimal.std(1).tolist())
 
 
-def test_redistribution_study_measures_the_chapters_predictor_on_its_stored_episodes(monkeypatch, tmp_path):
-    args = red.Args(corridor=3, distractor_prob=0.5, inputs="state", seed=4, device="cpu", out=str(tmp_path))
-    settings = red.chapter_args(args)
-    assert (settings.corridor, settings.distractor_prob, settings.inputs, settings.seed) == (3, 0.5, "state", 4)
+def test_redistribution_study_measures_a_predictor_per_seed_on_its_own_stored_episodes(monkeypatch, tmp_path):
+    args = red.Args(corridor=3, distractor_prob=0.5, inputs="state", seed=4, seeds=2, device="cpu", out=str(tmp_path))
+    settings = red.chapter_args(args, 7)
+    assert (settings.corridor, settings.distractor_prob, settings.inputs, settings.seed) == (3, 0.5, "state", 7)
     torch.manual_seed(0)
     model = rudder.ReturnPredictor(rudder.encoded_size(10, "state"), 4)
-    monkeypatch.setattr(rudder, "return_predictor", FakeFitter(model, [2.0, 1.0]).build)
+    fitter = FakeFitter(model, [2.0, 1.0])
+    monkeypatch.setattr(rudder, "return_predictor", fitter.build)
     metrics = red.main(args)["metrics"]
-    env, episode = rudder.uniform_episodes(settings, 0.5, "cpu")
-    with torch.no_grad():
-        redistributed = rudder.redistribute(model(rudder.encode(episode, 10, "state")), episode["rewards"].sum(0))
-    for key, value in red.redistribution_properties(env, episode, redistributed).items():
-        assert metrics[key] == pytest.approx(value), key
+    assert [built.seed for built, _ in fitter.built] == [4, 5]  # seed i: the run's seed + i
+    seeds = []
+    for seed in (4, 5):
+        env, episode = rudder.uniform_episodes(red.chapter_args(args, seed), 0.5, "cpu")
+        with torch.no_grad():
+            redistributed = rudder.redistribute(model(rudder.encode(episode, 10, "state")), episode["rewards"].sum(0))
+        seeds.append(red.redistribution_properties(env, episode, redistributed))
+    assert seeds[0]["expected_future_max[original]"] != seeds[1]["expected_future_max[original]"]  # own episodes
+    for key in (k for k in seeds[0] if k.startswith(red.SCALARS)):
+        assert metrics[key] == pytest.approx(np.mean([seed[key] for seed in seeds])), key
 
 
-def properties(future=0.01, future_r=1.0, steps=0.0, steps_r=0.0, action=1, value=1.0):
-    return {"expected_future_max[redistributed]": future, "expected_future_max[original]": future_r,
-            "mc_variance_at_key[redistributed]": 0.0, "mc_variance_at_key[original]": 0.0,
-            "mc_variance_all_steps[redistributed]": steps, "mc_variance_all_steps[original]": steps_r,
-            "optimal_key_action[redistributed]": action, "optimal_key_action[original]": 1,
-            "optimal_start_value[redistributed]": value, "optimal_start_value[original]": 1.0}
+def seed_properties(future=(0.01, -0.01, 0.005), future_r=1.0, steps=0.0, steps_r=0.0, actions=(1, 1, 1),
+                    value=1.0, key=0.5, elsewhere=0.01):
+    """One seed's properties per entry of `future` (its expected future reward at pair 3; 0 at the
+    others), `actions` (its optimal key action), and the rest alike."""
+    return [{"expected_future_max[redistributed]": abs(f), "expected_future_max[original]": future_r,
+             "expected_future[redistributed]": [0.0, 0.0, 0.0, f, float("nan")],
+             "mc_variance_at_key[redistributed]": 0.0, "mc_variance_at_key[original]": 0.0,
+             "mc_variance_all_steps[redistributed]": steps + 0.01 * k, "mc_variance_all_steps[original]": steps_r,
+             "optimal_key_action[redistributed]": a, "optimal_key_action[original]": 1,
+             "optimal_start_value[redistributed]": value, "optimal_start_value[original]": 1.0,
+             "reward_spread_by_step": [key + 0.01 * k, elsewhere, elsewhere / 2]}
+            for k, (f, a) in enumerate(zip(future, actions))]
 
 SHAPING = {"decisive_states": 2, "argmax_kept": True, "identity_gap": 1e-16, "value_potential_future_max": 0.0}
 
 
-@pytest.mark.parametrize("study,shaping,verdicts", [
-    (properties(), SHAPING, [True, True, None, True, True, False]),
-    (properties(future=0.06), SHAPING, [False, False, None, True, True, False]),
-    (properties(steps=0.1, steps_r=0.2), SHAPING, [True, True, True, True, True, False]),
-    (properties(steps=0.3, steps_r=0.2), SHAPING, [True, True, False, True, True, False]),
-    (properties(action=0), SHAPING, [True, True, None, False, True, False]),
-    (properties(value=1.06), SHAPING, [True, True, None, False, True, False]),
-    (properties(), dict(SHAPING, argmax_kept=False), [True, True, None, True, False, False]),
-    (properties(), dict(SHAPING, identity_gap=1e-6), [True, True, None, True, False, False]),
-    (properties(), dict(SHAPING, value_potential_future_max=0.5), [True, True, None, True, True, True]),
+@pytest.mark.parametrize("seeds,shaping,verdicts", [
+    (seed_properties(), SHAPING, [True, True, True, None, True, True, False]),
+    (seed_properties(future=(0.06, 0.05, 0.07)), SHAPING, [True, False, False, None, True, True, False]),  # a leftover
+    (seed_properties(future=(0.9, -0.9, 0.5)), SHAPING, [True, None, None, None, True, True, False]),  # too wide to tell
+    (seed_properties(future=(0.01,), actions=(1,)), SHAPING, [None, None, None, None, True, True, False]),  # one seed
+    (seed_properties(steps=0.1, steps_r=0.2), SHAPING, [True, True, True, True, True, True, False]),
+    (seed_properties(steps=0.3, steps_r=0.2), SHAPING, [True, True, True, False, True, True, False]),
+    (seed_properties(actions=(1, 0, 1)), SHAPING, [True, True, True, None, False, True, False]),  # one seed's policy
+    (seed_properties(value=1.06), SHAPING, [True, True, True, None, True, True, False]),  # values: shown, not decided
+    (seed_properties(key=0.0, elsewhere=0.05), SHAPING, [False, True, True, None, True, True, False]),  # not at the key
+    (seed_properties(), dict(SHAPING, argmax_kept=False), [True, True, True, None, True, False, False]),
+    (seed_properties(), dict(SHAPING, identity_gap=1e-6), [True, True, True, None, True, False, False]),
+    (seed_properties(), dict(SHAPING, value_potential_future_max=0.5), [True, True, True, None, True, True, True]),
 ])
-def test_redistribution_claims_verdicts_follow_the_numbers(study, shaping, verdicts):
-    metrics, claims = red.redistribution_claims(dict(study, losses=[1.0]), shaping)
+def test_redistribution_claims_verdicts_follow_the_numbers(seeds, shaping, verdicts):
+    metrics, claims = red.redistribution_claims(seeds, shaping)
     assert [c["holds"] for c in claims] == verdicts
-    assert "losses" not in metrics and metrics["shaping_identity_gap"] == shaping["identity_gap"]
-    assert metrics["expected_future_max[original]"] == study["expected_future_max[original]"]
+    assert metrics["shaping_identity_gap"] == shaping["identity_gap"]
+    assert metrics["expected_future_max[original]"] == seeds[0]["expected_future_max[original]"]
+    assert all(isinstance(v, float) for k, v in metrics.items() if not k.startswith("shaping"))
 
 
-def test_redistribution_claim_on_mc_variance_says_why_it_cannot_be_tested_in_a_deterministic_world():
-    _, claims = red.redistribution_claims(properties(), SHAPING)
-    assert "not testable here" in claims[2]["measured"] and "deterministic" in claims[2]["measured"]
-    _, claims = red.redistribution_claims(properties(steps=0.1, steps_r=0.2), SHAPING)
-    assert "not testable" not in claims[2]["measured"] and "all steps 0.1 vs 0.2" in claims[2]["measured"]
+def test_redistribution_claims_name_the_pair_and_the_interval_they_decide_on():
+    _, claims = red.redistribution_claims(seed_properties(), SHAPING)
+    mean, low, high = common.mean_interval([0.01, -0.01, 0.005])
+    assert f"(state 1, action 1), mean [95% interval] over 3 seeds (each its own episodes and predictor): " \
+        f"{mean:+.3g} [{low:+.3g}, {high:+.3g}]" in claims[1]["measured"]
+    assert claims[2]["measured"].endswith(claims[1]["measured"])  # TD's bias is that same future reward
+    mean, low, high = common.mean_interval([0.5 - 0.01, 0.51 - 0.01, 0.52 - 0.01])
+    assert f"{mean:+.3g} [{low:+.3g}, {high:+.3g}]" in claims[0]["measured"]
+    assert "[1, 1, 1] vs 1" in claims[4]["measured"]
+
+
+def test_redistribution_claim_on_mc_variance_says_premise_not_met_in_a_deterministic_world():
+    _, claims = red.redistribution_claims(seed_properties(), SHAPING)
+    assert claims[3]["holds"] is None and claims[3]["measured"].startswith("premise not met:")
+    assert "deterministic" in claims[3]["measured"]
+    _, claims = red.redistribution_claims(seed_properties(steps=0.1, steps_r=0.2), SHAPING)
+    assert "premise not met" not in claims[3]["measured"] and "all steps 0.11 vs 0.2" in claims[3]["measured"]
 
 
 # --------------------------------------------------------------------------------------------
 # 03_transport: the demo with its classifier's fit recorded, the sweep's settings, the claims
 # --------------------------------------------------------------------------------------------
 def test_chapter_args_take_trts_settings_from_the_study():
-    settings = trt.chapter_args(trt.Args(width=5, focus=2.0, scale=0.5, seed=3))
+    settings = trt.chapter_args(trt.Args(width=5, focus=2.0, scale=0.5, seed=3, seeds=4))
     assert (settings.trt_width, settings.trt_focus, settings.trt_scale, settings.seed) == (5, 2.0, 0.5, 3)
+    assert settings.sweep_seeds == 4
+    assert trt.chapter_args(trt.Args(width=5, seed=3), seed=8).seed == 8
     assert settings.steps == rudder.Args().steps and not settings.smoke
     smoke = trt.chapter_args(trt.Args(smoke=True))
     assert (smoke.max_episodes, smoke.learn_batch, smoke.sweep) == (32, 8, "3")  # the chapter's smoke settings
@@ -200,6 +238,15 @@ def test_transport_demo_marks_the_steps_its_classifier_attends_to(monkeypatch):
     assert demo["share_of_steps_changed"] == pytest.approx(float(changed.mean()))
     assert 0 < demo["share_of_steps_changed"] < 1
     assert demo["share_changed_at_key"] == pytest.approx(float(changed[0].mean()))
+    assert demo["share_changed_elsewhere"] == pytest.approx(float(changed[1:].mean()))
+
+
+def test_transport_demos_train_one_classifier_per_seed_on_its_own_episodes(monkeypatch):
+    made = []
+    monkeypatch.setattr(trt, "transport_demo", lambda args, settings, device: made.append(settings) or settings.seed)
+    args = trt.Args(width=5, seed=3)
+    assert trt.transport_demos(args, rudder.Args(sweep_seeds=3, seed=3), "cpu") == [3, 4, 5]
+    assert [s.trt_width for s in made] == [5, 5, 5]
 
 
 def test_transport_sweep_runs_every_method_length_and_seed_with_its_settings(monkeypatch):
@@ -217,56 +264,134 @@ def test_transport_sweep_runs_every_method_length_and_seed_with_its_settings(mon
     assert all(kwargs == dict(gamma=0.8, distractor_prob=0.3, epsilon=0.7) for _, kwargs in calls)
 
 
-def transport_summary(gains, changed=0.1, lengths=(3, 5, 9, 20), horizon=10):
-    args = trt.Args(sweep=",".join(map(str, lengths)))
-    results = {TD: {L: [100.0 * g] for L, g in zip(lengths, gains)}, "TRT": {L: [100.0] for L in lengths},
-               "RUDDER": {L: [7.0] for L in lengths}}
-    return trt.transport_claims(args, results, {"horizon": horizon, "share_of_steps_changed": changed,
-                                                   "share_changed_at_key": 0.25})
+@pytest.mark.parametrize("verdict,lower,higher,kept", [
+    (True, False, False, True), (True, False, True, True), (True, True, False, None),
+    (False, False, False, False), (False, True, False, False), (False, False, True, None),
+    (None, True, True, None),
+])
+def test_censored_keeps_only_the_verdicts_a_floor_or_budget_cannot_turn(verdict, lower, higher, kept):
+    got, text = trt.censored(verdict, "t", lower, higher)
+    assert got is kept and (text == "t") is (got is verdict)
 
 
-def test_transport_claims_compare_the_gains_on_either_side_of_the_horizon():
-    # L = 9: L + 1 = τ_γ = 10 steps from the key to the door, so it counts as beyond the horizon
-    metrics, claims = transport_summary([1.0, 2.0, 3.0, 1.0])
-    assert [c["holds"] for c in claims] == [True, True, False]  # TRT's 100 episodes against RUDDER's 7
-    assert claims[0]["measured"].endswith("L = 3: 1.0x, 5: 2.0x, 9: 3.0x, 20: 1.0x")
-    assert [c["source"] for c in claims] == ["survey §6", "survey §4.1.4", "survey §4.1.5"]
-    assert "L = 3: 100 vs 7, 5: 100 vs 7" in claims[2]["measured"] and "fewer at 0 of 4" in claims[2]["measured"]
+def test_by_length_needs_every_length_and_censors_each_on_its_side():
+    up, down = [1.0, 1.1, 0.9], [-1.0, -1.1, -0.9]
+    assert trt.by_length([5, 10], {5: up, 10: up})[0] is True
+    assert trt.by_length([5, 10], {5: up, 10: down})[0] is False
+    assert trt.by_length([5, 10], {5: up, 10: [1.0, -1.0, 0.5]})[0] is None
+    assert trt.by_length([5, 10], {5: up, 10: up}, lower={10: True})[0] is None
+    assert trt.by_length([5, 10], {5: up, 10: down}, lower={10: True})[0] is False
+    holds, text = trt.by_length([5, 10], {5: up, 10: down}, higher={10: True})
+    assert holds is None and text.startswith("5: +1 [") and "10: -1 [" in text and text.endswith("budget)")
+    assert trt.by_length([], {})[0] is None
+
+
+def test_edge_finds_runs_at_the_floor_or_the_budget():
+    settings = rudder.Args(learn_batch=16, max_episodes=1000)
+    runs = {5: [16, 32], 10: [32, 1000], 20: [32, 64]}
+    assert [trt.edge(settings, runs, L, "floor") for L in (5, 10, 20)] == [True, False, False]
+    assert [trt.edge(settings, runs, L, "budget") for L in (5, 10, 20)] == [False, True, False]
+
+
+def test_quiet_study_runs_td_and_rudder_without_distractors_at_the_same_gamma_and_epsilon(monkeypatch):
+    calls = []
+    monkeypatch.setattr(rudder, "solve", lambda args, method, L, seed, device, **kw: calls.append((method, kw)) or L)
+    args = trt.Args(sweep="4,6", gamma=0.8, distractor_prob=0.3, epsilon=0.7)
+    assert trt.quiet_study(args, rudder.Args(sweep_seeds=1), "cpu") == {TD: {4: [4], 6: [6]}, "RUDDER": {4: [4], 6: [6]}}
+    assert all(kw == dict(gamma=0.8, distractor_prob=0.0, epsilon=0.7) for _, kw in calls)
+
+
+LENGTHS = (3, 5, 9, 20)
+
+
+def runs(values, spread=(0.9, 1.0, 1.1)):
+    """{L: [one per seed]}: each length's value times each factor of `spread`."""
+    return {L: [v * f for f in spread] for L, v in zip(LENGTHS, values)}
+
+
+def transport_summary(td=(100, 200, 300, 100), tr=(100, 100, 100, 100), ru=(16, 16, 16, 16), horizon=10,
+                      changed=((0.5, 0.01), (0.6, 0.02), (0.55, 0.015)), quiet_td=(100, 100, 100, 100),
+                      quiet_ru=(16, 16, 16, 16), spread=(0.9, 1.0, 1.1)):
+    """Hand-made sweeps (three seeds: each value times 0.9, 1 and 1.1; RUDDER's exact) and demos
+    (per seed: the share of key-room steps changed, of the others)."""
+    args, settings = trt.Args(sweep=",".join(map(str, LENGTHS))), rudder.Args(sweep_seeds=len(spread))
+    results = {TD: runs(td, spread), "TRT": runs(tr, spread[::-1]), "RUDDER": runs(ru, (1.0,) * len(spread))}
+    quiet = {TD: runs(quiet_td, spread), "RUDDER": runs(quiet_ru, (1.0,) * len(spread))}
+    demos = [{"horizon": horizon, "share_changed_at_key": key, "share_changed_elsewhere": rest,
+              "share_of_steps_changed": (key + 9 * rest) / 10} for key, rest in changed]
+    return trt.transport_claims(args, settings, results, demos, quiet)
+
+
+def test_transport_claims_report_their_sources_metrics_and_intervals():
+    metrics, claims = transport_summary()
+    assert [c["source"] for c in claims] == ["survey §6", "survey §4.1.4", "survey §6", "survey §4.1.5", "survey §5"]
+    assert "L = 3: 1.0x, 5: 2.0x, 9: 3.0x, 20: 1.0x" in claims[0]["measured"]
     assert metrics["trt_L9_episodes_to_solve[Q-learning (TD)]"] == 300.0
-    assert metrics["trt_share_changed_at_key"] == 0.25 and metrics["trt_share_of_steps_changed"] == 0.1
-    assert [c["holds"] for c in transport_summary([1.0, 3.5, 3.0, 1.0], changed=0.2)[1]] == [False, False, False]
-    assert transport_summary([1.0, 3.0, 3.0, 1.0])[1][0]["holds"] is False  # a tie is not "largest"
-    assert transport_summary([1.0, 2.0, 3.0, 1.0], horizon=11)[1][0]["holds"] is False  # now L = 9 is below
-    assert transport_summary([2.0, 3.0], lengths=(5, 8))[1][0]["holds"] is None  # nothing beyond τ_γ
-    assert transport_summary([2.0, 3.0], lengths=(10, 20))[1][0]["holds"] is None  # nothing below
+    assert metrics["trt_share_changed_at_key"] == pytest.approx(0.55)
+    assert metrics["trt_share_changed_elsewhere"] == pytest.approx(0.015)
+    assert "at L = 3, 5 the episode ends within τ_γ: nothing to transport, TRT is TD" in claims[2]["measured"]
+    mean, low, high = common.mean_interval([0.5 - 0.01, 0.6 - 0.02, 0.55 - 0.015])
+    assert f"{mean:+.3g} [{low:+.3g}, {high:+.3g}]" in claims[1]["measured"]
 
 
-@pytest.mark.parametrize("episodes,holds", [([5.0, 5.0, 50.0], True), ([5.0, 50.0, 50.0], False),
-                                             ([7.0, 7.0, 7.0], False)])
-def test_transport_claim_trt_against_rudder_counts_the_lengths_where_trt_needs_fewer(episodes, holds):
-    args = trt.Args(sweep="3,5,9")
-    results = {TD: {L: [100.0] for L in (3, 5, 9)}, "TRT": {L: [v] for L, v in zip((3, 5, 9), episodes)},
-               "RUDDER": {L: [7.0] for L in (3, 5, 9)}}
-    _, claims = trt.transport_claims(args, results, {"horizon": 4, "share_of_steps_changed": 0.1,
-                                                      "share_changed_at_key": 0.2})
-    assert claims[2]["holds"] is holds
+@pytest.mark.parametrize("summary,holds", [
+    (dict(td=(100, 200, 300, 300)), True),  # gains 1, 2 below; 3, 3 beyond
+    (dict(td=(100, 300, 200, 100)), False),  # larger below (1, 3) than beyond (2, 1)
+    (dict(td=(100, 200, 300, 100), spread=(0.5, 1.0, 1.5)), None),  # beyond ahead within the seeds' spread
+    (dict(spread=(1.0,)), None),  # one seed
+    (dict(horizon=2), None),  # nothing below τ_γ
+])
+def test_transport_claim_largest_beyond_the_horizon_is_decided_over_the_seeds(summary, holds):
+    assert transport_summary(**summary)[1][0]["holds"] is holds
 
 
-def sweeps_for_distractors(with_distractors, without, lengths=(5, 10, 20)):
-    args, settings = trt.Args(sweep=",".join(map(str, lengths))), rudder.Args(sweep="5,10,20,80")
-    delay = {TD: {L: [100.0] for L in settings.sweep_list},
-             "RUDDER": {L: [v] for L, v in zip(settings.sweep_list, without)}}
-    transport_sweep = {TD: {L: [300.0] for L in lengths}, "RUDDER": {L: [v] for L, v in zip(lengths, with_distractors)}}
-    return trt.distractor_claim(args, settings, delay, transport_sweep)
+@pytest.mark.parametrize("changed,holds", [
+    (((0.5, 0.01), (0.6, 0.02), (0.55, 0.015)), True),
+    (((0.01, 0.5), (0.02, 0.6), (0.015, 0.55)), False),  # the others change more than the key room
+    (((0.5, 0.01), (0.01, 0.5), (0.3, 0.02)), None),
+])
+def test_transport_claim_few_critical_steps_compares_the_key_room_with_the_rest(changed, holds):
+    assert transport_summary(changed=changed)[1][1]["holds"] is holds
 
 
-def test_distractor_claim_asks_whether_rudder_needs_more_episodes_with_distractor_rewards():
-    tie = sweeps_for_distractors([16.0] * 3, [16.0] * 4)
-    assert tie["holds"] is False and tie["source"] == "survey §5"
-    assert "L = 5: 16 vs 16, 10: 16 vs 16, 20: 16 vs 16" in tie["measured"] and "18.8x vs 6.2x" in tie["measured"]
-    assert sweeps_for_distractors([32.0, 32.0, 16.0], [16.0] * 4)["holds"] is True  # slower at 2 of 3
-    assert sweeps_for_distractors([32.0, 16.0, 16.0], [16.0] * 4)["holds"] is False  # 1 of 3
-    assert sweeps_for_distractors([32.0], [16.0] * 4, lengths=(7,))["holds"] is None  # no common length
+@pytest.mark.parametrize("summary,holds", [
+    (dict(td=(100, 100, 300, 400)), True),  # TRT needs fewer at L = 9 and 20 (3 and 5 have nothing to transport)
+    (dict(td=(100, 100, 300, 80)), False),  # slower at L = 20
+    (dict(td=(100, 100, 300, 105), spread=(0.8, 1.0, 1.2)), None),  # at L = 20 within the seeds' spread
+])
+def test_transport_claim_trt_consistently_beats_td_where_it_transports(summary, holds):
+    assert transport_summary(**summary)[1][2]["holds"] is holds
+
+
+@pytest.mark.parametrize("summary,holds", [
+    (dict(ru=(200, 200, 200, 200)), True),  # TRT needs 100 at every length, RUDDER 200
+    (dict(), False),  # RUDDER 16 at every length: TRT slower, even against RUDDER's floor
+    (dict(ru=(200, 200, 200, 50)), False),  # slower at one length
+    (dict(tr=(16, 16, 16, 16), ru=(200, 200, 200, 16), spread=(1.0, 1.0, 1.0)),
+     None),  # both at the floor at L = 20: a tie says nothing
+])
+def test_transport_claim_trt_against_rudder_at_every_length(summary, holds):
+    claim = transport_summary(**summary)[1][3]
+    assert claim["holds"] is holds and "(the floor: 16 episodes, one batch)" in claim["measured"]
+
+
+@pytest.mark.parametrize("summary,holds", [
+    (dict(ru=(40, 40, 40, 40), quiet_ru=(20, 20, 20, 20), quiet_td=(100, 200, 300, 100)),
+     True),  # TD alike, RUDDER twice as slow with distractors: its lead halves
+    (dict(ru=(20, 20, 20, 20), quiet_ru=(40, 40, 40, 40), quiet_td=(100, 200, 300, 100)), False),  # it grows
+    (dict(), None),  # RUDDER at the floor with and without: its lead could be anything above
+    (dict(ru=(40, 40, 40, 40), quiet_td=(100, 200, 300, 100)),
+     True),  # slower with distractors; the floor without could only make its lead there larger
+    (dict(quiet_ru=(40, 40, 40, 40), quiet_td=(100, 200, 300, 100)),
+     False),  # faster with distractors; the floor with them could only make that lead larger
+])
+def test_distractor_claim_compares_rudders_lead_over_td_with_and_without_distractors(summary, holds):
+    claim = transport_summary(**summary)[1][4]
+    assert claim["holds"] is holds and claim["source"] == "survey §5"
+    assert ("censored" in claim["measured"]) is (holds is None)
+    assert "γ = 0.9, ε = 1.0, distractors p = 0.5 or none" in claim["measured"]
+    floored = sum(v == 16 for v in (summary.get("ru", (16,) * 4) + summary.get("quiet_ru", (16,) * 4)))
+    assert f"RUDDER at the floor (16 episodes, one batch) in {3 * floored} of 24 runs" in claim["measured"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -558,12 +683,13 @@ def test_best_step_size_is_the_lowest_median():
     assert pocket.best_alpha({"episodes": np.array([[1, 9, 9], [5, 5, 5]])}) == 1
 
 
-def watch_summary(td, ru, mc=((900,) * 3, (800,) * 3), seconds=(0.001, 0.001, 0.01)):
-    """Episodes to solve at step sizes (0.1, 0.3) over three seeds, by row, and seconds per episode
-    (TD, MC, RUDDER)."""
-    return {TD: {"episodes": np.array(td), "budget": 5000, "seconds_per_episode": seconds[0]},
-            MC: {"episodes": np.array(mc), "budget": 5000, "seconds_per_episode": seconds[1]},
-            "RUDDER": {"episodes": np.array(ru), "budget": 500, "seconds_per_episode": seconds[2]}}
+def watch_summary(td, ru, mc=((900,) * 3, (800,) * 3), seconds=(0.001, 0.001, 0.01), timings=None):
+    """Episodes to solve at step sizes (0.1, 0.3) over three seeds, by row, seconds per episode
+    (TD, MC, RUDDER), and each block's timings (by default each method's seconds, a little apart)."""
+    timings = timings or [[t * f for f in (0.9, 1.0, 1.1, 1.0)] for t in seconds]
+    return {method: {"episodes": np.array(episodes), "budget": budget, "seconds_per_episode": t, "timings": blocks}
+            for method, episodes, budget, t, blocks in zip((TD, MC, "RUDDER"), (td, mc, ru), (5000, 5000, 500),
+                                                           seconds, timings)}
 
 
 def test_watch_claim_holds_only_when_rudder_needs_ten_times_fewer_episodes():
@@ -598,15 +724,24 @@ def test_watch_claim_rudder_against_monte_carlo_minds_the_budgets(ru, mc, holds)
     assert versus["claim"] == "RUDDER needs fewer episodes than Monte Carlo" and versus["holds"] is holds
 
 
-def test_watch_claim_overhead_compares_rudders_seconds_per_episode_with_q_learning():
+@pytest.mark.parametrize("td_blocks,ru_blocks,holds", [
+    ([0.002, 0.0021, 0.0019], [0.03, 0.031, 0.029, 0.03], True),  # RUDDER dearer in every block (the first 3 paired)
+    ([0.002, 0.0021, 0.0019], [0.0015, 0.0016, 0.0014], False),  # cheaper
+    ([0.002, 0.01, 0.002], [0.01, 0.002, 0.011], None),  # dearer on average, within the timings' spread
+    ([0.002], [0.03], None),  # one timing: no interval
+])
+def test_watch_claim_overhead_pairs_rudders_timings_with_q_learnings(td_blocks, ru_blocks, holds):
     args = pocket.Args(alphas="0.1,0.3", seeds=3)
-    summary = dict(td=[[4000] * 3, [1000] * 3], ru=[[100] * 3, [300] * 3])
-    metrics, claims = pocket.watch_claims(args, watch_summary(**summary, seconds=(0.002, 0.001, 0.03)))
-    assert claims[5]["holds"] is True and claims[5]["source"] == "survey §5"
+    summary = watch_summary([[4000] * 3, [1000] * 3], [[100] * 3, [300] * 3], seconds=(0.002, 0.001, 0.03),
+                            timings=[td_blocks, [0.001], ru_blocks])
+    metrics, claims = pocket.watch_claims(args, summary)
+    assert claims[5]["holds"] is holds and claims[5]["source"] == "survey §5"
     assert "all 6 learners at once" in claims[5]["measured"] and "RUDDER / Q-learning 15x" in claims[5]["measured"]
+    blocks = min(len(td_blocks), len(ru_blocks))
+    assert f"paired over {blocks} repeated timings" in claims[5]["measured"]
+    mean, low, high = common.mean_interval(np.subtract(ru_blocks[:blocks], td_blocks[:blocks]))
+    assert f"{mean:+.3g} [{low:+.3g}, {high:+.3g}]" in claims[5]["measured"]
     assert metrics["watch_seconds_per_episode[RUDDER]"] == 0.03
-    _, claims = pocket.watch_claims(args, watch_summary(**summary, seconds=(0.002, 0.001, 0.002)))
-    assert claims[5]["holds"] is False
 
 
 def test_watch_table_gives_each_step_sizes_seeds_and_the_budget_where_the_median_never_solved():
@@ -651,7 +786,7 @@ def test_pocket_watch_smoke_run(tmp_path, read_results):
 
 def test_transport_smoke_run(tmp_path, read_results):
     data = smoke(trt, tmp_path, read_results)
-    assert (tmp_path / "transport.png").stat().st_size > 1000 and len(data["claims"]) == 4
+    assert (tmp_path / "transport.png").stat().st_size > 1000 and len(data["claims"]) == 5
     # each sweep's result is a whole number of learner updates within the budget (8 episodes each, 32 in all)
     sweeps = [e for by_L in data["transport_sweep"].values() for runs in by_L.values() for e in runs]
     assert len(sweeps) == 3 and all(e % 8 == 0 and 8 <= e <= 32 for e in sweeps)
@@ -662,7 +797,7 @@ def test_transport_smoke_run(tmp_path, read_results):
 
 def test_redistribution_smoke_run(tmp_path, read_results):
     data = smoke(red, tmp_path, read_results)
-    assert len(data["claims"]) == 6
+    assert len(data["claims"]) == 7  # with the one the chapter handed over: where r̃ puts the credit
     assert [c["holds"] for c in data["claims"] if "preserves the optimal policy" in c["claim"]] == [True]
 
 
