@@ -32,7 +32,17 @@ import numpy as np
 import torch
 
 import common
-from common import KeyToDoor, RunArgs, arg, as_list, claim, evaluate_policy, play_episodes, require
+from common import (
+    KeyToDoor,
+    RunArgs,
+    arg,
+    as_list,
+    claim,
+    evaluate_policy,
+    play_episodes,
+    require,
+    seed_verdict,
+)
 
 
 # ============================================================================================
@@ -262,20 +272,6 @@ def plot_bias_variance(study: dict, names: list[str], xs: list[float], xlabel: s
             ax.grid(alpha=0.3)
     axes[0, 0].legend(fontsize="small")
     common.save_figure(fig, path)
-
-
-def seed_verdict(values, zero_below: float | None = None) -> tuple[bool | None, str]:
-    """The ledger's rule on a quantity measured once per seed, and "mean [95% interval]". An effect
-    (> 0 in the statement's direction): yes where the interval lies above 0, no where it lies below
-    the smallest effect the seeds can detect (its half-width, t sd / √n). A zero (zero_below given):
-    yes where the interval holds 0 and stays below zero_below, no where it excludes 0. Else None."""
-    mean, low, high = common.mean_interval(values)
-    text = f"{mean:+.3g} [{low:+.3g}, {high:+.3g}]"
-    if not np.isfinite(low):
-        return None, text
-    if zero_below is not None:
-        return (False if low > 0 or high < 0 else True if high < zero_below else None), text
-    return (True if low > 0 else False if high < (high - low) / 2 else None), text
 
 
 def estimator_claims(args: Args, study: dict, gaps: dict) -> list[dict]:

@@ -25,7 +25,6 @@ potential-based shaping) and 03_predictor_inputs.py (the change of state against
 
 from __future__ import annotations
 
-import importlib
 import time
 from dataclasses import dataclass
 from functools import partial
@@ -50,11 +49,10 @@ from common import (
     require_positive,
     run_script,
     save_figure,
+    seed_verdict,
     start_run,
     write_results,
 )
-
-seed_verdict = importlib.import_module("02_gae").seed_verdict  # the ledger's rule over seeds, as 02 states it
 
 
 # ============================================================================================
@@ -456,7 +454,7 @@ def growth_gaps(lengths: list[int], runs: dict) -> list[float]:
 def exponential_growth(lengths: list[int], runs: dict, censored: int) -> tuple[bool | None, str]:
     """Does a value (episodes to solve, or one method's lead over another), {L: [one per seed]},
     grow exponentially with the delay? Per seed, the exponential fit's residual against the power
-    law's, and the exponential rate, decided over the seeds (02_gae.seed_verdict); None with < 3
+    law's, and the exponential rate, decided over the seeds (common.seed_verdict); None with < 3
     lengths or where `censored` runs sat at the floor or the budget (their growth unseen)."""
     seeds = range(len(runs[lengths[0]]))
     (better, gap), (grows, rate) = (seed_verdict(growth_gaps(lengths, runs)), seed_verdict(

@@ -365,6 +365,20 @@ def mean_interval(values: list[float] | np.ndarray) -> tuple[float, float, float
     return mean, mean - half, mean + half
 
 
+def seed_verdict(values, zero_below: float | None = None) -> tuple[bool | None, str]:
+    """The ledger's rule on a quantity measured once per seed, and "mean [95% interval]". An effect
+    (> 0 in the statement's direction): yes where the interval lies above 0, no where it lies below
+    the smallest effect the seeds can detect (its half-width, t sd / √n). A zero (zero_below given):
+    yes where the interval holds 0 and stays below zero_below, no where it excludes 0. Else None."""
+    mean, low, high = mean_interval(values)
+    text = f"{mean:+.3g} [{low:+.3g}, {high:+.3g}]"
+    if not np.isfinite(low):
+        return None, text
+    if zero_below is not None:
+        return (False if low > 0 or high < 0 else True if high < zero_below else None), text
+    return (True if low > 0 else False if high < (high - low) / 2 else None), text
+
+
 def save_figure(fig: plt.Figure, path: Path) -> Path:
     """Save a figure as PNG (whole or not at all) and close it."""
     fig.tight_layout()

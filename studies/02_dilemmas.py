@@ -192,9 +192,9 @@ def both(*verdicts: bool | None) -> bool | None:
 
 def every_step(changes: list[list[float]]) -> tuple[bool | None, str]:
     """One verdict over several steps, each measured once per seed (> 0 in the statement's
-    direction): yes if every step's holds, no if one's fails (02_gae.seed_verdict), else None;
+    direction): yes if every step's holds, no if one's fails (common.seed_verdict), else None;
     with the steps' texts."""
-    verdicts, texts = zip(*(gae.seed_verdict(change) for change in changes)) if changes else ((None,), ("",))
+    verdicts, texts = zip(*(common.seed_verdict(change) for change in changes)) if changes else ((None,), ("",))
     return both(*verdicts), "; ".join(texts)
 
 
@@ -208,7 +208,7 @@ def dilemma_claims(dilemma: dict) -> list[dict]:
     steps = range(len(lengths) - 1)
     grows, grows_text = every_step([np.subtract(var[i + 1], var[i]) for i in steps])
     fades, fades_text = every_step([np.subtract(snr[i], snr[i + 1]) for i in steps])
-    slope, slope_text = gae.seed_verdict([common.loglog_slope(lengths, v) for v in np.transpose(var)])
+    slope, slope_text = common.seed_verdict([common.loglog_slope(lengths, v) for v in np.transpose(var)])
     by_L = "; ".join(f"{L}: {np.mean(v):.3g} and {np.mean(r):.3g}" for L, v, r in zip(lengths, var, snr))
     where = f"γ = 1, no critic, {len(var[0])} seeds (batches of episodes)"
     return [
@@ -242,8 +242,8 @@ def dial_claims(dial: dict) -> list[dict]:
     """GAE's λ as a dial (survey §4.1.1, whole-game §5): per seed, the rank correlation with λ of
     bias² and of variance at the key step; decided over the seeds."""
     lambdas, seeds = dial["lambdas"], len(dial["key_var"])
-    falls, falls_text = gae.seed_verdict([-rank_trend(lambdas, b) for b in dial["key_bias2_net"]])
-    rises, rises_text = gae.seed_verdict([rank_trend(lambdas, v) for v in dial["key_var"]])
+    falls, falls_text = common.seed_verdict([-rank_trend(lambdas, b) for b in dial["key_bias2_net"]])
+    rises, rises_text = common.seed_verdict([rank_trend(lambdas, v) for v in dial["key_var"]])
     grid = ", ".join(f"λ={lam:g} {b:.2g} and {v:.2g}" for lam, b, v in
                      zip(lambdas, np.mean(dial["key_bias2_net"], 0), np.mean(dial["key_var"], 0)))
     measured = (f"at the key, L={dial['L']}, critics off by N(0, {dial['value_noise']:g}²) per state, {seeds} seeds "

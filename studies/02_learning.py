@@ -10,7 +10,7 @@ credit-assignment-problem-survey.txt §2.1, §4.1.1.
     python studies/02_learning.py               # runs/studies/02_learning/
     python studies/02_learning.py --noise 0.5   # noisy rewards: does MC still learn?
 
-The default run took 54 s on 2 CPU cores.
+The default run took 40 s on 2 CPU cores.
 
 Figure: episodes_to_solve.png (episodes to success vs L, median and spread over seeds).
 """
@@ -114,7 +114,7 @@ def plot_learning(learning: dict, lengths: list[int], path):
 def learning_claims(learning: dict, lengths: list[int], budget: int) -> list[dict]:
     """Does bootstrapping's cost grow with the delay faster than Monte Carlo's (survey §2.1)? Per
     seed, TD(0)'s growth in episodes to solve from the shortest L to the longest minus MC's, decided
-    over the seeds (02_gae.seed_verdict). A run that never solves counts as the budget: a growth
+    over the seeds (common.seed_verdict). A run that never solves counts as the budget: a growth
     censored there is a lower bound, so it can confirm a gap (TD's) or refute one (MC's), no more."""
     statement = "small value errors compound when bootstrapped over long horizons"
     td, mc = "TD(0) (λ=0)", "MC (λ=1)"
@@ -123,7 +123,7 @@ def learning_claims(learning: dict, lengths: list[int], budget: int) -> list[dic
         return [common.claim("survey §2.1", statement, "needs two corridor lengths, and MC and TD(0) solved at the "
                              f"shortest within the budget of {budget:,} episodes", None)]
     growth = {name: np.divide(by_L[long], by_L[short]) for name, by_L in learning.items()}
-    holds, gap = gae.seed_verdict(growth[td] - growth[mc])
+    holds, gap = common.seed_verdict(growth[td] - growth[mc])
     censored = {name: max(by_L[long]) >= budget for name, by_L in learning.items()}
     if (censored[td] and holds is not True) or (censored[mc] and holds is not False):
         holds = None

@@ -7,7 +7,7 @@ predictor refit as the learner plays), each over a grid of step sizes, until the
 was optimal in 95% of the last 750 episodes. Also the survey's "the LSTM adds overhead" (§5),
 as wall clock per episode, timed over each block of 50 episodes (repeated timings).
 
-    python studies/03_pocket_watch.py   # 131 s on 2 CPU cores (beside other jobs)
+    python studies/03_pocket_watch.py   # 201 s on 2 CPU cores
 
 Figure: pocket_watch.png (optimal decisions over episodes at each method's best step size, and
 episodes to solve against the step size).

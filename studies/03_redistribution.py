@@ -9,7 +9,7 @@ by dynamic programming on the mean r̃ of each (s, a). Then potential-based shap
 r'_t = r_t + Φ(s_{t+1}) - Φ(s_t) (Ng et al. 1999), by exact dynamic programming: does it keep the
 optimal policy, and does Φ = V^π leave a future reward of zero too?
 
-    python studies/03_redistribution.py   # 6 s on 2 CPU cores (beside other jobs)
+    python studies/03_redistribution.py   # 11 s on 2 CPU cores
     python studies/03_redistribution.py --distractor-prob 0.5 --out runs/studies/03_redistribution_distractors
                                           # r's variance is no longer 0
 """

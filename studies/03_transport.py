@@ -10,7 +10,7 @@ that both branches are seen alike. Last, the survey's "distracting rewards limit
 and RUDDER again without the distractors, at the same γ and ε. The claims decide over the seeds
 (02_gae.seed_verdict).
 
-    python studies/03_transport.py      # 41 s on 2 CPU cores (beside other jobs)
+    python studies/03_transport.py      # 69 s on 2 CPU cores
 
 Figure: transport.png (episodes to solve against the corridor length, with τ_γ; TRT's attention
 and the transported reward on one episode that took the key).

@@ -367,7 +367,7 @@ def test_gae_vs_mc_gaps_on_the_first_length_against_the_naive_definition():
     ([2.0], None),  # one seed: no interval
 ])
 def test_seed_verdict_on_an_effect(values, holds):
-    verdict, text = gae_script.seed_verdict(values)
+    verdict, text = common.seed_verdict(values)
     assert verdict is holds
     mean, low, high = common.mean_interval(values)
     assert text == f"{mean:+.3g} [{low:+.3g}, {high:+.3g}]"
@@ -381,7 +381,7 @@ def test_seed_verdict_on_an_effect(values, holds):
     ([0.0], 0.5, None),  # one seed
 ])
 def test_seed_verdict_on_a_zero(values, zero_below, holds):
-    assert gae_script.seed_verdict(values, zero_below=zero_below)[0] is holds
+    assert common.seed_verdict(values, zero_below=zero_below)[0] is holds
 
 
 def seeded_study(td_bias2, mc_bias2, td_var=(0.0,) * 4, mc_var=(0.8, 0.79, 0.81, 0.8)):
