@@ -51,6 +51,7 @@ SEEDS = "studies/05_seeds"
 ZERO = "studies/05_zero_spread"
 OVER = "studies/06_overoptimisation"
 CREDIT = "studies/07_credit"
+LENGTHS = "studies/07_lengths"
 
 SPREAD = "and decide on its interval over seeds"  # the page's legend spells out the decision
 
@@ -573,9 +574,8 @@ OVER_LONG = [
          how="re-point"),
     said("When it falls down", "This wastes the policy's capacity to learn which decisions actually matter.",
          "uniform weighting wastes learning: step-level credit should learn better, and more so as chains grow",
-         fix=seeds("studies/07_lengths.py (its results are not committed yet)", "the hand-written ledger read it from "
-                   "an uncommitted run", "pass@1 gain of step credit over flat GRPO at each chain length (growing with "
-                   "the length)")),
+         (LENGTHS, "uniform token-level weighting wastes the policy's capacity to learn which decisions matter: "
+                   "crediting each step by its own correctness gains more over flat GRPO as chains grow")),
     said("When it falls down", "assigns step scores that reflect the label distribution, not a ground-truth value "
                                "function",
          "a PRM's scores echo the labels it was trained on rather than the true chance of success",
