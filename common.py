@@ -283,14 +283,19 @@ def format_table(rows: list[list[Any]], header: list[str], width: int = TERMINAL
     return "\n\n".join(part(columns) for columns in groups)
 
 
+def verdict_word(claim: dict) -> str:
+    """A claim's verdict in words: yes, no, premise not met (`measured` says so) or inconclusive."""
+    if claim["holds"] is None:
+        return "premise not met" if "premise not met" in claim["measured"] else "inconclusive"
+    return "yes" if claim["holds"] else "no"
+
+
 def format_claims(claims: list[dict], width: int = TERMINAL_WIDTH) -> str:
     """One block per claim, wrapped to `width`: verdict and source, the claim, what was measured."""
-    verdict = {True: "yes", False: "NO", None: "n/a"}
-
     def wrapped(label: str, text: str) -> list[str]:
         return textwrap.wrap(f"{label}{text}", width, initial_indent="  ", subsequent_indent=" " * (2 + len(label)))
 
-    return "\n".join("\n".join([f"[{verdict[c['holds']]}] {c['source']}", *wrapped("", c["claim"]),
+    return "\n".join("\n".join([f"[{verdict_word(c)}] {c['source']}", *wrapped("", c["claim"]),
                                 *wrapped("measured: ", c["measured"])]) for c in claims)
 
 

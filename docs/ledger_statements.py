@@ -279,9 +279,10 @@ WHOLE_GAME = [
          not_checkable="no curriculum run"),
     said("§7.3", "process rewards if judges are trustworthy",
          "mitigation of a sparse reward: process rewards, when the step judge can be trusted",
-         fix=seeds("studies/07_lengths.py (its results are not committed yet)", "the hand-written ledger read this from "
-                   "an uncommitted run's metrics", "pass@1 of step credit from the gold step verifier (its 'own' arm) "
-                   "minus flat GRPO's, at the longest chain where the reward is sparsest,")),
+         (LENGTHS, "process rewards from a trustworthy judge mitigate a sparse reward: each step credited by its own "
+                   "gold correctness beats flat GRPO at the longest chain (16 steps)"),
+         (LENGTHS, "process rewards from a trustworthy judge mitigate a sparse reward: DeepSeekMath's summed process "
+                   "credit on the gold step labels beats flat GRPO at the longest chain (16 steps)")),
     said("§7.3, §7.8", "larger group sizes for GRPO",
          "larger groups leave fewer groups without reward spread, so fewer samples without signal",
          fix=seeds("studies/05_zero_spread.py check_claims", "no claim, though the study measures the share at "
@@ -672,7 +673,8 @@ SURVEY = [
          (REDISTRIBUTION, "the redistributed MDP has the same optimal policy")),
     said("§4.1.2, §5", "then TD methods become unbiased in the new MDP",
          "with an optimal redistribution TD is unbiased",
-         (REDISTRIBUTION, "in the redistributed MDP, TD is unbiased")),
+         (REDISTRIBUTION, "in the redistributed MDP, TD is unbiased"),
+         (REDISTRIBUTION_DISTRACTORS, "in the redistributed MDP, TD is unbiased")),
     said("§4.1.2, §5", "MC methods have minimal variance",
          "with an optimal redistribution Monte Carlo's variance is minimal",
          (REDISTRIBUTION_DISTRACTORS, "in the redistributed MDP, Monte Carlo's variance is minimal")),
@@ -685,7 +687,8 @@ SURVEY = [
          (REDISTRIBUTION, "potential-based shaping Φ(s') - Φ(s) preserves the optimal policy")),
     said("§4.1.2", "RUDDER shows that optimal redistribution makes the expected future reward zero everywhere",
          "an optimal redistribution makes the expected future reward zero everywhere",
-         (REDISTRIBUTION, "an optimal redistribution makes the expected future reward zero everywhere")),
+         (REDISTRIBUTION, "an optimal redistribution makes the expected future reward zero everywhere"),
+         (REDISTRIBUTION_DISTRACTORS, "an optimal redistribution makes the expected future reward zero everywhere")),
     said("§4.1.2", "which is a stronger property than potential-based shaping provides",
          "zero expected future reward is a stronger property than potential-based shaping gives",
          (REDISTRIBUTION, "zero expected future reward is a stronger property than potential-based shaping provides")),

@@ -38,13 +38,15 @@ except ModuleNotFoundError:  # run as a script: docs/ is on the path, the reposi
     import ledger_statements
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # common.py: the claims' verdicts in the words the runs print them
+import common  # noqa: E402
+
 DOCS = ROOT / "docs"
 PAGES = sorted(DOCS.glob("*.md")) + [ROOT / "README.md"]
 BLOCK = re.compile(r"(<!-- generated: (\w+) ([\w/.-]+)(?: (\w+))? -->\n)(.*?)(<!-- end generated -->)", re.S)
 VALUE = re.compile(r"(<!-- value ([\w/.-]+) (\"[^\"]+\"|\S+) (\S+) -->)(.*?)(<!-- end -->)")
 FIGURE = re.compile(r"\]\((?:docs/)?figures/([\w/.-]+)/([\w.-]+\.png)\)")
 KEPT = ("args", "wall_clock_s", "metrics", "claims")
-VERDICT = {True: "yes", False: "no", None: "not checked"}
 LEDGER = DOCS / "claims_ledger.md"
 
 
@@ -62,7 +64,7 @@ def markdown_table(header: list[str], rows: list[list]) -> str:
 
 
 def claims_table(results: dict) -> str:
-    rows = [[f"{c['claim']} ({c['source']})", c["measured"], VERDICT[c["holds"]]] for c in results["claims"]]
+    rows = [[f"{c['claim']} ({c['source']})", c["measured"], common.verdict_word(c)] for c in results["claims"]]
     return markdown_table(["claim (source)", "measured", "verdict"], rows)
 
 
@@ -107,7 +109,6 @@ def runs_quoted(text: str) -> set[str]:
 # ============================================================================================
 # The claims ledger
 # ============================================================================================
-LEDGER_VERDICT = {True: "yes", False: "no", None: "inconclusive"}
 LEDGER_KINDS = ("yes", "no", "partly", "inconclusive", "premise not met", "not checkable here", "check being rebuilt")
 LEDGER_RULE = """\
 One rule for every row. The row says what the essay says, no stronger and no weaker, with its
@@ -139,9 +140,7 @@ def ledger_answer(run: str, statement: str) -> tuple[dict, str]:
     if len(found) != 1:
         raise SystemExit(f"publish: the ledger names a claim that docs/results/{run}.json holds "
                          f"{len(found)} times, not once: {statement!r}")
-    if found[0]["holds"] is None and "premise not met" in found[0]["measured"]:
-        return found[0], "premise not met"
-    return found[0], LEDGER_VERDICT[found[0]["holds"]]
+    return found[0], common.verdict_word(found[0])
 
 
 def ledger_metric(run: str, key: str) -> str:

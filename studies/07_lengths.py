@@ -36,6 +36,7 @@ down), ss-grpo-step-sparse-grpo.txt, credit-assignment-is-the-whole-game.txt §5
     python studies/07_lengths.py --lengths 2,8 --arms grpo,own --repeats 1 --rl-steps 30   # a taste, ~5 min
     python studies/07_lengths.py --lengths 2,16 --arms grpo,own,summed --out runs/studies/07_lengths_pilot  # pilot
     python studies/07_lengths.py                                         # the sweep (see docs for its time)
+    python studies/07_lengths.py --reanalyse runs/studies/07_lengths/results.json  # claims, table, figure again
 The first run trains the cold start (2-16 steps, cached in runs/cold_start/).
 """
 
@@ -44,6 +45,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import importlib
+import json
 import math
 import sys
 import time
@@ -66,6 +68,7 @@ ssg = importlib.import_module("07_ss_grpo")
 ARMS = ("grpo", "own", "summed", "ss_grpo", "ss_signed", "ppo_0.95", "ppo_1")
 NAMES = {"grpo": "flat GRPO", "own": "own step credit (oracle)", "summed": "summed process credit",
          "ss_grpo": "SS-GRPO", "ss_signed": "SS-GRPO ±", "ppo_0.95": "PPO critic, λ=0.95", "ppo_1": "PPO critic, λ=1"}
+COLOURS = dict(zip(ARMS, ("C0", "C1", "C2", "C3", "C4", "C5", "C6")))  # one colour per arm in every panel
 CHAPTER_METHOD = {"grpo": "grpo", "summed": "prm_grpo", "ss_grpo": "ss_grpo", "ss_signed": "ss_grpo"}
 
 
@@ -83,6 +86,8 @@ class Args(ssg.Args):
     critic_warmup: int = common.arg(5, "PPO: value-only updates on the cold start's samples before RL (extra samples)")
     variance_batches: int = common.arg(8, "batches per arm whose gradients give the variance at the cold start")
     workers: int = common.arg(2, "runs trained at once, one CPU thread each")
+    reanalyse: str = common.arg("", "a results.json of this study: its claims, table and figure re-derived from its "
+                                "own measurements by this code, with its own args and out folder; nothing trained")
     min_steps: int = common.arg(2, "cold start: fewest operations in a demonstration")
     max_steps: int = common.arg(16, "cold start: most operations in a demonstration (the longest length)")
     sft_steps: int = common.arg(3000, "cold start: SFT steps on demonstrations")
@@ -411,6 +416,8 @@ CLAIMS = {
                  "over flat GRPO as chains grow"),
     "ppo_1": ("whole-game §5", "PPO with a learned critic and token GAE (λ = 1) gains more over flat GRPO as chains grow"),
 }
+MITIGATION = {"own": "each step credited by its own gold correctness",
+              "summed": "DeepSeekMath's summed process credit on the gold step labels"}
 
 
 def check_claims(args: Args, analysis: dict, cold: list) -> list[dict]:
@@ -431,8 +438,25 @@ def check_claims(args: Args, analysis: dict, cold: list) -> list[dict]:
         if not all(inside):
             measured += " (premise not met: the cold start is outside 0.1-0.7 at some length)"
         claims.append(common.claim(source, statement, measured, holds))
+    claims += [mitigation_claim(args, arm, analysis["gain"][arm], all(inside))
+               for arm in MITIGATION if arm in analysis["gain"]]
     claims.append(variance_claim(cold))
     return claims
+
+
+def mitigation_claim(args: Args, arm: str, by_length: dict, inside: bool) -> dict:
+    """Does step credit from a trusted judge (the gold step labels) help where the reward is
+    sparsest? At the longest chain: yes if the gain's interval excludes 0, no if it excludes every
+    gap ≥ the detectable gap, else inconclusive; whether it grows with length is the arm's other claim."""
+    longest = max(by_length)
+    gain = by_length[longest]
+    holds = (True if gain["low"] > 0 else False if gain["high"] < args.detectable_gap else None) if inside else None
+    return common.claim("whole-game §7.3", f"process rewards from a trustworthy judge mitigate a sparse reward: "
+                        f"{MITIGATION[arm]} beats flat GRPO at the longest chain ({longest} steps)",
+                        f"gain in held-out pass@1 at {longest} steps {gain['mean']:+.3f} [95% interval over "
+                        f"{args.repeats} seeds: {gain['low']:+.3f}, {gain['high']:+.3f}]; smallest detectable gap "
+                        f"{args.detectable_gap:.3f}" + ("" if inside else " (premise not met: the cold start is "
+                                                          "outside 0.1-0.7 at some length)"), holds)
 
 
 def variance_claim(cold: list) -> dict:
@@ -458,9 +482,9 @@ def plot(args: Args, analysis: dict, runs: list, cold: list, path: Path) -> None
     lengths = args.length_list
     for arm, by_length in analysis["gain"].items():
         mean = [by_length[n]["mean"] for n in lengths]
-        (line,) = axes[0].plot(lengths, mean, "o-", label=NAMES[arm])
+        axes[0].plot(lengths, mean, "o-", color=COLOURS[arm], label=NAMES[arm])
         axes[0].fill_between(lengths, [by_length[n]["low"] for n in lengths], [by_length[n]["high"] for n in lengths],
-                             color=line.get_color(), alpha=0.15, linewidth=0)
+                             color=COLOURS[arm], alpha=0.15, linewidth=0)
     axes[0].axhline(0, color="black", linewidth=0.8)
     axes[0].axhspan(-args.detectable_gap, args.detectable_gap, color="gray", alpha=0.12, label="below detectable gap")
     axes[0].set(xscale="log", xlabel="chain length (steps)", ylabel="gain over flat GRPO, held-out pass@1",
@@ -470,10 +494,11 @@ def plot(args: Args, analysis: dict, runs: list, cold: list, path: Path) -> None
         ax.plot(lengths, [cold_start_means(cold)[n][key] for n in lengths], "k--", label="cold start")
         for arm in args.arm_list:
             ax.plot(lengths, [np.mean([r["final"][key] for r in runs if r["arm"] == arm and r["steps"] == n])
-                              for n in lengths], "o-", label=NAMES[arm])
+                              for n in lengths], "o-", color=COLOURS[arm], label=NAMES[arm])
         ax.set(xscale="log", xlabel="chain length (steps)", title=f"{title}, after RL (mean of seeds)")
     for ax in axes:
         ax.set_xticks(lengths, [str(n) for n in lengths])
+        ax.minorticks_off()  # the log axis's minor ticks would carry unlabelled lengths
         ax.grid(alpha=0.3)
         ax.legend(fontsize="x-small")
     common.save_figure(fig, path)
@@ -507,9 +532,10 @@ def metrics_and_tables(args: Args, analysis: dict, runs: list, cold: list) -> di
     return metrics | {"tables": {"lengths": {"header": header, "rows": rows}}}
 
 
-def main(args: Args) -> dict:
+def measure(args: Args) -> tuple[Args, list, list, float]:
+    """Train and evaluate every arm at every length and seed: (args, cold-start measurements, runs, seconds)."""
     start = time.time()
-    args, device, out = common.start_run(args)
+    args, device, _ = common.start_run(args)
     args = dataclasses.replace(args, device=str(device))
     lm_world.cold_start_policy(args.cold_start, device, args.cache)  # trained once here, loaded by every worker
     print(f"07 lengths: arms {', '.join(args.arm_list)} x lengths {args.length_list} x {args.repeats} seeds, "
@@ -518,12 +544,31 @@ def main(args: Args) -> dict:
                                     for i in range(args.repeats)], args.workers, "cold start")
     jobs = [(args, arm, n, args.seed + i) for n in reversed(args.length_list) for arm in args.arm_list
             for i in range(args.repeats)]  # the longest first: the pool ends on short jobs
-    runs = run_all(run_job, jobs, args.workers, "runs")
+    return args, cold, run_all(run_job, jobs, args.workers, "runs"), time.time() - start
+
+
+def reload(path: str) -> tuple[Args, list, list, float]:
+    """A past run's (args, cold-start measurements, runs, seconds), as `measure` returned them."""
+    saved = json.loads(Path(path).read_text())
+    return Args(**saved["args"]), nan_for_null(saved["cold_start"]), nan_for_null(saved["runs"]), saved["wall_clock_s"]
+
+
+def nan_for_null(value):
+    """Undo strict JSON's one change: a measurement that was NaN (written null) is NaN again."""
+    if isinstance(value, dict):
+        return {k: nan_for_null(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [nan_for_null(v) for v in value]
+    return math.nan if value is None else value
+
+
+def main(args: Args) -> dict:
+    args, cold, runs, wall = reload(args.reanalyse) if args.reanalyse else measure(args)
+    out = common.make_out_dir(args.out)
     analysis = analyse(args, runs, cold)
     claims = check_claims(args, analysis, cold)
     plot(args, analysis, runs, cold, out / "gain_by_length.png")
     metrics = metrics_and_tables(args, analysis, runs, cold)
-    wall = time.time() - start
     common.write_results(out, args, wall, metrics, claims, cold_start=cold, runs=runs, analysis=analysis)
     table = metrics["tables"]["lengths"]
     print("\n" + common.format_table(table["rows"], table["header"]) + "\n\n" + common.format_claims(claims))

@@ -146,6 +146,19 @@ def test_the_verdict_rule_says_yes_no_and_inconclusive(short, long, gap, holds):
     assert lab.verdict({2: short, 16: long}, gap) is holds
 
 
+@pytest.mark.parametrize("longest,inside,holds", [
+    (interval(0.2, 0.1), True, True),  # the interval at the longest chain excludes 0
+    (interval(0.0, 0.05), True, False),  # it excludes every gain ≥ the detectable gap (0.1)
+    (interval(0.1, 0.15), True, None),  # neither
+    (interval(0.2, 0.1), False, None),  # the cold start outside its window: premise not met
+])
+def test_the_mitigation_claim_reads_the_longest_chains_interval(tmp_path, longest, inside, holds):
+    args = dataclasses.replace(smoke_args(tmp_path), detectable_gap=0.1)
+    found = lab.mitigation_claim(args, "own", {2: interval(0.5, 0.01), 3: longest}, inside)
+    assert found["holds"] is holds and "at 3 steps" in found["measured"]
+    assert ("premise not met" in found["measured"]) is not inside
+
+
 def cold(seed: int, variance: dict) -> list[dict]:
     return [{"steps": n, "seed": seed, "pass@1": 0.3, "hard": 0.4, "easy": 0.9, "right_prefix": 1.0,
              "outcome_variance": v, "gradient_noise": {"grpo": 1.0}} for n, v in variance.items()]
@@ -185,10 +198,13 @@ def test_smoke_run_writes_results_a_figure_and_a_claim_per_arm(tmp_path, read_re
     data = read_results(tmp_path / "out" / "results.json")
     assert (tmp_path / "out" / "gain_by_length.png").stat().st_size > 1000
     assert {r["arm"] for r in data["runs"]} == {"grpo", "own", "ppo_1"} and len(data["runs"]) == 3 * 2 * 2
-    assert [c["source"] for c in data["claims"]][0] == "design (this study)" and len(data["claims"]) == 4
+    assert [c["source"] for c in data["claims"]][0] == "design (this study)" and len(data["claims"]) == 5
     rows = data["metrics"]["tables"]["lengths"]["rows"]
     assert [row[:2] for row in rows[:4]] == [[2, "cold start"], [2, "flat GRPO"], [2, lab.NAMES["own"]],
                                             [2, lab.NAMES["ppo_1"]]]
+    again = lab.main(lab.Args(reanalyse=str(tmp_path / "out" / "results.json")))  # the same, from its own numbers
+    assert common.json_ready(again) == {"claims": data["claims"], "metrics": data["metrics"]}
+    assert read_results(tmp_path / "out" / "results.json")["wall_clock_s"] == data["wall_clock_s"]
 
 
 @pytest.mark.parametrize("argv,message", [

@@ -219,8 +219,10 @@ def test_a_wide_table_is_split_into_parts_that_fit_and_each_repeats_the_key():
 
 
 def test_format_claims_shows_verdicts():
-    text = common.format_claims([common.claim("s", "c", "m", False), common.claim("s", "c", "m", None)])
-    assert "NO" in text and "n/a" in text
+    claims = [common.claim("s", "c", "m", True), common.claim("s", "c", "m", False), common.claim("s", "c", "m", None),
+              common.claim("s", "c", "premise not met: no spread", None)]
+    headers = [line for line in common.format_claims(claims).splitlines() if line.startswith("[")]
+    assert headers == ["[yes] s", "[no] s", "[inconclusive] s", "[premise not met] s"]
 
 
 def test_claims_wrap_to_the_terminal_and_keep_every_word():

@@ -47,7 +47,7 @@ def test_a_stale_block_is_rewritten_and_the_text_around_it_kept(one_run):
     new = publish.rendered(page)
     assert new == ("intro\n<!-- generated: claims demo -->\n"
                    "| claim (source) | measured | verdict |\n|---|---|---|\n"
-                   "| a \\| b (survey §3) | 0.5 | yes |\n| c (s) | m | not checked |\n<!-- end generated -->\nmiddle\n"
+                   "| a \\| b (survey §3) | 0.5 | yes |\n| c (s) | m | inconclusive |\n<!-- end generated -->\nmiddle\n"
                    "<!-- generated: table demo pass -->\n| k | pass@k |\n|---|---|\n| 1 | 0.412 |\n<!-- end generated -->\nend\n")
     assert publish.rendered(new) == new and publish.runs_quoted(new) == {"demo"}
 
