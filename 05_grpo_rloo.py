@@ -24,7 +24,8 @@ Figures in runs/05_grpo_rloo/: learning_curves.png (held-out pass@1 per estimato
 Studies beside it, in studies/: 05_zero_spread.py (groups with no reward spread, by difficulty and
 G), 05_critic.py (PPO's learned token critic and GAE: its memory, whether its V tells the truth,
 gradient variance against completion length), 05_failure_modes.py (KL on both sides, a poor
-reference, async staleness, a weak start, train/serve skew), 05_bench.py (throughput).
+reference, async staleness, a weak start, train/serve skew), 05_bench.py (throughput), 05_seeds.py
+(this experiment on several seeds; the claims that need training decide there, over the seeds).
 """
 
 from __future__ import annotations
@@ -355,49 +356,37 @@ def plot_runs(runs: dict, out) -> None:
     save_figure(fig, out / "training.png")
 
 
-def check_claims(args: Args, runs: dict, before: dict) -> list[dict]:
+def check_claims(args: Args) -> list[dict]:
+    """The claims the arithmetic decides, exactly (no seeds); those that need training decide on
+    their intervals over seeds in studies/05_seeds.py."""
     rewards = torch.tensor([[0.0, 1.0, 0.0, 1.0]])  # whole-game Appendix A's group
     A = group_advantages(rewards, "dr_grpo")[0].tolist()
     rloo = group_advantages(rewards, "rloo")[0, 1].item()
-    # the advantages the loop hands to the loss, for that group's completions of 5 tokens each
-    per_token = token_advantages(rewards, "grpo", torch.ones(4, 5, dtype=torch.bool))
-    varies = bool((per_token != per_token[:, :1]).any())
+    # the advantages the loop hands to the loss, for that group's completions of 3, 5, 2 and 4 tokens
+    mask = torch.arange(5) < torch.tensor([[3], [5], [2], [4]])
+    per_token = {m: token_advantages(rewards, m, mask) for m in ESTIMATORS}
+    varies = bool(((per_token["grpo"] != per_token["grpo"][:, :1]) & mask).any())
+    shared = all(torch.equal(t, group_advantages(rewards, m).T * mask) for m, t in per_token.items())
     G = args.group_size
     lone = group_advantages(torch.eye(G)[:1], "grpo")[0, 0].item()  # one right answer in the group
     same = group_advantages(torch.ones(1, G), "grpo").abs().max().item()
-    claims = [claim("whole-game App. A", "R = [0, 1, 0, 1]: centred advantages [-0.5, 0.5, -0.5, 0.5]; RLOO "
-                    "advantage of sample 2 = 2/3", f"{A}; RLOO {rloo:.4f}",
-                    A == [-0.5, 0.5, -0.5, 0.5] and math.isclose(rloo, 2 / 3, rel_tol=1e-6)),
-              claim("survey §4.1.1", "GAE is the default in PPO, GRPO and most modern policy gradient methods",
-                    f"GRPO's token advantages within a completion {'vary' if varies else 'are all equal'} "
-                    f"(completion 2: {[round(a, 3) for a in per_token[1].tolist()]}): no critic, so no GAE; "
-                    "its advantage is the group z-score of the outcome reward", varies),
-              claim("whole-game §7.8", "when group rewards are homogeneous, the normalisation blows up or flattens",
-                    f"all-equal group: A = {same:g} (flattens, no NaN thanks to ε); with 0/1 rewards |A| is at most "
-                    f"(G-1)/√G, reached by a lone right answer: {lone:.2f} at G={G} (no blow-up)",
-                    same == 0.0 or not math.isfinite(same))]
-    for method in ("grpo", "rloo"):
-        if method in runs:
-            gain = runs[method]["final"]["pass@1"] - before["pass@1"]
-            claims.append(claim("whole-game §2, §8", f"from a cold start that can occasionally succeed, {NAMES[method]} "
-                                "on the sparse verifier reward learns (here: held-out pass@1 up ≥ 15 points)",
-                                f"{before['pass@1']:.3f} -> {runs[method]['final']['pass@1']:.3f} ({100 * gain:+.1f} points)",
-                                gain >= 0.15))
-    if "grpo" in runs:
-        k, after = args.final_samples, runs["grpo"]["final"]
-        claims.append(claim(
-            "whole-game §8", "GRPO on groups improves pass@1 (pass@k measures diversity-and-sometimes-right)",
-            f"pass@1 {before['pass@1']:.3f} -> {after['pass@1']:.3f}; pass@{k} {before[f'pass@{k}']:.3f} -> "
-            f"{after[f'pass@{k}']:.3f}", after["pass@1"] > before["pass@1"]))
-    if {"grpo", "dr_grpo"} <= set(runs):
-        wrong, right = ({m: late_mean(runs[m], f"length_{o}") for m in ("grpo", "dr_grpo")} for o in ("wrong", "right"))
-        claims.append(claim(
-            "whole-game §7.6; Liu et al. 2025", "length bias: dividing each completion's loss by its own length "
-            "pushes a long wrong completion down less per token, so wrong completions grow longer; a constant "
-            "normaliser (Dr. GRPO) removes the bias", f"mean length over the second half of training, wrong / right "
-            f"completions: GRPO (per-sequence) {wrong['grpo']:.1f} / {right['grpo']:.1f}, Dr. GRPO (constant) "
-            f"{wrong['dr_grpo']:.1f} / {right['dr_grpo']:.1f}", wrong["grpo"] > wrong["dr_grpo"]))
-    return claims
+    wrong = [round(a, 3) for a in per_token["grpo"][2][mask[2]].tolist()]
+    return [claim("whole-game App. A", "R = [0, 1, 0, 1]: centred advantages [-0.5, 0.5, -0.5, 0.5]; RLOO "
+                  "advantage of sample 2 = 2/3", f"{A}; RLOO {rloo:.4f}",
+                  A == [-0.5, 0.5, -0.5, 0.5] and math.isclose(rloo, 2 / 3, rel_tol=1e-6)),
+            claim("survey §4.1.1", "GAE is the default in PPO, GRPO and most modern policy gradient methods",
+                  f"GRPO's token advantages within a completion {'vary' if varies else 'are all equal'} "
+                  f"(completion 2: {[round(a, 3) for a in per_token['grpo'][1].tolist()]}): no critic, so no GAE; "
+                  "its advantage is the group z-score of the outcome reward", varies),
+            claim("whole-game §4; over-long-generations, GRPO", "every token of a completion gets the same "
+                  "advantage A_i: one sequence-level advantage, the completion's, broadcast to all its tokens",
+                  f"R = [0, 1, 0, 1], completions of 3, 5, 2 and 4 tokens: the loop's per-token advantages "
+                  f"{'equal' if shared else 'differ from'} A_i on every token (0 on padding) under "
+                  f"{', '.join(NAMES.values())}; GRPO's on the 2 tokens of the wrong completion 3: {wrong}", shared),
+            claim("whole-game §7.8", "when group rewards are homogeneous, the normalisation blows up or flattens",
+                  f"all-equal group: A = {same:g} (flattens, no NaN thanks to ε); with 0/1 rewards |A| is at most "
+                  f"(G-1)/√G, reached by a lone right answer: {lone:.2f} at G={G} (no blow-up)",
+                  same == 0.0 or not math.isfinite(same))]
 
 
 def collect_metrics(args: Args, runs: dict, before: dict) -> dict:
@@ -435,7 +424,7 @@ def main(args: Args) -> dict:
           f"{before[f'pass@{args.final_samples}']:.3f}, length {before['length']:.1f}")
     runs = {method: run_method(initial, tokenizer, args, method, held_out, device) for method in args.method_list}
     plot_runs(runs, out)
-    claims = check_claims(args, runs, before)
+    claims = check_claims(args)
     metrics = collect_metrics(args, runs, before)
     wall = time.time() - start
     write_results(out, args, wall, metrics, claims, cold_start=before,

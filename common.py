@@ -370,18 +370,35 @@ def mean_interval(values: list[float] | np.ndarray) -> tuple[float, float, float
     return mean, mean - half, mean + half
 
 
-def seed_verdict(values, zero_below: float | None = None) -> tuple[bool | None, str]:
+def seed_verdict(values, zero_below: float | None = None, claimed: float = math.inf) -> tuple[bool | None, str]:
     """The ledger's rule on a quantity measured once per seed, and "mean [95% interval]". An effect
     (> 0 in the statement's direction): yes where the interval lies above 0, no where it lies below
-    the smallest effect the seeds can detect (its half-width, t sd / √n). A zero (zero_below given):
-    yes where the interval holds 0 and stays below zero_below, no where it excludes 0. Else None."""
+    the smallest effect the seeds can detect (its half-width, t sd / √n) and below the effect the
+    statement claims, if it names one (`claimed`: a "no" must rule out what was said). A zero
+    (zero_below given): yes where the interval holds 0 and stays below zero_below, no where it
+    excludes 0. Else None."""
     mean, low, high = mean_interval(values)
     text = f"{mean:+.3g} [{low:+.3g}, {high:+.3g}]"
     if not np.isfinite(low):
         return None, text
     if zero_below is not None:
         return (False if low > 0 or high < 0 else True if high < zero_below else None), text
-    return (True if low > 0 else False if high < (high - low) / 2 else None), text
+    return (True if low > 0 else False if high < min((high - low) / 2, claimed) else None), text
+
+
+ROUGHLY_LINEAR = (0.5, 1.5)  # the exponents halfway from linear (1) to no growth (0) and to quadratic (2)
+
+
+def slope_verdict(slopes) -> tuple[bool | None, str]:
+    """Does a quantity grow roughly linearly (y ∝ x^k, k near 1)? On the log-log slope per seed:
+    yes where its 95% interval lies nearer linear growth than no growth or quadratic growth (inside
+    ROUGHLY_LINEAR), no where it lies wholly outside that band, else None; and "mean [interval]"."""
+    mean, low, high = mean_interval(slopes)
+    text = f"{mean:.2f} [{low:.2f}, {high:.2f}]"
+    below, above = ROUGHLY_LINEAR
+    if not np.isfinite(low) or not (below < low and high < above or high < below or low > above):
+        return None, text
+    return bool(below < low and high < above), text
 
 
 def save_figure(fig: plt.Figure, path: Path) -> Path:

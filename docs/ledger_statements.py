@@ -44,12 +44,13 @@ REDISTRIBUTION_DISTRACTORS = "studies/03_redistribution_distractors"
 TRANSPORT = "studies/03_transport"
 HCA = "studies/04_hca_tasks"
 HER = "studies/04_her_sweep"
-HER_FINAL = "studies/04_her_sweep_final"
 CRITIC = "studies/05_critic"
 FAILURES = "studies/05_failure_modes"
 SEEDS = "studies/05_seeds"
 ZERO = "studies/05_zero_spread"
 OVER = "studies/06_overoptimisation"
+SEEDS_06 = "studies/06_seeds"
+OVER_LENGTH = "studies/06_overoptimisation_length"
 CREDIT = "studies/07_credit"
 LENGTHS = "studies/07_lengths"
 
@@ -61,13 +62,9 @@ def seeds(where: str, today: str, quantity: str) -> str:
     return f"{where}: {today}. Compute {quantity} {SPREAD}"
 
 
-# the one claim that would answer four rows: GRPO's advantage is the same on every token
-PER_TOKEN = ("05_grpo_rloo.py check_claims: no claim states it (the GAE claim shows the per-token advantages of one "
-             "completion but answers whether GRPO uses GAE). Add a claim: every token of a completion gets the same "
-             "advantage A_i (the `varies` flag it already computes, negated; exact, no seeds needed)")
-# the learned-ORM run is at β = 0 only
-KL_ARM = ("studies/06_overoptimisation.py: the learned-ORM run has no β > 0 arm. Add one on the same ORM and compare "
-          "gold pass@1 at the end (and KL) with the β = 0 arm")
+# the exact claim of 05 that answers five rows: GRPO's advantage is the same on every token
+PER_TOKEN = ("every token of a completion gets the same advantage A_i: one sequence-level advantage, the completion's, "
+             "broadcast to all its tokens")
 
 
 def said(section: str, quote: str, says: str, *answers: tuple[str, str], fix: str = "", not_checkable: str = "",
@@ -82,64 +79,56 @@ WHOLE_GAME = [
          not_checkable="no run trains on a truncated context and measures where its credit lands (the §7.1 rows "
                        "measure what a dropped fact costs at serving time)"),
     said("§2, §7.2", "The policy finds a cheap correlate of the score.",
-         "reward hacking: RL on a learned score finds a cheap correlate of it, e.g. well-formed work with a wrong "
-         "final answer (format tricks)",
-         (OVER, "reward hacking shows as format tricks: well-formed outputs that score well on the learned reward "
-                "but are wrong"),
-         fix=seeds("studies/06_overoptimisation.py rl_claims", "one seed, decided by a bare comparison",
-                   "the share of held-out completions in worked form with a wrong answer after RL on the learned PRM "
-                   "minus the same share after outcome GRPO")),
+         "reward hacking: RL on a learned score finds a cheap correlate of it, e.g. well-formed work with a "
+         "wrong final answer (format tricks)",
+         (OVER, "reward hacking: RL on a learned score finds a cheap correlate of it, well-formed work with "
+                "a wrong final answer (format tricks)")),
     said("§2, §7.2", "A chat model learns to be sycophantic because preference models like agreement.",
          "preference reward models make a chat model sycophantic",
          not_checkable="needs a preference reward model and a chat task; ours are verifier-scored arithmetic"),
     said("§2", 'A flight booker optimized for "confirmation email received" books refundable junk',
          "a proxy reward (confirmation received) makes a booking agent book the wrong thing",
          not_checkable="no tool-using agent or booking environment here"),
-    said("§2", "Process rewards (step judges) densify credit but introduce judge error: a wrong step marked correct, "
-               "or a creative correct step marked wrong.",
+    said("§2", "Process rewards (step judges) densify credit but introduce judge error: a wrong step marked "
+         "correct, or a creative correct step marked wrong.",
          "step judges misjudge steps both ways: wrong steps marked correct, and correct steps marked wrong",
-         (OVER, "automatic (Monte Carlo) step labels are noisy: a step may be labelled correct because a lucky rollout "
-                "reached the right answer"),
-         fix="studies/06_overoptimisation.py label_and_rerank_claims: the claim checks one side (false positives > 0); "
-             "the statement names both. Holds if the false-positive and the false-negative rates are both above 0 "
-             "(an existence statement: counts decide it, no seeds needed)",
+         (OVER, "step judges misjudge steps both ways: wrong steps marked correct, and correct steps marked "
+                "wrong (Math-Shepherd's automatic step labels)"),
          how="rephrase"),
     said("§2, §7.2, §7.7", "RM score soars while held-out human preference falls (Goodhart).",
-         "optimising a learned reward model over-optimises it: its score rises while the true quality (here the "
-         "verifier's, on held-out problems) falls",
-         (OVER, "optimising a learned proxy: proxy rises with KL, gold peaks then degrades"),
-         fix=seeds("studies/06_overoptimisation.py overoptimisation_claims",
-                   "one seed, and the fall is judged against a round 0.02",
-                   "the proxy's rise and the gold's fall from its peak to the end")),
+         "optimising a learned reward model over-optimises it: its score rises while the true quality (here "
+         "the verifier's, on held-out problems) falls",
+         (OVER, "optimising a learned reward model over-optimises it: its score rises while the true quality "
+                "(the verifier's, on held-out problems) falls")),
     said("§2", "gradients are noisy, most trajectories teach almost nothing",
          "with a sparse 0/1 verifier most trajectories teach almost nothing",
-         fix=seeds("studies/05_zero_spread.py check_claims (and studies/05_failure_modes.py sparse_claims for the "
-                   "weak start)", "no claim states it; the failure-mode claim answers it only from the weak cold start, "
-                   "with round thresholds (≥ 80%, < 5 points)",
-                   "the share of sampled completions that sit in groups with zero reward spread (they get A = 0), "
-                   "against one half ('most'), at the default cold start and at the weak one,"),
-         metrics=((ZERO, "zero_spread[cold start][steps=1][G=8]"), (ZERO, "zero_spread[cold start][steps=4][G=8]"),
-                  (FAILURES, "sparse[GRPO]_zero_spread"))),
+         (ZERO, "with a sparse 0/1 verifier most trajectories teach almost nothing: from the default cold "
+                "start (1000 SFT steps), more than half of the sampled completions sit in groups of G = 8 with no "
+                "reward spread (A = 0)"),
+         (ZERO, "with a sparse 0/1 verifier most trajectories teach almost nothing: from the weak cold start "
+                "(60 SFT steps), more than half of the sampled completions sit in groups of G = 8 with no reward "
+                "spread (A = 0)"),
+         (FAILURES, "with a sparse 0/1 verifier most trajectories teach almost nothing (here, from the weak "
+                    "cold start: more than half of GRPO's sampled completions sit in groups with zero reward spread, "
+                    "A = 0)")),
     said("§2", "early training needs a cold-start policy that can occasionally succeed",
          "from a cold start that can occasionally succeed, RL on the sparse verifier learns",
-         (SEEDS, "from a cold start that can occasionally succeed, GRPO on the sparse verifier reward learns (here: "
-                 "held-out pass@1 up ≥ 15 points) (on every seed)"),
-         (SEEDS, "from a cold start that can occasionally succeed, RLOO on the sparse verifier reward learns (here: "
-                 "held-out pass@1 up ≥ 15 points) (on every seed)"),
-         fix=seeds("05_grpo_rloo.py check_claims, as studies/05_seeds.py runs it",
-                   "'learns' is judged against a round 15 points", "the held-out pass@1 gain over the cold start")),
+         (SEEDS, "from a cold start that can occasionally succeed, GRPO on the sparse verifier reward learns: "
+                 "held-out pass@1 rises above the cold start's"),
+         (SEEDS, "from a cold start that can occasionally succeed, RLOO on the sparse verifier reward learns: "
+                 "held-out pass@1 rises above the cold start's")),
     said("§3", "reducing variance without (in the classic argument) introducing bias into the policy gradient",
          "a baseline that does not depend on the action lowers the policy gradient's variance",
-         (GRADIENT, "a baseline reduces the variance of the policy gradient"),
-         (GRADIENT_99, "a baseline reduces the variance of the policy gradient"),
-         fix=seeds("studies/01_gradient_variance.py variance_claims", "one sample of the gradient's covariance, decided "
-                   "by a bare comparison (reward-to-go: 53.2 -> 49.9)",
-                   "tr Cov with and without the baseline on independent batches")),
+         (GRADIENT, "a baseline that does not depend on the action lowers the variance of the policy "
+                    "gradient (here: a constant, the mean Ψ of a held-out batch)"),
+         (GRADIENT_99, "a baseline that does not depend on the action lowers the variance of the policy "
+                       "gradient (here: a constant, the mean Ψ of a held-out batch)")),
     said("§3", "reducing variance without (in the classic argument) introducing bias into the policy gradient",
          "a baseline that does not depend on the action adds no bias to the policy gradient",
-         fix="studies/01_gradient_variance.py variance_claims: not measured, though the study samples both "
-             "estimators. Add a claim: the mean gradient with the baseline minus without it; yes where its interval "
-             "over independent batches holds 0 and is narrower than the smallest bias the batches could detect"),
+         (GRADIENT, "a baseline that does not depend on the action adds no bias to the policy gradient "
+                    "(here: a constant, the mean Ψ of a held-out batch)"),
+         (GRADIENT_99, "a baseline that does not depend on the action adds no bias to the policy gradient "
+                       "(here: a constant, the mean Ψ of a held-out batch)")),
     said("§3, App. A", "Step 4 was useless noise, yet it receives the same +1 credit as the cancel step.",
          "with γ = 1 and one terminal reward, every step's reward-to-go is that reward: the useless step gets the "
          "same +1 as the decisive one",
@@ -158,43 +147,43 @@ WHOLE_GAME = [
          not_checkable="no tool-call graph here"),
     said("§4", r"A sequence-level advantage $\hat{A}(x,y)$ often multiplies every token's logprob gradient",
          "for an LM one sequence-level advantage multiplies every token's log-probability gradient",
-         fix=PER_TOKEN, how="rephrase"),
+         (CH05, PER_TOKEN), how="rephrase"),
     said("§5", "Yes, and episodes are long / rewards semi-dense: prefer GAE",
          "with a value model you trust and long or semi-dense episodes, GAE is the better choice",
-         fix="studies/05_critic.py critic_claims: no claim. Add one for this branch: PPO + GAE against GRPO at equal "
-             "samples, held-out pass@1 with its interval over seeds, that reports 'premise not met' where the "
-             "critic is not trustworthy (its error at step boundaries above the noise floor, interval over seeds); "
-             "studies/07_lengths.py's PPO arms give the long episodes"),
-    said("§5", "Yes, but value learning is unstable on your data: fall back to Monte Carlo returns or group baselines",
-         "where the learned value is wrong, group baselines (or Monte Carlo returns) do at least as well as PPO with "
-         "that critic",
-         fix=seeds("studies/05_critic.py critic_claims", "no claim, though the study trains GRPO, PPO and PPO with a "
-                   "value head at the same budget", "GRPO's held-out pass@1 minus PPO's (each critic)"),
-         metrics=((CRITIC, "grpo_pass@1"), (CRITIC, "ppo_pass@1"), (CRITIC, "ppo_head_pass@1")),
+         (CRITIC, "with a value model you trust (and long or semi-dense episodes), prefer GAE: PPO with a "
+                  "learned critic and GAE beats GRPO at the same samples")),
+    said("§5", "Yes, but value learning is unstable on your data: fall back to Monte Carlo returns or group "
+         "baselines",
+         "where the learned value is wrong, group baselines (or Monte Carlo returns) do at least as well as "
+         "PPO with that critic",
+         (CRITIC, "where the learned value is wrong, group baselines do at least as well as PPO with that "
+                  "critic: GRPO's held-out pass@1 is not below that of PPO (critic, GAE)"),
+         (CRITIC, "where the learned value is wrong, group baselines do at least as well as PPO with that "
+                  "critic: GRPO's held-out pass@1 is not below that of PPO (value head on the policy)"),
          how="new"),
-    said("§5", r"a bad $V$ injects systematic lies into $\Psi$",
+    said("§5", "a bad $V$ injects systematic lies into $\\Psi$",
          "a value function learned on sparse verifiable rewards can be wrong, and then it feeds errors into Ψ",
-         (CRITIC, "a learned V can be wrong on sparse verifiable rewards, and a bad V injects systematic lies into Ψ "
-                  "(here: mean |V - P(success | prefix)| at step boundaries > 2x the rollouts' noise floor)"),
-         fix=seeds("studies/05_critic.py critic_claims", "one seed, 'wrong' judged against a round 2x the noise floor",
-                   "the critic's mean error |V - P(success | prefix)| at step boundaries minus the rollouts' noise "
-                   "floor (and the resulting error of the GAE advantages against the Monte Carlo truth)")),
+         (CRITIC, "a learned V can be wrong on sparse verifiable rewards, and a bad V injects systematic "
+                  "lies into Ψ: its error |V - P(success | prefix)| at step boundaries, and the error of the step "
+                  "credit V(after) - V(before) it feeds into Ψ, exceed what the rollouts' noise explains")),
     said("§5", "Only one sample per prompt, terminal reward: classic reward-to-go plus a moving-average baseline, or "
                "train a critic. Variance will hurt.",
          "with one sample per prompt (reward-to-go and a moving-average baseline) the variance hurts",
          not_checkable="every LM run samples a group per prompt; no one-sample run with a moving-average baseline"),
-    said("§5", 'A global value head must learn "this problem is hard"; group baselines get that for free locally.',
-         "a per-prompt group baseline gets the prompt's difficulty for free, where one value head (or one baseline) "
-         "for all prompts must learn it",
-         fix=seeds("05_grpo_rloo.py check_claims (run by studies/05_seeds.py) and studies/05_critic.py",
-                   "no claim, though REINFORCE with the batch-mean baseline, RLOO, GRPO and PPO with a value head are "
-                   "all trained and their gradient noise measured",
-                   "the per-prompt baselines (RLOO, GRPO) against the batch-mean baseline (REINFORCE) and the value "
-                   "head: held-out pass@1 and tr Cov(g) / ‖E g‖²,"),
-         metrics=((SEEDS, "seed0_reinforce_pass@1"), (SEEDS, "seed1_reinforce_pass@1"), (SEEDS, "seed0_rloo_pass@1"),
-                  (SEEDS, "seed1_rloo_pass@1"), (SEEDS, "seed0_grpo_pass@1"), (SEEDS, "seed1_grpo_pass@1"),
-                  (CRITIC, "variance_relative[REINFORCE (batch mean)]"), (CRITIC, "variance_relative[RLOO]"),
-                  (CRITIC, "variance_relative[GRPO]"))),
+    said("§5", 'A global value head must learn "this problem is hard"; group baselines get that for free '
+         "locally.",
+         "a per-prompt group baseline gets the prompt's difficulty for free, where one value head (or one "
+         "baseline) for all prompts must learn it",
+         (SEEDS, "a per-prompt group baseline gets the prompt's difficulty for free, where one baseline for "
+                 "all prompts must learn it: RLOO ends with a higher held-out pass@1 than REINFORCE with the "
+                 "batch-mean baseline"),
+         (SEEDS, "a per-prompt group baseline gets the prompt's difficulty for free, where one baseline for "
+                 "all prompts must learn it: GRPO ends with a higher held-out pass@1 than REINFORCE with the "
+                 "batch-mean baseline"),
+         fix="studies/05_seeds.py: final pass@1 against REINFORCE (batch mean) answers whether the method "
+             "ends better, not whether the baseline carries the prompt's difficulty. Compute each baseline's error "
+             "against each prompt's own success rate (estimated from fresh samples): the group mean (RLOO, GRPO) "
+             "against the batch mean and the value head, and decide on its interval over seeds"),
     said("§5", r"Monte Carlo (MC) return: $\Psi_t = G_t$. Honest about the episode. Noisy.",
          "the Monte Carlo return is unbiased but noisy",
          (GAE, "λ = 0 is one-step TD (low variance, high bias); λ = 1 is Monte Carlo (high variance, no bias)")),
@@ -205,75 +194,57 @@ WHOLE_GAME = [
          how="re-point"),
     said("§6", "Clipping limits how far token probabilities move per update",
          "PPO's clipping limits how far token probabilities move in one update",
-         fix=seeds("05_grpo_rloo.py (or a study beside it)", "not measured: the staleness study's clipped ratio acts "
-                   "on stale rollouts, and with one optimiser pass per batch (μ = 1) the clip never acts on-policy",
-                   "the per-token |log π_new - log π_old| of one update with several optimiser passes per batch "
-                   "(μ > 1), with the clip minus without it,")),
+         (SEEDS, "PPO's clipping limits how far token probabilities move in one update")),
     said("§6", "fluent, helpful initialization collapses into high-reward gibberish the RM likes",
-         "without KL to the reference, optimising a learned reward turns a fluent model into high-reward gibberish",
-         (OVER, "optimising a learned proxy: proxy rises with KL, gold peaks then degrades"),
-         fix="studies/06_overoptimisation.py overoptimisation_claims: the claim shows the learned ORM's score rising "
-             "and the gold falling at β = 0 but not whether the text turns to gibberish. Compute the share of "
-             "well-formed completions (lm_world's worked-form check) before and after RL on the learned ORM at β = 0, "
-             "with a β > 0 arm as the contrast, " + SPREAD,
-         metrics=((OVER, "overopt_rl_final_worked_form_share"), (OVER, "overopt_rl_gold_final"),
-                  (OVER, "overopt_rl_kl_final")),
+         "without KL to the reference, optimising a learned reward turns a fluent model into high-reward "
+         "gibberish",
+         (OVER, "without KL to the reference, optimising a learned reward turns a fluent model into "
+                "high-reward gibberish"),
          how="re-point"),
     said("§6", "a wrong search query early poisons later book calls",
          "in tool-use RL one bad early tool call poisons the later ones, and tool-result tokens must be masked",
          not_checkable="no tool-using agent here"),
     said("§7.1", "performance collapses when context is truncated",
          "when the context drops a fact the answer needs, performance collapses",
-         (FAILURES, "state blindness: when the context drops a fact the answer needs, the policy cannot act on it "
-                    "(here: the last operation missing from the prompt halves pass@1 or worse)"),
-         fix=seeds("studies/05_failure_modes.py skew_claims", "one seed, 'collapses' judged as a round 'halves'",
-                   "held-out pass@1 as trained minus with the last operation missing")),
+         (FAILURES, "state blindness: when the context drops a fact the answer needs, performance collapses "
+                    "(here: with the last operation missing from the prompt, held-out pass@1 falls below the trained "
+                    "policy's and below the cold start's)")),
     said("§7.1", "Put necessary facts into the state explicitly",
          "putting a dropped fact back into the state (Pong: the frame difference) fixes what its absence cost",
-         (BLINDNESS, "state blindness: an observation that drops a fact the decision needs (here: the ball's motion) "
-                     "costs the policy; the mitigation puts the fact in the state (the frame difference). Holds if "
-                     "every frame-only seed ends below every seed with the difference"),
-         fix=seeds("studies/01_state_blindness.py blindness_claims",
-                   "two seeds whose ranges overlap give 'no' where the measurement cannot tell",
-                   "points won at the end with the difference minus frame only (more seeds)")),
+         (BLINDNESS, "state blindness: an observation that drops a fact the decision needs (here: the ball's "
+                     "motion) costs the policy, and putting the fact back in the state (the frame difference) "
+                     "recovers it: more points won at the end with the difference than on the frame alone")),
     said("§7.2", "verbose padding",
          "reward hacking shows as verbose padding",
-         (OVER, "reward models rate longer responses higher, so policies learn to pad (Q-RM's token credit as the "
-                "reward)"),
-         (OVER, "reward models rate longer responses higher, so policies learn to pad (the ORM as the reward, β = 0)"),
-         fix=seeds("studies/06_overoptimisation.py length_claims", "one seed; r(score, tokens) > 0.1 and the padding "
-                   "constant are round numbers",
-                   "the characters written past the worked solution after RL minus before it, per reward,")),
+         (OVER, "reward models rate longer responses higher, so policies learn to pad (Q-RM's token credit "
+                "as the reward)"),
+         (OVER, "reward models rate longer responses higher, so policies learn to pad (the ORM as the "
+                "reward, β = 0)")),
     said("§7.2", "Prefer verifiable checks",
          "against reward hacking, prefer a verifiable check to a learned score",
-         fix=seeds("06_prm_qrm.py rl_claims", "no claim, though the runs are there",
-                   "held-out pass@1 after RL with the verifier in the reward (outcome GRPO; PRM steps + verifier on the "
-                   "answer) minus after RL on the learned PRM alone"),
-         metrics=((OVER, "rl[outcome]_pass@1_final"), (OVER, "rl[prm_outcome]_pass@1_final"),
-                  (OVER, "rl[prm]_pass@1_final"))),
+         (SEEDS_06, "prefer a verifiable check to a learned score: RL with the verifier in the "
+                              "reward ends above RL on the learned PRM alone (outcome GRPO (verifier))"),
+         (SEEDS_06, "prefer a verifiable check to a learned score: RL with the verifier in the "
+                              "reward ends above RL on the learned PRM alone (PRM steps, verifier on the answer step)")),
     said("§7.2", "KL-to-ref; remove cheap heuristic bonuses",
          "against reward hacking, keep KL to the reference and drop cheap heuristic bonuses",
-         fix=KL_ARM + " (gold pass@1 higher with KL, interval over seeds); no run here has a heuristic bonus to remove"),
+         (OVER, "against reward hacking keep KL to the reference (the half checked here: no reward here has "
+                "a cheap heuristic bonus to remove)")),
     said("§7.3", "Gradients tiny; learning only after rare successes; cold start fails.",
-         "with a sparse terminal reward and a cold start that rarely succeeds, almost all groups carry no signal and "
-         "RL does not get off the ground",
-         (FAILURES, "sparse terminal reward: almost all trajectories get 0, so groups carry no signal and the cold "
-                    "start fails (here: ≥ 80% of GRPO's groups with zero spread, pass@1 up < 5 points)"),
-         fix=seeds("studies/05_failure_modes.py sparse_claims", "one seed; ≥ 80% and < 5 points are round numbers",
-                   "the share of groups with zero spread and the weak start's pass@1 gain")),
+         "with a sparse terminal reward and a cold start that rarely succeeds, most groups carry no signal "
+         "and RL does not get off the ground",
+         (FAILURES, "sparse terminal reward from a cold start that rarely succeeds: groups carry no signal "
+                    "and the cold start fails (here: most of GRPO's groups have zero reward spread, and its held-out "
+                    "pass@1 gain is zero, below the default cold start's)")),
     said("§7.3", "SFT cold start on successful traces",
          "mitigation of a sparse reward: an SFT cold start on successful worked solutions",
-         (FAILURES, "the mitigation: an SFT cold start on successful traces (here: GRPO from the default cold start, "
-                    "1000 SFT steps on demonstrations against 60, gains ≥ 3 points more)"),
-         fix=seeds("studies/05_failure_modes.py sparse_claims", "one seed; ≥ 3 points is a round number",
-                   "GRPO's pass@1 gain from the default cold start minus its gain from the weak one")),
+         (FAILURES, "the mitigation: an SFT cold start on successful traces (here: GRPO gains more held-out "
+                    "pass@1 from the default cold start, 1000 SFT steps on demonstrations, than from the weak one, "
+                    "60)")),
     said("§7.3, §8", "This is exploration + filter, and often the right Monday tool before full on-policy RL.",
          "mitigation of a sparse reward: rejection sampling (best-of-N) into SFT before on-policy RL",
-         (FAILURES, "the mitigation: rejection sampling (best-of-N) into SFT, then GRPO, gets wins into the buffer first "
-                    "(here: ≥ 3 points above GRPO alone for the same number of completions)"),
-         fix=seeds("studies/05_failure_modes.py sparse_claims", "one seed; ≥ 3 points is a round number, so a "
-                   "difference too small to see reads as 'no'",
-                   "pass@1 after rejection sampling then GRPO minus GRPO alone, at the same number of completions,")),
+         (FAILURES, "the mitigation: rejection sampling (best-of-N) into SFT, then GRPO, gets wins into the "
+                    "buffer first (here: higher held-out pass@1 than GRPO alone for the same number of completions)")),
     said("§7.3", "curriculum on easier items",
          "mitigation of a sparse reward: a curriculum on easier items",
          not_checkable="no curriculum run"),
@@ -285,10 +256,8 @@ WHOLE_GAME = [
                    "credit on the gold step labels beats flat GRPO at the longest chain (16 steps)")),
     said("§7.3, §7.8", "larger group sizes for GRPO",
          "larger groups leave fewer groups without reward spread, so fewer samples without signal",
-         fix=seeds("studies/05_zero_spread.py check_claims", "no claim, though the study measures the share at "
-                   "G = 2, 4, 8, 16", "the share of groups with zero spread at each G (falling with G)"),
-         metrics=((ZERO, "zero_spread[cold start][steps=3][G=2]"), (ZERO, "zero_spread[cold start][steps=3][G=4]"),
-                  (ZERO, "zero_spread[cold start][steps=3][G=8]"), (ZERO, "zero_spread[cold start][steps=3][G=16]"))),
+         (ZERO, "larger groups leave fewer groups without reward spread, so fewer samples without signal: "
+                "the share of zero-spread groups falls at each step up in G, from the default and the weak cold start")),
     said("§7.4", "junk steps in correct answers get reinforced",
          "flat credit reinforces the junk (wrong) steps inside correct answers",
          (CREDIT, "a flawed step in a chain that still reaches the right answer is reinforced by GRPO")),
@@ -306,57 +275,48 @@ WHOLE_GAME = [
          how="rephrase"),
     said("§7.5", "Either policy stuck near SFT (KL too strong)",
          "too strong a KL keeps the policy stuck near the SFT model",
-         (FAILURES, "KL too strong: the policy stays stuck near the SFT reference (here: less KL and at most half the "
-                    "pass@1 gain of the default β)"),
-         fix=seeds("studies/05_failure_modes.py kl_claims", "one seed; 'stuck' judged as a round 'half the gain'",
-                   "the strongest β's pass@1 gain over the cold start (stuck: no gain) and its KL")),
+         (FAILURES, "KL too strong: the policy stays stuck near the SFT reference (here, at the sweep's "
+                    "strongest β = 0.5: no held-out pass@1 gain over the cold start)"),
+         fix="studies/05_failure_modes.py kl_claims: the sweep's strongest β (0.5) still learns (+0.125 over "
+             "the cold start), so its 'no' answers whether β = 0.5 is stuck, not whether a too-strong KL keeps the "
+             "policy stuck. Add a β strong enough to be 'too strong' (e.g. 5, apart from the poor-reference study's "
+             "β) and decide its gain over the cold start on its interval over seeds"),
     said("§7.5", "or language quality collapses (KL too weak)",
          "too weak a KL lets the quality of the samples collapse",
-         (FAILURES, "KL too weak: the quality of the samples collapses (here: distinct or well-formed completions ≥ 5 "
-                    "points below the default β's)"),
-         fix=seeds("studies/05_failure_modes.py kl_claims", "one seed; ≥ 5 points is a round number",
-                   "the share of well-formed (and distinct) completions at β = 0 minus at the default β")),
+         (FAILURES, "KL too weak: the quality of the samples collapses (here: at β = 0 fewer completions are "
+                    "well-formed than at the default β and than the reference, the cold start, writes)")),
     said("§7.5", "Wrong KL coefficient or wrong reference.",
-         "a wrong reference model is one cause of KL trouble: KL to a reference that never writes the needed steps "
-         "holds the policy back",
-         (FAILURES, "a wrong reference: KL to an SFT model that rarely writes the steps holds the policy back from the "
-                    "behaviour that pays (here, GRPO at β = 0.5: pass@1 ≥ 3 points below the same β anchored to the "
-                    "cold start)"),
-         fix=seeds("studies/05_failure_modes.py poor_reference_claims", "one seed; ≥ 3 points is a round number",
-                   "pass@1 anchored to the cold start minus anchored to the poor reference")),
+         "a wrong reference model is one cause of KL trouble: KL to a reference that never writes the needed "
+         "steps holds the policy back",
+         (FAILURES, "a wrong reference: KL to an SFT model that rarely writes the steps holds the policy "
+                    "back from the behaviour that pays (here, GRPO at β = 0.5: lower held-out pass@1 than the same β "
+                    "anchored to the cold start)")),
     said("§7.5", "reset reference carefully",
          "mitigation: reset the reference carefully",
-         (FAILURES, "the mitigation: reset the reference carefully (here: to the current policy every 20 updates; ≥ 3 "
-                    "points above the poor reference without resets)"),
-         fix=seeds("studies/05_failure_modes.py poor_reference_claims", "one seed; ≥ 3 points is a round number",
-                   "pass@1 with resets minus without")),
+         (FAILURES, "the mitigation: reset the reference carefully (here: to the current policy every 20 "
+                    "updates; higher held-out pass@1 than the poor reference without resets)")),
     said("§7.6", "Answers grow without information gain; reward correlates with token count.",
-         "length bias: answers grow without information gain and the reward tracks the token count, when the reward "
-         "model prefers length",
-         (OVER, "length bias: answers grow without information gain and the reward correlates with token count (an RM "
-                "whose preference data favour length)"),
-         fix=seeds("studies/06_overoptimisation.py length_claims", "one seed; r > 0.1, 1.2x the tokens and 0.02 of "
-                   "pass@1 are round numbers", "the growth in tokens, the change in pass@1 (no gain) and r(score, "
-                   "tokens)")),
+         "length bias: answers grow without information gain and the reward tracks the token count, when the "
+         "reward model prefers length",
+         (OVER_LENGTH, "length bias: answers grow without information gain and the "
+                                                "reward correlates with token count (an RM whose preference data "
+                                                "favour length)")),
     said("§7.6", "Length-normalize rewards",
          "mitigation of length bias: length-normalise the reward",
-         (OVER, "mitigation of length bias: length-normalise the reward (the RM's fitted length trend removed)"),
-         fix=seeds("studies/06_overoptimisation.py length_claims", "one seed; half the growth and 0.02 of pass@1 are "
-                   "round numbers", "the padding growth with the fix minus without it, and the change in pass@1")),
+         (OVER_LENGTH, "mitigation of length bias: length-normalise the reward (the "
+                                                "RM's fitted length trend removed)")),
     said("§7.6", "train RM on length-balanced prefs",
          "mitigation of length bias: train the reward model on length-balanced preferences",
-         (OVER, "mitigation of length bias: train the RM on length-balanced preferences"),
-         fix=seeds("studies/06_overoptimisation.py length_claims", "one seed; half the growth and 0.02 of pass@1 are "
-                   "round numbers", "the padding growth with the fix minus without it, and the change in pass@1")),
+         (OVER_LENGTH, "mitigation of length bias: train the RM on length-balanced "
+                                                "preferences")),
     said("§7.6", "cap generation; train RM on length-balanced prefs; penalize empty verbosity in verifiers",
          "mitigation of length bias: cap generation, penalise empty verbosity",
-         not_checkable="every run caps generation; no uncapped or verbosity-penalised run"),
+         fix="studies/06_overoptimisation.py --length-bias: add a generation-cap arm and a verbosity-penalty "
+             "arm on the length-preferring RM and compare padding and pass@1 with the unfixed arm, intervals over "
+             "seeds (cheap: the study already runs that RM)"),
     said("§7.7", "Early stopping on human/AI eval",
          "mitigation of over-optimisation: stop early on a held-out evaluation",
-         fix=seeds("studies/06_overoptimisation.py overoptimisation_claims", "no claim; the peak and the end of the gold "
-                   "curve are in the metrics", "gold pass@1 at the update a held-out evaluation picks (a set apart "
-                   "from the one reported) minus gold pass@1 at the end"),
-         metrics=((OVER, "overopt_rl_gold_best"), (OVER, "overopt_rl_gold_final"))),
+         (OVER, "mitigation of over-optimisation: stop early on a held-out evaluation")),
     said("§7.7", "KL constraints; reward ensembles; refresh RM",
          "mitigation of over-optimisation: KL constraints, reward ensembles, refreshing the reward model",
          not_checkable="no ensemble or refreshed reward model here (the KL half is the §7.2 row's β > 0 arm)"),
@@ -372,30 +332,23 @@ WHOLE_GAME = [
          not_checkable="no run tries them (larger K is the §7.3 row)"),
     said("§7.9", "Unstable updates; policy and actors disagree; unexplained regressions in distributed setups.",
          "workers acting with stale weights make updates unstable, with regressions",
-         (FAILURES, "workers acting with old weights make updates unstable, with regressions (here: rollouts 32 "
-                    "updates old, taken as on-policy, end ≥ 3 points below on-policy)"),
-         fix="studies/05_failure_modes.py staleness_claims: the claim compares the final pass@1 (a round 3 points, one "
-             "seed), not instability or regressions. Compute the worst drop between evaluations (or the spread of the "
-             "update-to-update change) with stale rollouts minus on-policy, " + SPREAD),
+         (FAILURES, "workers acting with old weights make updates unstable, with regressions (here: rollouts "
+                    "8 updates old, taken as on-policy, fall further below their best held-out pass@1 between "
+                    "evaluations than on-policy rollouts)")),
     said("§7.9", "importance ratios with clipping (PPO instinct)",
          "mitigation of staleness: importance ratios with clipping",
-         (FAILURES, "the mitigation: importance ratios with clipping (here: at age 32, ≥ 3 points above ignoring the "
-                    "staleness)"),
-         fix=seeds("studies/05_failure_modes.py staleness_claims", "one seed; ≥ 3 points is a round number",
-                   "pass@1 and the worst drop with the clipped ratio minus ignoring the staleness, at each age,")),
+         (FAILURES, "the mitigation: importance ratios with clipping (here: rollouts 8 updates old, the "
+                    "clipped ratio against the policy that sampled, end with higher held-out pass@1 than ignoring "
+                    "the staleness)")),
     said("§7.9", "Limit off-policy lag",
          "mitigation of staleness: limit the off-policy lag",
-         fix=seeds("studies/05_failure_modes.py staleness_claims", "no claim; the ages are in the metrics",
-                   "pass@1 at each policy age taken as on-policy (falling with the age)"),
-         metrics=((FAILURES, "staleness[on-policy]_pass@1"), (FAILURES, "staleness[age 8, ignore]_pass@1"),
-                  (FAILURES, "staleness[age 32, ignore]_pass@1"))),
+         (FAILURES, "the mitigation: limit the off-policy lag (here: held-out pass@1 is higher, the younger "
+                    "the rollouts taken as on-policy, ages 0, 8)")),
     said("§7.10", "train/serve skew is silent poison",
-         "train/serve skew (another prompt builder at serving time) silently hurts; one builder for both fixes it",
+         "train/serve skew (another prompt builder at serving time) silently hurts; one builder for both "
+         "fixes it",
          (FAILURES, "train/serve skew is silent poison: a serving-time prompt built by another template than "
-                    "training's (here: pass@1 ≥ 5 points lower; the fix, one builder for both, is the as-trained "
-                    "number)"),
-         fix=seeds("studies/05_failure_modes.py skew_claims", "one seed; ≥ 5 points is a round number",
-                   "pass@1 as trained minus served through the other template")),
+                    "training's lowers held-out pass@1 (the fix, one builder for both, is the as-trained number)")),
     said("§7.10", 'Agent "forgets" bookings, double-charges, contradicts earlier tool output',
          "an agent whose state omits durable memory forgets bookings and contradicts tool output",
          not_checkable="no tool-using agent here"),
@@ -407,30 +360,29 @@ WHOLE_GAME = [
          not_checkable="no run controls the diversity of the group"),
     said("§8", "Later, GRPO on groups improves pass@1.",
          "GRPO on groups raises pass@1",
-         (SEEDS, "GRPO on groups improves pass@1 (pass@k measures diversity-and-sometimes-right) (on every seed)"),
-         fix=seeds("05_grpo_rloo.py check_claims, as studies/05_seeds.py runs it", "a bare comparison on each seed",
-                   "GRPO's held-out pass@1 gain over the cold start")),
+         (SEEDS, "GRPO on groups improves pass@1")),
     said("§8", "models can learn to be diverse-and-sometimes-right or peaked-and-usually-right",
-         "optimising pass@1 makes the model peaked: pass@k moves less than pass@1",
-         fix=seeds("05_grpo_rloo.py check_claims, as studies/05_seeds.py runs it", "no claim; pass@1 and pass@16 are in "
-                   "the metrics", "GRPO's gain in pass@1 minus its gain in pass@16"),
-         metrics=((SEEDS, "seed0_cold_start_pass@1"), (SEEDS, "seed0_grpo_pass@1"), (SEEDS, "seed0_cold_start_pass@16"),
-                  (SEEDS, "seed0_grpo_pass@16"), (SEEDS, "seed1_cold_start_pass@1"), (SEEDS, "seed1_grpo_pass@1"),
-                  (SEEDS, "seed1_cold_start_pass@16"), (SEEDS, "seed1_grpo_pass@16"))),
+         "optimisation pressure on pass@1 can make a model peaked-and-usually-right (rather than "
+         "diverse-and-sometimes-right)",
+         (SEEDS, "optimising pass@1 makes the model peaked-and-usually-right: GRPO raises pass@1 more than "
+                 "pass@16"),
+         fix="studies/05_seeds.py: 'GRPO raises pass@1 more than pass@16' is confounded by pass@16's ceiling "
+             "(0.865 at the cold start). Measure peakedness directly: the share of each held-out problem's samples "
+             "that give its most common answer (and the number of distinct answers), after GRPO minus at the cold "
+             "start, and decide on its interval over seeds",
+         how="rephrase"),
     said("§8", "No estimator fixes a support problem.",
          "when the cold start never succeeds, no estimator fixes the missing support",
-         (FAILURES, "no estimator fixes a support problem (here: ≥ 80% of the held-out problems with no right answer in "
-                    "16 samples at the weak start still have none after GRPO)"),
-         fix=seeds("studies/05_failure_modes.py sparse_claims", "one seed; ≥ 80% is a round number",
-                   "the share of problems unsolved at the weak start that stay unsolved after GRPO (and after rejection "
-                   "sampling then GRPO), against the share that resampling an unchanged policy would leave,")),
+         (FAILURES, "no estimator fixes a support problem (here: of the held-out problems with no right "
+                    "answer in 16 samples at the weak start, GRPO solves no more than fresh draws of the weak start "
+                    "solve by luck)")),
     said("App. A", "Simple GRPO-style centered advantages: $A = [-0.5, +0.5, -0.5, +0.5]$.",
          "R = [0, 1, 0, 1] gives centred advantages [−0.5, 0.5, −0.5, 0.5]; RLOO gives sample 2 the advantage 2/3",
          (CH05, "R = [0, 1, 0, 1]: centred advantages [-0.5, 0.5, -0.5, 0.5]; RLOO advantage of sample 2 = 2/3")),
     said("App. A", "Masked positions contribute nothing.",
          "masked positions (prompt, padding) contribute no gradient",
-         fix="05_grpo_rloo.py check_claims: not reported by any run (the tests check the masks). Add a claim: the "
-             "loss's gradient at the masked positions' logits is exactly 0 (exact, no seeds needed)"),
+         (SEEDS, "masked positions contribute nothing: the loss's gradient at the logits of every position that "
+                 "predicts a prompt or padding token is exactly 0")),
 ]
 
 OVER_LONG = [
@@ -444,51 +396,42 @@ OVER_LONG = [
     said("Why", "every token in a bad response receives the same negative signal regardless of whether it caused the "
                 "failure",
          "with γ = 1 every token of a bad response gets the same negative signal",
-         fix=PER_TOKEN, how="rephrase"),
+         (CH05, PER_TOKEN), how="rephrase"),
     said("Why", "has variance that grows roughly linearly with episode length",
          "with a terminal reward the gradient's variance grows roughly linearly with the episode's length",
-         (GRADIENT, "variance of the terminal-reward estimator grows roughly linearly with episode length"),
-         (GRADIENT_99, "variance of the terminal-reward estimator grows roughly linearly with episode length"),
-         (CRITIC, "with a terminal reward the gradient's variance grows roughly linearly with episode length (here: "
-                  "log-log slope within 1 ± 0.3)"),
-         fix="studies/01_gradient_variance.py variance_claims and studies/05_critic.py variance_claims: one slope from "
-             "one run, judged against a round band (0.7-1.3). Fit the log-log slope per seed: yes where its interval "
-             "over seeds holds 1 and excludes 0, no where it excludes 1, else inconclusive (as studies/07_lengths.py's "
-             "variance_claim does)"),
-    said("Why", "because the same scalar R_n multiplies every per-token log-probability gradient in the episode",
+         (GRADIENT, "with one terminal reward (Ψ_t = R on every frame), the policy gradient's variance grows "
+                    "roughly linearly with the episode's length"),
+         (GRADIENT_99, "with one terminal reward (Ψ_t = R on every frame), the policy gradient's variance "
+                       "grows roughly linearly with the episode's length"),
+         (CRITIC, "with a terminal reward the gradient's variance grows roughly linearly with episode length"),
+         (LENGTHS, "with one terminal reward, the gradient's variance grows roughly linearly with the length")),
+    said("Why", "because the same scalar R_n multiplies every per-token log-probability gradient in the "
+         "episode",
          "the cause: one scalar multiplies every per-token score, so the variance is a sum of T terms",
-         (CRITIC, "the same scalar multiplies every per-token log-probability gradient, so the variance grows with "
-                  "episode length (the sum of T per-token scores: log-log slope within 1 ± 0.3)"),
-         fix="studies/05_critic.py variance_claims: one slope from one run, judged against a round band (1 ± 0.3). Fit "
-             "the slope of Ψ = 1 per seed and decide on its interval over seeds (holds 1, excludes 0)"),
-    said("KL", "This gives the optimiser a dense, per-step signal even when the scalar reward r(x, y) is terminal.",
+         (CRITIC, "the same scalar multiplies every per-token log-probability gradient, so the gradient's "
+                  "variance is a sum of T per-token terms: with Ψ = 1 (the score alone) it grows linearly with the "
+                  "episode's length T")),
+    said("KL", "This gives the optimiser a dense, per-step signal even when the scalar reward r(x, y) is "
+         "terminal.",
          "the KL term, a sum over tokens, gives a dense per-step signal even when the reward is terminal",
-         fix="studies/05_zero_spread.py check_claims: the KL term's pull is in the measured text of the zero-spread "
-             "claim, not in any verdict. Add a claim: in groups with zero reward spread the KL term's gradient norm is "
-             "above 0 while the policy-gradient term's is 0 (exact on the batch, no seeds needed)",
-         metrics=((ZERO, "grad_norm[zero-spread kl]"), (ZERO, "grad_norm[zero-spread pg]"))),
+         (ZERO, "the KL term, a sum over tokens, gives a dense per-step signal even when the reward is "
+                "terminal: in groups with zero reward spread its gradient is non-zero while the policy-gradient "
+                "term's is zero")),
     said("KL", "Small beta allows aggressive reward optimisation",
          "a small β optimises the reward more aggressively",
-         (FAILURES, "small β allows more aggressive reward optimisation; large β keeps the policy close to the "
-                    "reference"),
-         fix=seeds("studies/05_failure_modes.py beta_claims", "the claim checks that β = 0 drifts furthest (KL), not "
-                   "that it optimises the reward harder", "the training reward's rise (verifier pass rate on the "
-                   "training batches) at each β, falling as β grows,")),
+         (FAILURES, "small β allows more aggressive reward optimisation: the smaller β, the more the "
+                    "training reward rises")),
     said("KL", "opens the door to reward hacking",
          "a small β invites reward hacking",
-         fix=KL_ARM + " (smaller β: more hacking, i.e. a larger gold fall from the peak), " + SPREAD),
+         (OVER, "a small β invites reward hacking")),
     said("KL", "Large beta keeps the policy close to the SFT baseline",
          "a large β keeps the policy close to the SFT model",
-         fix=seeds("studies/05_failure_modes.py beta_claims", "no claim states it (the β claim's verdict is about β = 0)",
-                   "the final KL to the reference at each β, falling as β grows,"),
-         metrics=((FAILURES, "kl_study[beta=0]_kl"), (FAILURES, "kl_study[beta=0.04]_kl"),
-                  (FAILURES, "kl_study[beta=0.5]_kl"))),
+         (FAILURES, "large β keeps the policy close to the SFT reference: the larger β, the smaller the KL "
+                    "to it")),
     said("KL", "but slows learning",
          "a large β slows learning",
-         fix=seeds("studies/05_failure_modes.py kl_claims", "no claim; the pass@1 of each β is in the metrics",
-                   "updates to reach a training pass rate (and the held-out pass@1 gain) at the largest β minus at "
-                   "the default β"),
-         metrics=((FAILURES, "kl_study[beta=0.5]_pass@1"), (FAILURES, "kl_study[beta=0.04]_pass@1"))),
+         (FAILURES, "large β slows learning: after the same 80 updates, held-out pass@1 is lower at the "
+                    "sweep's strongest β (0.5) than at the default (0.04)")),
     said("GRPO", "the critic is itself a copy of the policy, which roughly doubles memory footprint",
          "PPO's critic, a copy of the policy, roughly doubles the memory; GRPO, without it, saves that (the copy adds "
          "the trained state of parameters, gradients and Adam moments, not the reference: 1.8x)",
@@ -497,61 +440,50 @@ OVER_LONG = [
          how="rephrase"),
     said("GRPO", "Each token in response i receives the same advantage A_i.",
          "every token of a response gets the same advantage A_i",
-         fix=PER_TOKEN, how="rephrase"),
+         (CH05, PER_TOKEN), how="rephrase"),
     said("GRPO", "stable variance reduction through within-group normalisation",
          "normalising within the group reduces the gradient's variance",
-         fix=seeds("studies/05_critic.py variance_claims", "no claim; the relative variances are in the metrics",
-                   "tr Cov(g) / ‖E g‖² of GRPO against Ψ = R (no baseline)"),
-         metrics=((CRITIC, "variance_relative[GRPO]"), (CRITIC, "variance_relative[Ψ = R (no baseline)]"),
-                  (CRITIC, "variance_relative[REINFORCE (batch mean)]")),
+         (CRITIC, "normalising within the group (GRPO) reduces the gradient's variance: the update's tr "
+                  "Cov(h) / ||E h||² is lower under GRPO than under Ψ = R with no baseline"),
          how="rephrase"),
     said("GRPO", "GRPO is the backbone of DeepSeek-R1",
          "DeepSeek-R1 trained long chains of thought with pure RL on verifiable rewards",
          not_checkable="needs a large model; our policy has about 0.2M parameters"),
-    said("Process rewards", "significantly outperforms an outcome reward model (ORM) at the same test-time compute "
-                            "budget",
-         "a PRM beats an ORM at the same test-time compute (Lightman et al.: human step labels, MATH; ours: Monte "
-         "Carlo labels, best-of-N)",
-         (OVER, "best-of-1860 on MATH: PRM beats ORM (78.2% vs 72.4%)"),
-         fix=seeds("studies/06_overoptimisation.py label_and_rerank_claims", "one seed, a bare comparison at N = 64 "
-                   "('significantly' is not tested)", "best-of-N accuracy of PRM-min minus ORM at each N")),
+    said("Process rewards", "significantly outperforms an outcome reward model (ORM) at the same test-time "
+         "compute budget",
+         "a PRM beats an ORM at the same test-time compute (Lightman et al.: human step labels, MATH; ours: "
+         "Monte Carlo labels, best-of-N)",
+         (OVER, "best-of-N: PRM beats ORM at the same test-time compute, at every N (best-of-1860 on MATH: "
+                "78.2% vs 72.4%)")),
     said("Process rewards", "Per-step annotation is expensive",
          "per-step annotation is expensive",
          not_checkable="no human labels here"),
-    said("Process rewards, When it falls down", "the PRM becomes a second proxy reward model and inherits all the "
-                                                "over-optimisation risks of an ORM",
+    said("Process rewards, When it falls down", "the PRM becomes a second proxy reward model and inherits all "
+         "the over-optimisation risks of an ORM",
          "a PRM used as a dense RL reward is itself a learned proxy and gets over-optimised like an ORM",
-         (CH06, "the PRM used as a dense reward is a second proxy and inherits the over-optimisation risks of an ORM"),
-         (OVER, "the PRM used as a dense reward is a second proxy and inherits the over-optimisation risks of an ORM"),
-         fix=seeds("06_prm_qrm.py rl_claims", "one seed; the fall is judged against a round 0.05",
-                   "held-out pass@1 at the PRM run's peak minus at its end")),
+         (SEEDS_06, "the PRM used as a dense reward is a second proxy and inherits the "
+                              "over-optimisation risks of an ORM"),
+         (OVER, "the PRM used as a dense reward is a second proxy and inherits the over-optimisation risks "
+                "of an ORM")),
     said("Process rewards", "step boundaries in free-form text are ambiguous",
          "step boundaries are ambiguous, and a maths PRM may not transfer to code",
          not_checkable="one domain with explicit step delimiters"),
-    said("Over-optimisation", "proxy reward increases monotonically with KL distance from the reference policy, but "
-                              "gold reward peaks and then degrades",
-         "optimising a proxy RM: the proxy rises monotonically with KL while the gold reward peaks and then falls",
-         (OVER, "optimising a learned proxy: proxy rises with KL, gold peaks then degrades"),
-         fix=seeds("studies/06_overoptimisation.py overoptimisation_claims", "one seed; the proxy is compared first to "
-                   "last (not for monotony) and the gold's fall against a round 0.02",
-                   "the rank correlation of the proxy with KL and the gold's fall from its peak")),
+    said("Over-optimisation", "proxy reward increases monotonically with KL distance from the reference "
+         "policy, but gold reward peaks and then degrades",
+         "optimising a proxy RM: the proxy rises monotonically with KL while the gold reward peaks and then "
+         "falls",
+         (OVER, "optimising a learned proxy: the proxy rises monotonically with KL while the gold reward "
+                "peaks and then degrades")),
     said("Over-optimisation", "gold_reward ≈ α · sqrt(KL) - β · KL",
          "gold ≈ α·√KL − β·KL for small to medium KL",
-         (OVER, "gold ≈ α·sqrt(KL) − β·KL"),
-         fix="studies/06_overoptimisation.py overoptimisation_claims: returns no verdict by design (it is Gao et al.'s "
-             "best-of-N form, not their RL form). Fit the RL run's gold against KL with both forms per seed and decide "
-             "which fits (R² and the sign of α) on the interval over seeds; today the RL fit's α is negative",
-         metrics=((OVER, "overopt_rl_fit_bon_alpha"), (OVER, "overopt_rl_fit_bon_r2"), (OVER, "overopt_rl_fit_rl_r2"),
-                  (OVER, "overopt_bon_fit_bon_r2"))),
-    said("Over-optimisation", "Reward models trained on human preferences often rate longer responses higher up to a "
-                              "point, so policies learn to pad outputs.",
+         (OVER, "gold ≈ α·sqrt(KL) − β·KL for small to medium KL (α, β > 0: the gold rises, peaks and falls "
+                "as KL grows)")),
+    said("Over-optimisation", "Reward models trained on human preferences often rate longer responses higher "
+         "up to a point, so policies learn to pad outputs.",
          "reward models trained on preferences that favour length teach the policy to pad",
-         (OVER, "length bias: answers grow without information gain and the reward correlates with token count (an RM "
-                "whose preference data favour length)"),
-         (OVER, "reward models rate longer responses higher, so policies learn to pad (Q-RM's token credit as the "
-                "reward)"),
-         fix=seeds("studies/06_overoptimisation.py length_claims", "one seed; r > 0.1, 1.2x and the padding constant "
-                   "are round numbers", "the characters past the worked solution after RL minus before,"),
+         (OVER_LENGTH, "length bias: answers grow without information gain and the "
+                                                "reward correlates with token count (an RM whose preference data "
+                                                "favour length)"),
          how="re-point"),
     said("Over-optimisation", "Certain surface patterns (agreement, flattery, confident tone) inflate reward model "
                               "scores independently of content quality.",
@@ -559,12 +491,8 @@ OVER_LONG = [
          not_checkable="needs a preference reward model and a chat task"),
     said("Over-optimisation", "can score well on the reward model while containing incorrect information",
          "well-formatted but wrong answers can score well on a learned reward model",
-         (OVER, "reward hacking shows as format tricks: well-formed outputs that score well on the learned reward but "
-                "are wrong"),
-         fix="studies/06_overoptimisation.py rl_claims: the claim compares two RL runs' shares of well-formed wrong "
-             "answers; the statement is that such answers score well. Score held-out well-formed wrong completions and "
-             "right ones with the learned PRM; yes where the wrong ones' scores reach the right ones' (an existence "
-             "statement: the interval over completions decides)"),
+         (OVER, "format hacking: well-formed outputs can score well on a learned reward model while being "
+                "wrong")),
     said("When it falls down", "will penalise all 600 tokens equally",
          "with one outcome reward, a chain whose only error comes late penalises all its tokens equally, the right ones "
          "before the error included",
@@ -574,43 +502,40 @@ OVER_LONG = [
              "1.00 it measures; exact, no seeds needed)",
          how="re-point"),
     said("When it falls down", "This wastes the policy's capacity to learn which decisions actually matter.",
-         "uniform weighting wastes learning: step-level credit should learn better, and more so as chains grow",
-         (LENGTHS, "uniform token-level weighting wastes the policy's capacity to learn which decisions matter: "
-                   "crediting each step by its own correctness gains more over flat GRPO as chains grow")),
-    said("When it falls down", "assigns step scores that reflect the label distribution, not a ground-truth value "
-                               "function",
+         "uniform weighting wastes learning on long generations: crediting each step by its own correctness "
+         "learns better than flat credit (here: at 16 steps)",
+         (LENGTHS, "process rewards from a trustworthy judge mitigate a sparse reward: each step credited by "
+                   "its own gold correctness beats flat GRPO at the longest chain (16 steps)"),
+         how="rephrase"),
+    said("When it falls down", "assigns step scores that reflect the label distribution, not a ground-truth "
+         "value function",
          "a PRM's scores echo the labels it was trained on rather than the true chance of success",
-         fix="studies/06_overoptimisation.py: not measured. Compare the PRM's step scores with Monte Carlo "
-             "P(success | prefix) on held-out prefixes: the PRM's calibration error against the labels' own error, "
-             + SPREAD),
+         (OVER, "a PRM assigns step scores that reflect the label distribution, not a ground-truth value "
+                "function")),
     said("When it falls down", "the normalised advantage is zero and the gradient vanishes",
          "a group whose samples all score the same gets zero advantage, and its policy-gradient term vanishes (a KL "
          "term, if any, still pulls)",
          (ZERO, "if all G samples get the same reward, the normalised advantage is zero and the gradient vanishes"),
          how="rephrase"),
-    said("When it falls down", "GRPO provides no learning signal on easy or impossible prompts, which biases training "
-                               "toward medium-difficulty examples.",
+    said("When it falls down", "GRPO provides no learning signal on easy or impossible prompts, which biases "
+         "training toward medium-difficulty examples.",
          "GRPO learns nothing on easy or impossible prompts, which favours prompts of medium difficulty",
-         (ZERO, "GRPO gives no signal on easy or impossible prompts, which biases training toward medium-difficulty "
-                "examples"),
-         fix="studies/05_zero_spread.py check_claims: it groups the prompts by step count, none of them above pass@1 = "
-             "0.5, and then returns no verdict without saying 'premise not met'. Bin the prompts by their own cold-start pass rate "
-             "(easy, medium, hard) and compare the share of groups with a signal, " + SPREAD),
+         (ZERO, "GRPO gives no signal on easy or impossible prompts, which biases training toward "
+                "medium-difficulty examples (prompts binned by their own pass rate at the cold start: below 1/3 "
+                "hard, above 2/3 easy)"),
+         (ZERO, "GRPO gives no signal on easy or impossible prompts, which biases training toward "
+                "medium-difficulty examples (prompts binned by their own pass rate after GRPO: below 1/3 hard, above "
+                "2/3 easy)")),
     said("When it falls down", "the KL penalty actively discourages the RL policy from exploring that space",
          "KL anchoring to an SFT reference that never writes the needed traces holds the policy back",
-         (FAILURES, "a wrong reference: KL to an SFT model that rarely writes the steps holds the policy back from the "
-                    "behaviour that pays (here, GRPO at β = 0.5: pass@1 ≥ 3 points below the same β anchored to the "
-                    "cold start)"),
-         fix=seeds("studies/05_failure_modes.py poor_reference_claims", "one seed; ≥ 3 points is a round number",
-                   "pass@1 anchored to the cold start minus anchored to the poor reference")),
+         (FAILURES, "a wrong reference: KL to an SFT model that rarely writes the steps holds the policy "
+                    "back from the behaviour that pays (here, GRPO at β = 0.5: lower held-out pass@1 than the same β "
+                    "anchored to the cold start)")),
     said("When it falls down", "Long reasoning traces amplify variance even with baselines.",
-         "even with a group baseline the gradient's variance grows with the trace's length (our traces: 4-31 tokens, "
-         "not 2,000-8,000)",
-         (CRITIC, "long reasoning traces amplify variance even with baselines (here: every group baseline's log-log "
-                  "slope ≥ 0.5)"),
-         fix="studies/05_critic.py variance_claims: one slope from one run against a round 0.5. Fit each group "
-             "baseline's slope per seed; yes where its interval over seeds lies above 0 (as studies/07_lengths.py's "
-             "variance_claim does)"),
+         "even with a group baseline the gradient's variance grows with the trace's length (our traces: 4-31 "
+         "tokens, not 2,000-8,000)",
+         (CRITIC, "long reasoning traces amplify variance even with baselines: under each group baseline the "
+                  "gradient's variance grows with the completion's length (log-log slope above 0)")),
     said("When it falls down", "The model may converge to surface-level formatting of long chains rather than "
                                "substantively better reasoning.",
          "training may reward looking like a long derivation rather than reasoning better",
@@ -641,13 +566,17 @@ SURVEY = [
     said("§3", "This preserves signal magnitude",
          "with γ = 1 the decisive action receives the reward at full size",
          (DILEMMAS, "pushing γ to 1 preserves the signal's magnitude")),
-    said("§3", "The result is high-variance gradient estimates that wash out the signal from the few tokens that "
-               "actually mattered.",
+    said("§3", "The result is high-variance gradient estimates that wash out the signal from the few tokens "
+         "that actually mattered.",
          "with γ = 1 the credit is diluted: the variance grows and the decisive action's signal washes out",
-         (DILEMMAS, "with γ = 1 the credit is diluted: the estimate's variance grows and the signal from the decisive "
-                    "action washes out"),
-         (DILEMMAS_NOISE, "with γ = 1 the credit is diluted: the estimate's variance grows and the signal from the "
-                          "decisive action washes out")),
+         (DILEMMAS, "with γ = 1 the credit is diluted: the estimate's variance grows and the signal from the "
+                    "decisive action washes out"),
+         (DILEMMAS_NOISE, "with γ = 1 the credit is diluted: the estimate's variance grows and the signal "
+                          "from the decisive action washes out"),
+         fix="studies/02_dilemmas.py: the return's variance at the key step grows because distractor rewards "
+             "pile up along the corridor, not because one terminal outcome is spread over more actions. Measure the "
+             "policy gradient's variance at the key step with distractors off (one terminal reward) as the corridor "
+             "grows, and decide on the log-log slope's interval over seeds"),
     said("§4.1.1", "multi-step methods reduce the bias that comes from inaccurate value estimates at nearby states",
          "looking further ahead before bootstrapping reduces the bias of an inaccurate critic",
          (DILEMMAS, "multi-step returns reduce the bias of an inaccurate critic: the further GAE looks ahead (the "
@@ -705,14 +634,13 @@ SURVEY = [
     said("§4.2.1", "Only the 3 decisive actions will have significantly elevated ratios.",
          "HCA gives irrelevant actions a hindsight ratio near 1 and only the decisive one a ratio far from 1",
          (HCA, "irrelevant actions get a hindsight ratio ≈ 1, the decisive one is far from 1"),
-         fix=seeds("studies/04_hca_tasks.py hca_claims", "judged against a round 5x",
-                   "|h/π − 1| at the decisive action minus over the corridor")),
+         fix="studies/04_hca_tasks.py decisive_claim: it measures |h/π − 1|, which drops the essay's "
+             "direction ('significantly elevated'). Compute h/π − 1 at the decisive action under the outcome it "
+             "causes (above 0) and |h/π − 1| over the corridor against it, and decide on their intervals over seeds"),
     said("§4.2.2", "giving the agent a steady stream of positive examples to learn from",
          "HER turns failed episodes into signal: every episode is a success for some goal",
-         (HER, "HER turns failed episodes into useful signal (reward density)"),
-         fix="studies/04_her_sweep.py: judged against a round 10x DQN's share (0 here). Compute the share of episodes "
-             "with at least one rewarded transition after relabelling (1 by construction with HER) against DQN's "
-             "(exact, no seeds needed)"),
+         (HER, "HER turns failed episodes into signal: after relabelling, every episode is a success for "
+               "some goal")),
     said("§4.3.1", "UVFAs enable learning in environments where no single goal would provide enough signal on its own",
          "UVFAs share credit across goals and, with HER, learn where a single goal would not",
          not_checkable="no held-out-goal test"),
@@ -721,13 +649,14 @@ SURVEY = [
          not_checkable="no run implements GVFs"),
     said("§4.4.1", "there are typically fewer predecessors of the goal than successors of the start state",
          "backward search from the goal explores fewer branches than forward search",
-         not_checkable="no run implements backward planning"),
+         fix="common.KeyToDoor.model(): count, exactly, the predecessors of the goal and the successors of "
+             "the start at each depth (the branching backward and forward); an exact claim, no seeds needed"),
     said("§4.5", "vocabulary size ~100K",
          "LLM vocabularies hold about 100K tokens",
          not_checkable="a fact about production tokenizers"),
     said("§4.5.1", "all tokens in a response share the same advantage",
          "with an ORM, all tokens of a response share one advantage under GRPO or RLOO",
-         fix=PER_TOKEN, how="rephrase"),
+         (CH05, PER_TOKEN), how="rephrase"),
     said("§4.5.2", "PRMs also do not distinguish between correct but irrelevant steps and correct and decisive steps",
          "a PRM scores a correct but useless step like a correct decisive one",
          not_checkable="no task with correct but useless (restating) steps"),
@@ -736,17 +665,16 @@ SURVEY = [
          (OVER, "automatic (Monte Carlo) step labels are noisy: a step may be labelled correct because a lucky rollout "
                 "reached the right answer")),
     said("§4.5.3", "they distinguish between steps that are correct-but-irrelevant and steps that are "
-                   "correct-and-decisive",
-         "progress (the change in P(correct)) tells decisive steps from correct but irrelevant ones, which step "
-         "correctness cannot",
-         fix="studies/06_overoptimisation.py: no claim. Today's numbers answer a neighbouring question (which score "
-             "finds the first wrong step: the PRM's drop against its score). Compare progress with correctness on "
-             "steps that are correct but irrelevant (a task with restating steps), " + SPREAD,
-         metrics=((OVER, "localisation_auroc[PRM drop (score - previous)]"), (OVER, "localisation_auroc[PRM step score]")),
+         "correct-and-decisive",
+         "progress (the change in P(correct)) tells decisive steps from correct but irrelevant ones, which "
+         "step correctness cannot",
+         not_checkable="no task here has correct but irrelevant (restating) steps, so progress and "
+                       "correctness cannot come apart",
          how="rephrase"),
     said("§4.5.4", "requires strong inductive biases or large amounts of comparative data",
          "token-level credit needs strong priors or much comparative data",
-         not_checkable="no data-size sweep for a token-level reward model"),
+         fix="studies/06_overoptimisation.py: sweep the number of preference pairs Q-RM trains on and "
+             "measure its localisation of the first wrong step (the AUROC it already computes), intervals over seeds"),
     said("§4.5.4, §9", "DPO-derived reward models (DPO-RM) tend to assign high rewards to structural tokens like line "
                        "breaks",
          "DPO-implicit rewards pile up on structural tokens such as line breaks",
@@ -777,7 +705,7 @@ SURVEY = [
          "RUDDER with PPO set the state of the art on Venture and Bowling in a fraction of the time",
          not_checkable="needs Atari-scale training"),
     said("§5", "When sporadic intermediate rewards exist, the improvements may be limited.",
-         "sporadic intermediate (distracting) rewards limit RUDDER's gains",
+         "sporadic intermediate (distracting) rewards may limit RUDDER's gains",
          (TRANSPORT, "sporadic intermediate (distracting) rewards limit RUDDER's improvements")),
     said("§5", "The LSTM return predictor adds computational overhead",
          "training the return predictor costs extra compute",
@@ -791,32 +719,29 @@ SURVEY = [
                      "length where a reward lies beyond τ_γ")),
     said("§6", "TRT can increase the classifier's learning rate without destabilizing the actor-critic",
          "TRT's classifier learning rate can rise without destabilising the actor-critic",
-         not_checkable="no actor-critic and no learning-rate sweep in 03"),
+         fix="studies/03_transport.py with studies/02_learning.py's tabular actor-critic: feed TRT's reward "
+             "to it over a sweep of the classifier's learning rate and compare the learning curves' stability, "
+             "intervals over seeds (cheap on CPU)"),
     said("§6", "the attention mechanism may distribute weight too broadly",
          "with many weakly correlated actions TRT's attention spreads and transport weakens",
          not_checkable="no sweep over the number of distractors"),
     said("§7", "Standard RL with this sparse binary reward fails catastrophically",
          "standard RL with a sparse binary goal reward fails catastrophically",
-         (HER, "DQN alone is below 10% success from n = 20 on"),
-         fix=seeds("studies/04_her_sweep.py", "judged against a round 10%",
-                   "DQN's final success at n ≥ 20 against a random policy's")),
-    said("§7", "the \"future\" strategy — sampling goals from states visited later in the same episode — tends to "
-               "work best",
+         (HER, "standard RL with a sparse binary goal reward fails catastrophically: DQN's success is no "
+               "better than a random policy's (from n = 20 on)")),
+    said("§7", 'the "future" strategy — sampling goals from states visited later in the same episode — tends '
+         "to work best",
          "among relabelling strategies, 'future' tends to work best",
-         (HER, 'among the relabelling strategies, "future" tends to work best'),
-         fix=seeds("studies/04_her_sweep.py", "returns no verdict, though a run with each strategy is committed "
-                   "(04_her_sweep and 04_her_sweep_final)", "success and the share of the budget to 90% with 'future' "
-                   "minus with 'final', at each n,"),
-         metrics=((HER, "bits30_success[DQN+HER]"), (HER_FINAL, "bits30_success[DQN+HER]"))),
+         (HER, 'among the relabelling strategies, "future" tends to work best')),
     said("§7", "may be viewed as a form of implicit curriculum",
          "HER works as an implicit curriculum (near goals first)",
          not_checkable="success by goal distance over training is not logged"),
-    said("§7", "Ablation studies confirm that HER is the crucial ingredient enabling learning in these environments.",
-         "HER is the ingredient that makes learning possible: without it the same learner fails (here: bit flipping, "
-         "DQN against DQN+HER)",
-         fix=seeds("studies/04_her_sweep.py", "no claim compares the two arms directly (the claims test each against a "
-                   "round 90% or 10%)", "DQN+HER's final success minus DQN's at each n"),
-         metrics=((HER, "bits30_success[DQN]"), (HER, "bits30_success[DQN+HER]")),
+    said("§7", "Ablation studies confirm that HER is the crucial ingredient enabling learning in these "
+         "environments.",
+         "HER is the ingredient that makes learning possible: without it the same learner fails (here: bit "
+         "flipping, DQN against DQN+HER)",
+         (HER, "HER is the ingredient that makes learning possible: DQN+HER learns where the same DQN "
+               "without relabelling fails"),
          how="new"),
     said("§7", "DDPG+HER successfully learns all three tasks and the learned policies transfer to a physical robot",
          "DDPG + HER learns push, slide and pick-and-place and transfers to a robot; DDPG alone fails",
@@ -825,69 +750,51 @@ SURVEY = [
          "Q(x, a) = E_z[h(a | x, z) / π(a | x) · z]",
          (HCA, "Q(x, a) = E_z[h(a|x,z)/π(a|x) · z]")),
     said("§8", "Return-conditional HCA is more appealing",
-         "return-conditional HCA is preferable to state-conditional HCA (here: a lower gradient variance with a "
-         "learned h)",
+         "return-conditional HCA is preferable to state-conditional HCA (here: a lower gradient variance "
+         "with a learned h)",
          (HCA, "shortcut: return-conditional HCA is preferable to state-conditional HCA"),
-         (HCA, "delayed effect: return-conditional HCA is preferable to state-conditional HCA"),
-         fix=seeds("studies/04_hca_tasks.py conditioning_claim", "a majority of σ on one run decides",
-                   "the gradient variance of return HCA minus state HCA at each σ, over the learning seeds,")),
-    said("§8", "HCA can directly determine the relevance of a past action to a particular outcome, regardless of "
-               "temporal distance.",
-         "HCA judges a past action's relevance whatever its distance in time (delayed-effect task: a lower variance "
-         "than PG with a value baseline)",
-         (HCA, "delayed effect: HCA's gradient has a lower variance than PG with a value baseline"),
-         fix=seeds("studies/04_hca_tasks.py variance_claims", "a bare ratio > 1 on one run",
-                   "the variance of PG with a value baseline over HCA's, at each σ,")),
+         (HCA, "delayed effect: return-conditional HCA is preferable to state-conditional HCA")),
+    said("§8", "HCA can directly determine the relevance of a past action to a particular outcome, regardless "
+         "of temporal distance.",
+         "HCA judges a past action's relevance whatever its distance in time (delayed-effect task: a lower "
+         "variance than PG with a value baseline)",
+         (HCA, "delayed effect: HCA's gradient has a lower variance than PG with a value baseline")),
     said("§8", "the spurious contributions that cause HCA to degrade toward the REINFORCE estimator",
          "when the later state reveals the action, state-conditional HCA degrades toward REINFORCE",
-         (HCA, "when the later state reveals the action, state HCA degrades to REINFORCE"),
-         fix=seeds("studies/04_hca_tasks.py hca_claims", "'degrades' judged as a round 20% of REINFORCE's variance",
-                   "state HCA's variance at the first action minus REINFORCE's, against HCA's gain elsewhere,")),
+         (HCA, "when the later state reveals the action, state HCA degrades toward REINFORCE")),
     said("§8", "This reduces the variance and eliminates the spurious contributions",
          "COCOA lowers the variance and removes spurious contributions",
          not_checkable="COCOA is not implemented"),
     said("§9", "low Q-values to tokens in the rejected trajectory that caused failure",
          "Q-RM, trained from preference pairs only, gives low Q to the tokens that caused a failure",
-         (CH06, "Q-RM assigns low credit to the tokens that caused the failure, from pairs alone (no step labels)"),
-         (OVER, "Q-RM assigns low credit to the tokens that caused the failure, from pairs alone (no step labels)"),
-         fix=seeds("06_prm_qrm.py credit_claims", "one AUROC against chance (0.5) with no interval; the chapter's run "
-                   "and the study's disagree (0.71 against 0.36)", "the AUROC of Q-RM's step score for the first wrong "
-                   "step against chance (0.5), over solutions and seeds,")),
-    said("§9", "improves average Pass@1 scores by approximately 5 points on mathematical reasoning tasks compared to "
-               "ORM baselines",
+         (SEEDS_06, "Q-RM assigns low credit to the tokens that caused the failure, from pairs "
+                              "alone (no step labels)"),
+         (OVER, "Q-RM assigns low credit to the tokens that caused the failure, from pairs alone (no step "
+                "labels)")),
+    said("§9", "improves average Pass@1 scores by approximately 5 points on mathematical reasoning tasks "
+         "compared to ORM baselines",
          "Q-RM raises pass@1 by about 5 points over ORM baselines",
-         (OVER, "Q-RM raises pass@1 by about 5 points over the ORM baseline"),
-         fix=seeds("studies/06_overoptimisation.py rl_claims", "one seed; the baseline is the exact verifier, not an "
-                   "ORM", "Q-RM's held-out pass@1 minus RL on the learned ORM's (the essay's baseline)")),
+         (OVER, "Q-RM raises pass@1 over an ORM baseline (Chen et al.: by about 5 points)")),
     said("§9", "by approximately 4-5 points compared to token-level PRM counterparts",
          "Q-RM raises pass@1 by about 4-5 points over token-level PRMs",
-         (OVER, "Q-RM raises pass@1 by about 4-5 points over PRM baselines"),
-         fix=seeds("studies/06_overoptimisation.py rl_claims", "one seed against the round 4 points; our PRM is "
-                   "step-level", "Q-RM's held-out pass@1 minus the PRM run's")),
+         (OVER, "Q-RM raises pass@1 over PRM baselines (Chen et al.: by about 4-5 points over token-level "
+                "PRMs)")),
     said("§9", "RL training with Q-RM converges 12× faster than ORM on GSM8K",
          "RL with Q-RM converges 12x faster than with an ORM",
-         (OVER, "RL with Q-RM converges 12x faster than with an ORM (GSM8K; our outcome baseline is the exact "
-                "verifier)"),
-         fix=seeds("studies/06_overoptimisation.py speed_claim", "one seed", "the ratio of updates to the halfway mark, "
-                   "outcome over Q-RM, against 12,")),
+         (OVER, "RL with Q-RM converges 12x faster than with an ORM (GSM8K; here the outcome baseline is the "
+                "exact verifier)")),
     said("§9", "11× faster than step-level PRM on MATH",
-         "RL with Q-RM converges 11x faster than with a step-level PRM",
-         (OVER, "RL with Q-RM converges 11x faster than with a step-level PRM (MATH)"),
-         fix=seeds("studies/06_overoptimisation.py speed_claim", "one seed", "the ratio of updates to the halfway mark, "
-                   "PRM over Q-RM, against 11,")),
+         "RL with Q-RM converges 11x faster than with a step-level PRM on MATH",
+         (OVER, "RL with Q-RM converges 11x faster than with a step-level PRM (MATH)")),
     said("§10", "localizing error to the step where reasoning went astray",
          "a PRM points at the step where a solution first goes wrong",
-         (CH06, "a PRM localises the error to the step where reasoning went astray"),
-         (OVER, "a PRM localises the error to the step where reasoning went astray"),
-         fix=seeds("06_prm_qrm.py credit_claims", "one AUROC against chance (0.5) with no interval",
-                   "the AUROC of the PRM's drop for the first wrong step against chance (0.5), over solutions and seeds,")),
-    said("§10", "the \"min\" aggregation strategy tends to outperform mean aggregation because it catches the first "
-                "error",
+         (SEEDS_06, "a PRM localises the error to the step where reasoning went astray"),
+         (OVER, "a PRM localises the error to the step where reasoning went astray")),
+    said("§10", 'the "min" aggregation strategy tends to outperform mean aggregation because it catches the '
+         "first error",
          "for best-of-N, min aggregation of step scores beats mean aggregation",
-         (OVER, "for best-of-N, min aggregation of step scores outperforms mean aggregation (it catches the first "
-                "error)"),
-         fix=seeds("studies/06_overoptimisation.py label_and_rerank_claims", "one seed, a bare comparison of means",
-                   "best-of-N accuracy with min minus with mean, at each N,")),
+         (OVER, "for best-of-N, min aggregation of step scores outperforms mean aggregation (it catches the "
+                "first error)")),
     said("§10", "PRMs require step boundaries to be well-defined",
          "PRMs need well-defined steps and do not transfer across domains",
          not_checkable="one domain with explicit step delimiters"),
@@ -896,7 +803,7 @@ SURVEY = [
 SS_GRPO = [
     said("The Problem", "That advantage is then broadcast to every token in the completion.",
          "GRPO broadcasts one scalar advantage to every token of a completion",
-         fix=PER_TOKEN, how="rephrase"),
+         (CH05, PER_TOKEN), how="rephrase"),
     said("The Problem", "If a model generates a chain-of-thought with a flawed step that happens to lead to the right "
                         "answer, GRPO reinforces the flawed step.",
          "GRPO reinforces a flawed step in a chain that still reaches the right answer",
@@ -1016,10 +923,8 @@ SS_GRPO = [
          not_checkable="no group-size sweep in 07"),
     said("Checklist", "Start with a group size of at least 8 to ensure stable advantage normalization.",
          "groups of 8 or more make the normalised advantages stable",
-         fix=seeds("studies/05_zero_spread.py check_claims", "no claim; the share of groups without spread at each G "
-                   "is in the metrics", "the share of groups with zero spread (no normalisable advantage) at G = 8 "
-                   "minus at G = 4"),
-         metrics=((ZERO, "zero_spread[cold start][steps=3][G=4]"), (ZERO, "zero_spread[cold start][steps=3][G=8]"))),
+         (ZERO, "a group size of at least 8 makes advantage normalisation more stable: fewer groups have no "
+                "reward spread (no advantage to normalise) at G = 8 than at G = 4")),
     said("Checklist", "Re-train the estimator every N policy updates to avoid distribution shift.",
          "retraining the estimator every N updates avoids distribution shift",
          not_checkable="no frozen-estimator arm"),

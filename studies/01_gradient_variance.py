@@ -1,21 +1,31 @@
-"""01 study — the policy gradient's variance against rally length.
+"""01 study — the policy gradient's variance against rally length, with and without a baseline.
 
 At a fixed policy (rtg_baseline, seed 0, after the chapter's default 1.25M training frames: the
-halfway point of its full 2.5M budget), it records every point of 128 games, computes one
-gradient vector per point, g_i = Σ_t (Ψ_t - b) ∇ log π(a_t|s_t) (torch.func: grad, vmapped over
-points), and measures tr Cov of g over the points, binned by rally length, for two Ψ (flat: R;
-reward-to-go: γ^(T-t) R), each without and with the mean Ψ as a constant baseline b. The
-over-long-generations essay says the terminal-reward estimator's variance "grows roughly
-linearly with episode length" (its gradient-variance paragraph); the whole-game essay (§3) that
-a baseline reduces it.
+halfway point of its full 2.5M budget), it records every point of 128 games played for 400
+frames, computes one gradient vector per point, g_i = Σ_t (Ψ_t - b) ∇ log π(a_t|s_t) (torch.func:
+grad, vmapped over points), and measures tr Cov of g over the points, binned by rally length, and
+the mean g, for two Ψ (flat: R; reward-to-go: γ^(T-t) R), each without and with a constant
+baseline b. A reference batch of games comes first: its mean Ψ is b (so b does not depend on the
+actions it is measured on, the classic argument's premise) and its mean gradient without b the
+direction the bias is measured along. Then --batches independent batches, each its own games: the
+claims decide on their 95% t-intervals over these batches (common.seed_verdict).
 
-    python studies/01_gradient_variance.py                # 89 s on 2 shared CPU cores
+- over-long-generations (Why long generations make credit assignment hard): the terminal-reward
+  estimator's variance "grows roughly linearly with episode length": the log-log slope of flat's
+  tr Cov against rally length, per batch, as studies/07_lengths.py's variance_claim decides it;
+- whole-game §3, a baseline reduces variance: tr Cov without minus with b, per batch;
+- whole-game §3, without introducing bias: the mean gradient with b minus without, along the
+  reference direction, per batch; no bias where its interval holds 0 and lies within the smallest
+  change of the gradient along that direction that the batches can detect.
+
+    python studies/01_gradient_variance.py                # 169 s on 2 shared CPU cores
     python studies/01_gradient_variance.py --gamma 0.99 --out runs/studies/01_gradient_variance_gamma_099
-                                                          # the policy and the reward-to-go at γ = 0.99: 53 s
+                                                          # the policy and the reward-to-go at γ = 0.99: 147 s
 
-Most of the time trains the policy (1.25M frames).
+About half the time trains the policy (1.25M frames), the rest measures 7 batches (the reference
+and 6), some 10 s each.
 
-Writes gradient_variance.png (tr Cov per length bin, log-log) and results.json.
+Writes gradient_variance.png (tr Cov per length bin, log-log, every batch) and results.json.
 """
 
 from __future__ import annotations
@@ -41,23 +51,25 @@ pong = importlib.import_module("01_reinforce_pong")
 
 VARIANCE_ESTIMATORS = {
     "flat, no baseline": "Ψ_t = R",
-    "flat - mean": "Ψ_t = R - mean(R)",
+    "flat - mean": "Ψ_t = R - b",
     "rtg, no baseline": "Ψ_t = γ^(T-t) R",
-    "rtg - mean": "Ψ_t = G_t - mean(G)",
+    "rtg - mean": "Ψ_t = G_t - b",
 }
+PAIRS = {"flat": ("flat, no baseline", "flat - mean"), "rtg": ("rtg, no baseline", "rtg - mean")}  # without b, with
 
 
 @dataclass
 class Args(common.RunArgs):
     out: str = common.arg("runs/studies/01_gradient_variance", "output folder for the figure and results.json")
     frames: int = common.arg(1_250_000, "training frames of the measured policy (rtg_baseline, the first seed)")
-    variance_frames: int = common.arg(400, "frames per game recorded with the trained policy")
+    variance_frames: int = common.arg(400, "frames per game recorded with the trained policy, in every batch")
+    batches: int = common.arg(6, "independent batches of games measured (the claims' seeds), after the reference one")
     gamma: float = common.arg(0.9, "discount of the reward-to-go (per frame), in training and in Ψ")
 
-    SMOKE = dict(frames=2 * 16 * 32, variance_frames=96)
+    SMOKE = dict(frames=2 * 16 * 32, variance_frames=96, batches=2)
 
     def __post_init__(self):
-        common.require_positive(self, "frames", "variance_frames")
+        common.require_positive(self, "frames", "variance_frames", "batches")
         common.require(0 < self.gamma <= 1, f"--gamma must be in (0, 1], got {self.gamma}")
 
 
@@ -84,30 +96,45 @@ def pad_to(x: torch.Tensor, length: int) -> torch.Tensor:
     return nn.functional.pad(x, [0, 0] * (x.dim() - 1) + [0, length - len(x)])
 
 
-def per_point_gradients(policy: pong.PixelPolicy, points: list[dict], psi_key: str, baseline: float):
-    """g_i = Σ_t (Ψ_t - b) ∇ log π(a_t|s_t) for each point i, flattened: (M, #params).
+def per_point_gradients(policy: pong.PixelPolicy, points: list[dict], psi: list[torch.Tensor]) -> torch.Tensor:
+    """g_i = Σ_t Ψ_it ∇ log π(a_t|s_t) for each point i (psi[i]: its Ψ per frame), flattened: (M, #params).
 
     torch.func: grad of one point's surrogate, vmapped over points padded to equal length
     (padding steps get Ψ = 0, so they add nothing).
     """
     params = {k: v.detach() for k, v in policy.named_parameters()}
 
-    def point_surrogate(p, x, a, psi):
+    def point_surrogate(p, x, a, weight):
         logits = functional_call(policy, p, (x.float(),))
-        return (pong.log_prob(logits, a) * psi).sum()
+        return (pong.log_prob(logits, a) * weight).sum()
 
     length = max(len(pt["actions"]) for pt in points)
     x = torch.stack([pad_to(pt["inputs"], length) for pt in points])
     a = torch.stack([pad_to(pt["actions"], length) for pt in points])
-    psi = torch.stack([pad_to(pt[psi_key] - baseline, length) for pt in points])
-    grads = vmap(grad(point_surrogate), in_dims=(None, 0, 0, 0))(params, x, a, psi)
+    weights = torch.stack([pad_to(w, length) for w in psi])
+    grads = vmap(grad(point_surrogate), in_dims=(None, 0, 0, 0))(params, x, a, weights)
     return torch.cat([g.flatten(1) for g in grads.values()], dim=1)
 
 
-class GroupedVariance:
-    """tr Cov of vectors, per group and overall, from running sums (the vectors are not kept).
+def estimator_gradients(policy: pong.PixelPolicy, points: list[dict], baselines: dict) -> dict[str, torch.Tensor]:
+    """Every estimator's per-point gradients from two backward passes: the score sum
+    s_i = Σ_t ∇ log π(a_t|s_t) and the reward-to-go gradient. Flat credit is one scalar per point,
+    its outcome R_i (the same scalar on every frame: the essay's point), so its gradient is R_i s_i;
+    a constant baseline b subtracts b s_i."""
+    score = per_point_gradients(policy, points, [torch.ones_like(pt["flat"]) for pt in points])
+    rtg = per_point_gradients(policy, points, [pt["rtg"] for pt in points])
+    outcome = torch.stack([pt["flat"][-1] for pt in points]).to(score)[:, None]
+    return {"flat, no baseline": outcome * score, "flat - mean": (outcome - baselines["flat"]) * score,
+            "rtg, no baseline": rtg, "rtg - mean": rtg - baselines["rtg"] * score}
 
-    tr Cov = (Σ||g||² - ||Σg||²/n) / (n - 1), in float64.
+
+class GroupedVariance:
+    """tr Cov of vectors, per group and overall, and their mean, from running sums (the vectors
+    are not kept).
+
+    tr Cov = (Σ||g||² - ||Σg||²/n) / (n - 1). Each added chunk is summed in its own precision
+    (float32: a second pass over it in float64 would double the study's time), the running sums
+    are float64.
     """
 
     def __init__(self, groups: int, dim: int, device: torch.device | str = "cpu"):
@@ -117,10 +144,12 @@ class GroupedVariance:
 
     def add(self, vectors: torch.Tensor, group: torch.Tensor) -> None:
         """Add vectors (M, dim), vector i to group[i]; they may live on another device."""
-        v, group = vectors.to(self.total.device, torch.float64), group.to(self.total.device)
-        self.count.index_add_(0, group, torch.ones_like(v[:, 0]))
-        self.total.index_add_(0, group, v)
-        self.total_sq.index_add_(0, group, v.pow(2).sum(1))
+        sums = vectors.new_zeros(len(self.total), vectors.shape[1]).index_add_(0, group.to(vectors.device), vectors)
+        squares = torch.linalg.vector_norm(vectors, dim=1).square()
+        group = group.to(self.total.device)
+        self.count.index_add_(0, group, torch.ones(len(group), dtype=torch.float64, device=group.device))
+        self.total += sums.to(self.total)
+        self.total_sq.index_add_(0, group, squares.to(self.total))
 
     @staticmethod
     def _trace(count, total, total_sq) -> float:
@@ -131,6 +160,10 @@ class GroupedVariance:
 
     def overall(self) -> float:
         return self._trace(self.count.sum(), self.total.sum(0), self.total_sq.sum())
+
+    def mean(self) -> torch.Tensor:
+        """The mean vector over every group."""
+        return self.total.sum(0) / self.count.sum()
 
 
 def length_bins(lengths: np.ndarray, bins: int) -> torch.Tensor:
@@ -144,63 +177,145 @@ def length_bins(lengths: np.ndarray, bins: int) -> torch.Tensor:
     return torch.from_numpy(bin_of)
 
 
-def gradient_variance_study(args: pong.Args, policy: pong.PixelPolicy, seed: int, frames: int,
-                            device: torch.device, bins: int = 8, chunk: int = 64) -> dict:
-    """Record points with a fixed policy; measure tr Cov of per-point gradients per length bin,
-    for flat and reward-to-go credit, each without and with the mean as a baseline."""
+def gradient_variance_study(args: pong.Args, policy: pong.PixelPolicy, seed: int, frames: int, device: torch.device,
+                            baselines: dict | None = None, bins: int = 8,
+                            chunk: int = 64) -> tuple[dict, dict[str, torch.Tensor]]:
+    """Record one batch of points with a fixed policy; for flat and reward-to-go credit, each
+    without and with the constant baseline (`baselines[Ψ]`; None: this batch's own mean Ψ per
+    frame), tr Cov of the per-point gradients per length bin and overall, and their mean vector."""
     points = recorded_points(args, policy, seed, frames, device)
+    n_params = sum(p.numel() for p in policy.parameters())
     if len(points) < 2:  # e.g. a window too short for two points to end
         nothing = {"total": math.nan, "by_length": [], "slope": math.nan}
-        return {"points": len(points), "mean_length": math.nan, "bin_mean_length": [],
-                **{name: nothing for name in VARIANCE_ESTIMATORS}}
+        return ({"points": len(points), "mean_length": math.nan, "bin_mean_length": [],
+                 "baseline": {"flat": math.nan, "rtg": math.nan}, **{name: nothing for name in VARIANCE_ESTIMATORS}},
+                {name: torch.full((n_params,), math.nan, dtype=torch.float64) for name in VARIANCE_ESTIMATORS})
     lengths = np.array([len(pt["actions"]) for pt in points])
     bin_of = length_bins(lengths, bins)
     n_bins = int(bin_of.max()) + 1
-    mean_of = {key: float(torch.cat([pt[key] for pt in points]).mean()) for key in ("flat", "rtg")}
-    setups = {"flat, no baseline": ("flat", 0.0), "flat - mean": ("flat", mean_of["flat"]),
-              "rtg, no baseline": ("rtg", 0.0), "rtg - mean": ("rtg", mean_of["rtg"])}
-    n_params = sum(p.numel() for p in policy.parameters())
-    variances = {name: GroupedVariance(n_bins, n_params, device) for name in setups}
+    if baselines is None:
+        baselines = {key: float(torch.cat([pt[key] for pt in points]).mean()) for key in ("flat", "rtg")}
+    variances = {name: GroupedVariance(n_bins, n_params, device) for name in VARIANCE_ESTIMATORS}
     for i in range(0, len(points), chunk):
-        for name, (key, baseline) in setups.items():
-            grads = per_point_gradients(policy, points[i:i + chunk], key, baseline)
+        for name, grads in estimator_gradients(policy, points[i:i + chunk], baselines).items():
             variances[name].add(grads, bin_of[i:i + chunk])
-    result = {"points": len(points), "mean_length": float(lengths.mean()),
-              "bin_mean_length": [float(lengths[bin_of.numpy() == b].mean()) for b in range(n_bins)]}
+    study = {"points": len(points), "mean_length": float(lengths.mean()), "baseline": baselines,
+             "bin_mean_length": [float(lengths[bin_of.numpy() == b].mean()) for b in range(n_bins)]}
     for name, variance in variances.items():
         by_length = variance.per_group()
-        result[name] = {"total": variance.overall(), "by_length": by_length,
-                        "slope": common.loglog_slope(result["bin_mean_length"], by_length)}
-    return result
+        study[name] = {"total": variance.overall(), "by_length": by_length,
+                       "slope": common.loglog_slope(study["bin_mean_length"], by_length)}
+    return study, {name: variance.mean().cpu() for name, variance in variances.items()}
 
 
-def plot_variance(study: dict, path: Path) -> None:
+def batches_study(args: Args, setting: pong.Args, policy: pong.PixelPolicy, device: torch.device) -> dict:
+    """The reference batch (its mean Ψ the baselines, its mean gradient without them each Ψ's
+    direction), then --batches independent ones, each with its mean gradients along those
+    directions (`along_gradient`)."""
+    seed = args.seed + 20_000
+    reference, means = gradient_variance_study(setting, policy, seed, args.variance_frames, device)
+    directions = {family: means[without] / means[without].norm() for family, (without, _) in PAIRS.items()}
+    batches = []
+    for k in range(1, args.batches + 1):
+        study, means = gradient_variance_study(setting, policy, seed + k, args.variance_frames, device,
+                                               reference["baseline"])
+        study["along_gradient"] = {name: float(means[name] @ directions[family])
+                                   for family, pair in PAIRS.items() for name in pair}
+        batches.append(study)
+    return {"reference": reference, "batches": batches}
+
+
+def plot_variance(batches: list[dict], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    x = study["bin_mean_length"]
-    for name in VARIANCE_ESTIMATORS:
-        ax.loglog(x, study[name]["by_length"], "o-", label=f"{name}: slope {study[name]['slope']:.2f}")
+    for colour, name in zip(plt.rcParams["axes.prop_cycle"].by_key()["color"], VARIANCE_ESTIMATORS):
+        slope, _, _ = common.mean_interval([b[name]["slope"] for b in batches])
+        for k, batch in enumerate(batches):
+            ax.loglog(batch["bin_mean_length"], batch[name]["by_length"], "o-", color=colour, alpha=0.6,
+                      linewidth=1, markersize=3, label=f"{name}: slope {slope:.2f} (mean)" if k == 0 else None)
     ax.set(xlabel="rally length (frames, bin mean)", ylabel="tr Cov of per-point gradient",
-           title="Policy-gradient variance vs rally length")
+           title=f"Policy-gradient variance vs rally length, {len(batches)} batches")
     ax.legend(fontsize="small")
     ax.grid(alpha=0.3, which="both")
     common.save_figure(fig, path)
 
 
-def variance_claims(study: dict) -> list[dict]:
-    flat, flat_b = study["flat, no baseline"], study["flat - mean"]
-    rtg, rtg_b = study["rtg, no baseline"], study["rtg - mean"]
-    slope = flat["slope"]
-    return [
-        common.claim("over-long-generations, gradient variance",
-                     "variance of the terminal-reward estimator grows roughly linearly with episode length",
-                     f"tr Cov of the flat-credit gradient vs rally length: log-log slope {slope:.2f} "
-                     f"(1 = linear); with discounted reward-to-go: {rtg['slope']:.2f}",
-                     bool(0.7 <= slope <= 1.3) if math.isfinite(slope) else None),
-        common.claim("whole-game §3", "a baseline reduces the variance of the policy gradient",
-                     f"tr Cov, flat: {flat['total']:.3g} -> {flat_b['total']:.3g} with the mean subtracted; "
-                     f"reward-to-go: {rtg['total']:.3g} -> {rtg_b['total']:.3g}",
-                     flat_b["total"] < flat["total"] and rtg_b["total"] < rtg["total"]),
-    ]
+# ============================================================================================
+# Claims: each decided over the batches (95% t-intervals)
+# ============================================================================================
+def all_hold(verdicts: list[bool | None]) -> bool | None:
+    """One statement checked on several estimators: yes if it holds on each, no if it fails on one."""
+    return False if False in verdicts else None if None in verdicts else True
+
+
+def zero_verdict(values: list[float], detectable: float) -> tuple[bool | None, str]:
+    """Is it zero? yes where the 95% interval holds 0 and lies within ±detectable, no where it
+    excludes 0 (common.seed_verdict's rule for a zero, applied to both sides), else None."""
+    holds, text = common.seed_verdict(values, zero_below=detectable)
+    mirrored, _ = common.seed_verdict(-np.asarray(values, dtype=float), zero_below=detectable)
+    return (holds if holds == mirrored else None), text
+
+
+def interval_text(values: list[float], digits: int = 2) -> str:
+    mean, low, high = common.mean_interval(values)
+    return f"{mean:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+
+def slope_claim(batches: list[dict]) -> dict:
+    """Does the terminal-reward estimator's variance grow roughly linearly with the length? Flat's
+    log-log slope per batch, read by common.slope_verdict; a slope needs 3 length bins in every batch."""
+    slopes = [b["flat, no baseline"]["slope"] for b in batches]
+    holds, _ = common.slope_verdict(slopes)
+    enough = min(len(b["bin_mean_length"]) for b in batches) >= 3
+    rtg = interval_text([b["rtg, no baseline"]["slope"] for b in batches])
+    return common.claim(
+        "over-long-generations, Why long generations make credit assignment hard",
+        "with one terminal reward (Ψ_t = R on every frame), the policy gradient's variance grows roughly linearly "
+        "with the episode's length",
+        f"tr Cov of the flat-credit gradient per rally-length bin; its log-log slope per batch, mean [95% interval "
+        f"over {len(batches)} batches]: {interval_text(slopes)} (roughly linear: within {common.ROUGHLY_LINEAR[0]}-"
+        f"{common.ROUGHLY_LINEAR[1]}, nearer 1 than 0 or 2); the discounted reward-to-go's: {rtg}"
+        + ("" if enough else "; premise not met: a batch has fewer than 3 length bins"), holds if enough else None)
+
+
+def baseline_variance_claim(batches: list[dict]) -> dict:
+    """Does the baseline lower the variance? tr Cov without minus with it, per batch, for each Ψ."""
+    verdicts, texts = [], []
+    for family, (without, with_) in PAIRS.items():
+        holds, text = common.seed_verdict([b[without]["total"] - b[with_]["total"] for b in batches])
+        verdicts.append(holds)
+        texts.append(f"{family} {np.mean([b[without]['total'] for b in batches]):.3g} -> "
+                     f"{np.mean([b[with_]['total'] for b in batches]):.3g}, without minus with {text}")
+    return common.claim(
+        "whole-game §3", "a baseline that does not depend on the action lowers the variance of the policy gradient "
+        "(here: a constant, the mean Ψ of a held-out batch)",
+        f"tr Cov of the per-point gradient without -> with the baseline (mean of {len(batches)} independent batches), "
+        f"and without minus with per batch, mean [95% interval]: " + "; ".join(texts), all_hold(verdicts))
+
+
+def baseline_bias_claim(batches: list[dict]) -> dict:
+    """Does the baseline leave the gradient's mean alone? Per batch, the mean gradient with it
+    minus without, along the policy gradient (unit: the held-out batch's mean gradient without
+    it): yes where its interval holds 0 and lies within the smallest change of the gradient along
+    that direction the batches can detect (the half-width of its own interval), no where it
+    excludes 0."""
+    verdicts, texts = [], []
+    for family, (without, with_) in PAIRS.items():
+        along = [b["along_gradient"][without] for b in batches]
+        _, low, high = common.mean_interval(along)
+        holds, text = zero_verdict([b["along_gradient"][with_] - a for b, a in zip(batches, along)], (high - low) / 2)
+        verdicts.append(holds)
+        texts.append(f"{family}: {text} (smallest change detectable {(high - low) / 2:.3g}; the gradient "
+                     f"without the baseline along it {interval_text(along, 3)})")
+    return common.claim(
+        "whole-game §3", "a baseline that does not depend on the action adds no bias to the policy gradient "
+        "(here: a constant, the mean Ψ of a held-out batch)",
+        f"the mean per-point gradient with the baseline minus without, along the policy gradient's direction (a "
+        f"held-out batch's, unit length), per batch, mean [95% interval over {len(batches)} independent batches]: "
+        + "; ".join(texts), all_hold(verdicts))
+
+
+def variance_claims(batches: list[dict]) -> list[dict]:
+    return [slope_claim(batches), baseline_variance_claim(batches), baseline_bias_claim(batches)]
 
 
 def variance_cell(value: float) -> str:
@@ -209,17 +324,35 @@ def variance_cell(value: float) -> str:
     return f"{value:,.0f}" if "e+" in text else text
 
 
-def variance_tables(study: dict) -> dict:
+def variance_tables(batches: list[dict]) -> dict:
     """The tables it prints and the docs show: each estimator's tr Cov over all points and its
-    log-log slope against rally length, and its tr Cov in each length bin (frames)."""
-    overall = [[name, psi, variance_cell(study[name]["total"]), study[name]["slope"]]
-               for name, psi in VARIANCE_ESTIMATORS.items()]
-    by_length = [[length, *(variance_cell(study[name]["by_length"][b]) for name in VARIANCE_ESTIMATORS)]
-                 for b, length in enumerate(study["bin_mean_length"])]
-    return {"estimators": {"header": [f"estimator ({study['points']} points, mean rally "
-                                      f"{study['mean_length']:.0f} frames)", "Ψ_t", "tr Cov", "slope vs length"],
-                           "rows": overall},
-            "by_length": {"header": ["rally length (bin mean)", *VARIANCE_ESTIMATORS], "rows": by_length}}
+    log-log slope against rally length, mean [95% interval] over the batches; and the first
+    batch's tr Cov in each length bin (frames)."""
+    def interval_cell(values: list[float]) -> str:
+        mean, low, high = common.mean_interval(values)
+        return f"{variance_cell(mean)} [{variance_cell(low)}, {variance_cell(high)}]"
+
+    overall = [[name, psi, interval_cell([b[name]["total"] for b in batches]),
+                interval_text([b[name]["slope"] for b in batches])] for name, psi in VARIANCE_ESTIMATORS.items()]
+    first = batches[0]
+    by_length = [[length, *(variance_cell(first[name]["by_length"][k]) for name in VARIANCE_ESTIMATORS)]
+                 for k, length in enumerate(first["bin_mean_length"])]
+    points = round(np.mean([b["points"] for b in batches]))
+    rally = np.mean([b["mean_length"] for b in batches])
+    return {"estimators": {"header": [f"estimator ({len(batches)} batches of {points} points, mean rally "
+                                      f"{rally:.0f} frames)", "Ψ_t", "tr Cov", "slope vs length"], "rows": overall},
+            "by_length": {"header": [f"rally length (bin mean, batch 1, {first['points']} points)",
+                                     *VARIANCE_ESTIMATORS], "rows": by_length}}
+
+
+def study_metrics(batches: list[dict]) -> dict:
+    """Each estimator's tr Cov and slope, mean of the batches; the tables."""
+    metrics = {}
+    for name in VARIANCE_ESTIMATORS:
+        metrics[f"grad_var[{name}]"] = float(np.mean([b[name]["total"] for b in batches]))
+        metrics[f"grad_var_length_slope[{name}]"] = float(np.mean([b[name]["slope"] for b in batches]))
+    metrics["tables"] = variance_tables(batches)
+    return metrics
 
 
 def main(args: Args) -> dict:
@@ -227,15 +360,11 @@ def main(args: Args) -> dict:
     args, device, out = common.start_run(args)
     setting = chapter_args(args)
     _, policy = pong.train(setting, "rtg_baseline", args.seed, device)
-    study = gradient_variance_study(setting, policy, args.seed + 20_000, args.variance_frames, device)
-    plot_variance(study, out / "gradient_variance.png")
+    study = batches_study(args, setting, policy, device)
+    plot_variance(study["batches"], out / "gradient_variance.png")
 
-    claims = variance_claims(study)
-    metrics = {}
-    for name in VARIANCE_ESTIMATORS:
-        metrics[f"grad_var[{name}]"] = study[name]["total"]
-        metrics[f"grad_var_length_slope[{name}]"] = study[name]["slope"]
-    metrics["tables"] = variance_tables(study)
+    claims = variance_claims(study["batches"])
+    metrics = study_metrics(study["batches"])
     wall = time.time() - start
     common.write_results(out, args, wall, metrics, claims, variance_study=study)
     print(f"\nGradient variance, rtg_baseline after {args.frames:,} frames (γ = {args.gamma:g}):")

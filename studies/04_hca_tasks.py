@@ -9,16 +9,19 @@ or the exact one (Bayes' rule on the model). Each one's bias² against the exact
 (autograd through the exact policy evaluation) and its variance, as the reward noise σ grows;
 how far h/π moves the credit at each step of the delayed effect; the return identity
 Q(x, a) = E_z[h(a|x,z)/π(a|x) z] by numerical integration; COCOA's premise (Meulemans et al.
-2023; COCOA itself is not implemented), that state HCA degrades to REINFORCE when the later
+2023; COCOA itself is not implemented), that state HCA degrades toward REINFORCE when the later
 state reveals the action; and a tabular softmax policy learning with each estimator on each task.
+The gradient study runs --seeds times (each seed its own episodes and classifiers; the first,
+--seed, is the chapter's), and its claims decide on the 95% interval over those seeds.
 
-    python studies/04_hca_tasks.py          # 24 s on 2 CPU cores
+    python studies/04_hca_tasks.py          # 109 s on 2 CPU cores, beside other jobs
 
 Writes runs/studies/04_hca_tasks/: hca_variance_vs_sigma.png (tr Cov of each estimator vs σ,
 per task), hca_hindsight_ratio.png (delayed effect: |h/π - 1| per step, large at step 0 only),
 hca_learning_curves.png (exact J(π) while learning) and results.json.
 """
 
+import dataclasses
 import importlib
 import math
 import sys
@@ -46,6 +49,7 @@ class Args(common.RunArgs):
     chain: int = common.arg(8, "shortcut chain length")
     corridor: int = common.arg(10, "delayed effect: steps between the decisive action and its reward")
     crossover: float = common.arg(0.2, "ambiguous bandit: probability that an arm pays the other arm's amount")
+    seeds: int = common.arg(4, "seeds of the gradient study: each its own episodes and hindsight classifiers")
     learn_sigma: float = common.arg(1.0, "reward noise σ of the learning curves")
     learn_iters: int = common.arg(100, "policy updates per learning run")
     learn_batch: int = common.arg(32, "episodes per policy update")
@@ -55,11 +59,12 @@ class Args(common.RunArgs):
     refit_steps: int = common.arg(10, "learning runs: hindsight classifier steps after each batch")
     hindsight_batches: int = common.arg(4, "learning runs: the classifier trains on the last this many batches")
 
-    SMOKE = dict(sigmas="0.5,2", chain=4, corridor=3, learn_iters=3, learn_batch=4, learn_seeds=1, refit_steps=2)
+    SMOKE = dict(sigmas="0.5,2", chain=4, corridor=3, seeds=2, learn_iters=3, learn_batch=4, learn_seeds=1,
+                 refit_steps=2)
 
     def __post_init__(self):
-        common.require_positive(self, "corridor", "learn_sigma", "learn_iters", "learn_batch", "learn_seeds", "pg_lr",
-                                "refit_steps", "hindsight_batches")
+        common.require_positive(self, "corridor", "seeds", "learn_sigma", "learn_iters", "learn_batch", "learn_seeds",
+                                "pg_lr", "refit_steps", "hindsight_batches")
         common.require(0 < self.value_rate <= 1, "--value-rate must be in (0, 1]")
         common.require(self.chain >= 2, "--chain must be at least 2")
         common.require(0 < self.crossover < 0.5, "--crossover must be in (0, 0.5)")
@@ -351,6 +356,13 @@ def ratio_profile(episodes: dict, policy: torch.Tensor, h: dict) -> dict:
     return profile
 
 
+def revealed_share(h_pairs: torch.Tensor, episodes: dict) -> float:
+    """The share of (first step, later step k) pairs of the episodes where h(· | X_0, X_k) is
+    one-hot: the later state gives the first action away (COCOA's case)."""
+    one_hot = h_pairs[0, 1:].max(-1).values == 1  # (T - 1, N): k = 1 .. T - 1
+    return float(one_hot[episodes["alive"][1:]].float().mean())
+
+
 def study_one(args: hindsight.Args, task: hindsight.TabularTask, device) -> dict:
     """At the uniform policy: the exact gradient, hindsight classifiers fitted on one batch of
     episodes, and every estimator's per-episode gradients on a fresh batch. Seeded as the
@@ -370,17 +382,32 @@ def study_one(args: hindsight.Args, task: hindsight.TabularTask, device) -> dict
     for method in study_methods(task):
         rows = estimator_rows(method, test, policy, V, r_hat, h.get(method), args.h_min)
         estimators[method] = estimator_errors(hindsight.per_episode_gradients(test, rows, task.num_states), truth)
-    return {"estimators": estimators, "hindsight_ratio": ratio_profile(test, policy, h),
-            "exact_gradient_norm2": float((truth**2).sum())}  # the scale of bias²; σ does not change it
+    result = {"estimators": estimators, "hindsight_ratio": ratio_profile(test, policy, h),
+              "exact_gradient_norm2": float((truth**2).sum())}  # the scale of bias²; σ does not change it
+    if "state HCA (exact h)" in h:
+        result["first_action_revealed"] = revealed_share(h["state HCA (exact h)"], test)
+    return result
 
 
 def gradient_study(args: Args, device) -> dict:
-    """{task: {σ: study_one's result}}."""
+    """{task: {σ: [study_one's result per seed]}}; the first seed, --seed, is the chapter's."""
     chapter, study = chapter_args(args), {}
     for noise in tqdm(args.sigma_list, desc="HCA gradient study", leave=False):
         for task in make_tasks(args, noise):
-            study.setdefault(task.name, {})[noise] = study_one(chapter, task, device)
+            study.setdefault(task.name, {})[noise] = [
+                study_one(dataclasses.replace(chapter, seed=seed), task, device)
+                for seed in range(args.seed, args.seed + args.seeds)]
     return study
+
+
+def pooled(runs: list[dict]) -> dict:
+    """study_one's result with every number the mean over the seeds' runs (for tables and figures)."""
+    first = runs[0]
+    return {"estimators": {m: {k: float(np.mean([r["estimators"][m][k] for r in runs])) for k in e}
+                           for m, e in first["estimators"].items()},
+            "hindsight_ratio": {m: np.mean([r["hindsight_ratio"][m] for r in runs], 0).tolist()
+                                for m in first["hindsight_ratio"]},
+            "exact_gradient_norm2": first["exact_gradient_norm2"]}
 
 
 # ============================================================================================
@@ -509,8 +536,9 @@ def plot_learning(learning: dict, args: Args, path) -> None:
 
 
 def variances(by_sigma: dict) -> dict:
-    """{σ: {estimator: tr Cov}} from {σ: study_one's result}."""
-    return {s: {m: e["variance"] for m, e in at["estimators"].items()} for s, at in by_sigma.items()}
+    """{σ: [{estimator: tr Cov} per seed]} from {σ: [study_one's result per seed]}."""
+    return {s: [{m: e["variance"] for m, e in run["estimators"].items()} for run in runs]
+            for s, runs in by_sigma.items()}
 
 
 def variance_ratio(variances: dict, method: str) -> float:
@@ -518,61 +546,120 @@ def variance_ratio(variances: dict, method: str) -> float:
     return variances["PG + V baseline"] / variances[method]
 
 
+def both(*verdicts: bool | None) -> bool | None:
+    """The parts of one statement: yes if every part holds, no if one fails, else None."""
+    return False if False in verdicts else None if None in verdicts else True
+
+
+def above_one(ratios: np.ndarray) -> tuple[bool | None, str]:
+    """The ledger's rule on ratios measured once per seed, for ratio > 1 (the effect is ratio - 1);
+    the text shows the ratio itself, mean [95% interval]."""
+    verdict, _ = common.seed_verdict(ratios - 1)
+    mean, low, high = common.mean_interval(ratios)
+    return verdict, f"{mean:.3g}x [{low:.3g}, {high:.3g}]"
+
+
+def learned_variants(by_sigma: dict) -> list[str]:
+    """The HCA variants with a learned h measured on this task (no state HCA without later states)."""
+    measured = by_sigma[min(by_sigma)][0]
+    return [m for m in ("state HCA (learned h)", "return HCA (learned h)") if m in measured]
+
+
 def variance_claims(name: str, by_sigma: dict) -> list[dict]:
-    """The chapter's two variance claims on one task, for each HCA variant with the learned h
-    (state HCA only where the task has later states). by_sigma: {σ: {estimator: tr Cov}}."""
-    sigmas = sorted(by_sigma)
-    low, high = sigmas[0], sigmas[-1]
-    methods = [m for m in ("state HCA (learned h)", "return HCA (learned h)") if m in by_sigma[high]]
-    ratio = {s: {m: variance_ratio(by_sigma[s], m) for m in methods} for s in sigmas}
-    every = "; ".join(f"{m.split(' (')[0]}: " + ", ".join(f"{ratio[s][m]:.3g}x" for s in sigmas) for m in methods)
-    ends = "; ".join(f"{m.split(' (')[0]}: {ratio[low][m]:.3g}x at σ={low:g}, {ratio[high][m]:.3g}x at "
-                     f"σ={high:g}" for m in methods)
+    """The chapter's two variance claims on one task, for each HCA variant with the learned h,
+    decided over the seeds: PG + V's variance over HCA's above 1 at every σ; and that ratio at the
+    largest σ minus at the smallest. by_sigma: {σ: [{estimator: tr Cov} per seed]}."""
+    sigmas, methods = sorted(by_sigma), learned_variants(by_sigma)
+    low, high, seeds = sigmas[0], sigmas[-1], len(by_sigma[sigmas[0]])
+    ratio = {s: {m: np.array([variance_ratio(v, m) for v in by_sigma[s]]) for m in methods} for s in sigmas}
+    lower = {m: [above_one(ratio[s][m]) for s in sigmas] for m in methods}
+    grows = {m: common.seed_verdict(ratio[high][m] - ratio[low][m]) for m in methods}
+    every = "; ".join(f"{m.split(' (')[0]}: " + ", ".join(f"σ={s:g} {text}" for s, (_, text) in
+                                                           zip(sigmas, lower[m])) for m in methods)
+    ends = "; ".join(f"{m.split(' (')[0]}: {grows[m][1]}" for m in methods)
+    where = f"mean [95% interval] over {seeds} seeds (each its own episodes and classifier)"
     return [common.claim("HCA paper §5", f"{name}: HCA's gradient has a lower variance than PG with a value baseline",
-                         f"variance of PG + V baseline / HCA (learned h) at σ = {', '.join(f'{s:g}' for s in sigmas)}: "
-                         f"{every}", all(ratio[s][m] > 1 for s in sigmas for m in methods)),
+                         f"variance of PG + V baseline / HCA (learned h), {where}: {every}",
+                         both(*(verdict for m in methods for verdict, _ in lower[m]))),
             common.claim("HCA paper §5", f"{name}: HCA's edge in variance over PG with a value baseline grows with "
-                         "the reward noise σ", f"variance of PG + V baseline / HCA (learned h): {ends}",
-                         all(ratio[high][m] > ratio[low][m] for m in methods))]
+                         "the reward noise σ", f"variance of PG + V baseline / HCA (learned h) at σ={high:g} minus "
+                         f"at σ={low:g}, {where}: {ends}", both(*(verdict for verdict, _ in grows.values())))]
 
 
 def conditioning_claim(name: str, by_sigma: dict) -> dict:
-    """Return HCA against state HCA (both with the learned h): which has the lower gradient
-    variance, at how many σ?"""
+    """Return HCA against state HCA (both with the learned h): state HCA's gradient variance minus
+    return HCA's at each σ, decided over the seeds; yes if return HCA's is lower at every σ."""
     sigmas = sorted(by_sigma)
-    variance = {s: {m: by_sigma[s]["estimators"][m]["variance"] for m in ("state HCA (learned h)", "return HCA (learned h)")}
-                for s in sigmas}
-    lower = sum(v["return HCA (learned h)"] < v["state HCA (learned h)"] for v in variance.values())
+    gaps = {s: common.seed_verdict([v["state HCA (learned h)"] - v["return HCA (learned h)"] for v in by_sigma[s]])
+            for s in sigmas}
+    means = {s: {m: np.mean([v[f"{m} HCA (learned h)"] for v in by_sigma[s]]) for m in ("return", "state")}
+             for s in sigmas}
     return common.claim("survey §8", f"{name}: return-conditional HCA is preferable to state-conditional HCA",
-                        "gradient variance (tr Cov), return HCA vs state HCA (learned h): " + ", ".join(
-                            f"σ={s:g} {v['return HCA (learned h)']:.3g} vs {v['state HCA (learned h)']:.3g}"
-                            for s, v in variance.items()) + f"; return HCA lower at {lower} of {len(sigmas)}",
-                        lower > len(sigmas) / 2)
+                        "gradient variance (tr Cov) with the learned h, return HCA vs state HCA (mean of the seeds), "
+                        "and state's minus return's, mean [95% interval] over " f"{len(by_sigma[sigmas[0]])} seeds: "
+                        + "; ".join(f"σ={s:g} {means[s]['return']:.3g} vs {means[s]['state']:.3g}, {gaps[s][1]}"
+                                    for s in sigmas), both(*(verdict for verdict, _ in gaps.values())))
+
+
+def decisive_claim(runs: list[dict], noise: float) -> dict:
+    """Survey §4.2.1 on the delayed effect: per seed and learned h, mean |h/π - 1| at the first
+    (decisive) action minus its mean over the corridor (the steps between it and the last)."""
+    methods = [m for m in runs[0]["hindsight_ratio"] if "learned" in m]
+    gaps = {m: common.seed_verdict([r["hindsight_ratio"][m][0] - np.mean(r["hindsight_ratio"][m][1:-1])
+                                    for r in runs]) for m in methods}
+    level = {m: np.mean([r["hindsight_ratio"][m] for r in runs], 0) for m in methods}  # the mean profile
+    return common.claim(
+        "survey §4.2.1", "irrelevant actions get a hindsight ratio ≈ 1, the decisive one is far from 1",
+        f"delayed effect, σ = {noise:g}, mean |h/π - 1| at the first action vs over the corridor (mean of the "
+        f"seeds), and the first's minus the corridor's, mean [95% interval] over {len(runs)} seeds: " + "; ".join(
+            f"{m} {level[m][0]:.2f} vs {np.mean(level[m][1:-1]):.3f}, {gaps[m][1]}" for m in methods),
+        both(*(verdict for verdict, _ in gaps.values())))
+
+
+def first_action_shares(run: dict) -> tuple[float, float]:
+    """State HCA's (exact h) variance as a share of REINFORCE's, at the first action and on every
+    other state together (tr Cov splits over the states)."""
+    state, reinforce = (run["estimators"][m] for m in ("state HCA (exact h)", "REINFORCE (no baseline)"))
+    first = state["start_state_variance"] / reinforce["start_state_variance"]
+    rest = ((state["variance"] - state["start_state_variance"])
+            / (reinforce["variance"] - reinforce["start_state_variance"]))
+    return first, rest
+
+
+def degrades_claim(by_sigma: dict) -> dict:
+    """COCOA's premise on the delayed effect: where the later state reveals the first action,
+    state HCA (exact h) keeps REINFORCE's variance at that action while it removes most of it
+    elsewhere. Per σ and seed, its share of REINFORCE's variance at the first action minus the
+    share on the other states; yes if > 0 at every σ. Premise: the exact h(· | X_0, X_k) one-hot."""
+    sigmas = sorted(by_sigma)
+    shares = {s: np.array([first_action_shares(r) for r in by_sigma[s]]) for s in sigmas}
+    gaps = {s: common.seed_verdict(shares[s][:, 0] - shares[s][:, 1]) for s in sigmas}
+    revealed = min(r["first_action_revealed"] for s in sigmas for r in by_sigma[s])
+    measured = ("delayed effect, state HCA's (exact h) variance as a share of REINFORCE's (no baseline), at the "
+                "first action vs on the other states (mean of the seeds), and the first's minus the others', mean "
+                f"[95% interval] over {len(by_sigma[sigmas[0]])} seeds: " + "; ".join(
+                    f"σ={s:g} {shares[s][:, 0].mean():.3g} vs {shares[s][:, 1].mean():.2g}, {gaps[s][1]}"
+                    for s in sigmas) + f"; the later state reveals the first action in {revealed:.0%} of the pairs")
+    if revealed < 1:
+        return common.claim("survey §8 (COCOA)", DEGRADES, f"premise not met: {measured}", None)
+    return common.claim("survey §8 (COCOA)", DEGRADES, measured, both(*(verdict for verdict, _ in gaps.values())))
+
+
+DEGRADES = "when the later state reveals the action, state HCA degrades toward REINFORCE"
 
 
 def hca_claims(args: Args, study: dict, identity: dict) -> list[dict]:
-    low = min(args.sigma_list)
-    delayed = study["delayed effect"][low]
-    profile = delayed["hindsight_ratio"]
-    corridor = {m: float(np.mean(p[1:-1])) for m, p in profile.items()}
-    decisive = all(p[0] > 5 * corridor[m] for m, p in profile.items() if "learned" in m)
-    reinforce, state = (delayed["estimators"][m] for m in ("REINFORCE (no baseline)", "state HCA (exact h)"))
+    delayed = study["delayed effect"]
+    low = min(args.sigma_list)  # the return still says something about the first action
     return [c for name, by_sigma in study.items() for c in variance_claims(name, variances(by_sigma))] + [
-        conditioning_claim(name, by_sigma) for name, by_sigma in study.items()
-        if "state HCA (learned h)" in by_sigma[min(by_sigma)]["estimators"]] + [
-        common.claim("survey §4.2.1", "irrelevant actions get a hindsight ratio ≈ 1, the decisive one is far from 1",
-                     f"delayed effect, σ = {low:g}, mean |h/π - 1| at the first action vs over the corridor: "
-                     + "; ".join(f"{m} {p[0]:.2f} vs {corridor[m]:.3f}" for m, p in profile.items() if "learned" in m),
-                     decisive),
+        conditioning_claim(name, variances(by_sigma)) for name, by_sigma in study.items()
+        if "state HCA (learned h)" in learned_variants(variances(by_sigma))] + [
+        decisive_claim(delayed[low], low),
         common.claim("survey §8", "Q(x, a) = E_z[h(a|x,z)/π(a|x) · z]",
                      "largest |E_z[h/π z] - Q| at the start state, uniform π, σ = 1: "
                      + ", ".join(f"{name} {gap:.1e}" for name, gap in identity.items()),
                      max(identity.values()) < 1e-3),
-        common.claim("survey §8 (COCOA)", "when the later state reveals the action, state HCA degrades to REINFORCE",
-                     f"delayed effect, variance at the first action: state HCA (exact h) "
-                     f"{state['start_state_variance']:.3g}, REINFORCE without baseline "
-                     f"{reinforce['start_state_variance']:.3g}",
-                     math.isclose(state["start_state_variance"], reinforce["start_state_variance"], rel_tol=0.2)),
+        degrades_claim(delayed),
     ]
 
 
@@ -606,14 +693,16 @@ def final_returns(curves: list) -> str:
 
 
 def tables(args: Args, study: dict, learning: dict) -> dict:
-    """The tables the run prints and the docs show."""
+    """The tables the run prints and the docs show; study: {task: {σ: pooled over the seeds}}."""
     keys = [(name, s) for name in study for s in args.sigma_list]
     learned = [[task.name, optimal_return(task),
                 *(final_returns(learning[task.name][m]) if m in learning[task.name] else "–" for m in LEARNERS)]
                for task in make_tasks(args, args.learn_sigma)]
-    return {"variance": {"title": "tr Cov of each gradient at the uniform policy (PG + V / learned HCA in brackets)",
+    return {"variance": {"title": f"tr Cov of each gradient at the uniform policy, mean of {args.seeds} seeds "
+                                  "(PG + V / learned HCA in brackets)",
                          "header": ["task", "σ", *ESTIMATORS], "rows": [[n, s, *variance_row(study[n][s])] for n, s in keys]},
-            "bias": {"title": "bias² of each gradient against the exact one (in brackets: an unbiased one's, tr Cov / N)",
+            "bias": {"title": f"bias² of each gradient against the exact one, mean of {args.seeds} seeds (in "
+                              "brackets: an unbiased one's, tr Cov / N)",
                      "header": ["task", "σ", "|∇J|²", *ESTIMATORS], "rows": [[n, s, *bias_row(study[n][s])] for n, s in keys]},
             "learning": {"title": f"final exact J(π) after {args.learn_iters * args.learn_batch} episodes at "
                                   f"σ = {args.learn_sigma:g}, mean [min, max] over {args.learn_seeds} seeds",
@@ -621,6 +710,7 @@ def tables(args: Args, study: dict, learning: dict) -> dict:
 
 
 def headline_metrics(args: Args, study: dict, learning: dict) -> dict:
+    """Each estimator's variance and bias² per (task, σ), mean of the seeds; each learner's final J."""
     metrics = {}
     for name, by_sigma in study.items():
         for noise, at in by_sigma.items():
@@ -644,14 +734,15 @@ def main(args: Args) -> dict:
     args, device, out = common.start_run(args)
     print(f"04 study: HCA's estimators on 3 tabular tasks, σ in {args.sigma_list}; device {device}")
     study = gradient_study(args, device)
-    plot_variance(study, out / "hca_variance_vs_sigma.png")
+    means = {name: {s: pooled(runs) for s, runs in by_sigma.items()} for name, by_sigma in study.items()}
+    plot_variance(means, out / "hca_variance_vs_sigma.png")
     low = min(args.sigma_list)  # the return still says something about the first action
-    plot_ratio(study["delayed effect"][low]["hindsight_ratio"], low, out / "hca_hindsight_ratio.png")
+    plot_ratio(means["delayed effect"][low]["hindsight_ratio"], low, out / "hca_hindsight_ratio.png")
     learning = learning_study(args, device)
     plot_learning(learning, args, out / "hca_learning_curves.png")
     identity = identity_study(args)
     claims = hca_claims(args, study, identity)
-    metrics = headline_metrics(args, study, learning)
+    metrics = headline_metrics(args, means, learning)
     wall = time.time() - start
     common.write_results(out, args, wall, metrics, claims, hca_gradient_study=study, hca_learning=learning,
                          hindsight_identity_gap=identity)

@@ -1,14 +1,17 @@
-"""04, study: HER against plain DQN as the bit string grows, and the paper's thresholds.
+"""04, study: HER against plain DQN as the bit string grows, each relabelling strategy beside.
 
-Bit flipping with n from 5 to 30 bits, DQN and DQN+HER (the chapter's hyperparameters, a budget
-of 10n cycles), two seeds each: the final greedy success against n, the learning curves, and the
-HER paper's claims (DQN fails beyond about 13-15 bits; DQN+HER solves up to 50; HER makes
-reward dense). The relabelling strategy is a flag: compare a run with `--strategy final`.
+Bit flipping with n from 5 to 30 bits: DQN, DQN+HER relabelling with "future" (the chapter's
+default) and DQN+HER relabelling with "final"; the chapter's hyperparameters, a budget of 10n
+cycles, three seeds each (a seed gives every learner the same initial network and first
+episodes). The final greedy success against n, the learning curves, and the survey's and the HER
+paper's claims, decided over the seeds: standard RL fails with the sparse reward (DQN against a
+uniformly random policy measured alike, its exact success beside), HER is the ingredient
+(DQN+HER against DQN), "future" against "final" (final success and budget to 90%), and HER's
+signal (every episode holds a rewarded transition once relabelled: exact, on a batch).
 
-    python studies/04_her_sweep.py                      # 69 s on 2 CPU cores
-    python studies/04_her_sweep.py --strategy final --bits 10,20,30 --out runs/studies/04_her_sweep_final
-    python studies/04_her_sweep.py --bits 40,50 --her-seeds 1 --out runs/studies/04_her_sweep_large
-    python studies/04_her_sweep.py --bits 40 --cycles 25 --her-seeds 1 --out runs/studies/04_her_sweep_budget
+    python studies/04_her_sweep.py                      # 231 s on 2 CPU cores, beside other jobs
+    python studies/04_her_sweep.py --bits 40,50 --her-seeds 1 --strategies future --out runs/studies/04_her_sweep_large
+    python studies/04_her_sweep.py --bits 40 --cycles 25 --her-seeds 1 --strategies future --out runs/studies/04_her_sweep_budget
 
 The last two go towards the paper's n = 50, with the default budget and with 2.5 times as much.
 Writes runs/studies/04_her_sweep/: her_success_vs_bits.png and results.json, whose table (also
@@ -17,6 +20,7 @@ success first reached 90%.
 """
 
 import importlib
+import math
 import sys
 import time
 from dataclasses import dataclass
@@ -25,134 +29,291 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
+from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the chapters and the shared modules
 import common  # noqa: E402
 
 hindsight = importlib.import_module("04_her_hca")
 
+DQN = "DQN"
+STRATEGIES = ("future", "final")
+
+
+def arm_name(strategy: str) -> str:
+    """The learner's name in tables and metrics: "DQN+HER" relabels with "future", as the chapter's."""
+    return DQN if strategy == "none" else "DQN+HER" if strategy == "future" else f"DQN+HER ({strategy})"
+
 
 @dataclass
 class Args(common.RunArgs):
     out: str = common.arg("runs/studies/04_her_sweep", "output folder for figures and results.json")
-    bits: str = common.arg("5,10,15,20,30", "bit-string lengths n, comma-separated", item=int)
-    her_seeds: int = common.arg(2, "seeds per (n, method)")
+    bits: str = common.arg("5,10,20,30", "bit-string lengths n, comma-separated", item=int)
+    her_seeds: int = common.arg(3, "seeds per (n, learner)")
     cycles: int = common.arg(10, "collect-then-train cycles per bit: n bits get n * cycles cycles")
-    strategy: str = common.arg("future", "HER goal-sampling strategy", choices=("future", "final"))
+    strategies: str = common.arg("future,final", "HER goal-sampling strategies, each its own DQN+HER learner",
+                                 item=str, choices=STRATEGIES)
 
-    SMOKE = dict(bits="4,6", her_seeds=1, cycles=1)
+    SMOKE = dict(bits="4,6", her_seeds=2, cycles=1)
 
     def __post_init__(self):
         common.require_positive(self, "her_seeds", "cycles")
         common.require(all(n >= 1 for n in self.bit_list), "--bits must be positive integers")
+        common.require("future" in common.as_list(self.strategies, str),
+                       "--strategies must hold future (DQN+HER's, the chapter's)")
 
     @property
     def bit_list(self) -> list[int]:
         return common.as_list(self.bits, int)
 
+    @property
+    def arms(self) -> dict[str, str]:
+        """{learner: its relabelling strategy}, plain DQN ("none") first."""
+        return {arm_name(s): s for s in ("none", *common.as_list(self.strategies, str))}
+
 
 def chapter_args(args: Args) -> hindsight.Args:
     """The chapter's hyperparameters (its smoke values in a smoke run), with this study's flags."""
     smoke = hindsight.Args.SMOKE if args.smoke else {}
-    return hindsight.Args(**{**smoke, "seed": args.seed, "her_seeds": args.her_seeds, "cycles": args.cycles,
-                             "strategy": args.strategy})
+    return hindsight.Args(**{**smoke, "seed": args.seed, "her_seeds": args.her_seeds, "cycles": args.cycles})
 
 
 def her_sweep(args: Args, device) -> dict:
-    """{method: {n: [one train_bitflip result per seed]}}."""
-    chapter, results = chapter_args(args), {name: {} for name in hindsight.HER_METHODS}
+    """{learner: {n: [one train_bitflip result per seed]}}."""
+    chapter, seeds = chapter_args(args), range(args.seed, args.seed + args.her_seeds)
+    return {name: {n: [hindsight.train_bitflip(chapter, n, strategy, seed, device)
+                       for seed in tqdm(seeds, desc=f"{name}, n = {n}", leave=False)] for n in args.bit_list}
+            for name, strategy in args.arms.items()}
+
+
+# ============================================================================================
+# The exact references: a random policy's success, and which episodes relabelling rewards
+# ============================================================================================
+def random_success(bits: int) -> float:
+    """P(a uniformly random policy reaches the goal within n steps), exactly. The Hamming distance
+    d to the goal starts Binomial(n, 1/2) and each flip moves it to d - 1 with probability d/n,
+    else to d + 1 (an Ehrenfest chain); as in play_bitflip, success is d = 0 after a flip."""
+    d = np.arange(bits + 1)
+    p = np.array([math.comb(bits, k) for k in d]) / 2.0**bits
+    success = 0.0
+    for _ in range(bits):
+        p = np.append(p[1:] * d[1:] / bits, 0.0) + np.insert(p[:-1] * (bits - d[:-1]) / bits, 0, 0.0)
+        success, p[0] = success + p[0], 0.0
+    return float(success)
+
+
+def goal_support(lengths: torch.Tensor, bits: int, strategy: str) -> torch.Tensor:
+    """[e, t, t']: may the strategy give transition t of episode e the state reached at step t'
+    as its goal? (hindsight_goal_steps' draws: "future" any t ≤ t' < T, "final" t' = T - 1.)"""
+    t, length = torch.arange(bits, device=lengths.device), lengths[:, None, None]
+    step, goal = t[None, :, None], t[None, None, :]
+    if strategy == "future":
+        return (step <= goal) & (goal < length)
+    if strategy == "final":
+        return (step < length) & (goal == length - 1)
+    return torch.zeros(len(lengths), bits, bits, dtype=torch.bool, device=lengths.device)
+
+
+def rewarded_episodes(episodes: dict, strategy: str) -> torch.Tensor:
+    """Per episode: does one of its transitions carry reward 0 (success in the −1/0 convention),
+    for its own goal or for a goal the strategy can relabel it with?"""
+    achieved, lengths = episodes["states"][:, 1:], episodes["lengths"]
+    bits = achieved.shape[1]
+    steps = torch.arange(bits, device=lengths.device) < lengths[:, None]
+    own = (hindsight.goal_reward(achieved, episodes["goals"][:, None]) == 0) & steps
+    relabelled = hindsight.goal_reward(achieved[:, :, None], achieved[:, None, :]) == 0
+    return own.any(1) | (relabelled & goal_support(lengths, bits, strategy)).any((1, 2))
+
+
+def random_policy(args: Args, device) -> dict:
+    """A uniformly random policy, measured as the learners are (the chapter's number of evaluation
+    episodes, per seed): {n: {"success": [per seed], "rewarded": {learner: share of all these
+    episodes holding a rewarded transition for it}}}, the latter exact on the batch."""
+    chapter, results = chapter_args(args), {}
     for n in args.bit_list:
-        for name, runs in hindsight.her_runs(chapter, n, device).items():
-            results[name][n] = runs
+        q_net = hindsight.QNetwork(n, chapter.hidden).to(device)  # ε = 1: its greedy choice is never used
+        batches = [hindsight.play_bitflip(q_net, chapter.eval_episodes, n, 1.0,
+                                          torch.Generator(device).manual_seed(seed + 10_000))
+                   for seed in range(args.seed, args.seed + args.her_seeds)]
+        results[n] = {"success": [float(b["success"].float().mean()) for b in batches],
+                      "rewarded": {name: float(torch.cat([rewarded_episodes(b, s) for b in batches]).float().mean())
+                                   for name, s in args.arms.items()}}
     return results
 
 
+# ============================================================================================
+# Claims, decided over the seeds
+# ============================================================================================
+def both(*verdicts: bool | None) -> bool | None:
+    """The parts of one statement: yes if every part holds, no if one fails, else None."""
+    return False if False in verdicts else None if None in verdicts else True
+
+
+def tends(*verdicts: bool | None) -> bool | None:
+    """A tendency across settings: yes if it holds somewhere and fails nowhere, no if it fails
+    somewhere and holds nowhere, else None (mixed, or no setting can tell)."""
+    if True in verdicts:
+        return None if False in verdicts else True
+    return False if False in verdicts else None
+
+
+def final_success(runs: list[dict]) -> np.ndarray:
+    return np.array([r["final_success"] for r in runs])
+
+
+def budget_to_90(run: dict) -> float:
+    """The share of the budget after which this seed's greedy success first reached 0.9; never:
+    one evaluation past the budget (a lower bound)."""
+    curve = np.asarray(run["curve"])
+    above = np.flatnonzero(curve >= 0.9)
+    return (above[0] + 1 if len(above) else len(curve) + 1) / len(curve)
+
+
+def fails(her: dict, chance: list[float], n: int) -> tuple[bool | None, str]:
+    """Is DQN's success at n no better than a random policy's (`chance`, per seed, measured alike)?
+    Its excess, seed by seed, is zero (the interval holds 0) below the gain DQN+HER makes over the
+    random policy."""
+    gain = float(np.mean(final_success(her["DQN+HER"][n])) - np.mean(chance))
+    verdict, text = common.seed_verdict(final_success(her[DQN][n]) - chance, zero_below=gain)
+    return verdict, (f"n={n} {text} (random {np.mean(chance):.2g}, exactly {random_success(n):.2g}; zero below "
+                     f"DQN+HER's gain {gain:.2f})")
+
+
+def fails_at_every(failing: dict, smallest: int) -> tuple[bool | None, str]:
+    """`fails` at every n ≥ smallest ({n: fails(her, n)} given); their texts ("" if none is run)."""
+    tried = [failing[n] for n in failing if n >= smallest]
+    return (both(*(verdict for verdict, _ in tried)), "; ".join(text for _, text in tried)) if tried else (None, "")
+
+
+def ablation(her: dict, n: int) -> tuple[bool | None, str]:
+    """DQN+HER's final success minus DQN's at n, per seed."""
+    return common.seed_verdict(final_success(her["DQN+HER"][n]) - final_success(her[DQN][n]))
+
+
+def strategy_gaps(her: dict, n: int) -> tuple[list, str]:
+    """"future" against "final" at n, per seed: final success (future's minus final's) and the
+    budget to 90% (final's minus future's: > 0 when "future" gets there first)."""
+    future, final = her["DQN+HER"][n], her["DQN+HER (final)"][n]
+    success = common.seed_verdict(final_success(future) - final_success(final))
+    speed = common.seed_verdict([budget_to_90(b) - budget_to_90(a) for a, b in zip(future, final)])
+    return [success[0], speed[0]], f"n={n} success {success[1]}, budget to 90% {speed[1]}"
+
+
+def density_claim(args: Args, her: dict, random: dict) -> dict:
+    """Survey §4.2.2: after relabelling every episode is a success for some goal; exact on a batch."""
+    relabelling = [name for name in args.arms if name != DQN]
+    shares = {n: random[n]["rewarded"] for n in args.bit_list}
+    failed = any(shares[n][DQN] < 1 for n in args.bit_list)
+    holds = all(shares[n][name] == 1 for n in args.bit_list for name in relabelling) if failed else None
+    top = max(args.bit_list)
+    replays = ", ".join(f"{name} {np.mean([r['reward_share'] for r in her[name][top]]):.3g}" for name in her)
+    by_n = "; ".join(f"n={n} " + ", ".join(f"{name} {s:.3g}" for name, s in shares[n].items()) for n in args.bit_list)
+    measured = (f"share of a random policy's episodes ({args.her_seeds} x {chapter_args(args).eval_episodes} per n) "
+                "holding a transition with reward 0 (success in the −1/0 convention) for their own goal or, "
+                f"relabelled, for a goal the strategy can give it; exact on the batch: {by_n}. Share of the "
+                f"replayed transitions with reward 0 at n={top}: {replays}")
+    if not failed:
+        measured = f"premise not met: no episode failed its goal. {measured}"
+    return common.claim("survey §4.2.2 and §7", "HER turns failed episodes into signal: after relabelling, every "
+                        "episode is a success for some goal", measured, holds)
+
+
+def strategy_claim(args: Args, her: dict) -> dict:
+    """Survey §7: "future" tends to work best; against "final", at each n, over the seeds."""
+    statement = "among the relabelling strategies, \"future\" tends to work best"
+    if not {"DQN+HER", "DQN+HER (final)"} <= set(her):
+        return common.claim("survey §7", statement, "premise not met: one strategy run (--strategies future,final "
+                            "runs both)", None)
+    verdicts, texts = zip(*(strategy_gaps(her, n) for n in args.bit_list))
+    measured = (f"\"future\" against \"final\" (DQN+HER), mean [95% interval] over {args.her_seeds} seeds: "
+                + "; ".join(texts) + " (> 0: \"future\" better; never reaching 90% counts as one evaluation past "
+                "the budget)")
+    return common.claim("survey §7", statement, measured, tends(*(v for pair in verdicts for v in pair)))
+
+
+def her_claims(args: Args, her: dict, random: dict) -> list[dict]:
+    bits, seeds = args.bit_list, f"mean [95% interval] over {args.her_seeds} seeds"
+    success = "; ".join(f"{name}: " + ", ".join(f"n={n} {np.mean(final_success(by_n[n])):.2f}" for n in bits)
+                        for name, by_n in her.items())
+    failing = {n: fails(her, random[n]["success"], n) for n in bits}
+    paper, paper_text = fails_at_every(failing, 15)
+    sparse, sparse_text = fails_at_every(failing, 20)
+    first = min((n for n in bits if fails_at_every(failing, n)[0]), default=None)  # fails there and beyond
+    learns = {n: ablation(her, n) for n in bits}
+    learns_text = "; ".join(f"n={n} {text}" for n, (_, text) in learns.items())
+    return [
+        common.claim("HER paper, Fig. 1", "DQN alone fails beyond about 13-15 bits",
+                     f"mean final success: {success}. DQN's success minus a random policy's, {seeds}: "
+                     f"{paper_text}; DQN is no better than random from n = {first} on" if paper_text
+                     else f"no n ≥ 15 run; mean final success: {success}", paper),
+        common.claim("HER paper, Fig. 1", "DQN+HER learns up to 50 bits, where DQN alone fails",
+                     f"DQN+HER's success minus DQN's, {seeds}: {learns_text}"
+                     + ("" if 50 in learns else "; n = 50 not run (add it to --bits)"),
+                     learns[50][0] if 50 in learns else None),
+        density_claim(args, her, random),
+        strategy_claim(args, her),
+        common.claim("survey §7", "standard RL with a sparse binary goal reward fails catastrophically: DQN's "
+                     "success is no better than a random policy's (from n = 20 on)",
+                     f"DQN's final success minus a random policy's, {seeds}: {sparse_text}" if sparse_text
+                     else "premise not met: no n ≥ 20 run", sparse),
+        common.claim("survey §7", "HER is the ingredient that makes learning possible: DQN+HER learns where the "
+                     "same DQN without relabelling fails", f"DQN+HER's (\"future\") final success minus DQN's, "
+                     f"{seeds}: {learns_text}", tends(*(verdict for verdict, _ in learns.values())))]
+
+
+# ============================================================================================
+# Figure, table, main
+# ============================================================================================
 def plot_her(her: dict, bits: list[int], path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     common.plot_curves(axes[0], np.array(bits), {
-        name: np.array([[r["final_success"] for r in by_n[n]] for n in bits]).T for name, by_n in her.items()})
+        name: np.array([final_success(by_n[n]) for n in bits]).T for name, by_n in her.items()})
+    axes[0].plot(bits, [random_success(n) for n in bits], "k:", label="random policy (exact)")
+    axes[0].legend(fontsize="small")
     axes[0].set(xlabel="number of bits n", ylabel="final greedy success rate",
                 title="Bit flipping: success vs n", ylim=(-0.05, 1.05))
-    for name, style in zip(her, ("--", "-")):
+    for name, style in zip(her, ("--", "-", ":")):
         for n in bits:
             curves = np.array([r["curve"] for r in her[name][n]])
             axes[1].plot(np.linspace(0.1, 1, curves.shape[1]), curves.mean(0), style, label=f"{name} n={n}")
     axes[1].set(xlabel="fraction of the training budget", ylabel="greedy success rate (mean over seeds)",
                 title="Learning curves (budget grows with n)")
-    axes[1].legend(fontsize="small", ncol=2)
+    axes[1].legend(fontsize="x-small", ncol=3)
     axes[1].grid(alpha=0.3)
     common.save_figure(fig, path)
 
 
-def her_claims(args: Args, her: dict) -> list[dict]:
-    success = {name: {n: float(np.mean([r["final_success"] for r in by_n[n]])) for n in by_n}
-               for name, by_n in her.items()}
-    listing = "; ".join(f"{name}: " + ", ".join(f"n={n} {s:.2f}" for n, s in by_n.items())
-                        for name, by_n in success.items())
-    bits = args.bit_list
-
-    def dqn_fails_from(smallest: int) -> bool | None:
-        tried = [n for n in bits if n >= smallest]
-        return all(success["DQN"][n] < 0.1 for n in tried) if tried else None
-
-    failed = [n for n in bits if n <= 50 and success["DQN+HER"][n] < 0.9]
-    share = {name: np.mean([r["reward_share"] for r in her[name][max(bits)]]) for name in her}
-    first_failure = min((n for n in bits if dqn_fails_from(n)), default=None)  # fails there and beyond
-    claims = [
-        common.claim("HER paper, Fig. 1", "DQN alone fails beyond about 13-15 bits",
-                     f"mean final success over {args.her_seeds} seeds: {listing}; DQN is below 10% from n = "
-                     f"{first_failure} on" if first_failure is not None else f"mean final success: {listing}",
-                     dqn_fails_from(15)),
-        common.claim("HER paper, Fig. 1", "DQN+HER solves up to 50 bits",
-                     "DQN+HER: " + ", ".join(f"n={n} {success['DQN+HER'][n]:.2f}" for n in bits)
-                     + ("" if max(bits) >= 50 else "; n = 50 not run by default (add it to --bits)"),
-                     False if failed else (True if max(bits) >= 50 else None)),
-        common.claim("survey §4.2.2 and §7", "HER turns failed episodes into useful signal (reward density)",
-                     f"n={max(bits)}: share of replayed transitions with reward 0, which is success in the −1/0 "
-                     f"convention: DQN {share['DQN']:.4f}, DQN+HER {share['DQN+HER']:.3f}",
-                     bool(share["DQN+HER"] > 10 * share["DQN"])),
-        common.claim("survey §7", "among the relabelling strategies, \"future\" tends to work best",
-                     f"not checked by the default run: it relabels with one strategy (--strategy {args.strategy}); "
-                     f"compare a run with --strategy {'final' if args.strategy == 'future' else 'future'}", None)]
-    if 30 in bits:
-        claims.append(common.claim("HER paper, Fig. 1", "DQN+HER reaches ≥ 90% success at n = 30",
-                                   f"DQN+HER at n=30: {success['DQN+HER'][30]:.2f}", success["DQN+HER"][30] >= 0.9))
-    if any(n >= 20 for n in bits):
-        claims.append(common.claim("HER paper, Fig. 1", "DQN alone is below 10% success from n = 20 on",
-                                   "DQN at n ≥ 20: " + ", ".join(f"n={n} {success['DQN'][n]:.2f}" for n in bits
-                                                                 if n >= 20), dqn_fails_from(20)))
-    return claims
-
-
 def success_table(args: Args, her: dict) -> dict:
-    """Per n and method: the final greedy success (the mean and each seed's), the share of replayed
-    transitions with reward 0, and after what share of the budget the mean success first reached
-    90% ("–": never)."""
+    """Per n and learner: the final greedy success (the mean and each seed's), the share of
+    replayed transitions with reward 0, and after what share of the budget the mean success first
+    reached 90% ("–": never)."""
     def reached_90(runs: list[dict]) -> str:
         curve = np.mean([r["curve"] for r in runs], 0)
         above = np.flatnonzero(curve >= 0.9)
         return f"{(above[0] + 1) / len(curve):.0%}" if len(above) else "–"
 
-    rows = [[n, name, float(np.mean([r["final_success"] for r in runs])),
-             ", ".join(f"{r['final_success']:.3g}" for r in runs), float(np.mean([r["reward_share"] for r in runs])),
-             reached_90(runs)] for n in args.bit_list for name, runs in ((m, her[m][n]) for m in hindsight.HER_METHODS)]
-    return {"title": f"Bit flipping, {args.her_seeds} seeds, relabelling \"{args.strategy}\", {args.cycles}n cycles",
-            "header": ["n", "method", "final greedy success", "per seed", "share of reward-0 replays", "90% after"],
+    rows = [[n, name, float(np.mean(final_success(runs))), ", ".join(f"{s:.3g}" for s in final_success(runs)),
+             float(np.mean([r["reward_share"] for r in runs])), reached_90(runs)]
+            for n in args.bit_list for name, runs in ((m, her[m][n]) for m in her)]
+    return {"title": f"Bit flipping, {args.her_seeds} seeds, {args.cycles}n cycles",
+            "header": ["n", "learner", "final greedy success", "per seed", "share of reward-0 replays", "90% after"],
             "rows": rows}
 
 
 def main(args: Args) -> dict:
     start = time.time()
     args, device, out = common.start_run(args)
-    print(f"04 study: DQN and DQN+HER on bit flipping, n in {args.bit_list}; device {device}")
+    print(f"04 study: {', '.join(args.arms)} on bit flipping, n in {args.bit_list}; device {device}")
     her = her_sweep(args, device)
+    random = random_policy(args, device)
     plot_her(her, args.bit_list, out / "her_success_vs_bits.png")
-    metrics = {f"bits{n}_success[{name}]": float(np.mean([r["final_success"] for r in runs]))
+    metrics = {f"bits{n}_success[{name}]": float(np.mean(final_success(runs)))
                for name, by_n in her.items() for n, runs in by_n.items()}
+    metrics |= {f"bits{n}_success[random policy]": float(np.mean(random[n]["success"])) for n in args.bit_list}
     metrics["tables"] = {"success": success_table(args, her)}
-    claims = her_claims(args, her)
+    claims = her_claims(args, her, random)
     wall = time.time() - start
-    common.write_results(out, args, wall, metrics, claims, her=her)
+    common.write_results(out, args, wall, metrics, claims, her=her, random_policy=random)
     table = metrics["tables"]["success"]
     print(f"\n{table['title']}:\n" + common.format_table(table["rows"], table["header"]))
     print("\n" + common.format_claims(claims))

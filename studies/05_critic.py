@@ -10,19 +10,26 @@ Length is the essays' argument: the score Σ_t ∇ log π(y_t) of a T-token comp
 so a terminal reward's gradient grows noisier with T. We measure each completion's gradient under
 each Ψ (torch.func) at the cold start and fit the slope of its variance against the completion
 length; and we ask whether the critic tells the truth: its V at the first token and at each step
-boundary against P(success | prefix) estimated by fresh rollouts from that prefix. Beside PPO,
-GRPO at the same budget, and the training state each holds.
+boundary against P(success | prefix) estimated by fresh rollouts from that prefix, and the credit
+V(after a step) - V(before it) it feeds into Ψ against the same difference of the rollout truth.
+Beside PPO, GRPO at the same budget, and the training state each holds.
 
-    python studies/05_critic.py             # 195 s on 2 CPU cores, measured with the other one busy;
+The whole study runs on --seeds seeds (the cold start is the same; prompts, samples and the
+critics' warm-up differ), and each claim decides on the 95% interval over them
+(common.seed_verdict): the slopes per seed, the critics' squared errors net of the rollouts'
+noise, GRPO's held-out pass@1 minus PPO's. Where an essay's statement assumes a critic that is
+right (or wrong), the claim says "premise not met" unless the seeds show it.
+
+    python studies/05_critic.py             # 570 s on 2 CPU cores (3 seeds), measured with the other one busy;
                                             # writes runs/studies/05_critic/
 Whether the critic pays more as chains grow is studies/07_lengths.py's question (its PPO arms).
 
 Read beside: credit-assignment-over-long-generations.txt (length, variance, the critic's memory);
 credit-assignment-is-the-whole-game.txt §5 (group baselines or PPO + GAE). Papers: Schulman et
 al. 2016 (GAE); Ouyang et al. 2022 (InstructGPT: PPO with a value model).
-Figures: learning_curves.png (held-out pass@1, PPO and GRPO), gradient_variance.png
-(per-completion gradient variance vs length, log-log, per Ψ), critic_truth.png (the critic's V
-against rollout truth, before and after PPO, per λ).
+Figures: learning_curves.png (held-out pass@1, PPO and GRPO, mean of the seeds),
+gradient_variance.png (per-completion gradient variance vs length, log-log, per Ψ, a line per
+seed), critic_truth.png (the first seed's critics' V against rollout truth, before and after PPO).
 """
 
 import copy
@@ -62,22 +69,26 @@ class Args(lm_world.LMArgs):
     gae_lambda: float = common.arg(0.95, "PPO: GAE's λ over tokens (γ = 1)")
     critic_lr: float = common.arg(1e-3, "PPO: the critic's AdamW learning rate")
     critic_warmup: int = common.arg(10, "PPO: value-only updates on the cold start's samples before PPO begins")
-    critic_lambdas: str = common.arg("1", "extra GAE λ for PPO runs in the does-the-critic-lie study (the "
-                                     "--gae-lambda run is reused)", item=float, empty=True)
+    critic_lambdas: str = common.arg("", "extra GAE λ at which PPO is also trained (its critic then tested against "
+                                     "rollouts; the variance study measures each too)", item=float, empty=True)
     truth_problems: int = common.arg(32, "held-out problems whose prefixes test the critic")
     truth_rollouts: int = common.arg(16, "fresh completions from each prefix: the rollout estimate of "
                                      "P(success | prefix)")
     variance_prompts: int = common.arg(64, "prompts (G completions each) whose per-completion gradients are measured")
     variance_bins: int = common.arg(6, "completion-length bins (equal widths in log length) of the gradient-variance "
                                     "study")
+    seeds: int = common.arg(3, "seeds --seed, --seed + 1, ...: each runs the whole study; the claims decide on the "
+                            "95% interval over them")
 
     SMOKE = dict(lm_world.LMArgs.SMOKE_LM, critic_warmup=1, truth_problems=2, truth_rollouts=2, variance_prompts=4,
-                 variance_bins=2)
+                 variance_bins=2, seeds=2)
 
     def __post_init__(self):
         super().__post_init__()
-        common.require_positive(self, "critic_lr", "truth_problems", "truth_rollouts", "variance_prompts",
-                                "variance_bins")
+        common.require_positive(self, "critic_lr", "truth_problems", "variance_bins", "seeds")
+        common.require(self.truth_rollouts >= 2, "--truth-rollouts must be at least 2 (the noise is measured from their spread)")
+        common.require(self.variance_prompts >= 2, "--variance-prompts must be at least 2 (the signal is estimated "
+                       "from pairs of prompts)")
         common.require(self.critic_warmup >= 0, "--critic-warmup must be non-negative")
         common.require(all(0 <= lam <= 1 for lam in [self.gae_lambda, *self.lambda_list]),
                        "--gae-lambda and --critic-lambdas must be in [0, 1]")
@@ -327,18 +338,24 @@ def step_prefixes(problem, completion: str) -> list[str]:
     return [problem.prompt + "".join(line + "\n" for line in lines[:k]) for k in range(len(lines))]
 
 
+MEAN_ABS = math.sqrt(2 / math.pi)  # E|ε| = σ √(2/π) for ε ~ N(0, σ²): the mean error of pure noise
+
+
 def critic_against_rollouts(policy, critic: TokenCritic, tokenizer, args: Args, problems: list, device) -> dict:
     """Does the critic tell the truth? One completion per problem from the policy; at each of its
     prefixes (`step_prefixes`), the critic's V against P(success | prefix), estimated by
-    `truth_rollouts` fresh completions of the same policy from that prefix. The noise floor is
-    the mean error a perfect V would show against that estimate, √(2/π) · √(p(1-p)/K)."""
+    `truth_rollouts` fresh completions of the same policy from that prefix (`accuracy`), and the
+    credit V hands each step against the truth's (`step_credit`)."""
     generator = torch.Generator(device).manual_seed(args.seed + 13)
-    _, texts = lm_world.sample(policy, tokenizer, [p.prompt for p in problems], args.max_new_tokens, generator, device)
-    owners, prefixes = [], []
-    for problem, text in zip(problems, texts):
+    sampled, texts = lm_world.sample(policy, tokenizer, [p.prompt for p in problems], args.max_new_tokens, generator,
+                                     device)
+    outcomes = lm_world.verifier_rewards(problems, texts, sampled.truncated).numpy()
+    owners, prefixes, which = [], [], []
+    for i, (problem, text) in enumerate(zip(problems, texts)):
         for prefix in step_prefixes(problem, text):
             owners.append(problem)
             prefixes.append(prefix)
+            which.append(i)
     K = args.truth_rollouts
     completions, continuations = lm_world.sample(policy, tokenizer, [p for p in prefixes for _ in range(K)],
                                                args.max_new_tokens, generator, device)
@@ -353,24 +370,65 @@ def critic_against_rollouts(policy, critic: TokenCritic, tokenizer, args: Args, 
         ids, mask = lm_world.encode_prompts(tokenizer, prefixes, device)
         values = critic.prefix_values(ids, mask)[:, -1].cpu().numpy()  # left-padded: the last column is the prefix's end
     first = np.array([prefix == problem.prompt for problem, prefix in zip(owners, prefixes)])
-    floor = math.sqrt(2 / math.pi) * np.sqrt(truth * (1 - truth) / K)
-    return {"values": values.tolist(), "truth": truth.tolist(), "first_token": first.tolist(),
-            "error_first_token": float(np.abs(values - truth)[first].mean()),
-            "error_boundaries": float(np.abs(values - truth)[~first].mean()) if (~first).any() else float("nan"),
-            "bias": float((values - truth).mean()), "noise_floor": float(floor.mean()),
-            "correlation": common.pearson(values, truth)}
+    # the rollout estimate's variance p(1 - p) / K, unbiased from its own p̂: p̂(1 - p̂) / (K - 1)
+    spread = truth * (1 - truth) / (K - 1)
+    return {"values": values.tolist(), "truth": truth.tolist(), "first_token": first.tolist(), "completion": which,
+            "outcome": outcomes.tolist(), **accuracy(values, truth, first, spread),
+            **step_credit(values, truth, spread, np.array(which), outcomes)}
+
+
+def accuracy(values: np.ndarray, truth: np.ndarray, first: np.ndarray, spread: np.ndarray) -> dict:
+    """The mean error |V - P(success | prefix)| at the first token and at step boundaries; the
+    noise floor, the mean error a perfect V would show at the same boundaries against the rollout
+    estimate, ≈ √(2/π) · √(p(1 - p)/K); the verdicts' `net_error` at the boundaries; the bias and
+    the correlation over all prefixes."""
+    error, boundary = np.abs(values - truth), ~first
+    return {"error_first_token": float(error[first].mean()),
+            "error_boundaries": float(error[boundary].mean()) if boundary.any() else math.nan,
+            "noise_floor": float((MEAN_ABS * np.sqrt(spread[boundary])).mean()) if boundary.any() else math.nan,
+            "net_error": net_error(values[boundary], truth[boundary], spread[boundary]),
+            "bias": float((values - truth).mean()), "correlation": common.pearson(values, truth)}
+
+
+def net_error(estimates: np.ndarray, measured: np.ndarray, noise: np.ndarray) -> float:
+    """mean (estimate - measured)² - noise: without bias, the mean (estimate - truth)² where each
+    measured value is the truth plus independent noise of variance `noise` (estimated without
+    bias), so 0 for a perfect estimate. (The mean |error| minus a floor is biased: near p = 0 or 1
+    the floor from p̂ falls short.) NaN where there is nothing to measure."""
+    return float(((estimates - measured) ** 2 - noise).mean()) if len(estimates) else math.nan
+
+
+def step_credit(values: np.ndarray, truth: np.ndarray, spread: np.ndarray, which: np.ndarray,
+                outcomes: np.ndarray) -> dict:
+    """What V feeds into Ψ: the credit of each step, V after it minus V before it (after the last
+    step, the outcome R itself), against the same difference of the rollout truth (whose noise is
+    the two estimates'): its mean |error| and its `net_error`. `which`: each prefix's completion,
+    its prefixes in order."""
+    last = np.append(which[1:] != which[:-1], True)  # the completion's last prefix: the outcome follows
+
+    def following(x: np.ndarray, at_end: np.ndarray | float) -> np.ndarray:
+        return np.where(last, at_end, np.append(x[1:], 0.0))
+
+    outcome = outcomes[which]
+    by_critic, by_rollouts = following(values, outcome) - values, following(truth, outcome) - truth
+    return {"credit_error": float(np.abs(by_critic - by_rollouts).mean()),
+            "credit_net_error": net_error(by_critic, by_rollouts, spread + following(spread, 0.0))}
+
+
+def stage_names(args: Args, kind: str) -> list[str]:
+    """The truth study's names for a critic before PPO (warmed up) and after PPO at --gae-lambda."""
+    return (["cold start", f"after PPO λ={args.gae_lambda:g}"] if kind == "separate"
+            else ["cold start, value head", "after PPO, value head"])
 
 
 def critic_study(initial, tokenizer, args: Args, device, critics: dict, runs: dict, by_lambda: dict) -> dict:
     """The critics against rollout truth on the first --truth-problems held-out problems: each
     warmed-up critic at the cold start, then after PPO at each λ, and after PPO with the head."""
     problems = args.task.held_out(args.truth_problems)
-    stages = {"cold start": (initial, critics["separate"]["critic"])}
-    if "head" in critics:
-        stages["cold start, value head"] = (initial, critics["head"]["critic"])
+    stages = {stage_names(args, kind)[0]: (initial, c["critic"]) for kind, c in critics.items()}
     stages |= {f"after PPO λ={lam:g}": (run["policy"], run["critic"]) for lam, run in sorted(by_lambda.items())}
     if "ppo_head" in runs:
-        stages["after PPO, value head"] = (runs["ppo_head"]["policy"], runs["ppo_head"]["critic"])
+        stages[stage_names(args, "head")[1]] = (runs["ppo_head"]["policy"], runs["ppo_head"]["critic"])
     return {stage: critic_against_rollouts(policy, critic, tokenizer, args, problems, device)
             for stage, (policy, critic) in stages.items()}
 
@@ -424,16 +482,33 @@ def variance_by_length(gradients: torch.Tensor, lengths: torch.Tensor, bins: int
             "slope": common.loglog_slope(mean_length, variance)}
 
 
+def relative_variance(gradients: torch.Tensor, group_size: int) -> float:
+    """tr Cov(h) / ||E h||², h_p the mean gradient of prompt p's group: the update's noise on the
+    scale of its signal (Ψ's scale cancels). Prompts are the independent draws (a group's
+    completions share their baseline). ||E h||² without bias: the mean of h_p · h_q over the pairs
+    p ≠ q (||mean h||² would add tr Cov(h) / P of noise, and read Ψ = 1, whose mean is 0, as
+    signal). NaN where no signal shows (that estimate ≤ 0)."""
+    h = gradients.double().view(-1, group_size, gradients.shape[1]).mean(1)
+    P = len(h)
+    signal = (h.sum(0).square().sum() - h.square().sum()) / (P * (P - 1))
+    return float(h.var(0).sum() / signal) if signal > 0 else math.nan
+
+
 def critic_name(lam: float) -> str:
     return f"critic GAE λ={lam:g}"
+
+
+def variance_lambdas(args: Args) -> list[float]:
+    """The λ of the variance study, largest first: λ = 1 (V as a baseline alone), --gae-lambda, --critic-lambdas."""
+    return sorted({1.0, args.gae_lambda, *args.lambda_list}, reverse=True)
 
 
 def gradient_variance_study(policy, critic: TokenCritic, tokenizer, rl: grpo.Args, args: Args, device) -> dict:
     """At the cold start: `variance_prompts` fresh problems, G completions each; each completion's
     policy-gradient vector under each Ψ (the outcome R with no baseline, minus the batch mean,
-    RLOO, GRPO, and the warmed-up critic's GAE(γ = 1, λ) per token for --gae-lambda and each
-    --critic-lambdas), and its total variance binned by completion length. Ψ = 1, the score
-    Σ_t ∇ log π(y_t) alone, shows what length does by itself: R also changes with length."""
+    RLOO, GRPO, and the warmed-up critic's GAE(γ = 1, λ) per token at each `variance_lambdas`),
+    its total variance binned by completion length, and the update's `relative_variance`. Ψ = 1,
+    the score Σ_t ∇ log π(y_t) alone, shows what length does by itself: R also changes with length."""
     rng = np.random.default_rng(rl.seed + 17)
     problems = rl.task.sample(args.variance_prompts, rng, exclude=frozenset(p.prompt for p in rl.task.held_out()))
     completions, rewards = grpo.sample_groups(policy, tokenizer, problems, rl,
@@ -448,35 +523,252 @@ def gradient_variance_study(policy, critic: TokenCritic, tokenizer, rl: grpo.Arg
 
     def spread(g: torch.Tensor) -> dict:  # one (B, D) matrix at a time: they are large
         return {**variance_by_length(g, completions.lengths, args.variance_bins),
-                # tr Cov(g) / ||E g||²: the variance on the scale of the signal (Ψ's scale cancels)
-                "relative": float(g.var(0).sum() / g.mean(0).square().sum().clamp(min=1e-30))}
+                "relative": relative_variance(g, rl.group_size)}
 
     study = {name: spread(weights[:, None] * scores) for name, weights in psi.items()}
-    for lam in sorted({args.gae_lambda, *args.lambda_list}, reverse=True):
+    for lam in variance_lambdas(args):
         advantages, _ = token_gae(values, rewards.flatten(), mask, 1.0, lam)
         study[critic_name(lam)] = spread(per_completion_gradients(policy, completions, advantages))
     return study
 
 
 # ============================================================================================
-# Figures, claims, report
+# One seed, then each claim over the seeds
 # ============================================================================================
-def plot_learning_curves(runs: dict, path) -> None:
+def without_models(runs: dict) -> dict:
+    """The runs without their policy and critic (what results.json can hold)."""
+    return {name: {k: v for k, v in run.items() if k not in ("policy", "critic")} for name, run in runs.items()}
+
+
+def trained(runs: dict, by_lambda: dict) -> dict:
+    """Each trained policy's run under its metric label: the methods, then PPO at each λ."""
+    return runs | {f"ppo_lambda{lam:g}": run for lam, run in by_lambda.items()}
+
+
+def run_seed(initial, tokenizer, args: Args, device) -> dict:
+    """The whole study on one seed (args.seed): the cold start on the held-out problems, the
+    warmed-up critics, the gradient variance, each method's run, PPO at each λ and the critics
+    against rollout truth. The runs come back without their models."""
+    print(f" seed {args.seed}:")
+    rl = lm_world.chapter_lm_args(grpo.Args, args)
+    held_out = rl.task.held_out(rl.eval_problems)
+    before = grpo.final_evaluation(initial, tokenizer, rl, held_out, device)
+    critics = warmed_critics(initial, tokenizer, rl, args, device)
+    variance = gradient_variance_study(initial, critics["separate"]["critic"], tokenizer, rl, args, device)
+    runs = {m: run_method(initial, tokenizer, rl, args, m, held_out, device, critics) for m in args.method_list}
+    by_lambda = critic_lambda_runs(initial, tokenizer, rl, args, held_out, device, runs, critics) if "ppo" in runs else {}
+    truth = critic_study(initial, tokenizer, args, device, critics, runs, by_lambda)
+    return {"seed": args.seed, "rl": rl, "cold_start": before, "runs": without_models(runs),
+            "by_lambda": without_models(by_lambda), "gradient_variance": variance, "critic_truth": truth,
+            "critic_warmup_losses": {kind: c["losses"] for kind, c in critics.items()}}
+
+
+def labelled(args: Args, seed: dict) -> dict:
+    """One seed's trained policies under their names in the tables and figures."""
+    runs = {(NAMES[m] if m not in CRITICS else f"{SHORT[m]}, λ={args.gae_lambda:g}"): r for m, r in seed["runs"].items()}
+    return runs | {f"{SHORT['ppo']}, λ={lam:g}": r for lam, r in seed["by_lambda"].items() if lam != args.gae_lambda}
+
+
+def interval(values, digits: int = 3) -> str:
+    """mean [95% interval over the seeds]."""
+    mean, low, high = common.mean_interval(values)
+    return f"{mean:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+
+def pass_at_1(per_seed: list[dict], method: str) -> np.ndarray:
+    return np.array([s["runs"][method]["final"]["pass@1"] for s in per_seed])
+
+
+def any_of(verdicts: list) -> bool | None:
+    """Something happens somewhere: yes if one says yes, no if all say no, else None."""
+    return True if True in verdicts else False if verdicts and all(v is False for v in verdicts) else None
+
+
+def every(verdicts: list) -> bool | None:
+    """Something happens everywhere: no if one says no, yes if all say yes, else None."""
+    return False if False in verdicts else True if verdicts and all(v is True for v in verdicts) else None
+
+
+LINEAR = (f"roughly linear: within {common.ROUGHLY_LINEAR[0]}-{common.ROUGHLY_LINEAR[1]}, nearer 1 than no growth (0) "
+          "or quadratic growth (2)")
+
+
+def variance_of(per_seed: list[dict], name: str, key: str) -> np.ndarray:
+    """One number of the gradient-variance study under one Ψ, per seed."""
+    return np.array([s["gradient_variance"][name][key] for s in per_seed])
+
+
+def length_claims(per_seed: list[dict]) -> list[dict]:
+    """Does the variance grow with the length? Each seed's log-log slope of tr Cov against the
+    completion length, under the score alone, the bare outcome and each group baseline."""
+    n = f"{len(per_seed)} seeds"
+    lengths = [x for s in per_seed for x in s["gradient_variance"]["Ψ = R (no baseline)"]["length"]]
+    span = f"completion lengths {min(lengths):.0f}-{max(lengths):.0f}" if lengths else "no length bin with enough completions"
+    score, bare = (variance_of(per_seed, name, "slope") for name in ("Ψ = 1 (the score alone)", "Ψ = R (no baseline)"))
+    baselines = {grpo.NAMES[m]: common.seed_verdict(variance_of(per_seed, grpo.NAMES[m], "slope"))
+                 for m in ("reinforce", "rloo", "grpo")}
+    return [
+        common.claim("over-long-generations", "the same scalar multiplies every per-token log-probability gradient, "
+                     "so the gradient's variance is a sum of T per-token terms: with Ψ = 1 (the score alone) it grows "
+                     "linearly with the episode's length T",
+                     f"Ψ = 1: log-log slope of tr Cov by length bin, mean [95% interval over {n}]: {interval(score, 2)} "
+                     f"({LINEAR}) over {span}", common.slope_verdict(score)[0]),
+        common.claim("over-long-generations", "with a terminal reward the gradient's variance grows roughly linearly "
+                     "with episode length",
+                     f"Ψ = R: log-log slope of tr Cov by length bin, mean [95% interval over {n}]: {interval(bare, 2)} "
+                     f"({LINEAR}) over {span} (R itself changes with length here)", common.slope_verdict(bare)[0]),
+        common.claim("over-long-generations", "long reasoning traces amplify variance even with baselines: under each "
+                     "group baseline the gradient's variance grows with the completion's length (log-log slope above 0)",
+                     f"log-log slope of tr Cov by length bin, mean [95% interval over {n}], over {span}: "
+                     + "; ".join(f"{name} {text}" for name, (_, text) in baselines.items()),
+                     every([verdict for verdict, _ in baselines.values()]))]
+
+
+def relative_claims(args: Args, per_seed: list[dict]) -> list[dict]:
+    """Which Ψ lowers the update's noise on the scale of its signal (tr Cov(h) / ||E h||²)? The
+    log of one Ψ's over another's, paired on each seed's batch: GRPO against the bare outcome, and
+    the warmed-up critic's GAE at the largest λ against the smallest."""
+    n = f"{len(per_seed)} seeds"
+    bare, normalised = (variance_of(per_seed, name, "relative") for name in ("Ψ = R (no baseline)", "GRPO"))
+    reduced, text = common.seed_verdict(np.log(bare / normalised))
+    claims = [common.claim(
+        "over-long-generations", "normalising within the group (GRPO) reduces the gradient's variance: the update's "
+        "tr Cov(h) / ||E h||² is lower under GRPO than under Ψ = R with no baseline",
+        f"tr Cov(h) / ||E h||² over prompts at the cold start (h: a group's mean gradient), mean of {n}: Ψ = R "
+        f"{np.mean(bare):.3g}, GRPO {np.mean(normalised):.3g}; log(Ψ = R's / GRPO's) per seed, mean [95% interval]: "
+        f"{text}", reduced)]
+    lams = variance_lambdas(args)
+    if len(lams) > 1:
+        largest, smallest = (variance_of(per_seed, critic_name(lam), "relative") for lam in (lams[0], lams[-1]))
+        lower, text = common.seed_verdict(np.log(largest / smallest))
+        claims.append(common.claim(
+            "whole-game §5", "GAE's λ is a bias-variance dial: a smaller λ leans on V and lowers the variance",
+            f"tr Cov(h) / ||E h||² with the warmed-up critic, mean of {n}: "
+            + ", ".join(f"λ={lam:g}: {np.mean(variance_of(per_seed, critic_name(lam), 'relative')):.3g}" for lam in lams)
+            + f"; log(λ={lams[0]:g}'s / λ={lams[-1]:g}'s) per seed, mean [95% interval]: {text}", lower))
+    return claims
+
+
+def truth_of(per_seed: list[dict], stage: str, key: str) -> list[float]:
+    """One number of the critic truth study at one stage, per seed."""
+    return [s["critic_truth"][stage][key] for s in per_seed]
+
+
+def wrong_at(per_seed: list[dict], stage: str) -> tuple[bool | None, str]:
+    """Is V wrong at this stage? Its squared error at step boundaries net of the rollouts' noise
+    (`net_error`, 0 for a perfect V), over the seeds."""
+    return common.seed_verdict(truth_of(per_seed, stage, "net_error"))
+
+
+def critic_wrong(args: Args, per_seed: list[dict], kind: str) -> tuple[bool | None, str]:
+    """Is the critic PPO trains with wrong, warmed up or after PPO? Wrong if it is at one stage,
+    right if at every stage its net error lies below what the seeds can detect, else None."""
+    found = {stage: wrong_at(per_seed, stage) for stage in stage_names(args, kind) if stage in per_seed[0]["critic_truth"]}
+    return any_of([v for v, _ in found.values()]), "; ".join(f"{stage} {text}" for stage, (_, text) in found.items())
+
+
+def lies_claim(args: Args, per_seed: list[dict]) -> dict:
+    """Can V be wrong, and does it then feed errors into Ψ? At each stage, V's squared error at step
+    boundaries and that of the step credit it hands out, each net of the rollouts' noise
+    (`net_error`), over the seeds: yes where both lie above 0 at some stage, no where at every
+    stage one lies below what the seeds detect."""
+    parts, verdicts = [], []
+    for stage in per_seed[0]["critic_truth"]:
+        v, v_text = wrong_at(per_seed, stage)
+        c, c_text = common.seed_verdict(truth_of(per_seed, stage, "credit_net_error"))
+        verdicts.append(every([v, c]))
+        parts.append(f"{stage}: V {v_text}, step credit {c_text}")
+    return common.claim(
+        "whole-game §5", "a learned V can be wrong on sparse verifiable rewards, and a bad V injects systematic lies "
+        "into Ψ: its error |V - P(success | prefix)| at step boundaries, and the error of the step credit V(after) - "
+        "V(before) it feeds into Ψ, exceed what the rollouts' noise explains",
+        f"{args.truth_rollouts} rollouts per prefix, {args.truth_problems} held-out problems; each squared error net "
+        f"of the rollouts' noise (0 for a perfect V), mean [95% interval over {len(per_seed)} seeds]: " + "; ".join(parts), any_of(verdicts))
+
+
+def prefer_gae_claim(args: Args, per_seed: list[dict]) -> dict:
+    """The branch 'a value model you trust: prefer GAE': PPO's lead over GRPO, over the seeds. Its
+    premise, a trustworthy critic: at every stage the critic's net error lies below what the seeds
+    detect (`critic_wrong` says no)."""
+    wrong, wrong_text = critic_wrong(args, per_seed, "separate")
+    better, lead_text = common.seed_verdict(pass_at_1(per_seed, "ppo") - pass_at_1(per_seed, "grpo"))
+    rl = per_seed[0]["rl"]
+    premise = {True: "premise not met: the critic is not trustworthy (its error at step boundaries exceeds what "
+                     "the rollouts' noise explains); ", False: "",
+               None: "inconclusive: whether the critic can be trusted cannot be told from these seeds; "}[wrong]
+    return common.claim(
+        "whole-game §5", "with a value model you trust (and long or semi-dense episodes), prefer GAE: PPO with a "
+        "learned critic and GAE beats GRPO at the same samples",
+        f"{premise}PPO (critic, GAE λ={args.gae_lambda:g}) minus GRPO, held-out pass@1 at the same samples, mean [95% "
+        f"interval over {len(per_seed)} seeds]: {lead_text}; the critic's squared error at step boundaries net of "
+        f"the rollouts' noise: {wrong_text}; episodes here: {rl.min_steps}-{rl.max_steps} steps, one reward at the end "
+        "(studies/07_lengths.py's PPO arms give the long ones)", better if wrong is False else None)
+
+
+def fallback_claim(args: Args, per_seed: list[dict], method: str) -> dict:
+    """'Value learning unstable: fall back to group baselines'. Premise: the critic is wrong
+    (`critic_wrong`). GRPO at least as good as PPO: yes where the interval of PPO's lead lies
+    below its half-width (no lead the seeds can detect), no where it lies above 0, else None."""
+    wrong, wrong_text = critic_wrong(args, per_seed, CRITICS[method])
+    gap = pass_at_1(per_seed, "grpo") - pass_at_1(per_seed, method)
+    ahead, _ = common.seed_verdict(-gap)
+    premise = {True: "", False: "premise not met: this critic's error is within the rollouts' noise at every stage; ",
+               None: "inconclusive: whether this critic is wrong cannot be told from these seeds; "}[wrong]
+    return common.claim(
+        "whole-game §5", "where the learned value is wrong, group baselines do at least as well as PPO with that "
+        f"critic: GRPO's held-out pass@1 is not below that of {NAMES[method]}",
+        f"{premise}GRPO's held-out pass@1 minus that of {NAMES[method]} at the same samples, mean [95% interval over "
+        f"{len(per_seed)} seeds]: {common.seed_verdict(gap)[1]}; the critic's squared error at step boundaries net of "
+        f"the rollouts' noise: {wrong_text}", None if ahead is None or wrong is not True else not ahead)
+
+
+def memory_claim(runs: dict) -> dict:
+    """The bytes of the training state, the same on every seed."""
+    mib = {m: runs[m]["state_bytes"] / 2**20 for m in ("grpo", "ppo", "ppo_head") if m in runs}
+    ratio = mib["ppo"] / mib["grpo"]
+    head = f"; a value head on the policy instead: {mib['ppo_head']:.2f} MiB" if "ppo_head" in mib else ""
+    return common.claim(
+        "over-long-generations", "PPO's critic, a copy of the policy, roughly doubles the memory footprint "
+        "(here: training state 1.5-2.5x GRPO's)",
+        f"parameters, gradients, Adam moments and reference: PPO {mib['ppo']:.2f} MiB, GRPO {mib['grpo']:.2f} MiB "
+        f"({ratio:.2f}x){head}", 1.5 <= ratio <= 2.5)
+
+
+def critic_claims(args: Args, per_seed: list[dict]) -> list[dict]:
+    """The critic's memory, whether its V tells the truth, and the essay's choice between PPO and GRPO."""
+    runs = per_seed[0]["runs"]
+    claims = [lies_claim(args, per_seed)]
+    if "grpo" in runs and "ppo" in runs:
+        claims = [memory_claim(runs), *claims, prefer_gae_claim(args, per_seed)]
+    return claims + [fallback_claim(args, per_seed, m) for m in CRITICS if m in runs and "grpo" in runs]
+
+
+# ============================================================================================
+# Figures, metrics, tables, report
+# ============================================================================================
+def plot_learning_curves(args: Args, per_seed: list[dict], path) -> None:
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    for label, run in runs.items():
-        ax.plot([e["samples"] for e in run["evals"]], [e["pass@1"] for e in run["evals"]], "o-", label=label)
-    ax.set(xlabel="completions sampled", ylabel="held-out pass@1", title="PPO's critic against GRPO")
+    for label in labelled(args, per_seed[0]):
+        evals = [labelled(args, seed)[label]["evals"] for seed in per_seed]
+        ax.plot([e["samples"] for e in evals[0]], np.mean([[e["pass@1"] for e in run] for run in evals], 0), "o-",
+                label=label)
+    ax.set(xlabel="completions sampled", ylabel="held-out pass@1",
+           title=f"PPO's critic against GRPO (mean of {len(per_seed)} seeds)")
     ax.legend(fontsize="small")
     ax.grid(alpha=0.3)
     common.save_figure(fig, path)
 
 
-def plot_variance(variance: dict, path) -> None:
+def plot_variance(per_seed: list[dict], path) -> None:
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    for name, row in variance.items():
-        ax.loglog(row["length"], row["variance"], "o-", label=f"{name} (slope {row['slope']:.2f})")
+    for i, name in enumerate(per_seed[0]["gradient_variance"]):
+        slope = common.mean_or_nan([seed["gradient_variance"][name]["slope"] for seed in per_seed])
+        for j, seed in enumerate(per_seed):
+            row = seed["gradient_variance"][name]
+            ax.loglog(row["length"], row["variance"], "o-", color=f"C{i}", alpha=0.7,
+                      label=f"{name} (slope {slope:.2f})" if j == 0 else None)
     ax.set(xlabel="completion length (tokens, bin mean)", ylabel="tr Cov of the per-completion gradient",
-           title="Policy-gradient variance vs length, at the cold start")
+           title="Policy-gradient variance vs length, at the cold start (a line per seed)")
     ax.legend(fontsize="small")
     ax.grid(alpha=0.3, which="both")
     common.save_figure(fig, path)
@@ -497,171 +789,118 @@ def plot_critic_truth(truth: dict, path) -> None:
     common.save_figure(fig, path)
 
 
-def linear(slope: float) -> bool | None:
-    """Roughly linear: a log-log slope within 1 ± 0.3; no verdict where no slope could be fitted."""
-    return None if math.isnan(slope) else abs(slope - 1) <= 0.3
+TRUTH_KEYS = ("error_first_token", "error_boundaries", "noise_floor", "net_error", "credit_error", "credit_net_error",
+              "bias", "correlation")
 
 
-def variance_claims(args: Args, variance: dict) -> list[dict]:
-    """The length claims, on the slopes of log variance against log completion length."""
-    claims = []
-    score, bare = variance.get("Ψ = 1 (the score alone)"), variance.get("Ψ = R (no baseline)")
-    if score is not None and bare is not None:
-        span = (f"completion lengths {bare['length'][0]:.0f}-{bare['length'][-1]:.0f}" if bare["length"]
-                else "no length bin with enough completions")
-        claims.append(common.claim(
-            "over-long-generations", "the same scalar multiplies every per-token log-probability gradient, so the "
-            "variance grows with episode length (the sum of T per-token scores: log-log slope within 1 ± 0.3)",
-            f"Ψ = 1: slope {score['slope']:.2f} over {span}", linear(score["slope"])))
-        claims.append(common.claim(
-            "over-long-generations", "with a terminal reward the gradient's variance grows roughly linearly with "
-            "episode length (here: log-log slope within 1 ± 0.3)",
-            f"Ψ = R: slope {bare['slope']:.2f} over {span} (R itself changes with length here)", linear(bare["slope"])))
-    names = [grpo.NAMES[m] for m in ("reinforce", "rloo", "grpo")]
-    baselines = {name: row for name, row in variance.items() if name in names}
-    if baselines:
-        claims.append(common.claim(
-            "over-long-generations", "long reasoning traces amplify variance even with baselines (here: every "
-            "group baseline's log-log slope ≥ 0.5)",
-            "; ".join(f"{name}: slope {row['slope']:.2f}" for name, row in baselines.items()),
-            None if any(math.isnan(row["slope"]) for row in baselines.values())
-            else all(row["slope"] >= 0.5 for row in baselines.values())))
-    lams = sorted(lam for lam in {args.gae_lambda, *args.lambda_list} if critic_name(lam) in variance)
-    if len(lams) > 1:
-        relative = {lam: variance[critic_name(lam)]["relative"] for lam in lams}
-        claims.append(common.claim(
-            "whole-game §5", "GAE's λ is a bias-variance dial: a smaller λ leans on V and lowers the variance",
-            "tr Cov(g) / ||E g||² with the warmed-up critic: " + ", ".join(f"λ={lam:g}: {r:.3g}" for lam, r in relative.items()),
-            relative[lams[0]] < relative[lams[-1]]))
-    return claims
-
-
-def critic_claims(runs: dict, truth: dict) -> list[dict]:
-    """The critic's memory, and whether its V tells the truth."""
-    claims = []
-    if "ppo" in runs and "grpo" in runs:
-        mib = {m: runs[m]["state_bytes"] / 2**20 for m in ("grpo", "ppo", "ppo_head") if m in runs}
-        ratio = mib["ppo"] / mib["grpo"]
-        head = f"; a value head on the policy instead: {mib['ppo_head']:.2f} MiB" if "ppo_head" in mib else ""
-        claims.append(common.claim(
-            "over-long-generations", "PPO's critic, a copy of the policy, roughly doubles the memory footprint "
-            "(here: training state 1.5-2.5x GRPO's)",
-            f"parameters, gradients, Adam moments and reference: PPO {mib['ppo']:.2f} MiB, GRPO {mib['grpo']:.2f} MiB "
-            f"({ratio:.2f}x){head}", 1.5 <= ratio <= 2.5))
-    if truth:
-        worst = max(truth, key=lambda stage: truth[stage]["error_boundaries"] / max(truth[stage]["noise_floor"], 1e-9))
-        row = truth[worst]
-        claims.append(common.claim(
-            "whole-game §5", "a learned V can be wrong on sparse verifiable rewards, and a bad V injects systematic "
-            "lies into Ψ (here: mean |V - P(success | prefix)| at step boundaries > 2x the rollouts' noise floor)",
-            "; ".join(f"{stage}: first token {r['error_first_token']:.3f}, boundaries {r['error_boundaries']:.3f}, "
-                      f"floor {r['noise_floor']:.3f}" for stage, r in truth.items()),
-            bool(row["error_boundaries"] > 2 * row["noise_floor"])))
-    return claims
-
-
-def trained(runs: dict, by_lambda: dict) -> dict:
-    """Each trained policy's run under its metric label: the methods, then PPO at each λ."""
-    return runs | {f"ppo_lambda{lam:g}": run for lam, run in by_lambda.items()}
-
-
-def collect_metrics(rl: grpo.Args, runs: dict, by_lambda: dict, variance: dict, truth: dict) -> dict:
-    metrics = {}
-    for label, run in trained(runs, by_lambda).items():
+def seed_metrics(seed: dict) -> dict:
+    """One seed's headline numbers."""
+    rl, metrics = seed["rl"], {}
+    for label, run in trained(seed["runs"], seed["by_lambda"]).items():
         metrics |= {f"{label}_pass@{k}": run["final"][f"pass@{k}"] for k in rl.ks}
         metrics |= {f"{label}_kl": run["final_kl"], f"{label}_length": run["final"]["length"],
                     f"{label}_wall_clock_s": run["wall_clock_s"], f"{label}_state_bytes": run["state_bytes"]}
         if run["peak_memory_bytes"] is not None:
             metrics[f"{label}_peak_memory_bytes"] = run["peak_memory_bytes"]
-    for method, run in runs.items():
+    for method, run in seed["runs"].items():
         metrics |= {f"{method}_late_{key}": grpo.late_mean(run, key) for key in ("length_right", "length_wrong")}
-    for name, row in variance.items():
+    for name, row in seed["gradient_variance"].items():
         metrics |= {f"variance_slope[{name}]": row["slope"], f"variance_relative[{name}]": row["relative"]}
-    for stage, row in truth.items():
-        for key in ("error_first_token", "error_boundaries", "bias", "noise_floor", "correlation"):
-            metrics[f"critic[{stage}]_{key}"] = row[key]
+    for stage, row in seed["critic_truth"].items():
+        metrics |= {f"critic[{stage}]_{key}": row[key] for key in TRUTH_KEYS}
     return metrics
 
 
-def runs_table(rl: grpo.Args, args: Args, before: dict, runs: dict, by_lambda: dict) -> dict:
-    """Each trained policy on the held-out problems, with the bytes its training holds."""
-    last = f"pass@{rl.final_samples}"
-    labelled = [(NAMES[m] if m not in CRITICS else f"{SHORT[m]}, λ={args.gae_lambda:g}", r) for m, r in runs.items()]
-    labelled += [(f"{SHORT['ppo']}, λ={lam:g}", r) for lam, r in by_lambda.items() if lam != args.gae_lambda]
-    rows = [["cold start", "-", before["pass@1"], before[last], 0.0, "-", "-", "-"]]
-    rows += [[label, f"{100 * (run['final']['pass@1'] - before['pass@1']):+.1f}", run["final"]["pass@1"],
-              run["final"][last], run["final_kl"], f"{np.mean([h['zero_spread'] for h in run['history']]):.0%}",
-              run["state_bytes"] / 2**20, run["wall_clock_s"]] for label, run in labelled]
-    return {"header": ["policy", "Δ pass@1 (points)", "pass@1", last, "KL", "zero-spread", "MiB", "seconds"],
-            "rows": rows}
+def collect_metrics(per_seed: list[dict]) -> dict:
+    """Each headline number, the mean over the seeds (NaN where no seed measured it)."""
+    each = [seed_metrics(seed) for seed in per_seed]
+    return {key: common.mean_or_nan([m[key] for m in each]) for key in each[0]}
+
+
+def runs_table(args: Args, per_seed: list[dict]) -> dict:
+    """Each trained policy on the held-out problems, the mean of the seeds (pass@1 with its
+    interval), with the bytes its training holds."""
+    last = f"pass@{per_seed[0]['rl'].final_samples}"
+    before = [seed["cold_start"] for seed in per_seed]
+    rows = [["cold start", "-", interval([b["pass@1"] for b in before]), np.mean([b[last] for b in before]), 0.0, "-",
+             "-", "-"]]
+    for label in labelled(args, per_seed[0]):
+        runs = [labelled(args, seed)[label] for seed in per_seed]
+        gain = np.mean([r["final"]["pass@1"] - b["pass@1"] for r, b in zip(runs, before)])
+        rows.append([label, f"{100 * gain:+.1f}", interval([r["final"]["pass@1"] for r in runs]),
+                     np.mean([r["final"][last] for r in runs]), np.mean([r["final_kl"] for r in runs]),
+                     f"{np.mean([h['zero_spread'] for r in runs for h in r['history']]):.0%}",
+                     runs[0]["state_bytes"] / 2**20, np.mean([r["wall_clock_s"] for r in runs])])
+    return {"header": ["policy", "Δ pass@1 (points)", "pass@1 [95% interval]", last, "KL", "zero-spread", "MiB",
+                       "seconds"], "rows": rows}
 
 
 def three_digits(x: float) -> str:
-    """A number rounded to 3 significant digits, written in full with thousands separators."""
-    return f"{float(f'{x:.3g}'):,g}"
+    """A number rounded to 3 significant digits, written in full with thousands separators ("-": none)."""
+    return f"{float(f'{x:.3g}'):,g}" if math.isfinite(x) else "-"
 
 
-def variance_table(variance: dict) -> dict:
-    """Per Ψ: the log-log slope, the relative variance and tr Cov in each length bin (the bins are
-    the same completions for every Ψ)."""
-    lengths = next(iter(variance.values()))["length"] if variance else []
-    bins = f"tr Cov at mean length {' / '.join(f'{x:.0f}' for x in lengths)}" if lengths else "tr Cov (no length bin)"
-    return {"header": ["Ψ", "log-log slope", "tr Cov / ‖E g‖²", bins],
-            "rows": [[name, row["slope"], row["relative"], " / ".join(map(three_digits, row["variance"]))]
-                     for name, row in variance.items()]}
+def variance_table(per_seed: list[dict]) -> dict:
+    """Per Ψ: the log-log slope with its interval over the seeds, the mean relative variance of
+    the update ("-" where a seed shows no signal), and the first seed's tr Cov in each length bin
+    (the bins are the same completions for every Ψ)."""
+    first = per_seed[0]["gradient_variance"]
+    lengths = next(iter(first.values()))["length"] if first else []
+    bins = (f"seed {per_seed[0]['seed']}: tr Cov at mean length {' / '.join(f'{x:.0f}' for x in lengths)}" if lengths
+            else "tr Cov (no length bin)")
+    return {"header": ["Ψ", "log-log slope [95% interval]", "tr Cov(h) / ‖E h‖²", bins],
+            "rows": [[name, interval(variance_of(per_seed, name, "slope"), 2),
+                      three_digits(np.mean(variance_of(per_seed, name, "relative"))),
+                      " / ".join(map(three_digits, row["variance"]))] for name, row in first.items()]}
 
 
-def truth_table(truth: dict) -> dict:
-    """Per critic: its mean error |V - P(success | prefix)| at the first token and at step
-    boundaries, its bias, its correlation with the rollout truth, and the noise floor."""
-    return {"header": ["critic", "error, first token", "error, step boundaries", "bias", "correlation",
-                       "noise floor"],
-            "rows": [[stage, r["error_first_token"], r["error_boundaries"], r["bias"], r["correlation"],
-                      r["noise_floor"]] for stage, r in truth.items()]}
+def truth_table(per_seed: list[dict]) -> dict:
+    """Per critic, the mean of the seeds: its error |V - P(success | prefix)| at the first token
+    and at step boundaries, the noise floor, its squared error at the boundaries net of the noise
+    (with its interval), the step credit's error and its net squared error (interval), the bias
+    and the correlation with the truth."""
+    def mean(stage: str, key: str) -> float:
+        return common.mean_or_nan(truth_of(per_seed, stage, key))
+
+    return {"header": ["critic", "error, first token", "error, boundaries", "noise floor", "net error² [95% interval]",
+                       "step credit error", "its net error²", "bias", "correlation"],
+            "rows": [[stage, mean(stage, "error_first_token"), mean(stage, "error_boundaries"), mean(stage, "noise_floor"),
+                      interval(truth_of(per_seed, stage, "net_error")), mean(stage, "credit_error"),
+                      interval(truth_of(per_seed, stage, "credit_net_error")), mean(stage, "bias"),
+                      mean(stage, "correlation")] for stage in per_seed[0]["critic_truth"]]}
 
 
-def report(rl: grpo.Args, args: Args, claims: list[dict], tables: dict) -> None:
+def report(args: Args, per_seed: list[dict], claims: list[dict], tables: dict) -> None:
+    rl = per_seed[0]["rl"]
     print(f"\nHeld-out ({rl.eval_problems} problems, {rl.final_samples} samples each), after {rl.rl_steps} updates "
-          f"of {rl.prompts}x{rl.group_size} completions, β={rl.beta:g}:")
+          f"of {rl.prompts}x{rl.group_size} completions, β={rl.beta:g}, mean of {len(per_seed)} seeds:")
     print(common.format_table(tables["runs"]["rows"], tables["runs"]["header"]))
-    print("\nPer-completion gradient variance at the cold start, by completion length:")
+    print("\nGradient variance at the cold start, by completion length:")
     print(common.format_table(tables["variance"]["rows"], tables["variance"]["header"]))
     print(f"\nThe critic's V against P(success | prefix) from {args.truth_rollouts} rollouts per prefix:")
     print(common.format_table(tables["critic_truth"]["rows"], tables["critic_truth"]["header"]))
     print("\n" + common.format_claims(claims))
 
 
-def without_models(runs: dict) -> dict:
-    """The runs without their policy and critic (what results.json can hold)."""
-    return {name: {k: v for k, v in run.items() if k not in ("policy", "critic")} for name, run in runs.items()}
-
-
 def main(args: Args) -> dict:
     start = time.time()
     args, device, out, initial, tokenizer, info = lm_world.start_lm_run(args)
-    rl = lm_world.chapter_lm_args(grpo.Args, args)
-    print(f"05 study: PPO's learned critic; policy {info['path']}, device {device}")
-    held_out = rl.task.held_out(rl.eval_problems)
-    before = grpo.final_evaluation(initial, tokenizer, rl, held_out, device)
-    critics = warmed_critics(initial, tokenizer, rl, args, device)
-    variance = gradient_variance_study(initial, critics["separate"]["critic"], tokenizer, rl, args, device)
-    runs = {m: run_method(initial, tokenizer, rl, args, m, held_out, device, critics) for m in args.method_list}
-    by_lambda = critic_lambda_runs(initial, tokenizer, rl, args, held_out, device, runs, critics) if "ppo" in runs else {}
-    truth = critic_study(initial, tokenizer, args, device, critics, runs, by_lambda)
-    plot_learning_curves({NAMES[m]: r for m, r in runs.items()}
-                         | {f"PPO λ={lam:g}": r for lam, r in by_lambda.items() if lam != args.gae_lambda},
-                         out / "learning_curves.png")
-    plot_variance(variance, out / "gradient_variance.png")
-    plot_critic_truth(truth, out / "critic_truth.png")
-    claims = variance_claims(args, variance) + critic_claims(runs, truth)
-    metrics = collect_metrics(rl, runs, by_lambda, variance, truth)
-    metrics["tables"] = {"runs": runs_table(rl, args, before, runs, by_lambda), "variance": variance_table(variance),
-                         "critic_truth": truth_table(truth)}
+    print(f"05 study: PPO's learned critic; policy {info['path']}, device {device}, {args.seeds} seeds")
+    per_seed = [run_seed(initial, tokenizer, dataclasses.replace(args, seed=args.seed + i), device)
+                for i in range(args.seeds)]
+    plot_learning_curves(args, per_seed, out / "learning_curves.png")
+    plot_variance(per_seed, out / "gradient_variance.png")
+    plot_critic_truth(per_seed[0]["critic_truth"], out / "critic_truth.png")
+    claims = length_claims(per_seed) + relative_claims(args, per_seed) + critic_claims(args, per_seed)
+    metrics = collect_metrics(per_seed)
+    metrics["tables"] = {"runs": runs_table(args, per_seed), "variance": variance_table(per_seed),
+                         "critic_truth": truth_table(per_seed)}
     wall = time.time() - start
-    common.write_results(out, args, wall, metrics, claims, chapter_args=dataclasses.asdict(rl), cold_start=before,
-                         runs=without_models(trained(runs, by_lambda)), gradient_variance=variance,
-                         critic_truth=truth, critic_warmup_losses={kind: c["losses"] for kind, c in critics.items()})
-    report(rl, args, claims, metrics["tables"])
+    records = [{k: v for k, v in seed.items() if k not in ("rl", "runs", "by_lambda")}
+               | {"runs": trained(seed["runs"], seed["by_lambda"])} for seed in per_seed]
+    common.write_results(out, args, wall, metrics, claims, chapter_args=dataclasses.asdict(per_seed[0]["rl"]),
+                         per_seed=records)
+    report(args, per_seed, claims, metrics["tables"])
     print(f"\nwall clock {wall:.0f} s; results in {out}/")
     return {"metrics": metrics, "claims": claims}
 

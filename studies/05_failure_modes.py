@@ -3,24 +3,40 @@ small LM): the KL weight on both sides, a poor reference and its resets, async s
 reward from a weak cold start, and train/serve skew and state blindness at serving time.
 
   KL, both sides   GRPO at each β of --betas beside the chapter's default β: the reward-KL
-                   frontier, entropy and the quality of the samples (distinct, well-formed)
+                   frontier, the training reward's rise, entropy and the quality of the samples
+                   (distinct, well-formed) against the cold start's
   poor reference   GRPO anchored to a cold start that rarely writes the steps, at the strongest
                    β; then the same with the reference reset to the current policy
   staleness        rollouts from the weights of k updates ago, π_old in the clipped ratio being
                    the policy that sampled (the importance ratio) or the current one (ignored)
   sparse reward    GRPO from a weak cold start against rejection sampling (best-of-N) into SFT,
-                   then GRPO, at the same budget of completions
+                   then GRPO, at the same budget of completions; the problems the weak start
+                   never solves, against what fresh draws of the same start solve by luck
   serving          the GRPO policy served with another prompt template, and with a fact missing
 
 The loop is the chapter's `train` with what these modes need: rollouts from older weights, the
 ratio against them, the drift between the two policies, and reference resets.
 
-    python studies/05_failure_modes.py  # 384 s on 2 CPU cores, measured with the other one busy and
-                                        # its two extra cold starts cached (about 100 s more the first
-                                        # time); writes runs/studies/05_failure_modes/
+Every study runs at --seeds seeds (--seed, --seed + 1, ...: each its own prompts, samples and
+evaluation draws; the three cold starts are trained once and shared). Each claim takes one
+quantity per seed, a difference paired by seed in the statement's direction, and decides on its
+95% interval over the seeds (common.seed_verdict): yes where it lies above 0, no where it lies
+below its own half-width (the smallest effect the seeds can detect), else inconclusive; a 'none'
+statement (stuck, no gain, nothing solved beyond luck) holds where the interval stays below the
+size of an effect that is there (the working setting's) and fails where it lies off 0. Tables
+and metrics are means over the seeds; the figures draw every seed.
 
-Read beside: credit-assignment-is-the-whole-game.txt §7.1, §7.3, §7.5, §7.9, §7.10, §8;
-credit-assignment-over-long-generations.txt (the KL weight).
+    python studies/05_failure_modes.py  # 3 seeds; writes runs/studies/05_failure_modes/ (the first
+                                        # run also trains the two extra cold starts, about 100 s)
+
+To fit three seeds in about the time one took, the default staleness study is one policy age (8);
+the paper-scale version adds the oldest rollouts: --stale-lags 8,32 (two more runs a seed). The
+default run took 1,782 s on 2 CPU cores shared with other heavy jobs (load 3 to 8: the first
+seed's runs took 3-4x as long as the last's, 393 s of runs); with a core to itself a seed takes
+about 250 s (the one-seed study, two runs more, took 294 s), about 13 min for the three.
+
+Read beside: credit-assignment-is-the-whole-game.txt §2, §7.1, §7.3, §7.5, §7.9, §7.10, §8;
+credit-assignment-over-long-generations.txt (the KL weight; When it falls down).
 Figures: reward_kl.png (the β sweep), staleness.png (pass@1 and clip fraction with stale
 rollouts), support_and_anchor.png (the weak start and its mitigation; the poor reference).
 """
@@ -47,14 +63,18 @@ import lm_world  # noqa: E402
 grpo = importlib.import_module("05_grpo_rloo")
 
 SERVING_FORMAT = "Q: {prompt}A:\n"  # a prompt template the policy never saw in training
+SERVED = ("as trained", "another template", "last operation missing")  # the skew study's prompts
 
 
 @dataclass
 class Args(lm_world.LMArgs):
     out: str = common.arg("runs/studies/05_failure_modes", "output folder for figures and results.json")
+    seeds: int = common.arg(3, "seeds, --seed, --seed + 1, ...: each draws its own prompts, samples and evaluations "
+                            "(the cold starts are shared); the claims decide on their 95% interval over the seeds")
     betas: str = common.arg("0,0.5", "KL weights β beside the chapter's --beta (the KL study; the largest "
                             "anchors the poor-reference study)", item=float, empty=True)
-    stale_lags: str = common.arg("8,32", "the policy ages of the async-staleness study", item=int)
+    stale_lags: str = common.arg("8", "the policy ages of the async-staleness study (8,32: the paper-scale "
+                                 "version)", item=int)
     sparse_sft_steps: int = common.arg(60, "SFT steps of the weak cold start of the sparse-reward study")
     rft_rounds: int = common.arg(2, "rounds of rejection sampling into SFT (best-of-N, then fine-tune)")
     rft_n: int = common.arg(32, "completions per problem in a rejection-sampling round, N")
@@ -63,10 +83,12 @@ class Args(lm_world.LMArgs):
     poor_shortcut_prob: float = common.arg(0.9, "share of bare-answer demonstrations in the poor reference's "
                                                 "SFT (the default cold start has --shortcut-prob)")
 
-    SMOKE = dict(lm_world.LMArgs.SMOKE_LM, betas="0", sparse_sft_steps=2, rft_rounds=1, rft_n=2, rft_sft_steps=1)
+    SMOKE = dict(lm_world.LMArgs.SMOKE_LM, betas="0", sparse_sft_steps=2, rft_rounds=1, rft_n=2, rft_sft_steps=1,
+                 seeds=2)
 
     def __post_init__(self):
         super().__post_init__()
+        common.require(self.seeds >= 2, "--seeds must be at least 2: the claims decide on an interval over seeds")
         common.require_positive(self, "sparse_sft_steps", "rft_rounds", "rft_n", "rft_sft_steps", "rft_lr")
         common.require(0 <= self.poor_shortcut_prob <= 1, "--poor-shortcut-prob must be in [0, 1]")
         common.require(all(lag > 0 for lag in self.lag_list), "--stale-lags must be positive")
@@ -233,6 +255,14 @@ def history_mean(run: dict, key: str) -> float:
     return float(np.mean([h[key] for h in run["history"]]))
 
 
+def reward_rise(run: dict) -> float:
+    """The training reward (the verifier's pass rate on the training batches) over the last tenth
+    of the updates minus over the first tenth: how far RL pushed the reward it optimises."""
+    rewards = [h["reward"] for h in run["history"]]
+    tenth = max(1, len(rewards) // 10)
+    return float(np.mean(rewards[-tenth:]) - np.mean(rewards[:tenth]))
+
+
 # ============================================================================================
 # The studies
 # ============================================================================================
@@ -283,13 +313,12 @@ def skew_study(policy, tokenizer, rl: grpo.Args, held_out: list, device) -> dict
     """Memory / state mismatch at serving time: the GRPO policy evaluated with the prompt built
     as in training, by another template, and with a fact missing (the last operation dropped
     from the prompt; the verifier still wants the full chain's answer)."""
-    served = {"as trained": held_out,
-              "another template": [dataclasses.replace(p, prompt_format=SERVING_FORMAT) for p in held_out],
+    served = (held_out, [dataclasses.replace(p, prompt_format=SERVING_FORMAT) for p in held_out],
               # a prompt_format without {prompt} is the prompt itself: here the question minus its last step
-              "last operation missing": [dataclasses.replace(p, prompt_format=lm_world.ChainProblem(p.start, p.ops[:-1]).question)
-                                         for p in held_out]}
+              [dataclasses.replace(p, prompt_format=lm_world.ChainProblem(p.start, p.ops[:-1]).question)
+               for p in held_out])
     return {name: grpo.final_evaluation(policy, tokenizer, rl, problems, device)["pass@1"]
-            for name, problems in served.items()}
+            for name, problems in zip(SERVED, served)}
 
 
 def rejection_sampling_sft(policy, tokenizer, args: Args, samples: int, device) -> list[dict]:
@@ -332,14 +361,24 @@ def still_unsolved(before: dict, after: dict) -> float:
     return float(np.mean(never)) if never else math.nan
 
 
-def sparse_reward_study(tokenizer, rl: grpo.Args, args: Args, held_out: list, device) -> dict:
-    """Sparse terminal reward: a weak cold start (--sparse-sft-steps of SFT) that rarely succeeds.
-    GRPO from it, against the mitigation at the same budget of completions: rejection sampling
-    into SFT with half of them, then GRPO for half the updates."""
+def two_draws(policy, tokenizer, rl: grpo.Args, held_out: list, device) -> tuple[dict, dict]:
+    """`grpo.final_evaluation` (the draws every policy is evaluated with), then the same measures on
+    the generator's next draws: the second is what luck alone changes."""
+    generator = torch.Generator(device).manual_seed(rl.seed + 2)
+    return tuple(lm_world.evaluate(policy, tokenizer, held_out, rl.final_samples, rl.max_new_tokens, generator, device,
+                                   ks=rl.ks) for _ in range(2))
+
+
+def sparse_reward_study(tokenizer, rl: grpo.Args, args: Args, held_out: list, device, on_policy: dict) -> dict:
+    """Sparse terminal reward: a weak cold start (--sparse-sft-steps of SFT) that rarely succeeds,
+    evaluated twice (fresh draws: what luck solves). GRPO from it, against the mitigation at the
+    same budget of completions: rejection sampling into SFT with half of them, then GRPO for half
+    the updates. Beside them, GRPO from the default cold start (`on_policy`, evaluation only)."""
     weak, _, _ = lm_world.cold_start_policy(dataclasses.replace(args.cold_start, sft_steps=args.sparse_sft_steps),
                                           device, args.cache, progress=False)
     budget = rl.rl_steps * rl.prompts * rl.group_size
-    study = {"weak cold start": {"final": grpo.final_evaluation(weak, tokenizer, rl, held_out, device)}}
+    first, again = two_draws(weak, tokenizer, rl, held_out, device)
+    study = {"weak cold start": {"final": first}, "weak cold start, resampled": {"final": again}}
     study["GRPO"] = run_grpo(weak, tokenizer, rl, held_out, device)
     rft = copy.deepcopy(weak)
     rounds = rejection_sampling_sft(rft, tokenizer, args, budget // 2, device)
@@ -347,6 +386,7 @@ def sparse_reward_study(tokenizer, rl: grpo.Args, args: Args, held_out: list, de
                                    "rounds": rounds}
     half = dataclasses.replace(rl, rl_steps=max(1, rl.rl_steps // 2))
     study["rejection sampling, then GRPO"] = run_grpo(rft, tokenizer, half, held_out, device)
+    study["GRPO from the default cold start"] = {"final": on_policy["final"]}
     return study
 
 
@@ -371,25 +411,43 @@ def poor_reference_study(initial, tokenizer, rl: grpo.Args, args: Args, held_out
 
 
 # ============================================================================================
-# Figures
+# Figures: every seed drawn, one colour per run
 # ============================================================================================
-def plot_frontier(sweep: dict, before: float, path) -> None:
+def seed_lines(ax, studies: list[dict], xy, style: str = "o-") -> None:
+    """Each run of a study in its own colour, one line per seed (labelled once); xy(name, run)
+    gives its (x, y), or None to leave it out."""
+    for colour, name in enumerate(studies[0]):
+        for seed, study in enumerate(studies):
+            points = xy(name, study[name])
+            if points is not None:
+                ax.plot(*points, style, color=f"C{colour}", alpha=0.8, label=None if seed else name)
+
+
+def curve(run: dict, offset: int = 0) -> tuple[list, list] | None:
+    """Held-out pass@1 against completions sampled (None: a policy that was not trained here)."""
+    if "evals" not in run:
+        return None
+    return [offset + e["samples"] for e in run["evals"]], [e["pass@1"] for e in run["evals"]]
+
+
+def plot_frontier(runs: list[dict], before: float, path) -> None:
     fig, ax = plt.subplots(figsize=(6, 4.5))
-    for beta, run in sorted(sweep.items()):
-        ax.plot(run["final_kl"], run["final"]["pass@1"], "o", markersize=8, label=f"β={beta:g}")
-    ax.axhline(before, color="gray", linestyle="--", label="cold start")
+    sweeps = [{f"β={beta:g}": run for beta, run in sorted(seed["beta_sweep"].items())} for seed in runs]
+    seed_lines(ax, sweeps, lambda name, run: ([run["final_kl"]], [run["final"]["pass@1"]]), "o")
+    ax.axhline(before, color="gray", linestyle="--", label="cold start (mean of seeds)")
     ax.set(xlabel="KL to the reference (k3, per token, last 10% of updates)", ylabel="held-out pass@1",
-           title="GRPO: reward vs KL")
+           title=f"GRPO: reward vs KL ({len(runs)} seeds)")
     ax.legend(fontsize="small")
     ax.grid(alpha=0.3)
     common.save_figure(fig, path)
 
 
-def plot_staleness(stale: dict, path) -> None:
+def plot_staleness(runs: list[dict], path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    for name, run in stale.items():
-        axes[0].plot([e["samples"] for e in run["evals"]], [e["pass@1"] for e in run["evals"]], "o-", label=name)
-        axes[1].plot(common.moving_average([h["clip_fraction"] for h in run["history"]], 5), label=name)
+    stale = [seed["staleness"] for seed in runs]
+    seed_lines(axes[0], stale, lambda name, run: curve(run))
+    seed_lines(axes[1], stale, lambda name, run: (
+        range(len(run["history"])), common.moving_average([h["clip_fraction"] for h in run["history"]], 5)), "-")
     axes[0].set(xlabel="completions sampled", ylabel="held-out pass@1", title="GRPO with stale rollouts")
     axes[1].set(xlabel="update", ylabel="clip fraction (trailing mean of 5)", title="where the clip acts")
     for ax in axes:
@@ -398,15 +456,13 @@ def plot_staleness(stale: dict, path) -> None:
     common.save_figure(fig, path)
 
 
-def plot_support_and_anchor(sparse: dict, poor: dict, budget: int, path) -> None:
+def plot_support_and_anchor(runs: list[dict], budget: int, path) -> None:
     """Held-out pass@1 against completions sampled: the weak start's GRPO against rejection
     sampling then GRPO (drawn from where its sampling budget ends); GRPO from the poor reference."""
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    for ax, study, offsets in ((axes[0], sparse, {"rejection sampling, then GRPO": budget // 2}), (axes[1], poor, {})):
-        for name, run in study.items():
-            if "evals" in run:
-                ax.plot([offsets.get(name, 0) + e["samples"] for e in run["evals"]],
-                        [e["pass@1"] for e in run["evals"]], "o-", label=name)
+    offsets = {"rejection sampling, then GRPO": budget // 2}
+    for ax, study in zip(axes, ("sparse_reward", "poor_reference")):
+        seed_lines(ax, [seed[study] for seed in runs], lambda name, run: curve(run, offsets.get(name, 0)))
         ax.set(xlabel="completions sampled", ylabel="held-out pass@1")
         ax.legend(fontsize="small")
         ax.grid(alpha=0.3)
@@ -416,153 +472,315 @@ def plot_support_and_anchor(sparse: dict, poor: dict, budget: int, path) -> None
 
 
 # ============================================================================================
-# Claims
+# Claims: each decides on one quantity per seed (paired by seed, in the statement's direction)
 # ============================================================================================
-def beta_claims(sweep: dict) -> list[dict]:
-    """The reward-KL trade: β = 0 drifts furthest from the reference."""
-    if 0.0 not in sweep or len(sweep) < 2:
+def both(*verdicts: bool | None) -> bool | None:
+    """The parts of one statement: yes if every part holds, no if one fails, else None."""
+    return False if False in verdicts else None if None in verdicts else True
+
+
+def per_seed(seeds: list[dict], key: str) -> np.ndarray:
+    return np.array([metrics[key] for metrics in seeds], dtype=float)
+
+
+def gap(seeds: list[dict], key: str, other: str) -> np.ndarray:
+    """`key` minus `other`, seed by seed (the same seed's prompts and draws)."""
+    return per_seed(seeds, key) - per_seed(seeds, other)
+
+
+def effect(values: np.ndarray) -> tuple[bool | None, str]:
+    """common.seed_verdict on an effect (> 0 in the statement's direction), its text with the
+    smallest effect the seeds can detect (the interval's half-width)."""
+    holds, text = common.seed_verdict(values)
+    _, low, high = common.mean_interval(values)
+    return holds, f"{text} (smallest detectable {(high - low) / 2:.3g})"
+
+
+def none_beyond(values: np.ndarray, real: float, what: str) -> tuple[bool | None, str]:
+    """'No effect', where less would still agree (no gain, nothing solved beyond luck): no where the
+    95% interval lies above 0, yes where it stays below `real` (`what`: the size of an effect that is
+    there, in the setting that works), else None; and the interval's text."""
+    _, low, high = common.mean_interval(values)
+    _, text = common.seed_verdict(values)
+    return (False if low > 0 else True if high < real else None), f"{text} (none: below {what}, {real:+.3f})"
+
+
+def level(seeds: list[dict], key: str) -> str:
+    """A measure's mean [95% interval] over the seeds."""
+    mean, low, high = common.mean_interval(per_seed(seeds, key))
+    return f"{mean:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def over(seeds: list[dict]) -> str:
+    return f"mean [95% interval over {len(seeds)} seeds]"
+
+
+def betas_of(rl: grpo.Args, args: Args) -> list[float]:
+    return sorted({rl.beta, *args.beta_list})
+
+
+def beta_claims(rl: grpo.Args, args: Args, seeds: list[dict]) -> list[dict]:
+    """The β trade (over-long-generations, the KL section): the smaller β, the more the training
+    reward rises; the larger β, the smaller the KL; and the strongest β learns slower than the
+    default one. A trend holds where every step up in β holds."""
+    betas = betas_of(rl, args)
+    if len(betas) < 2:
         return []
-    free, others = sweep[0.0], {b: r for b, r in sweep.items() if b > 0}
-    return [common.claim(
-        "over-long-generations", "small β allows more aggressive reward optimisation; large β keeps the "
-        "policy close to the reference",
-        "; ".join(f"β={b:g}: KL {r['final_kl']:.3f}, pass@1 {r['final']['pass@1']:.3f}" for b, r in sorted(sweep.items())),
-        all(free["final_kl"] >= r["final_kl"] for r in others.values()))]
+    source = "over-long-generations"
 
-
-def kl_claims(rl: grpo.Args, before: dict, kl: dict) -> list[dict]:
-    """KL mis-tune, both sides: the largest β against --beta, and β = 0 against --beta."""
-    if rl.beta not in kl or len(kl) < 2:
-        return []
-    k = rl.final_samples
-
-    def row(beta: float) -> str:
-        r = kl[beta]
-        return (f"β={beta:g}: KL {r['kl']:.3f}, pass@1 {r['pass@1']:.3f}, pass@{k} {r[f'pass@{k}']:.3f}, entropy "
-                f"{r['entropy']:.3f}, distinct {r['distinct']:.2f}, well-formed {r['well_formed']:.2f}")
-    claims, strong = [], max(kl)
+    def falls(measure: str) -> tuple[bool | None, str]:
+        keys = {b: f"grpo_beta{b:g}_{measure}" for b in betas}
+        steps = [(a, b, *effect(gap(seeds, keys[a], keys[b]))) for a, b in zip(betas, betas[1:])]
+        return both(*(holds for _, _, holds, _ in steps)), (
+            ", ".join(f"β={b:g} {level(seeds, keys[b])}" for b in betas) + "; its fall at each step up in β: "
+            + ", ".join(f"{a:g} → {b:g} {text}" for a, b, _, text in steps))
+    rise, rise_text = falls("reward_rise")
+    close, close_text = falls("kl")
+    claims = [common.claim(source, "small β allows more aggressive reward optimisation: the smaller β, the more the "
+                           "training reward rises", f"{over(seeds)}, the rise of the training reward (the verifier's "
+                           f"pass rate on the training batches, last tenth of the updates minus first): {rise_text}",
+                           rise),
+              common.claim(source, "large β keeps the policy close to the SFT reference: the larger β, the smaller "
+                           "the KL to it", f"{over(seeds)}, the KL to the reference (k3 per token, last tenth of the "
+                           f"updates): {close_text}", close)]
+    strong = betas[-1]
     if strong > rl.beta:
-        gain, held = (kl[b]["pass@1"] - before["pass@1"] for b in (rl.beta, strong))
+        final = {b: f"grpo_beta{b:g}_pass@1" for b in (rl.beta, strong)}
+        slows, text = effect(gap(seeds, final[rl.beta], final[strong]))
         claims.append(common.claim(
-            "whole-game §7.5", "KL too strong: the policy stays stuck near the SFT reference (here: less KL and at "
-            "most half the pass@1 gain of the default β)", f"{row(rl.beta)}; {row(strong)}",
-            kl[strong]["kl"] < kl[rl.beta]["kl"] and held <= gain / 2))
-    if 0.0 in kl and rl.beta > 0:
-        free, anchored = kl[0.0], kl[rl.beta]
-        claims.append(common.claim(
-            "whole-game §7.5", "KL too weak: the quality of the samples collapses (here: distinct or well-formed "
-            "completions ≥ 5 points below the default β's)", f"{row(0.0)}; {row(rl.beta)}",
-            anchored["distinct"] - free["distinct"] >= 0.05 or anchored["well_formed"] - free["well_formed"] >= 0.05))
+            source, f"large β slows learning: after the same {rl.rl_steps} updates, held-out pass@1 is lower at the "
+            f"sweep's strongest β ({strong:g}) than at the default ({rl.beta:g})",
+            f"{over(seeds)}: pass@1 at β={rl.beta:g} {level(seeds, final[rl.beta])}, at β={strong:g} "
+            f"{level(seeds, final[strong])}, cold start {level(seeds, 'cold_start_pass@1')}; the default's lead {text}",
+            slows))
     return claims
 
 
-def staleness_claims(args: Args, stale: dict) -> list[dict]:
-    """The async-staleness mode at the largest policy age: its symptom, and the clipped ratio."""
-    if "on-policy" not in stale or not args.lag_list:
-        return []
-    lag = max(args.lag_list)
-    fresh, ignored, weighted = stale["on-policy"], stale[f"age {lag}, ignore"], stale[f"age {lag}, importance"]
-
-    def row(run: dict) -> str:
-        return (f"pass@1 {run['final']['pass@1']:.3f}, worst drop {worst_regression(run):.3f}, clip fraction "
-                f"{history_mean(run, 'clip_fraction'):.3f}, |log ρ| {history_mean(run, 'policy_drift'):.3f}")
-    return [common.claim("whole-game §7.9", f"workers acting with old weights make updates unstable, with regressions "
-                         f"(here: rollouts {lag} updates old, taken as on-policy, end ≥ 3 points below on-policy)",
-                         f"on-policy: {row(fresh)}; age {lag}, ignored: {row(ignored)}",
-                         fresh["final"]["pass@1"] - ignored["final"]["pass@1"] >= 0.03),
-            common.claim("whole-game §7.9", f"the mitigation: importance ratios with clipping (here: at age {lag}, ≥ 3 "
-                         "points above ignoring the staleness)", f"age {lag}, clipped importance ratio: {row(weighted)}",
-                         weighted["final"]["pass@1"] - ignored["final"]["pass@1"] >= 0.03)]
+def stuck_claim(rl: grpo.Args, seeds: list[dict], strong: float) -> dict:
+    """KL too strong (whole-game §7.5): stuck, no gain over the cold start at the strongest β (a
+    zero: its interval holds 0 and stays below the default β's gain)."""
+    gain = {b: gap(seeds, f"grpo_beta{b:g}_pass@1", "cold_start_pass@1") for b in (rl.beta, strong)}
+    stuck, text = common.seed_verdict(gain[strong], zero_below=float(gain[rl.beta].mean()))
+    return common.claim(
+        "whole-game §7.5", f"KL too strong: the policy stays stuck near the SFT reference (here, at the sweep's "
+        f"strongest β = {strong:g}: no held-out pass@1 gain over the cold start)",
+        f"{over(seeds)}: gain at β={strong:g} {text} (stuck: the interval holds 0 and stays below the default β's "
+        f"gain, {gain[rl.beta].mean():+.3f}); KL to the reference {level(seeds, f'grpo_beta{strong:g}_kl')} against "
+        f"{level(seeds, f'grpo_beta{rl.beta:g}_kl')} at β={rl.beta:g}", stuck)
 
 
-def skew_claims(skew: dict) -> list[dict]:
-    """Memory / state mismatch and state blindness at serving time, on the GRPO policy."""
-    if not skew:
-        return []
-    trained = skew["as trained"]
+def weak_kl_claim(rl: grpo.Args, seeds: list[dict]) -> dict:
+    """KL too weak (whole-game §7.5): the quality collapses, fewer well-formed samples at β = 0
+    than at the default β and than the reference itself (the cold start) writes."""
+    def quality(measure: str) -> dict:
+        return {"β=0": f"kl_study[beta=0]_{measure}", f"β={rl.beta:g}": f"kl_study[beta={rl.beta:g}]_{measure}",
+                "the cold start": f"cold_start_{measure}"}
+
+    def levels(keys: dict) -> str:
+        return ", ".join(f"{name} {level(seeds, key)}" for name, key in keys.items())
+    formed = quality("well_formed")
+    than_default, default_text = effect(gap(seeds, formed[f"β={rl.beta:g}"], formed["β=0"]))
+    than_start, start_text = effect(gap(seeds, formed["the cold start"], formed["β=0"]))
+    return common.claim(
+        "whole-game §7.5", "KL too weak: the quality of the samples collapses (here: at β = 0 fewer completions are "
+        "well-formed than at the default β and than the reference, the cold start, writes)",
+        f"{over(seeds)}, share of well-formed completions: {levels(formed)}; the default β's lead {default_text}; the "
+        f"cold start's lead {start_text}; distinct completions among a problem's {rl.final_samples}: "
+        f"{levels(quality('distinct'))}", both(than_default, than_start))
+
+
+def kl_claims(rl: grpo.Args, args: Args, seeds: list[dict]) -> list[dict]:
+    """KL mis-tune, both sides, where the sweep has a β above the default and β = 0."""
+    betas = betas_of(rl, args)
+    return ([stuck_claim(rl, seeds, betas[-1])] if betas[-1] > rl.beta else []) + (
+        [weak_kl_claim(rl, seeds)] if 0.0 in betas and rl.beta > 0 else [])
+
+
+def stale_key(age: int, measure: str, ratio: str = "ignore") -> str:
+    """The metric key of the staleness study's run at `age` (0: on-policy)."""
+    return f"staleness[{'on-policy' if age == 0 else f'age {age}, {ratio}'}]_{measure}"
+
+
+def staleness_claims(rl: grpo.Args, args: Args, seeds: list[dict]) -> list[dict]:
+    """Async staleness (whole-game §7.9): the symptom at the oldest rollouts (a larger worst drop
+    than on-policy), limiting the lag (pass@1 falls at each step up in age), and the clipped
+    importance ratio at each age."""
+    ages = [0, *sorted(args.lag_list)]
+    oldest, drop = ages[-1], "worst_regression"
+    unstable, unstable_text = effect(gap(seeds, stale_key(oldest, drop), stale_key(0, drop)))
+    steps = [(a, b, *effect(gap(seeds, stale_key(a, "pass@1"), stale_key(b, "pass@1"))))
+             for a, b in zip(ages, ages[1:])]
+    return [
+        common.claim("whole-game §7.9", f"workers acting with old weights make updates unstable, with regressions "
+                     f"(here: rollouts {oldest} updates old, taken as on-policy, fall further below their best held-out "
+                     "pass@1 between evaluations than on-policy rollouts)",
+                     f"{over(seeds)}, the worst drop of held-out pass@1 below its best so far (evaluations every "
+                     f"{rl.eval_every} updates): on-policy {level(seeds, stale_key(0, drop))}, age {oldest} "
+                     f"{level(seeds, stale_key(oldest, drop))}; the stale rollouts' excess {unstable_text}; policy "
+                     f"drift |log ρ| {level(seeds, stale_key(oldest, 'policy_drift'))}", unstable),
+        common.claim("whole-game §7.9", "the mitigation: limit the off-policy lag (here: held-out pass@1 is higher, the "
+                     f"younger the rollouts taken as on-policy, ages {', '.join(map(str, ages))})",
+                     f"{over(seeds)}, pass@1 by age: " + ", ".join(f"{a} {level(seeds, stale_key(a, 'pass@1'))}"
+                                                                   for a in ages)
+                     + "; its fall at each step up in age: " + ", ".join(f"{a} → {b} {text}" for a, b, _, text in steps),
+                     both(*(holds for _, _, holds, _ in steps))),
+        *(ratio_claim(seeds, age) for age in ages[1:])]
+
+
+def ratio_claim(seeds: list[dict], age: int) -> dict:
+    """The clipped importance ratio at one policy age: pass@1 above ignoring the staleness."""
+    weighted, ignored = stale_key(age, "pass@1", "importance"), stale_key(age, "pass@1")
+    helps, text = effect(gap(seeds, weighted, ignored))
+    drop = stale_key(age, "worst_regression")
+    _, drop_text = effect(gap(seeds, drop, stale_key(age, "worst_regression", "importance")))
+    return common.claim(
+        "whole-game §7.9", f"the mitigation: importance ratios with clipping (here: rollouts {age} updates old, the "
+        "clipped ratio against the policy that sampled, end with higher held-out pass@1 than ignoring the staleness)",
+        f"{over(seeds)}: pass@1 with the ratio {level(seeds, weighted)}, ignoring it {level(seeds, ignored)}, "
+        f"on-policy {level(seeds, stale_key(0, 'pass@1'))}; the ratio's lead {text}; the worst drop it saves "
+        f"{drop_text}; clip fraction {level(seeds, stale_key(age, 'clip_fraction', 'importance'))}", helps)
+
+
+def skew_claims(seeds: list[dict]) -> list[dict]:
+    """Memory / state mismatch (§7.10) and state blindness (§7.1) at serving time, on the GRPO
+    policy. A collapse: below the trained policy and below the cold start (all RL gave, lost)."""
+    served = {name: f"served[{name}]_pass@1" for name in SERVED}
+    skew, skew_text = effect(gap(seeds, served["as trained"], served["another template"]))
+    falls, falls_text = effect(gap(seeds, served["as trained"], served["last operation missing"]))
+    below, below_text = effect(gap(seeds, "cold_start_pass@1", served["last operation missing"]))
     return [common.claim("whole-game §7.10", "train/serve skew is silent poison: a serving-time prompt built by "
-                         "another template than training's (here: pass@1 ≥ 5 points lower; the fix, one builder for "
-                         "both, is the as-trained number)",
-                         f"as trained {trained:.3f}; served as {SERVING_FORMAT!r} {skew['another template']:.3f}",
-                         trained - skew["another template"] >= 0.05),
-            common.claim("whole-game §7.1", "state blindness: when the context drops a fact the answer needs, the "
-                         "policy cannot act on it (here: the last operation missing from the prompt halves pass@1 or "
-                         "worse)", f"as trained {trained:.3f}; last operation missing {skew['last operation missing']:.3f}",
-                         skew["last operation missing"] <= trained / 2 if trained > 0 else None)]
+                         "another template than training's lowers held-out pass@1 (the fix, one builder for both, is "
+                         "the as-trained number)",
+                         f"{over(seeds)}: as trained {level(seeds, served['as trained'])}; served as "
+                         f"{SERVING_FORMAT!r} {level(seeds, served['another template'])}; the fall {skew_text}", skew),
+            common.claim("whole-game §7.1", "state blindness: when the context drops a fact the answer needs, "
+                         "performance collapses (here: with the last operation missing from the prompt, held-out pass@1 "
+                         "falls below the trained policy's and below the cold start's)",
+                         f"{over(seeds)}: as trained {level(seeds, served['as trained'])}; last operation missing "
+                         f"{level(seeds, served['last operation missing'])}; cold start "
+                         f"{level(seeds, 'cold_start_pass@1')}; the fall from the trained policy {falls_text}, from "
+                         f"the cold start {below_text}", both(falls, below))]
 
 
-def sparse_claims(rl: grpo.Args, args: Args, sparse: dict, before: dict, runs: dict) -> list[dict]:
-    """Sparse terminal reward from a weak cold start: the symptom, the support problem, and two
-    mitigations: rejection sampling into SFT, then GRPO, at the same budget of completions; and
-    the full SFT cold start on demonstrations (the default one) under the same GRPO."""
-    if not sparse or "grpo" not in runs:
-        return []
-    weak, grpo_run = sparse["weak cold start"]["final"], sparse["GRPO"]
-    rft, both = sparse["rejection sampling"], sparse["rejection sampling, then GRPO"]
-    k, spread = rl.final_samples, history_mean(grpo_run, "zero_spread")
-    gain = grpo_run["final"]["pass@1"] - weak["pass@1"]
-    kept = ", ".join(f"{r['kept']} of {r['sampled']}" for r in rft["rounds"])
+def sparse_key(name: str, measure: str = "pass@1") -> str:
+    """The metric key of a run of the sparse-reward study."""
+    return f"sparse[{name}]_{measure}"
+
+
+def gains(rl: grpo.Args, seeds: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+    """GRPO's held-out pass@1 gain from the weak cold start, and from the default one, per seed."""
+    return (gap(seeds, sparse_key("GRPO"), sparse_key("weak cold start")),
+            gap(seeds, f"grpo_beta{rl.beta:g}_pass@1", "cold_start_pass@1"))
+
+
+def sparse_claims(rl: grpo.Args, seeds: list[dict]) -> list[dict]:
+    """Sparse terminal reward from a weak cold start (§2, §7.3): most of the batch has no signal
+    (more than half of the completions in groups with zero spread), and RL does not get off the
+    ground (no gain, below the default cold start's)."""
+    most, most_text = effect(per_seed(seeds, sparse_key("GRPO", "zero_spread")) - 0.5)
+    weak_gain, default_gain = gains(rl, seeds)
+    flat, flat_text = none_beyond(weak_gain, float(default_gain.mean()), "the default cold start's gain")
+    spread = (f"{over(seeds)}: the share of GRPO's sampled completions (from the weak cold start, all its "
+              f"{rl.rl_steps} updates) in groups with zero reward spread "
+              f"{level(seeds, sparse_key('GRPO', 'zero_spread'))}, "
+              f"above one half by {most_text}")
     return [common.claim(
-                "whole-game §7.3", "sparse terminal reward: almost all trajectories get 0, so groups carry no signal "
-                "and the cold start fails (here: ≥ 80% of GRPO's groups with zero spread, pass@1 up < 5 points)",
-                f"weak cold start pass@1 {weak['pass@1']:.3f}, pass@{k} {weak[f'pass@{k}']:.3f}; GRPO: {spread:.0%} of "
-                f"groups with zero spread, pass@1 -> {grpo_run['final']['pass@1']:.3f} ({100 * gain:+.1f} points)",
-                spread >= 0.8 and gain < 0.05),
+                "whole-game §2", "with a sparse 0/1 verifier most trajectories teach almost nothing (here, from the weak "
+                "cold start: more than half of GRPO's sampled completions sit in groups with zero reward spread, A = 0)",
+                spread, most),
             common.claim(
-                "whole-game §8", "no estimator fixes a support problem (here: ≥ 80% of the held-out problems with no "
-                f"right answer in {k} samples at the weak start still have none after GRPO)",
-                f"{unsolved(weak):.0%} of problems unsolved at the weak start; of those, "
-                f"{still_unsolved(weak, grpo_run['final']):.0%} after GRPO, {still_unsolved(weak, both['final']):.0%} "
-                "after rejection sampling then GRPO", still_unsolved(weak, grpo_run["final"]) >= 0.8),
-            common.claim(
+                "whole-game §7.3", "sparse terminal reward from a cold start that rarely succeeds: groups carry no "
+                "signal and the cold start fails (here: most of GRPO's groups have zero reward spread, and its held-out "
+                "pass@1 gain is zero, below the default cold start's)",
+                f"{spread}; pass@1 weak start {level(seeds, sparse_key('weak cold start'))} -> GRPO "
+                f"{level(seeds, sparse_key('GRPO'))}, gain {flat_text}", both(most, flat))]
+
+
+def support_claim(rl: grpo.Args, seeds: list[dict]) -> dict:
+    """§8: of the problems the weak start leaves unsolved, GRPO solves none beyond what fresh draws
+    of the weak start solve by luck (below what GRPO from the default cold start solves)."""
+    luck = per_seed(seeds, sparse_key("weak cold start, resampled", "still_unsolved"))
+    solved = {name: luck - per_seed(seeds, sparse_key(name, "still_unsolved"))
+              for name in ("GRPO", "rejection sampling, then GRPO", "GRPO from the default cold start")}
+    support, text = none_beyond(solved["GRPO"], float(solved["GRPO from the default cold start"].mean()),
+                                "what GRPO from the default cold start solves")
+    still = ", ".join(f"{name} {level(seeds, sparse_key(name, 'still_unsolved'))}" for name in (
+        "weak cold start, resampled", "GRPO", "rejection sampling, then GRPO", "GRPO from the default cold start"))
+    premise = bool(np.isfinite(luck).all())
+    return common.claim(
+        "whole-game §8", f"no estimator fixes a support problem (here: of the held-out problems with no right answer "
+        f"in {rl.final_samples} samples at the weak start, GRPO solves no more than fresh draws of the weak start "
+        "solve by luck)",
+        f"{over(seeds)}: problems unsolved at the weak start "
+        f"{level(seeds, sparse_key('weak cold start', 'unsolved'))}; "
+        f"of those, still unsolved: {still}; solved beyond luck by GRPO {text}; by rejection sampling then GRPO "
+        f"{effect(solved['rejection sampling, then GRPO'])[1]}"
+        + ("" if premise else "; premise not met: the weak start solves every held-out problem"),
+        support if premise else None)
+
+
+def sparse_mitigation_claims(rl: grpo.Args, args: Args, seeds: list[dict]) -> list[dict]:
+    """§7.3, §8: rejection sampling into SFT then GRPO against GRPO alone, at the same number of
+    completions; and the SFT cold start on demonstrations (GRPO's gain from it minus from the weak one)."""
+    rft, rft_text = effect(gap(seeds, sparse_key("rejection sampling, then GRPO"), sparse_key("GRPO")))
+    weak_gain, default_gain = gains(rl, seeds)
+    sft, sft_text = effect(default_gain - weak_gain)
+    return [common.claim(
                 "whole-game §7.3, §8", "the mitigation: rejection sampling (best-of-N) into SFT, then GRPO, gets wins "
-                "into the buffer first (here: ≥ 3 points above GRPO alone for the same number of completions)",
-                f"best-of-{args.rft_n} kept {kept}; pass@1 after rejection sampling {rft['final']['pass@1']:.3f}, then "
-                f"GRPO for {rl.rl_steps // 2} updates {both['final']['pass@1']:.3f}; GRPO alone for {rl.rl_steps} "
-                f"updates {grpo_run['final']['pass@1']:.3f}", both["final"]["pass@1"] - grpo_run["final"]["pass@1"] >= 0.03),
+                "into the buffer first (here: higher held-out pass@1 than GRPO alone for the same number of completions)",
+                f"{over(seeds)}: best-of-{args.rft_n} kept {level(seeds, sparse_key('rejection sampling', 'kept'))} of "
+                f"{per_seed(seeds, sparse_key('rejection sampling', 'sampled')).mean():.0f} completions; pass@1 after "
+                f"rejection sampling {level(seeds, sparse_key('rejection sampling'))}, then GRPO for {rl.rl_steps // 2} "
+                f"updates {level(seeds, sparse_key('rejection sampling, then GRPO'))}; GRPO alone for {rl.rl_steps} "
+                f"updates {level(seeds, sparse_key('GRPO'))}; the lead {rft_text}", rft),
             common.claim(
-                "whole-game §7.3, §2", "the mitigation: an SFT cold start on successful traces (here: GRPO from the "
-                f"default cold start, {args.sft_steps} SFT steps on demonstrations against {args.sparse_sft_steps}, "
-                "gains ≥ 3 points more)", f"weak start {weak['pass@1']:.3f} -> {grpo_run['final']['pass@1']:.3f} "
-                f"({100 * gain:+.1f} points); cold start {before['pass@1']:.3f} -> {runs['grpo']['final']['pass@1']:.3f} "
-                f"({100 * (runs['grpo']['final']['pass@1'] - before['pass@1']):+.1f} points)",
-                runs["grpo"]["final"]["pass@1"] - before["pass@1"] - gain >= 0.03)]
+                "whole-game §7.3, §2", "the mitigation: an SFT cold start on successful traces (here: GRPO gains more "
+                f"held-out pass@1 from the default cold start, {args.sft_steps} SFT steps on demonstrations, than from "
+                f"the weak one, {args.sparse_sft_steps})",
+                f"{over(seeds)}: weak start {level(seeds, sparse_key('weak cold start'))} -> "
+                f"{level(seeds, sparse_key('GRPO'))}; "
+                f"default cold start {level(seeds, 'cold_start_pass@1')} -> "
+                f"{level(seeds, f'grpo_beta{rl.beta:g}_pass@1')}; the difference of the gains {sft_text}", sft)]
 
 
-def poor_reference_claims(rl: grpo.Args, poor: dict, strong: float) -> list[dict]:
-    """KL anchoring to a reference that rarely writes the steps, at the sweep's strongest β: the
-    hold-back, and the reset."""
-    if "cold start as reference" not in poor:
-        return []
-
-    def row(name: str) -> str:
-        r = poor[name]
-        return (f"{name}: pass@1 {r['final']['pass@1']:.3f}, writes steps {r['writes_steps']:.2f}, "
-                f"KL {r['final_kl']:.3f}")
-    reference, good, bad, reset = (poor[name]["final"]["pass@1"] for name in (
-        "poor reference itself", "cold start as reference", "poor reference", "poor reference, reset"))
+def poor_reference_claims(seeds: list[dict], strong: float, reset_every: int) -> list[dict]:
+    """KL anchoring (§7.5; over-long-generations, When it falls down) to a reference that rarely
+    writes the steps, at the sweep's strongest β: the hold-back, and the reset."""
+    def key(name: str, measure: str = "pass@1") -> str:
+        return f"poor_reference[{name}]_{measure}"
+    rows = "; ".join(f"{name}: pass@1 {level(seeds, key(name))}, writes steps {level(seeds, key(name, 'writes_steps'))}"
+                     for name in ("poor reference itself", "cold start as reference", "poor reference",
+                                  "poor reference, reset"))
+    held, held_text = effect(gap(seeds, key("cold start as reference"), key("poor reference")))
+    reset, reset_text = effect(gap(seeds, key("poor reference, reset"), key("poor reference")))
     return [common.claim(
                 "whole-game §7.5", "a wrong reference: KL to an SFT model that rarely writes the steps holds the policy "
-                f"back from the behaviour that pays (here, GRPO at β = {strong:g}: pass@1 ≥ 3 points below the same β "
-                "anchored to the cold start)", f"the poor reference itself: pass@1 {reference:.3f}, writes steps "
-                f"{poor['poor reference itself']['writes_steps']:.2f}; {row('cold start as reference')}; "
-                f"{row('poor reference')}", good - bad >= 0.03),
+                f"back from the behaviour that pays (here, GRPO at β = {strong:g}: lower held-out pass@1 than the same β "
+                "anchored to the cold start)", f"{over(seeds)}: {rows}; the cold-start anchor's lead {held_text}", held),
             common.claim(
                 "whole-game §7.5", f"the mitigation: reset the reference carefully (here: to the current policy every "
-                f"{rl.eval_every} updates; ≥ 3 points above the poor reference without resets)",
-                f"{row('poor reference, reset')}; {row('poor reference')}", reset - bad >= 0.03)]
+                f"{reset_every} updates; higher held-out pass@1 than the poor reference without resets)",
+                f"{over(seeds)}: {rows}; the reset's lead {reset_text}", reset)]
+
+
+def check_claims(rl: grpo.Args, args: Args, seeds: list[dict]) -> list[dict]:
+    return (beta_claims(rl, args, seeds) + staleness_claims(rl, args, seeds) + kl_claims(rl, args, seeds)
+            + skew_claims(seeds) + sparse_claims(rl, seeds) + [support_claim(rl, seeds)]
+            + sparse_mitigation_claims(rl, args, seeds)
+            + poor_reference_claims(seeds, betas_of(rl, args)[-1], rl.eval_every))
 
 
 # ============================================================================================
-# Metrics, report, main
+# Metrics (one seed's; the run's are their means), tables, report, main
 # ============================================================================================
-def collect_metrics(rl: grpo.Args, sweep: dict, stale: dict, skew: dict, kl: dict, sparse: dict, poor: dict) -> dict:
-    metrics = {}
+def collect_metrics(rl: grpo.Args, before: dict, sweep: dict, stale: dict, skew: dict, kl: dict, sparse: dict,
+                    poor: dict) -> dict:
+    metrics = {f"cold_start_{key}": value for key, value in before.items() if key != "correct"}
     for beta, run in sweep.items():
         label = f"grpo_beta{beta:g}"
         metrics |= {f"{label}_pass@{k}": run["final"][f"pass@{k}"] for k in rl.ks}
         metrics |= {f"{label}_kl": run["final_kl"], f"{label}_length": run["final"]["length"],
-                    f"{label}_wall_clock_s": run["wall_clock_s"]}
+                    f"{label}_reward_rise": reward_rise(run), f"{label}_wall_clock_s": run["wall_clock_s"]}
     for name, run in stale.items():
         metrics[f"staleness[{name}]_pass@1"] = run["final"]["pass@1"]
         metrics[f"staleness[{name}]_worst_regression"] = worst_regression(run)
@@ -571,11 +789,16 @@ def collect_metrics(rl: grpo.Args, sweep: dict, stale: dict, skew: dict, kl: dic
     metrics |= {f"served[{name}]_pass@1": value for name, value in skew.items()}
     for study, runs in (("sparse", sparse), ("poor_reference", poor)):
         for name, run in runs.items():
-            metrics[f"{study}[{name}]_pass@1"] = run["final"]["pass@1"]
+            metrics |= {f"{study}[{name}]_pass@{k}": run["final"][f"pass@{k}"] for k in rl.ks}
             metrics[f"{study}[{name}]_unsolved"] = unsolved(run["final"])
             metrics |= {f"{study}[{name}]_{key}": run[key] for key in ("writes_steps", "final_kl") if key in run}
             if "history" in run:
                 metrics[f"{study}[{name}]_zero_spread"] = history_mean(run, "zero_spread")
+    weak = sparse["weak cold start"]["final"]
+    metrics |= {f"sparse[{name}]_still_unsolved": still_unsolved(weak, run["final"]) for name, run in sparse.items()
+                if name != "weak cold start"}
+    metrics |= {f"sparse[rejection sampling]_{key}": sum(r[key] for r in sparse["rejection sampling"]["rounds"])
+                for key in ("kept", "sampled")}
     metrics |= {f"kl_study[beta={beta:g}]_{key}": value for beta, row in kl.items() for key, value in row.items()}
     return metrics
 
@@ -587,25 +810,40 @@ TITLES = {"staleness": "GRPO with stale rollouts (failure mode: async staleness)
           "poor_reference": "GRPO from a poor reference that rarely writes the steps (KL anchoring):"}
 
 
-def tables(rl: grpo.Args, stale: dict, skew: dict, kl: dict, sparse: dict, poor: dict) -> dict:
-    """Each study as the table it prints and the docs show (keys of TITLES)."""
+def tables(rl: grpo.Args, means: dict, names: dict) -> dict:
+    """Each study as the table it prints and the docs show (keys of TITLES), from the means over
+    the seeds; `names`: each study's runs, in order."""
     k = rl.final_samples
-    stale_rows = [[name, run["final"]["pass@1"], worst_regression(run),
-                   *(history_mean(run, key) for key in ("policy_age", "clip_fraction", "policy_drift"))]
-                  for name, run in stale.items()]
-    kl_rows = [[f"{b:g}", r["kl"], r["pass@1"], r[f"pass@{k}"], r["entropy"], r["distinct"], r["well_formed"],
-                r["writes_steps"]] for b, r in kl.items()]
+
+    def cell(key: str, percent: bool = False):
+        value = means.get(key)
+        return "-" if value is None else f"{value:.0%}" if percent else value
+
+    kl_columns = ("kl", "pass@1", f"pass@{k}", "entropy", "distinct", "well_formed", "writes_steps")
+    kl_rows = [["cold start", "-", *(cell(f"cold_start_{c}") for c in kl_columns[1:3]), "-", "-",
+                *(cell(f"cold_start_{c}") for c in kl_columns[4:])]]
+    kl_rows += [[f"{b:g}", *(cell(f"kl_study[beta={b:g}]_{c}") for c in kl_columns[:3]),
+                 cell(f"grpo_beta{b:g}_reward_rise"), *(cell(f"kl_study[beta={b:g}]_{c}") for c in kl_columns[3:])]
+                for b in sorted(names["beta_sweep"])]
+    stale_rows = [[name, *(cell(f"staleness[{name}]_{c}") for c in ("pass@1", "worst_regression", "policy_age",
+                                                                      "clip_fraction", "policy_drift"))]
+                  for name in names["staleness"]]
     found = {"staleness": {"header": ["rollouts", "pass@1", "worst drop", "policy age", "clip fraction",
                                       "drift (mean abs log ρ)"], "rows": stale_rows},
-             "kl": {"header": ["β", "KL", "pass@1", f"pass@{k}", "entropy", "distinct", "well-formed", "writes steps"],
-                    "rows": kl_rows},
-             "serving": {"header": ["prompt at serving", "pass@1"], "rows": [[n, v] for n, v in skew.items()]}}
-    for name, study, columns in (("sparse", sparse, ["KL"]), ("poor_reference", poor, ["writes steps", "KL"])):
-        rows = [[label, r["final"]["pass@1"], r["final"][f"pass@{k}"], f"{unsolved(r['final']):.0%}",
-                 f"{history_mean(r, 'zero_spread'):.0%}" if "history" in r else "-",
-                 *([f"{r['writes_steps']:.0%}"] if "writes steps" in columns else []), r.get("final_kl", "-")]
-                for label, r in study.items()]
-        found[name] = {"header": ["policy", "pass@1", f"pass@{k}", "unsolved", "zero-spread", *columns], "rows": rows}
+             "kl": {"header": ["β", "KL", "pass@1", f"pass@{k}", "reward rise", "entropy", "distinct", "well-formed",
+                               "writes steps"], "rows": kl_rows},
+             "serving": {"header": ["prompt at serving", "pass@1"],
+                         "rows": [[name, means[f"served[{name}]_pass@1"]] for name in SERVED]}}
+    found["sparse"] = {"header": ["policy", "pass@1", f"pass@{k}", "unsolved", "still unsolved", "zero-spread", "KL"],
+                       "rows": [[name, *(cell(f"sparse[{name}]_{c}") for c in ("pass@1", f"pass@{k}")),
+                                 *(cell(f"sparse[{name}]_{c}", True) for c in ("unsolved", "still_unsolved",
+                                                                               "zero_spread")),
+                                 cell(f"sparse[{name}]_final_kl")] for name in names["sparse_reward"]]}
+    found["poor_reference"] = {
+        "header": ["policy", "pass@1", f"pass@{k}", "unsolved", "zero-spread", "writes steps", "KL"],
+        "rows": [[name, *(cell(f"poor_reference[{name}]_{c}") for c in ("pass@1", f"pass@{k}")),
+                  *(cell(f"poor_reference[{name}]_{c}", True) for c in ("unsolved", "zero_spread", "writes_steps")),
+                  cell(f"poor_reference[{name}]_final_kl")] for name in names["poor_reference"]]}
     return found
 
 
@@ -621,34 +859,49 @@ def without_models(study: dict) -> dict:
     return {name: {k: v for k, v in run.items() if k != "policy"} for name, run in study.items()}
 
 
+def run_seed(args: Args, initial, tokenizer, device) -> tuple[dict, dict]:
+    """Every study at args.seed: the seed's metrics, and its runs without their policies."""
+    rl = lm_world.chapter_lm_args(grpo.Args, args)
+    print(f"\nseed {args.seed}")
+    held_out = rl.task.held_out(rl.eval_problems)
+    before = grpo.final_evaluation(initial, tokenizer, rl, held_out, device) | sample_quality(
+        initial, tokenizer, rl, held_out[:64], device)
+    on_policy = run_grpo(initial, tokenizer, rl, held_out, device)
+    sweep = beta_sweep(initial, tokenizer, rl, args, held_out, device, on_policy)
+    stale = staleness_study(initial, tokenizer, rl, args, held_out, device, on_policy)
+    sparse = sparse_reward_study(tokenizer, rl, args, held_out, device, on_policy)
+    poor = poor_reference_study(initial, tokenizer, rl, args, held_out, device, sweep)
+    skew = skew_study(on_policy["policy"], tokenizer, rl, held_out, device)
+    kl = kl_study(tokenizer, rl, held_out, device, sweep)
+    metrics = collect_metrics(rl, before, sweep, stale, skew, kl, sparse, poor)
+    runs = {"beta_sweep": without_models(sweep), "staleness": without_models(stale),
+            "sparse_reward": without_models(sparse), "poor_reference": without_models(poor)}
+    return metrics, runs
+
+
 def main(args: Args) -> dict:
     start = time.time()
     args, device, out, initial, tokenizer, info = lm_world.start_lm_run(args)
     rl = lm_world.chapter_lm_args(grpo.Args, args)
-    print(f"05 study: failure modes; policy {info['path']}, device {device}")
-    held_out = rl.task.held_out(rl.eval_problems)
-    before = grpo.final_evaluation(initial, tokenizer, rl, held_out, device)
-    on_policy = run_grpo(initial, tokenizer, rl, held_out, device)
-    sweep = beta_sweep(initial, tokenizer, rl, args, held_out, device, on_policy)
-    stale = staleness_study(initial, tokenizer, rl, args, held_out, device, on_policy)
-    sparse = sparse_reward_study(tokenizer, rl, args, held_out, device)
-    poor = poor_reference_study(initial, tokenizer, rl, args, held_out, device, sweep)
-    skew = skew_study(on_policy["policy"], tokenizer, rl, held_out, device)
-    kl = kl_study(tokenizer, rl, held_out, device, sweep)
-    plot_frontier(sweep, before["pass@1"], out / "reward_kl.png")
-    plot_staleness(stale, out / "staleness.png")
-    plot_support_and_anchor(sparse, poor, rl.rl_steps * rl.prompts * rl.group_size, out / "support_and_anchor.png")
-    claims = (beta_claims(sweep) + staleness_claims(args, stale) + kl_claims(rl, before, kl) + skew_claims(skew)
-              + sparse_claims(rl, args, sparse, before, {"grpo": on_policy}) + poor_reference_claims(rl, poor, max(sweep)))
-    metrics = collect_metrics(rl, sweep, stale, skew, kl, sparse, poor)
-    metrics["tables"] = tables(rl, stale, skew, kl, sparse, poor)
+    print(f"05 study: failure modes; policy {info['path']}, device {device}, {args.seeds} seeds")
+    seeds, runs = [], []
+    for seed in range(args.seed, args.seed + args.seeds):
+        metrics, seed_runs = run_seed(dataclasses.replace(args, seed=seed), initial, tokenizer, device)
+        seeds.append(metrics)
+        runs.append(seed_runs)
+    means = {key: float(np.mean([metrics[key] for metrics in seeds])) for key in seeds[0]}
+    means["tables"] = tables(rl, means, {study: list(found) for study, found in runs[0].items()})
+    claims = check_claims(rl, args, seeds)
+    plot_frontier(runs, means["cold_start_pass@1"], out / "reward_kl.png")
+    plot_staleness(runs, out / "staleness.png")
+    plot_support_and_anchor(runs, rl.rl_steps * rl.prompts * rl.group_size, out / "support_and_anchor.png")
     wall = time.time() - start
-    common.write_results(out, args, wall, metrics, claims, chapter_args=dataclasses.asdict(rl), cold_start=before,
-                         beta_sweep=without_models(sweep), staleness=without_models(stale), served=skew,
-                         kl_study=kl, sparse_reward=without_models(sparse), poor_reference=without_models(poor))
-    report(claims, metrics["tables"])
+    common.write_results(out, args, wall, means, claims, chapter_args=dataclasses.asdict(rl),
+                         seeds=[{"seed": args.seed + i, "metrics": metrics, "runs": found}
+                                for i, (metrics, found) in enumerate(zip(seeds, runs))])
+    report(claims, means["tables"])
     print(f"\nwall clock {wall:.0f} s; results in {out}/")
-    return {"metrics": metrics, "claims": claims}
+    return {"metrics": means, "claims": claims}
 
 
 if __name__ == "__main__":

@@ -1,20 +1,28 @@
-"""05 study — groups with no reward spread: how many there are, by difficulty and group size G,
+"""05 study — groups with no reward spread: how many there are, by group size G and difficulty,
 and what they give the gradient.
 
 A group whose G rewards are all equal (all right or all wrong) has a zero advantage under every
-per-group baseline: it adds nothing to the policy gradient. From `final_samples` held-out samples
-per problem, at the cold start and after GRPO, the expected share of such groups for each G, by
-the number of steps in the problem (over-long-generations: "no signal on easy or impossible
-prompts"). Then, on one batch of the GRPO policy, the gradient norm of the policy-gradient term
-and of the β·KL term from the zero-spread groups alone and from the mixed ones.
+per-group baseline: it adds nothing to the policy gradient. Each seed draws its own `--problems`
+training problems and samples `--samples` completions of each from three policies: the default
+cold start, the weak one (05_failure_modes.py's sparse-reward start, `--weak-sft-steps` of SFT) and
+the policy after the chapter's GRPO run on that seed. From them, the expected share of groups with
+zero spread at each G. Apart from those, `--bin-samples` completions per problem estimate its own
+pass rate, which bins it as hard, medium or easy (below 1/3, up to 2/3, above), so that the bins'
+share of groups with a signal is measured on samples that did not choose the bin. Last, on one
+batch of each seed's GRPO policy, the gradient norm of the policy-gradient term and of the β·KL
+term from the zero-spread groups alone and from the mixed ones. Claims decide over the seeds
+(whole-game §2, §7.3; over-long-generations: the KL term, "When it falls down"; SS-GRPO's
+checklist).
 
-    python studies/05_zero_spread.py    # 34 s on 2 CPU cores, measured with the other one busy;
+    python studies/05_zero_spread.py    # 149 s on 2 CPU cores, measured beside other jobs;
                                         # writes runs/studies/05_zero_spread/
 
-Figure: zero_spread.png (share of groups with zero spread vs G, per difficulty, before and after
-GRPO).
+Figure: zero_spread.png (share of groups with zero spread against G for each policy; share of
+groups with a signal in each difficulty bin).
 """
 
+import copy
+import dataclasses
 import importlib
 import math
 import sys
@@ -32,58 +40,86 @@ import lm_world  # noqa: E402
 
 grpo = importlib.import_module("05_grpo_rloo")
 
+POLICIES = ("cold start", "weak cold start", "after GRPO")
+BINS = ("hard", "medium", "easy")  # by the problem's own pass rate: below 1/3, 1/3 to 2/3, above 2/3
+WHEN = {"cold start": "at the cold start", "after GRPO": "after GRPO"}  # the policies whose problems are binned
+COLORS = dict(zip(POLICIES, ("C0", "C1", "C2")))  # one colour per policy in both panels
+MOST = 0.5  # "most" trajectories: more than half
+
 
 @dataclass
 class Args(lm_world.LMArgs):
     out: str = common.arg("runs/studies/05_zero_spread", "output folder for figures and results.json")
-    group_sizes: str = common.arg("2,4,8,16", "group sizes G of the zero-spread table (at most --final-samples)",
-                                  item=int)
-    final_samples: int = common.arg(16, "samples per held-out problem before/after GRPO")
+    group_sizes: str = common.arg("2,4,8,16", "group sizes G of the zero-spread table (at most --samples)", item=int)
+    seeds: int = common.arg(3, "seeds --seed, --seed + 1, ...: each its own problems, samples and GRPO run")
+    problems: int = common.arg(128, "fresh training problems per seed (none held out)")
+    samples: int = common.arg(16, "completions per problem and policy for the share of zero-spread groups")
+    bin_samples: int = common.arg(32, "further completions per problem that estimate its own pass rate (its bin)")
+    weak_sft_steps: int = common.arg(60, "SFT steps of the weak cold start (05_failure_modes.py's sparse one)")
 
-    SMOKE = dict(lm_world.LMArgs.SMOKE_LM, group_sizes="2", final_samples=2)
+    SMOKE = dict(lm_world.LMArgs.SMOKE_LM, group_sizes="2", seeds=2, problems=6, samples=2, bin_samples=3,
+                 weak_sft_steps=2)
 
     def __post_init__(self):
         super().__post_init__()
-        common.require_positive(self, "final_samples")
-        common.require(all(2 <= g <= self.final_samples for g in self.group_list),
-                       "--group-sizes must be in 2..--final-samples")
+        common.require_positive(self, "seeds", "problems", "samples", "bin_samples", "weak_sft_steps")
+        common.require(all(2 <= g <= self.samples for g in self.group_list), "--group-sizes must be in 2..--samples")
 
     @property
     def group_list(self) -> list[int]:
         return common.as_list(self.group_sizes, int)
 
 
+# ---------------------------------------------------------------------------- the measurement
 def zero_spread_probability(n: int, c: int, G: int) -> float:
     """The chance that G of n samples (c right), drawn without replacement, are all right or
     all wrong: [C(c, G) + C(n-c, G)] / C(n, G). Unbiased for p^G + (1-p)^G."""
     return (math.comb(c, G) + math.comb(n - c, G)) / math.comb(n, G)
 
 
+def zero_spread_share(correct: list[int], samples: int, G: int) -> float:
+    """The expected share of groups of G with zero spread, over problems: also the share of the
+    sampled completions that get A = 0 (every group holds G of them)."""
+    return float(np.mean([zero_spread_probability(samples, c, G) for c in correct]))
+
+
 def zero_spread_table(correct: list[int], steps: list[int], samples: int, group_sizes: list[int]) -> dict:
-    """Per difficulty (number of steps): held-out pass rate and, for each G, the expected share
-    of groups with zero reward spread, from `samples` completions per problem."""
+    """Per difficulty (number of steps): pass@1 and, for each G, the expected share of groups
+    with zero reward spread, from `samples` completions per problem."""
     table = {}
     for k in sorted(set(steps)):
         counts = [c for c, s in zip(correct, steps) if s == k]
         table[k] = {"pass@1": float(np.mean(counts)) / samples,
-                    **{G: float(np.mean([zero_spread_probability(samples, c, G) for c in counts]))
-                       for G in group_sizes}}
+                    **{G: zero_spread_share(counts, samples, G) for G in group_sizes}}
     return table
 
 
-def zero_spread_study(args: Args, held_out: list, before: dict, runs: dict) -> dict:
-    """The share of groups with zero spread by difficulty and G, at the cold start and after GRPO."""
-    steps = [len(p.ops) for p in held_out]
-    tables = {"cold start": zero_spread_table(before["correct"], steps, args.final_samples, args.group_list)}
-    if "grpo" in runs:
-        tables["after GRPO"] = zero_spread_table(runs["grpo"]["final"]["correct"], steps, args.final_samples,
-                                                 args.group_list)
-    return tables
+def right_counts(policy, tokenizer, rl: grpo.Args, problems: list, samples: int, salt: int, device) -> list[int]:
+    """Right completions of each problem in `samples` (temperature 1); `salt` keeps the draws of
+    one seed apart."""
+    generator = torch.Generator(device).manual_seed(rl.seed * 1000 + salt)
+    return lm_world.evaluate(policy, tokenizer, problems, samples, rl.max_new_tokens, generator, device)["correct"]
+
+
+def difficulty(c: int, n: int) -> str:
+    """The bin of a problem with c right of n."""
+    return "hard" if 3 * c < n else "easy" if 3 * c > 2 * n else "medium"
+
+
+def signal_by_bin(m: dict, args: Args, G: int) -> dict:
+    """Per difficulty bin: its problems and the expected share of groups of G with a reward
+    spread (NaN where the bin is empty)."""
+    bins = [difficulty(c, args.bin_samples) for c in m["bin_correct"]]
+    return {b: {"problems": bins.count(b),
+                "signal": 1 - zero_spread_share([c for c, d in zip(m["correct"], bins) if d == b], args.samples, G)
+                if b in bins else math.nan} for b in BINS}
 
 
 def gradient_by_spread(policy, reference, tokenizer, args: grpo.Args, device) -> dict:
     """On one batch of the current policy: the gradient norm of the policy-gradient term and of
-    the β·KL term, from the zero-spread groups alone and from the mixed groups alone (GRPO)."""
+    the β·KL term, from the zero-spread groups alone and from the mixed groups alone (GRPO); and
+    the share of each part's tokens whose KL term pulls (π ≠ π_ref there). NaN for a part with no
+    group in the batch."""
     problems = args.task.sample(args.prompts, np.random.default_rng(args.seed + 7))
     completions, rewards = grpo.sample_groups(policy, tokenizer, problems, args,
                                               torch.Generator(device).manual_seed(args.seed + 7), device)
@@ -100,76 +136,231 @@ def gradient_by_spread(policy, reference, tokenizer, args: grpo.Args, device) ->
             per_token = -advantages[:, None] * logp if term == "pg" else args.beta * grpo.kl_k3(logp, ref_logp)
             grpo.masked_loss(per_token, mask, "token", args.max_new_tokens).backward()
             grads = [p.grad.norm() for p in policy.parameters() if p.grad is not None]
-            norms[f"{part} {term}"] = float(torch.stack(grads).norm()) if rows.any() else 0.0
+            norms[f"{part} {term}"] = float(torch.stack(grads).norm()) if rows.any() else math.nan  # no rows
+        # d k3 / d log π = 1 - π_ref / π: zero only where the two agree
+        moved = (logp.detach() != ref_logp) & mask
+        norms[f"{part} kl tokens"] = float(moved.sum() / mask.sum()) if rows.any() else math.nan
     policy.zero_grad()
     norms["zero-spread share"] = float(grpo.zero_spread(rewards).float().mean())
     return norms
 
 
-def plot_zero_spread(tables: dict, group_sizes: list[int], path) -> None:
-    fig, axes = plt.subplots(1, len(tables), figsize=(5.5 * len(tables), 4), sharey=True, squeeze=False)
-    for ax, (name, table) in zip(axes[0], tables.items()):
-        for k, row in table.items():
-            ax.plot(group_sizes, [row[G] for G in group_sizes], "o-", label=f"{k} steps (pass@1 {row['pass@1']:.2f})")
-        ax.set(title=name, xlabel="group size G", ylabel="share of groups with zero spread")
-        ax.set_xscale("log", base=2)
-        ax.minorticks_off()
-        ax.set_xticks(group_sizes, [str(G) for G in group_sizes])
+def trained(initial, tokenizer, rl: grpo.Args, device):
+    """The chapter's GRPO run on this seed (held-out pass@1 only at its start and end)."""
+    policy = copy.deepcopy(initial)
+    evals = grpo.train(policy, lm_world.frozen_copy(initial), tokenizer, dataclasses.replace(rl, eval_every=rl.rl_steps),
+                       "grpo", rl.task.held_out(rl.eval_problems), device)["evals"]
+    print(f"  seed {rl.seed}: GRPO, held-out pass@1 {evals[0]['pass@1']:.3f} -> {evals[-1]['pass@1']:.3f}")
+    return policy
+
+
+def seed_study(initial, weak, tokenizer, rl: grpo.Args, args: Args, device) -> dict:
+    """One seed: its problems; each policy's right counts on them in --samples completions and,
+    drawn apart, in --bin-samples (each problem's own pass rate, where binned); the gradient by
+    spread after GRPO."""
+    exclude = frozenset(p.prompt for p in rl.task.held_out())
+    problems = rl.task.sample(args.problems, np.random.default_rng((rl.seed, 5)), exclude=exclude)
+    policies = dict(zip(POLICIES, (initial, weak, trained(initial, tokenizer, rl, device))))
+    found = {name: {"correct": right_counts(policy, tokenizer, rl, problems, args.samples, 1, device)}
+             for name, policy in policies.items()}
+    for name in WHEN:
+        found[name]["bin_correct"] = right_counts(policies[name], tokenizer, rl, problems, args.bin_samples, 2, device)
+    grads = gradient_by_spread(policies["after GRPO"], lm_world.frozen_copy(initial), tokenizer, rl, device)
+    return {"seed": rl.seed, "steps": [len(p.ops) for p in problems], **found, "gradient": grads}
+
+
+# ---------------------------------------------------------------------------- the claims
+def decide(values) -> tuple[bool | None, str]:
+    """The ledger's rule on an effect measured once per seed, and its text with the smallest
+    effect the seeds can detect (the interval's half-width)."""
+    holds, text = common.seed_verdict(values)
+    _, low, high = common.mean_interval(values)
+    return holds, f"{text} (detectable: {(high - low) / 2:.3f})"
+
+
+def both(*verdicts: bool | None) -> bool | None:
+    """The parts of one statement: yes if every part holds, no if one fails, else None."""
+    return False if False in verdicts else None if None in verdicts else True
+
+
+def shares(seeds: list[dict], policy: str, args: Args, G: int) -> list[float]:
+    """The share of zero-spread groups of G, one per seed."""
+    return [zero_spread_share(s[policy]["correct"], args.samples, G) for s in seeds]
+
+
+def vanish_claims(rl: grpo.Args, seeds: list[dict]) -> list[dict]:
+    """Exact on each seed's batch that holds zero-spread groups: they give no policy gradient,
+    while their KL term pulls (where the policy has left its reference and β > 0)."""
+    grads = [s["gradient"] for s in seeds if s["gradient"]["zero-spread share"] > 0]
+    pg_zero = all(g["zero-spread pg"] == 0.0 for g in grads)
+    pulls = all(g["zero-spread kl"] > 0 for g in grads)
+    moved = all(g["zero-spread kl tokens"] > 0 or g["mixed kl tokens"] > 0 for g in grads)
+
+    def per_seed(key: str, spec: str) -> str:
+        return ", ".join(format(g[key], spec) for g in grads)
+
+    measured = (f"one batch of {rl.prompts} groups of G = {rl.group_size} per seed, after GRPO, β = {rl.beta:g}; "
+                f"the {len(grads)} of {len(seeds)} batches with zero-spread groups ({per_seed('zero-spread share', '.0%')}"
+                f" of their groups): their policy-gradient norm {per_seed('zero-spread pg', '.1e')} (mixed groups "
+                f"{per_seed('mixed pg', '.2g')}); their KL term's norm {per_seed('zero-spread kl', '.2g')}, pulling on "
+                f"{per_seed('zero-spread kl tokens', '.0%')} of their tokens (π ≠ π_ref)")
+    missing = "" if grads else "; premise not met: no batch had a zero-spread group"
+    no_kl = ("" if rl.beta > 0 and moved else
+             f"; premise not met: {'β = 0, no KL term' if rl.beta == 0 else 'a policy still at its reference'}")
+    return [
+        common.claim("over-long-generations", "if all G samples get the same reward, the normalised advantage is zero "
+                     "and the gradient vanishes", measured + missing, pg_zero if grads else None),
+        common.claim("over-long-generations", "the KL term, a sum over tokens, gives a dense per-step signal even "
+                     "when the reward is terminal: in groups with zero reward spread its gradient is non-zero while "
+                     "the policy-gradient term's is zero", measured + missing + no_kl,
+                     pg_zero and pulls if grads and not no_kl else None),
+    ]
+
+
+def most_claims(rl: grpo.Args, args: Args, seeds: list[dict]) -> list[dict]:
+    """whole-game §2: from each cold start, is the share of completions in zero-spread groups
+    (A = 0) above one half? Decided over seeds."""
+    G, claims = rl.group_size, []
+    for policy, start in (("cold start", f"the default cold start ({args.sft_steps} SFT steps)"),
+                          ("weak cold start", f"the weak cold start ({args.weak_sft_steps} SFT steps)")):
+        values = shares(seeds, policy, args, G)
+        holds, text = decide(np.subtract(values, MOST))
+        mean, low, high = common.mean_interval(values)
+        pass1 = np.mean([np.mean(s[policy]["correct"]) / args.samples for s in seeds])
+        claims.append(common.claim(
+            "whole-game §2", f"with a sparse 0/1 verifier most trajectories teach almost nothing: from {start}, more "
+            f"than half of the sampled completions sit in groups of G = {G} with no reward spread (A = 0)",
+            f"pass@1 {pass1:.3f}; share of completions in zero-spread groups, {args.problems} training problems and "
+            f"{args.samples} completions each per seed, mean [95% interval over {len(seeds)} seeds]: {mean:.3f} "
+            f"[{low:.3f}, {high:.3f}]; minus one half {text}", holds))
+    return claims
+
+
+def falls_with_G(seeds: list[dict], policy: str, args: Args) -> tuple[bool | None, str]:
+    """Does the share of zero-spread groups fall at every step up in G? Each step decided over seeds."""
+    Gs = args.group_list
+    by_G = {G: shares(seeds, policy, args, G) for G in Gs}
+    steps = [(small, large, *decide(np.subtract(by_G[small], by_G[large]))) for small, large in zip(Gs, Gs[1:])]
+    return both(*(holds for _, _, holds, _ in steps)), (
+        f"{policy}, by G: " + ", ".join(f"{G}: {np.mean(v):.3f}" for G, v in by_G.items()) + "; its fall, "
+        + "; ".join(f"G = {small} → {large}: {text}" for small, large, _, text in steps))
+
+
+def group_size_claims(args: Args, seeds: list[dict]) -> list[dict]:
+    """Larger groups, fewer without spread (whole-game §7.3): every step up in G, from both cold
+    starts; and G = 8 against G = 4 (SS-GRPO's checklist), from the default one."""
+    where = (f"share of zero-spread groups, {args.problems} training problems and {args.samples} completions each "
+             f"per seed, mean [95% interval over {len(seeds)} seeds]")
+    (default, default_text), (weak, weak_text) = (falls_with_G(seeds, p, args) for p in POLICIES[:2])
+    several = len(args.group_list) > 1
+    claims = [common.claim(
+        "whole-game §7.3, §7.8", "larger groups leave fewer groups without reward spread, so fewer samples without "
+        "signal: the share of zero-spread groups falls at each step up in G, from the default and the weak cold start",
+        f"{where}: {default_text}. {weak_text}" if several else "premise not met: one group size",
+        both(default, weak) if several else None)]
+    if {4, 8} <= set(args.group_list):
+        holds, text = decide(np.subtract(shares(seeds, "cold start", args, 4), shares(seeds, "cold start", args, 8)))
+        claims.append(common.claim(
+            "SS-GRPO article, Checklist", "a group size of at least 8 makes advantage normalisation more stable: fewer "
+            "groups have no reward spread (no advantage to normalise) at G = 8 than at G = 4",
+            f"{where}, default cold start: at G = 4 minus at G = 8 {text}", holds))
+    return claims
+
+
+def medium_claim(rl: grpo.Args, args: Args, seeds: list[dict], policy: str) -> dict:
+    """Over-long-generations: do medium prompts (by their own pass rate under `policy`) get more
+    groups with a signal than hard and than easy ones? Premise: every bin holds a problem on every seed."""
+    G = rl.group_size
+    bins = [signal_by_bin(s[policy], args, G) for s in seeds]
+    empty = {b: sum(found[b]["problems"] == 0 for found in bins) for b in BINS}
+    gaps = {b: decide([found["medium"]["signal"] - found[b]["signal"] for found in bins])
+            for b in ("hard", "easy") if not empty[b] and not empty["medium"]}
+    by_bin = ", ".join(f"{b} {np.mean([f[b]['signal'] for f in bins]):.3f} ({sum(f[b]['problems'] for f in bins)} "
+                       "problems)" for b in BINS)
+    measured = (f"own pass rate from {args.bin_samples} completions per problem, the signal from {args.samples} others; "
+                f"share of groups of G = {G} with a reward spread, mean of {len(seeds)} seeds, by bin: {by_bin}"
+                + "".join(f"; medium minus {b}, mean [95% interval]: {text}" for b, (_, text) in gaps.items()))
+    lacking = [f"the {b} bin is empty on {n} of {len(seeds)} seeds" for b, n in empty.items() if n]
+    return common.claim(
+        "over-long-generations", "GRPO gives no signal on easy or impossible prompts, which biases training toward "
+        f"medium-difficulty examples (prompts binned by their own pass rate {WHEN[policy]}: below 1/3 hard, above 2/3 "
+        "easy)",
+        measured + ("; premise not met: " + ", ".join(lacking) if lacking else ""),
+        None if lacking else both(*(holds for holds, _ in gaps.values())))
+
+
+def check_claims(rl: grpo.Args, args: Args, seeds: list[dict]) -> list[dict]:
+    return (vanish_claims(rl, seeds) + most_claims(rl, args, seeds) + group_size_claims(args, seeds)
+            + [medium_claim(rl, args, seeds, policy) for policy in WHEN])
+
+
+# ---------------------------------------------------------------------------- the report
+def pooled_tables(args: Args, seeds: list[dict]) -> dict:
+    """Per policy, the zero-spread table by number of steps, the seeds' problems pooled."""
+    steps = [k for s in seeds for k in s["steps"]]
+    return {policy: zero_spread_table([c for s in seeds for c in s[policy]["correct"]], steps, args.samples,
+                                      args.group_list) for policy in POLICIES}
+
+
+def plot_zero_spread(rl: grpo.Args, args: Args, seeds: list[dict], path) -> None:
+    """Left: the share of zero-spread groups against G per policy; right: the share of groups
+    with a signal per difficulty bin. Means and 95% intervals over seeds."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    Gs = args.group_list
+    for policy in POLICIES:
+        mean, low, high = np.array([common.mean_interval(shares(seeds, policy, args, G)) for G in Gs]).T
+        left.errorbar(Gs, mean, yerr=[mean - low, high - mean], fmt="o-", capsize=3, label=policy, color=COLORS[policy])
+    left.set(xlabel="group size G", ylabel="share of groups with zero spread", xscale="log", title="by group size")
+    left.set_xticks(Gs, [str(G) for G in Gs])
+    left.minorticks_off()
+    for offset, policy in zip((-0.15, 0.15), WHEN):
+        signal = [[signal_by_bin(s[policy], args, rl.group_size)[b]["signal"] for s in seeds] for b in BINS]
+        mean, low, high = np.array([common.mean_interval(v) for v in signal]).T
+        right.errorbar(np.arange(len(BINS)) + offset, mean, yerr=[mean - low, high - mean], fmt="o", capsize=3,
+                       label=policy, color=COLORS[policy])
+    right.set(xlabel="difficulty (own pass rate)", ylabel=f"share of groups of G = {rl.group_size} with a signal",
+              title="by difficulty")
+    right.set_ylim(bottom=0)
+    right.set_xticks(range(len(BINS)), ["hard (< 1/3)", "medium", "easy (> 2/3)"])
+    for ax in (left, right):
         ax.legend(fontsize="small")
         ax.grid(alpha=0.3)
     common.save_figure(fig, path)
 
 
-def check_claims(args: Args, rl: grpo.Args, tables: dict, grads: dict | None) -> list[dict]:
-    """The gradient of the zero-spread groups, and which difficulty has the most signal."""
-    claims = []
-    if grads is not None:
-        claims.append(common.claim(
-            "over-long-generations", "if all G samples get the same reward, the normalised advantage is zero "
-            "and the gradient vanishes",
-            f"after GRPO, {grads['zero-spread share']:.0%} of groups had zero spread; their policy-gradient "
-            f"norm {grads['zero-spread pg']:.1e} (mixed groups {grads['mixed pg']:.2g}); but with β = {rl.beta:g} "
-            f"their KL term still pulls: norm {grads['zero-spread kl']:.2g}",
-            grads["zero-spread pg"] == 0.0))
-    cold = tables["cold start"]
-    G = rl.group_size if rl.group_size in args.group_list else args.group_list[-1]
-    signal = {k: 1 - row[G] for k, row in cold.items()}
-    medium = min(cold, key=lambda k: abs(cold[k]["pass@1"] - 0.5))
-    # "medium" is only told apart from "hard" (or "easy") by strata on both sides of pass@1 = 0.5
-    straddles = min(r["pass@1"] for r in cold.values()) < 0.5 < max(r["pass@1"] for r in cold.values())
-    claims.append(common.claim(
-        "over-long-generations", "GRPO gives no signal on easy or impossible prompts, which biases training "
-        "toward medium-difficulty examples",
-        f"share of G={G} groups with a signal, cold start, by steps: "
-        + ", ".join(f"{k}: {s:.2f} (pass@1 {cold[k]['pass@1']:.2f})" for k, s in signal.items())
-        + ("" if straddles else "; not checked: the strata do not lie on both sides of pass@1 = 0.5"),
-        max(signal, key=signal.get) == medium if straddles else None))
-    return claims
+def collect_metrics(rl: grpo.Args, args: Args, seeds: list[dict], tables: dict) -> dict:
+    """The pooled tables by steps, each policy's share per G (mean of seeds), the gradient norms
+    (mean of seeds), and the printed table."""
+    metrics = {f"zero_spread[{name}][steps={k}][G={G}]": row[G]
+               for name, table in tables.items() for k, row in table.items() for G in args.group_list}
+    metrics |= {f"zero_spread[{policy}][G={G}]": float(np.mean(shares(seeds, policy, args, G)))
+                for policy in POLICIES for G in args.group_list}
+    metrics |= {f"grad_norm[{k}]": common.mean_or_nan([s["gradient"][k] for s in seeds]) for k in seeds[0]["gradient"]}
+    rows = [[name, steps, row["pass@1"], *(f"{row[G]:.0%}" for G in args.group_list)]
+            for name, table in tables.items() for steps, row in table.items()]
+    metrics["tables"] = {"zero_spread": {"header": ["policy", "steps", "pass@1", *(f"G = {G}" for G in args.group_list)],
+                                         "rows": rows}}
+    return metrics
 
 
 def main(args: Args) -> dict:
     start = time.time()
     args, device, out, initial, tokenizer, info = lm_world.start_lm_run(args)
-    rl = lm_world.chapter_lm_args(grpo.Args, args, final_samples=args.final_samples)
-    print(f"05 study: groups with no reward spread; policy {info['path']}, device {device}")
-    held_out = rl.task.held_out(rl.eval_problems)
-    before = grpo.final_evaluation(initial, tokenizer, rl, held_out, device)
-    runs = {"grpo": grpo.run_method(initial, tokenizer, rl, "grpo", held_out, device)}
-    tables = zero_spread_study(args, held_out, before, runs)
-    grads = gradient_by_spread(runs["grpo"]["policy"], lm_world.frozen_copy(initial), tokenizer, rl, device)
-    plot_zero_spread(tables, args.group_list, out / "zero_spread.png")
-    claims = check_claims(args, rl, tables, grads)
-    metrics = {f"zero_spread[{name}][steps={k}][G={G}]": row[G]
-               for name, table in tables.items() for k, row in table.items() for G in args.group_list}
-    metrics |= {f"grad_norm[{k}]": v for k, v in grads.items()}
-    rows = [[name, steps, row["pass@1"], *(f"{row[G]:.0%}" for G in args.group_list)]
-            for name, table in tables.items() for steps, row in table.items()]
-    metrics["tables"] = {"zero_spread": {"header": ["policy", "steps", "pass@1", *(f"G = {G}" for G in args.group_list)],
-                                         "rows": rows}}
+    rl = lm_world.chapter_lm_args(grpo.Args, args)
+    weak, _, _ = lm_world.cold_start_policy(dataclasses.replace(args.cold_start, sft_steps=args.weak_sft_steps),
+                                          device, args.cache, progress=False)
+    print(f"05 study: groups with no reward spread; policy {info['path']}, {args.seeds} seeds, device {device}")
+    seeds = [seed_study(initial, weak, tokenizer, dataclasses.replace(rl, seed=args.seed + i), args, device)
+             for i in range(args.seeds)]
+    tables = pooled_tables(args, seeds)
+    plot_zero_spread(rl, args, seeds, out / "zero_spread.png")
+    claims = check_claims(rl, args, seeds)
+    metrics = collect_metrics(rl, args, seeds, tables)
     wall = time.time() - start
-    common.write_results(out, args, wall, metrics, claims, zero_spread=tables, gradient_by_spread=grads)
-    print("\nShare of groups with zero reward spread (no policy gradient), by difficulty and G:")
-    print(common.format_table(rows, metrics["tables"]["zero_spread"]["header"]))
+    common.write_results(out, args, wall, metrics, claims, zero_spread=tables, seeds=seeds)
+    print("\nShare of groups with zero reward spread (no policy gradient), by policy, difficulty and G "
+          f"({args.seeds} seeds pooled):")
+    print(common.format_table(metrics["tables"]["zero_spread"]["rows"], metrics["tables"]["zero_spread"]["header"]))
     print("\n" + common.format_claims(claims))
     print(f"\nwall clock {wall:.0f} s; results in {out}/")
     return {"metrics": metrics, "claims": claims}

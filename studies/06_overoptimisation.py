@@ -1,38 +1,49 @@
-"""06 study — the reward models at full scale: reranking, dense RL and its hacking, over-optimisation, length.
+"""06 study — the reward models at scale, on several seeds: reranking, dense RL and its hacking, over-optimisation, length.
 
-The chapter trains its PRM and Q-RM on a compact budget and asks whether their credit lands on the
-wrong step. This study runs the whole pipeline at full scale (16 rollouts per step prefix, 400
-reward-model steps, 64 held-out samples per problem, RL on 16 x 8 completions for 80 updates) and
-measures what the chapter leaves out:
+The chapter trains its PRM and Q-RM and asks whether their credit lands on the wrong step. This
+study runs the whole pipeline on --seeds seeds (the cold start is the same; the labelled solutions,
+the reward models' minibatches, the held-out samples and the RL prompts differ) and measures what
+the chapter leaves out:
 
-  label quality         the hard Math-Shepherd label against the gold one at N = 1..16 (exact
-                        expectation over subsets of the 16 rollouts); the soft label's AUROC
+  label quality         the hard Math-Shepherd label against the gold one at N = 1..8 (exact
+                        expectation over subsets of the rollouts); the soft label's AUROC
   ORM                   the PRM's loss on the final token only, trained beside the PRM and Q-RM
-  best-of-N             rerank 64 cold-start samples per held-out problem by PRM-min, -mean,
-                        -product (a whole solution's score from its steps'), ORM, Q-RM and
-                        majority vote, against Lightman et al.'s MATH numbers
-  dense RL              the chapter's three advantages (outcome, PRM, PRM + verifier) and Q-RM's Z
-                        as per-token advantages (A_t = (Z_t - mean) / std over the group's tokens),
-                        with Chen et al.'s convergence-speed and pass@1 claims and what each policy
-                        writes
-  over-optimisation     best-of-N (KL = log N - (N-1)/N) and RL (β = 0) against the learned ORM
-                        while the verifier watches; Gao et al.'s R_bon(d) = d(α - βd) and
-                        R_RL(d) = d(α - β log d), d = sqrt(KL)
+  PRM calibration       held-out step prefixes rolled out 2N times: is the PRM's P(step right)
+                        nearer the value P(success | prefix) or its hard label's mean, pass@N?
+  best-of-N             rerank the cold start's held-out samples by PRM-min, -mean, -product (a
+                        whole solution's score from its steps'), ORM, Q-RM and majority vote,
+                        against Lightman et al.'s MATH numbers; how well-formed wrong answers score
+  dense RL              outcome GRPO, the PRM's steps (and, with --rl-methods, the PRM with the
+                        verifier on the last step), Q-RM's Z as per-token advantages (A_t =
+                        (Z_t - mean) / std over the group's tokens) and GRPO on the learned
+                        ORM's P(right): Chen et al.'s speed and pass@1 claims, what each writes
+  over-optimisation     GRPO on the ORM at 3x the chapter's learning rate, at β = 0 and at
+                        --kl-beta, the verifier only watching: the proxy and the gold against KL,
+                        Gao et al.'s forms R_bon(d) = d(α - βd) and R_RL(d) = d(α - β log d),
+                        d = sqrt(KL) (and best-of-N against the ORM, KL = log N - (N-1)/N), early
+                        stopping on an evaluation apart from the one reported, what KL saves
   length bias           each learned score's correlation with token count, and whether RL on it
                         pads; with --length-bias, a Bradley-Terry RM -log σ(r(chosen) - r(rejected))
                         on the pairs of a labeller who prefers the longer of two equally right (or
                         wrong) answers, RL on it, and the two fixes: r - b·length (b fitted with
                         correctness held fixed) and the same RM trained on length-balanced pairs
 
-    python studies/06_overoptimisation.py                # runs/studies/06_overoptimisation/
-    python studies/06_overoptimisation.py --length-bias  # + 2 preference RMs and 3 RL runs: 642 s on 2 CPU
-                                                         # cores, the run docs/06_prm_qrm.md shows
+Every claim is decided on the 95% interval over the seeds (common.seed_verdict: one value per seed,
+> 0 in the statement's direction) or is exact (counts). To fit three seeds in 15 minutes the
+default run is the chapter's scale, not the full scale of the study's earlier one-seed runs: 8
+rollouts per prefix, 200 reward-model steps, 32 held-out samples per problem, RL on 8 x 8
+completions for 60 updates (the full scale: --rollouts-per-prefix 16 --label-ns 1,2,4,8,16
+--rm-steps 400 --bon-samples 64 --prompts 16 --rl-steps 80 --overopt-steps 120 --length-steps 80).
+
+    python studies/06_overoptimisation.py                # 731 s on 2 CPU cores (3 seeds), beside other jobs
+    python studies/06_overoptimisation.py --length-bias --out runs/studies/06_overoptimisation_length
+                                           # + 2 preference RMs and 3 RL runs a seed: 1,153 s, beside other jobs
 
 Read beside: credit-assignment-problem-survey.txt §4.5.2, §9, §10; credit-assignment-over-long-generations.txt
-(process rewards, over-optimisation); credit-assignment-is-the-whole-game.txt §7.2, §7.6, §7.7. Papers:
-Lightman et al. 2024; Wang et al. 2024 (Math-Shepherd); Chen et al. 2025 (Q-RM); Gao, Schulman & Hilton
-2022. Figures: label_quality.png, best_of_n.png, rl.png, overoptimisation.png, and length_bias.png with
---length-bias.
+(KL, process rewards, over-optimisation); credit-assignment-is-the-whole-game.txt §2, §6, §7.2, §7.6, §7.7.
+Papers: Lightman et al. 2024; Wang et al. 2024 (Math-Shepherd); Chen et al. 2025 (Q-RM); Gao, Schulman &
+Hilton 2022. Figures (means over the seeds): label_quality.png, best_of_n.png, rl.png, overoptimisation.png,
+and length_bias.png with --length-bias.
 """
 
 import copy
@@ -59,52 +70,61 @@ from lm_world import (  # noqa: E402
     frozen_copy,
     pass_at_k,
     sample,
-    token_logprobs,
     verifier_rewards,
     well_formed,
 )
 
 prm = importlib.import_module("06_prm_qrm")
 
-RL_METHODS = {**prm.RL_METHODS, "qrm": "Q-RM tokens"}
+RL_METHODS = {**prm.RL_METHODS, "qrm": "Q-RM tokens", "orm": "GRPO on the learned ORM"}
 REWARD_MODELS = ("prm", "orm", "qrm")  # made, then trained, in this order from one random stream
+ORM_ARMS = ("kl", "no_kl")  # the over-optimisation runs on the ORM: at --kl-beta, and at β = 0
 LIGHTMAN_N = 1860  # Lightman et al. (2024), best-of-1860 on MATH (their Figure 3)
 LIGHTMAN = {"PRM": 0.782, "ORM": 0.724, "majority vote": 0.696}
 LENGTH_RUNS = ("length-preferring RM", "same RM, length-normalised", "RM on length-balanced pairs")
-PADDING = 0.25  # characters past the worked solution per completion, gained in RL, that count as padding learnt
+# the KL arm's β: in a pilot (one seed, 60 updates at 3x the chapter's learning rate) the chapter's β = 0.04 let the
+# policy drift 12 nats from the reference (β = 0: 40); 0.3 held it within 3, a KL constraint that constrains
+KL_BETA = 0.3
 
 
 @dataclass
 class Args(lm_world.LMArgs):
     out: str = common.arg("runs/studies/06_overoptimisation", "output folder for figures and results.json")
-    # the chapter's pipeline at full scale
-    rollouts_per_prefix: int = common.arg(16, "Math-Shepherd: completions rolled out from each step prefix (largest N)")
-    rm_steps: int = common.arg(400, "optimiser steps for each reward model (PRM, ORM, Q-RM)")
-    rl_steps: int = common.arg(80, "RL: policy updates")
-    prompts: int = common.arg(16, "RL: prompts per update")
-    rl_methods: str = common.arg("outcome,prm,prm_outcome,qrm", "RL: advantages to compare (outcome GRPO, PRM "
-                                 "steps, PRM steps with the verifier on the last step, Q-RM tokens)", tuple(RL_METHODS),
-                                 item=str)
+    seeds: int = common.arg(3, "seeds --seed, --seed + 1, ...: each claim decides on its 95% interval over them")
+    # the chapter's pipeline, at its own scale
+    rollouts_per_prefix: int = common.arg(8, "Math-Shepherd: completions rolled out from each step prefix (largest N)")
+    rm_steps: int = common.arg(200, "optimiser steps for each reward model (PRM, ORM, Q-RM, preference RMs)")
+    rl_steps: int = common.arg(60, "RL: policy updates of the compared runs (--rl-methods)")
+    prompts: int = common.arg(8, "RL: prompts per update")
+    rl_methods: str = common.arg("outcome,prm,qrm,orm", "RL: advantages to compare (outcome GRPO, PRM steps, PRM "
+                                 "steps with the verifier on the last step, Q-RM tokens, GRPO on the learned ORM)",
+                                 tuple(RL_METHODS), item=str)
     # this study's own
-    label_ns: str = common.arg("1,2,4,8,16", "Math-Shepherd: the N at which label quality is measured (at most "
+    label_ns: str = common.arg("1,2,4,8", "Math-Shepherd: the N at which label quality is measured (at most "
                                "--rollouts-per-prefix)", item=int)
-    bon_samples: int = common.arg(64, "best-of-N: samples per held-out problem (the largest N)")
+    bon_samples: int = common.arg(32, "best-of-N: samples per held-out problem (the largest N)")
     bon_repeats: int = common.arg(64, "best-of-N: random subsets of size N drawn per problem")
-    speed_window: int = common.arg(5, "RL: trailing window (updates) of the training pass rate read for convergence speed")
-    overopt_steps: int = common.arg(120, "over-optimisation: RL updates against the learned ORM")
-    overopt_lr: float = common.arg(3e-4, "over-optimisation: learning rate, 3x the chapter's (β = 0: nothing holds "
-                                   "the policy back)")
+    calibration_solutions: int = common.arg(128, "PRM calibration: held-out samples whose step prefixes are rolled "
+                                            "out twice the label's N times")
+    overopt_steps: int = common.arg(60, "over-optimisation: updates of GRPO on the learned ORM, at --kl-beta and at β = 0")
+    overopt_lr: float = common.arg(3e-4, "over-optimisation: learning rate, 3x the chapter's (the ORM optimised hard)")
+    kl_beta: float = common.arg(KL_BETA, "over-optimisation: β of the KL arm's penalty to the reference")
+    speed_window: int = common.arg(5, "RL: trailing window (updates) of the training batches' numbers (pass rate, "
+                                   "KL, ORM score)")
     length_bias: bool = common.arg(False, "also run the length-bias study: RL on a preference RM that prefers length, "
-                                   "raw, length-normalised, and retrained on length-balanced pairs (about 6 more minutes)")
-    length_steps: int = common.arg(80, "length bias: RL updates on each preference RM")
+                                   "raw, length-normalised, and retrained on length-balanced pairs")
+    length_steps: int = common.arg(60, "length bias: RL updates on each preference RM")
 
-    SMOKE = dict(lm_world.LMArgs.SMOKE_LM, rollouts_per_prefix=4, rm_steps=2, rl_steps=2, prompts=2, label_ns="1,4",
-                 bon_samples=4, bon_repeats=2, overopt_steps=2, length_steps=2)
+    SMOKE = dict(lm_world.LMArgs.SMOKE_LM, seeds=2, rollouts_per_prefix=4, rm_steps=2, rl_steps=2, prompts=2,
+                 label_ns="1,4", bon_samples=4, bon_repeats=2, calibration_solutions=4, overopt_steps=2, length_steps=2)
 
     def __post_init__(self):
         super().__post_init__()
         common.require_positive(self, "rollouts_per_prefix", "rm_steps", "rl_steps", "prompts", "bon_samples",
-                                "bon_repeats", "speed_window", "overopt_steps", "overopt_lr", "length_steps")
+                                "bon_repeats", "calibration_solutions", "overopt_steps", "overopt_lr", "kl_beta",
+                                "speed_window", "length_steps")
+        common.require(self.seeds >= 2, "--seeds must be at least 2: a verdict needs an interval over seeds")
+        common.require(self.seed + self.seeds - 1 <= common.SEED_BOUNDS[1], "--seed + --seeds - 1 must be a valid seed")
         common.require(all(0 < n <= self.rollouts_per_prefix for n in self.label_n_list),
                        "--label-ns must be in 1..--rollouts-per-prefix")
         common.require(self.rl_method_list and set(self.rl_method_list) <= set(RL_METHODS),
@@ -119,14 +139,12 @@ class Args(lm_world.LMArgs):
         return common.as_list(self.rl_methods, str)
 
 
-def chapter_args(args: Args) -> "prm.Args":
+def chapter_args(args: Args, seed: int) -> "prm.Args":
     """The chapter's settings (its smoke values under --smoke) at this study's scale, on this run's
-    model, task and seed (the RL methods are this study's own, Q-RM's among them)."""
+    model and task, with `seed`."""
     scale = {"rollouts_per_prefix": args.rollouts_per_prefix, "rm_steps": args.rm_steps, "rl_steps": args.rl_steps,
              "prompts": args.prompts, "credit_samples": args.bon_samples}
-    return dataclasses.replace(lm_world.chapter_lm_args(prm.Args, args), **scale)
-
-
+    return dataclasses.replace(lm_world.chapter_lm_args(prm.Args, args), seed=seed, **scale)
 # ============================================================================================
 # What the chapter's reward models leave out: the ORM, a PRM's score of a whole solution, Q-RM in RL
 # ============================================================================================
@@ -200,16 +218,29 @@ def qrm_advantage_fn(qrm, group_size: int):
 
 
 def advantages_of(method: str, models: dict, tokenizer, group_size: int):
-    """The per-token advantages of one --rl-methods name: Q-RM's here, the others the chapter's."""
+    """The per-token advantages of one --rl-methods name: Q-RM's and the ORM's here, the others the chapter's."""
     if method == "qrm":
         return qrm_advantage_fn(models["qrm"], group_size)
+    if method == "orm":  # its scores are logged by the over-optimisation runs, not here
+        return proxy_advantage_fn(models["orm"], group_size, [])
     if method == "outcome":
         return prm.outcome_advantage_fn
     return prm.prm_advantage_fn(models["prm"], tokenizer, group_size, with_outcome=method == "prm_outcome")
 
 
+
+def proxy_advantage_fn(orm, group_size: int, log: list):
+    """GRPO's advantages (05's, z-scored in the group) on the learned ORM's P(right) in place of
+    the verifier's verdict; logs each update's mean ORM score (the proxy)."""
+    def advantage_fn(completions: Completions, rewards, problems) -> torch.Tensor:
+        proxy = torch.sigmoid(prm.reward_model_logits(orm, completions))[last_token_mask(completions.completion_mask)]
+        log.append({"proxy": float(proxy.mean())})
+        return prm.grpo_advantages(proxy.view(-1, group_size)).flatten()[:, None] * completions.completion_mask.float()
+    return advantage_fn
+
+
 # ============================================================================================
-# Label quality: the hard label against the gold one at each N
+# Label quality: the hard label against the gold one at each N, and what the PRM learns from it
 # ============================================================================================
 
 
@@ -234,14 +265,44 @@ def label_quality_study(data: dict, n_max: int, ns: list[int]) -> dict:
     inner = np.concatenate([np.arange(len(g)) < len(g) - 1 for g in gold])  # the steps that needed rollouts
     quality = {n: label_quality(all_gold, counts, n_max, n) for n in ns}
     soft = counts / n_max
-    print(f"hard-label accuracy at N={ns[-1]}: {quality[ns[-1]]['accuracy']:.3f}")
     return {"quality": quality, "quality_inner_steps": {n: label_quality(all_gold[inner], counts[inner], n_max, n)
                                                           for n in ns},
             "soft_auroc": auroc(soft[all_gold], soft[~all_gold]), "soft_mean_on_gold_right": mean_or_nan(soft[all_gold]),
             "soft_mean_on_gold_wrong": mean_or_nan(soft[~all_gold]), "steps_labelled": int(len(all_gold)),
-            "prefixes_rolled_out": int(inner.sum())}
+            "prefixes_rolled_out": int(inner.sum()), "solutions": len(data["texts"]),
+            "solutions_right": float(data["rewards"].float().mean())}
 
 
+def squared_distance(scores: np.ndarray, first: np.ndarray, second: np.ndarray) -> float:
+    """Mean over items of (s - x̂₁)(s - x̂₂): unbiased for mean (s - x)² when x̂₁ and x̂₂ are
+    independent unbiased estimates of x (the square of one estimate would add its variance)."""
+    return float(np.mean((scores - first) * (scores - second)))
+
+
+def calibration(scores: np.ndarray, outcomes: np.ndarray, n: int) -> dict:
+    """What the PRM's P(step right) tracks, per step prefix: its 2n rollouts (prefixes, 2n) split in
+    two independent halves of n. The value p = P(success | prefix): each half's share right. The
+    mean of the hard label it was trained on, q = pass@n = 1 - (1 - p)^n: each half's any-right."""
+    first, second = outcomes[:, :n], outcomes[:, n:]
+    return {"prefixes": len(scores), "score": mean_or_nan(scores), "value": mean_or_nan(outcomes.mean(1)),
+            "label_mean": mean_or_nan(np.concatenate([first.any(1), second.any(1)])),
+            "to_value": squared_distance(scores, first.mean(1), second.mean(1)),
+            "to_label_mean": squared_distance(scores, first.any(1), second.any(1))}
+
+
+def calibration_study(policy, tokenizer, h: dict, run: "prm.Args", args: Args, device) -> dict:
+    """`calibration` on the inner step prefixes of `calibration_solutions` held-out samples (evenly
+    spaced, so spread over the problems), each rolled out 2 x run.label_n times."""
+    rows = np.arange(len(h["texts"]))[::max(1, len(h["texts"]) // args.calibration_solutions)][:args.calibration_solutions]
+    problems, texts = [h["problems"][i] for i in rows], [h["texts"][i] for i in rows]
+    outcomes = prm.rollout_outcomes(policy, tokenizer, problems, texts, 2 * run.label_n, run.max_new_tokens,
+                                    torch.Generator(device).manual_seed(run.seed + 9), device)
+    scores = [h["prm_probs"][i][h["ends"][i][:len(o)]].numpy() for i, o in zip(rows, outcomes)]
+    return calibration(np.concatenate(scores), np.concatenate(outcomes).astype(float), run.label_n)
+
+
+# ============================================================================================
+# Best-of-N: rerank the cold start's samples
 # ============================================================================================
 # Best-of-N: rerank the cold start's samples
 # ============================================================================================
@@ -297,7 +358,8 @@ def majority_of_n(codes: np.ndarray, correct: np.ndarray, ns: list[int], repeats
 
 def held_out_study(policy, tokenizer, models: dict, run: "prm.Args", args: Args, device) -> dict:
     """The chapter's held-out samples (`bon_samples` per problem): best-of-N by each reranker, where
-    each credit puts the blame in the failed ones, and how each score tracks length."""
+    each credit puts the blame in the failed ones, how each score tracks length, how well-formed
+    wrong answers score, and the PRM's calibration."""
     h = prm.held_out_samples(policy, tokenizer, models, run, device)
     r, correct, ends, z = h["completions"], h["correct"], h["ends"], h["z"]
     orm_probs = torch.sigmoid(prm.reward_model_logits(models["orm"], r))[last_token_mask(r.completion_mask)].cpu()
@@ -310,24 +372,32 @@ def held_out_study(policy, tokenizer, models: dict, run: "prm.Args", args: Args,
     shape = (len(h["problems"]) // M, M)
     correct_pm = correct.reshape(shape)
     curves = {name: best_of_n(s.numpy().reshape(shape), correct_pm, ns, args.bon_repeats,
-                              np.random.default_rng(args.seed + 5)) for name, s in rankers.items()}
+                              np.random.default_rng(run.seed + 5)) for name, s in rankers.items()}
     curves["majority vote"] = majority_of_n(answer_codes(h["texts"]).reshape(shape), correct_pm, ns, args.bon_repeats,
-                                            np.random.default_rng(args.seed + 5))
+                                            np.random.default_rng(run.seed + 5))
     curves["oracle (pass@N)"] = {N: float(np.mean([pass_at_k(M, int(c), N) for c in correct_pm.sum(1)])) for N in ns}
     orm_pm = orm_probs.numpy().reshape(shape)
-    proxy_of_pick = best_of_n(orm_pm, orm_pm, ns, args.bon_repeats, np.random.default_rng(args.seed + 5))
+    proxy_of_pick = best_of_n(orm_pm, orm_pm, ns, args.bon_repeats, np.random.default_rng(run.seed + 5))
     lengths = r.lengths.cpu().numpy()
     length_corr = {name: length_correlations(rankers[name].numpy(), lengths, correct)
                    for name in ("ORM", "PRM-min", "Q-RM (mean Z)")}
     print(f"best-of-{ns[-1]}: " + ", ".join(f"{k} {curves[k][ns[-1]]:.3f}"
                                               for k in ("PRM-min", "ORM", "majority vote", "oracle (pass@N)")))
-    return {"ns": ns, "curves": curves, "orm_proxy_of_pick": proxy_of_pick, "credit": prm.credit_study(h),
+    credit = prm.credit_study(h)
+    return {"ns": ns, "curves": curves, "orm_proxy_of_pick": proxy_of_pick,
+            "credit": {"solutions": credit["solutions"], "results": credit["results"]},
             "pass@1": float(correct.mean()), "samples": len(h["texts"]), "length_corr": length_corr,
-            "stats": output_stats(h["problems"], h["texts"], correct, lengths), "completions": r, "correct": correct}
+            "stats": output_stats(h["problems"], h["texts"], correct, lengths),
+            "format": format_scores(rankers["PRM-min"].numpy(), h["texts"], correct),
+            "calibration": calibration_study(policy, tokenizer, h, run, args, device), "completions": r, "correct": correct}
 
 
 # ============================================================================================
 # Dense RL at full scale, and what each policy writes
+
+
+# ============================================================================================
+# RL: the chapter's advantages and the ORM's, and what each trained policy writes
 # ============================================================================================
 
 
@@ -347,6 +417,16 @@ def output_stats(problems: list, texts: list[str], correct, lengths) -> dict:
             "worked_form_share": float(form.mean()), "worked_form_wrong_share": float((form & ~correct).mean())}
 
 
+def format_scores(scores: np.ndarray, texts: list[str], correct) -> dict:
+    """How a learned score rates well-formed wrong answers: the share of the samples in worked form
+    with a wrong answer whose score reaches the median right sample's."""
+    form, correct = np.array([worked_form(t) for t in texts], bool), np.asarray(correct, bool)
+    wrong = scores[form & ~correct]
+    bar = float(np.median(scores[correct])) if correct.any() else math.nan
+    return {"formed_wrong": int(len(wrong)), "median_right": bar,
+            "share_reaching_median_right": mean_or_nan(wrong >= bar) if len(wrong) and correct.any() else math.nan}
+
+
 def what_it_writes(policy, tokenizer, problems: list, args: lm_world.LMArgs, device, samples: int = 3) -> list[str]:
     """A few completions of the trained policy: what the credit taught it to write."""
     prompts = [p.prompt for p in problems for _ in range(samples)]
@@ -364,48 +444,73 @@ def sample_stats(policy, tokenizer, problems: list, args: lm_world.LMArgs, devic
     return output_stats(repeated, texts, correct, completions.lengths.cpu().numpy())
 
 
+def rl_run(initial, tokenizer, run: "prm.Args", advantage_fn, device, desc: str) -> dict:
+    """The chapter's loop (`prm.train`) on a copy of the cold start, then what the trained policy
+    writes on the held-out problems (`sample_stats`) and a few examples."""
+    held_out, start, policy = run.task.held_out(run.eval_problems), time.time(), copy.deepcopy(initial)
+    result = prm.train(policy, frozen_copy(initial), tokenizer, run, advantage_fn, held_out, device, desc)
+    result.update(wall_clock_s=time.time() - start, examples=what_it_writes(policy, tokenizer, held_out[:2], run, device),
+                  final=sample_stats(policy, tokenizer, held_out, run, device))
+    print(f"  {desc}: held-out pass@1 {result['evals'][0]['pass@1']:.3f} -> {result['evals'][-1]['pass@1']:.3f} in "
+          f"{result['wall_clock_s']:.0f} s")
+    return result
+
+
 def rl_comparison(initial, tokenizer, models: dict, run: "prm.Args", args: Args, device) -> dict:
-    """The chapter's RL runs (as `prm.rl_study`, with Q-RM's advantages too), each followed by what
-    its policy writes on the held-out problems (`sample_stats`) and a few examples."""
-    held_out, runs = run.task.held_out(run.eval_problems), {}
-    for method in args.rl_method_list:
-        start, policy = time.time(), copy.deepcopy(initial)
-        runs[method] = prm.train(policy, frozen_copy(initial), tokenizer, run,
-                                 advantages_of(method, models, tokenizer, run.group_size), held_out, device,
-                                 f"RL {method}")
-        runs[method]["wall_clock_s"] = time.time() - start
-        runs[method]["examples"] = what_it_writes(policy, tokenizer, held_out[:2], run, device)
-        runs[method]["final"] = sample_stats(policy, tokenizer, held_out, run, device)
-        print(f"  RL {method:11s} held-out pass@1 {runs[method]['evals'][0]['pass@1']:.3f} -> "
-              f"{runs[method]['evals'][-1]['pass@1']:.3f} in {runs[method]['wall_clock_s']:.0f} s")
-    return runs
+    """The chapter's RL runs (as `prm.rl_study`, with Q-RM's advantages too), same prompts and seed."""
+    return {method: rl_run(initial, tokenizer, run, advantages_of(method, models, tokenizer, run.group_size), device,
+                           f"RL {method}") for method in args.rl_method_list}
+
+
+def orm_arms(initial, tokenizer, models: dict, run: "prm.Args", args: Args, device) -> dict:
+    """GRPO on the learned ORM's P(right) (`proxy_advantage_fn`) at --overopt-lr for --overopt-steps,
+    at --kl-beta ("kl") and at β = 0 ("no_kl"), the same prompts and seed; the verifier only watches."""
+    arms = {}
+    for arm, beta in zip(ORM_ARMS, (args.kl_beta, 0.0)):
+        log = []
+        hard = dataclasses.replace(run, beta=beta, lr=args.overopt_lr, rl_steps=args.overopt_steps)
+        arms[arm] = rl_run(initial, tokenizer, hard, proxy_advantage_fn(models["orm"], run.group_size, log), device,
+                           f"RL on the ORM, β={beta:g}")
+        arms[arm]["log"] = log
+    return arms
 
 
 # ============================================================================================
-# Over-optimisation: best-of-N and RL against the learned ORM, Gao et al.'s forms
+# Over-optimisation: the proxy and the gold against KL, early stopping, Gao et al.'s forms
 # ============================================================================================
 
 
-def centred_advantages(rewards: torch.Tensor) -> torch.Tensor:
-    """05's Dr. GRPO advantage of each completion, rewards (N prompts, G completions)."""
-    # A_i = r_i - mean_g
-    return rewards - rewards.mean(1, keepdim=True)
+def arm_points(arm: dict, window: int) -> list[dict]:
+    """At each held-out evaluation: the held-out gold, and trailing means over `window` updates (up
+    to that one) of the training batches' sequence KL to the reference (the chapter's per-token k3
+    times the tokens per completion), their ORM score and their verifier pass rate. The batch of
+    update s is sampled by the policy the evaluation at s scores; the last evaluation reads the last
+    batches."""
+    kl = moving_average([h["kl"] * h["length"] for h in arm["history"]], window)
+    proxy = moving_average([entry["proxy"] for entry in arm["log"]], window)
+    train_gold = moving_average([h["reward"] for h in arm["history"]], window)
+
+    def at(curve: np.ndarray, step: int) -> float:
+        return float(curve[min(step, len(curve) - 1)])
+
+    return [{"step": e["step"], "gold": e["pass@1"], "kl": at(kl, e["step"]), "proxy": at(proxy, e["step"]),
+             "train_gold": at(train_gold, e["step"])} for e in arm["evals"]]
 
 
-def proxy_advantage_fn(orm, reference, group_size: int, log: list):
-    """Group-centred advantages (05's Dr. GRPO) on the learned ORM's P(right) instead of the
-    verifier. Logs, per update, the proxy and the sequence KL(π || π_ref), estimated as
-    mean_i Σ_t log π(y_t)/π_ref(y_t) (k1, summed)."""
-    def advantage_fn(completions: Completions, rewards, problems) -> torch.Tensor:
-        proxy = torch.sigmoid(prm.reward_model_logits(orm, completions))[last_token_mask(completions.completion_mask)]
-        with torch.no_grad():
-            ref_logp, _ = token_logprobs(reference, completions.sequences, completions.attention_mask,
-                                         completions.prompt_length)
-        kl = ((completions.logprobs - ref_logp) * completions.completion_mask).sum(1).mean()
-        log.append({"proxy": float(proxy.mean()), "kl": float(kl), "gold": float(rewards.mean())})
-        # centred, not z-scored: GRPO's std division would blow tiny proxy differences up to unit advantages
-        return centred_advantages(proxy.view(-1, group_size)).flatten()[:, None] * completions.completion_mask.float()
-    return advantage_fn
+def ranks(values) -> np.ndarray:
+    return np.argsort(np.argsort(values)).astype(float)
+
+
+def arm_summary(points: list[dict]) -> dict:
+    """One run on the ORM, read for the claims. The peak is the evaluation that the verifier's pass
+    rate on the training batches picks, an evaluation apart from the held-out problems whose gold is
+    reported: the held-out maximum would sit above the end by its noise alone."""
+    gold, proxy = np.array([p["gold"] for p in points]), np.array([p["proxy"] for p in points])
+    peak = int(np.argmax([p["train_gold"] for p in points]))
+    return {"peak_step": points[peak]["step"], "gold_start": gold[0], "gold_peak": gold[peak], "gold_end": gold[-1],
+            "gold_rise": gold[peak] - gold[0], "gold_fall": gold[peak] - gold[-1], "proxy_start": proxy[0],
+            "proxy_end": proxy[-1], "proxy_rise": proxy[-1] - proxy[0], "kl_end": points[-1]["kl"],
+            "proxy_kl_rank_r": pearson(ranks(proxy), ranks([p["kl"] for p in points]))}
 
 
 def best_of_n_kl(n: int | np.ndarray) -> float | np.ndarray:
@@ -439,41 +544,19 @@ def gao_curve(d: np.ndarray, fit: dict, form: str) -> np.ndarray:
     return d * (fit["alpha"] - fit["beta"] * np.log(np.maximum(d, 1e-12)))
 
 
-def overoptimisation_rl(initial, tokenizer, models: dict, run: "prm.Args", args: Args, device) -> dict:
-    """GRPO on the learned ORM's score with β = 0 for `overopt_steps` updates; the verifier
-    (gold) is only watched: held-out pass@1 every eval_every updates, and on the training batch."""
-    log = []
-    run_args = dataclasses.replace(run, beta=0.0, lr=args.overopt_lr, rl_steps=args.overopt_steps)
-    start = time.time()
-    policy, held_out = copy.deepcopy(initial), run.task.held_out(run.eval_problems)
-    result = prm.train(policy, frozen_copy(initial), tokenizer, run_args,
-                       proxy_advantage_fn(models["orm"], frozen_copy(initial), run.group_size, log),
-                       held_out, device, desc="RL on the ORM proxy")
-    kl = moving_average([h["kl"] for h in log], 5)
-    proxy = moving_average([h["proxy"] for h in log], 5)
-    points = [{"step": e["step"], "gold": e["pass@1"], "kl": float(max(kl[min(e["step"], len(log) - 1)], 0.0)),
-               "proxy": float(proxy[min(e["step"], len(log) - 1)])} for e in result["evals"]]
-    points[0]["kl"] = 0.0  # the first evaluation is the reference policy itself
-    print(f"  RL on the ORM proxy: gold {points[0]['gold']:.3f} -> {points[-1]['gold']:.3f} (best "
-          f"{max(p['gold'] for p in points):.3f}), proxy {proxy[0]:.3f} -> {proxy[-1]:.3f}, KL {points[-1]['kl']:.2f} "
-          f"nats, {time.time() - start:.0f} s")
-    return {"log": log, "points": points, "evals": result["evals"], "wall_clock_s": time.time() - start,
-            "final": sample_stats(policy, tokenizer, held_out, run, device)}
-
-
-def overoptimisation_fits(held: dict, proxy_rl: dict) -> dict:
-    """Both of Gao et al.'s forms fitted to the gold gain, for best-of-N and for RL on the ORM."""
+def overoptimisation_fits(held: dict, points: list[dict]) -> dict:
+    """Both of Gao et al.'s forms fitted to the gold gain, for best-of-N and for RL on the ORM (at β = 0)."""
     ns = np.array(held["ns"])
     d_bon = np.sqrt(best_of_n_kl(ns))
     gold_bon = np.array([held["curves"]["ORM"][N] for N in held["ns"]])
-    d_rl = np.sqrt([p["kl"] for p in proxy_rl["points"]])
-    gold_rl = np.array([p["gold"] for p in proxy_rl["points"]])
+    d_rl = np.sqrt([p["kl"] for p in points])
+    gold_rl = np.array([p["gold"] for p in points])
     return {"bon": {"d": d_bon.tolist(), "gain": (gold_bon - gold_bon[0]).tolist(),
                     "proxy": [held["orm_proxy_of_pick"][N] for N in held["ns"]],
                     "fit_bon": fit_gao(d_bon, gold_bon - gold_bon[0], "bon"),
                     "fit_rl": fit_gao(d_bon, gold_bon - gold_bon[0], "rl")},
             "rl": {"d": d_rl.tolist(), "gain": (gold_rl - gold_rl[0]).tolist(),
-                   "proxy": [p["proxy"] for p in proxy_rl["points"]],
+                   "proxy": [p["proxy"] for p in points],
                    "fit_bon": fit_gao(d_rl, gold_rl - gold_rl[0], "bon"),
                    "fit_rl": fit_gao(d_rl, gold_rl - gold_rl[0], "rl")}}
 
@@ -558,6 +641,7 @@ def train_preference_rm(policy, r: Completions, pairs: list[tuple[int, int]], ru
     return rm, prm.fit_scorer(rm, loss, len(pairs), run, rng, desc)
 
 
+
 def length_bias_study(initial, tokenizer, data: dict, held: dict, run: "prm.Args", args: Args, device) -> dict:
     """Two preference RMs on the labelled solutions: one on the pairs of a labeller who prefers the
     longer of two equally right (or wrong) solutions, one on those pairs length-balanced. Each
@@ -566,8 +650,8 @@ def length_bias_study(initial, tokenizer, data: dict, held: dict, run: "prm.Args
     r = data["completions"]
     lengths, rewards = r.lengths.cpu().numpy(), data["rewards"].numpy()
     pairs = length_preferring_pairs(data["problems"], rewards, lengths)
-    balanced = length_balanced(pairs, lengths, np.random.default_rng(args.seed + 7))
-    rng = np.random.default_rng(args.seed + 8)
+    balanced = length_balanced(pairs, lengths, np.random.default_rng(run.seed + 7))
+    rng = np.random.default_rng(run.seed + 8)
     (biased_rm, biased_losses), (balanced_rm, balanced_losses) = (
         train_preference_rm(initial, r, chosen, run, rng, desc)
         for chosen, desc in ((pairs, "length-preferring RM"), (balanced, "length-balanced RM")))
@@ -577,21 +661,61 @@ def length_bias_study(initial, tokenizer, data: dict, held: dict, run: "prm.Args
     corr = {name: length_correlations(prm.reward_model_logits(rm, h)[last_token_mask(h.completion_mask)].cpu().numpy(),
                                       h.lengths.cpu().numpy(), held["correct"])
             for name, rm in (("length-preferring RM", biased_rm), ("length-balanced RM", balanced_rm))}
-    held_out = run.task.held_out(run.eval_problems)
     runs = {}
     for name, rm, run_slope in zip(LENGTH_RUNS, (biased_rm, biased_rm, balanced_rm), (0.0, slope, 0.0)):
-        log, policy, start = [], copy.deepcopy(initial), time.time()
-        result = prm.train(policy, frozen_copy(initial), tokenizer, dataclasses.replace(run, rl_steps=args.length_steps),
-                           rm_advantage_fn(rm, run.group_size, run_slope, log), held_out, device, desc=f"RL on the {name}")
-        runs[name] = {**result, "log": log, "final": sample_stats(policy, tokenizer, held_out, run, device),
-                      "wall_clock_s": time.time() - start}
-        f = runs[name]["final"]
-        print(f"  RL on the {name}: {f['length']:.1f} tokens, {f['excess_chars']:.1f} characters past the "
-              f"solution, pass@1 {f['pass@1']:.3f}")
+        log = []
+        runs[name] = rl_run(initial, tokenizer, dataclasses.replace(run, rl_steps=args.length_steps),
+                            rm_advantage_fn(rm, run.group_size, run_slope, log), device, f"RL on the {name}")
+        runs[name]["log"] = log
     return {"pairs": len(pairs), "balanced_pairs": len(balanced), "slope": slope, "length_corr": corr, "runs": runs,
             "losses": {"length-preferring RM": biased_losses, "length-balanced RM": balanced_losses}}
 
 
+# ============================================================================================
+# Seeds: one record per seed, and their mean for the tables and figures
+# ============================================================================================
+
+
+def run_seed(policy, tokenizer, args: Args, seed: int, device) -> dict:
+    """Everything the study measures with one seed, kept to what the claims, tables and figures read."""
+    run = chapter_args(args, seed)
+    common.seed_everything(seed)  # the same numbers whether the cold start was trained now or loaded
+    data = prm.label_study(policy, tokenizer, run, device)
+    data.update(label_quality_study(data, run.rollouts_per_prefix, sorted({*args.label_n_list, run.label_n})))
+    models = train_reward_models(policy, tokenizer, data, run)
+    held = held_out_study(policy, tokenizer, models, run, args, device)
+    runs = rl_comparison(policy, tokenizer, models, run, args, device)
+    arms = orm_arms(policy, tokenizer, models, run, args, device)
+    for arm in arms.values():
+        arm["points"] = arm_points(arm, args.speed_window)
+        arm["summary"] = arm_summary(arm["points"])
+    length = length_bias_study(policy, tokenizer, data, held, run, args, device) if args.length_bias else None
+    labels = {k: v for k, v in data.items() if k not in ("problems", "completions", "texts", "rewards", "outcomes",
+                                                          "labels")}
+    return {"seed": seed, "label_n": run.label_n, "kl_beta": args.kl_beta, "rl_steps": run.rl_steps, "data": labels,
+            "held": {k: v for k, v in held.items() if k not in ("completions", "correct")}, "runs": runs,
+            "speed": convergence(runs, args.speed_window) if "outcome" in runs else None, "arms": arms,
+            "fits": overoptimisation_fits(held, arms["no_kl"]["points"]), "length": length,
+            "losses": models["losses"]}
+
+
+def is_number(value) -> bool:
+    return isinstance(value, (int, float, np.number)) and not isinstance(value, bool)
+
+
+def seed_mean(trees: list):
+    """The seeds' records averaged leaf by leaf (records of one shape: dicts, lists): a number the
+    mean of the seeds' (None, nothing measured, left out); anything else, or a number every seed
+    shares (update counts, N), the first seed's."""
+    first = trees[0]
+    if isinstance(first, dict):
+        return {k: seed_mean([t[k] for t in trees]) for k in first}
+    if isinstance(first, (list, tuple)) and all(len(t) == len(first) for t in trees):
+        return [seed_mean(list(items)) for items in zip(*trees)]
+    numbers = [t for t in trees if is_number(t)]
+    if numbers and all(is_number(t) or t is None for t in trees) and any(t != first for t in trees):
+        return mean_or_nan(numbers)
+    return first
 # ============================================================================================
 # Figures
 # ============================================================================================
@@ -625,16 +749,13 @@ def plot_best_of_n(held: dict, path) -> None:
     save_figure(fig, path)
 
 
-def plot_rl(runs: dict, proxy_rl: dict | None, path) -> None:
+def plot_rl(runs: dict, arms: dict, names: dict, path) -> None:
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    names = {"outcome": "outcome-only GRPO (verifier)", "prm": "PRM steps (process GRPO)",
-             "prm_outcome": "PRM steps, verifier on the last", "qrm": "Q-RM tokens"}
-    for method, run in runs.items():
-        ax.plot([e["step"] for e in run["evals"]], [e["pass@1"] for e in run["evals"]], "o-", label=names[method])
-    if proxy_rl is not None:
-        ax.plot([e["step"] for e in proxy_rl["evals"]], [e["pass@1"] for e in proxy_rl["evals"]], "x:",
-                label="RL on the learned ORM, β=0 (over-optimisation run)")
-    ax.set(xlabel="update", ylabel="held-out pass@1 (verifier)", title="Dense credit in RL, same prompts and seed")
+    curves = {**{RL_METHODS[m]: (r, "o-") for m, r in runs.items()},
+              **{names[arm]: (run, "x:") for arm, run in arms.items()}}
+    for name, (run, style) in curves.items():
+        ax.plot([e["step"] for e in run["evals"]], [e["pass@1"] for e in run["evals"]], style, label=name)
+    ax.set(xlabel="update", ylabel="held-out pass@1 (verifier)", title="Dense credit in RL, same prompts (mean of the seeds)")
     ax.legend(fontsize="small")
     ax.grid(alpha=0.3)
     save_figure(fig, path)
@@ -651,17 +772,17 @@ def plot_overoptimisation(fits: dict, path) -> None:
             f = part[f"fit_{form}"]
             ax.plot(grid, gao_curve(grid, f, form), style,
                     label=f"R_{form}: α={f['alpha']:.3f}, β={f['beta']:.3f}, R²={f['r2']:.2f}")
-        title = "best-of-N against the ORM" if kind == "bon" else "RL (group-centred, β=0) against the ORM"
+        title = "best-of-N against the ORM" if kind == "bon" else "GRPO on the ORM (β=0), mean of the seeds"
         ax.set(xlabel="d = sqrt(KL to the reference, nats)", ylabel="gain over the reference", title=title)
         ax.legend(fontsize="small")
         ax.grid(alpha=0.3)
     save_figure(fig, path)
 
 
-def plot_length_bias(length: dict, proxy_rl: dict, path) -> None:
+def plot_length_bias(length: dict, orm: dict, path) -> None:
     """Held-out length and pass@1 through RL on each preference RM (and on the ORM, β = 0)."""
     fig, axes = plt.subplots(1, 2, figsize=(11.5, 4.3))
-    runs = {**{f"RL on the {name}": run for name, run in length["runs"].items()}, "RL on the ORM, β=0": proxy_rl}
+    runs = {**{f"RL on the {name}": run for name, run in length["runs"].items()}, "RL on the ORM, β=0": orm}
     for name, run in runs.items():
         steps = [e["step"] for e in run["evals"]]
         for ax, key in zip(axes, ("length", "pass@1")):
@@ -674,42 +795,108 @@ def plot_length_bias(length: dict, proxy_rl: dict, path) -> None:
     save_figure(fig, path)
 
 
+
+
 # ============================================================================================
-# Claims, metrics and report
+# Claims: each decided on its 95% interval over the seeds, or exact
 # ============================================================================================
 
 
-def mean_over(curve: dict, ns: list[int]) -> float:
-    """A best-of-N curve's mean accuracy over the given N."""
-    return float(np.mean([curve[N] for N in ns]))
+def over_seeds(values) -> tuple[bool | None, str]:
+    """common.seed_verdict on one value per seed (> 0: the statement's direction), and its text."""
+    return common.seed_verdict(np.asarray(values, float))
 
 
-def label_and_rerank_claims(run: "prm.Args", data: dict, held: dict) -> list[dict]:
-    q = data["quality"][run.label_n]
-    claims = [claim("survey §4.5.2, §10", "automatic (Monte Carlo) step labels are noisy: a step may be labelled "
-                    "correct because a lucky rollout reached the right answer",
-                    f"hard labels at N={run.label_n}: accuracy {q['accuracy']:.3f}, false positives "
-                    f"{q['false_positive_rate']:.3f} of wrong steps, false negatives {q['false_negative_rate']:.3f} "
-                    "of right steps", q["false_positive_rate"] > 0)]
-    curves, N = held["curves"], held["ns"][-1]
-    c = {k: v[N] for k, v in curves.items()}
-    above_1 = [n for n in held["ns"] if n > 1]
+def every(*verdicts: bool | None) -> bool | None:
+    """A statement of several parts: no if one part is no, yes if every part is yes, else inconclusive."""
+    return False if any(v is False for v in verdicts) else True if all(v is True for v in verdicts) else None
+
+
+def none_shown(verdict: bool | None) -> bool | None:
+    """The verdict on "no effect" from the verdict on the effect: an effect shown is a no; one below
+    what the seeds can detect is a yes."""
+    return None if verdict is None else not verdict
+
+
+def legend(seeds: list[dict]) -> str:
+    return f"mean [95% interval] over {len(seeds)} seeds"
+
+
+def mean_of(values) -> float:
+    return mean_or_nan([math.nan if v is None else v for v in values])
+
+
+def per_seed(values) -> str:
+    return ", ".join(f"{v:.3g}" for v in values)
+
+
+def label_claims(seeds: list[dict]) -> list[dict]:
+    """Exact: the expected false-positive and false-negative rates of the hard label (over subsets of
+    each prefix's rollouts) are above 0 exactly when some wrong step's rollouts ever finish, and some
+    right step's ever all fail."""
+    n = seeds[0]["label_n"]
+    fp = [s["data"]["quality"][n]["false_positive_rate"] for s in seeds]
+    fn = [s["data"]["quality"][n]["false_negative_rate"] for s in seeds]
+    rates = (f"hard labels from N={n} rollouts against the gold ones, exact expectations over subsets of each "
+             f"prefix's rollouts, per seed: false positives {per_seed(fp)} of wrong steps, false negatives "
+             f"{per_seed(fn)} of right steps")
+    return [claim("survey §4.5.2, §10", "automatic (Monte Carlo) step labels are noisy: a step may be labelled "
+                  "correct because a lucky rollout reached the right answer", rates, any(f > 0 for f in fp)),
+            claim("whole-game §2", "step judges misjudge steps both ways: wrong steps marked correct, and correct "
+                  "steps marked wrong (Math-Shepherd's automatic step labels)", rates,
+                  any(f > 0 for f in fp) and any(f > 0 for f in fn))]
+
+
+def best_of_n_gap(seeds: list[dict], better: str, worse: str) -> tuple[bool | None, str]:
+    """better's best-of-N accuracy minus worse's at each N > 1, decided over the seeds at each N: yes
+    if it holds at every N, no if it fails at one."""
+    ns = [n for n in seeds[0]["held"]["ns"] if n > 1]
+    found = {n: over_seeds([s["held"]["curves"][better][n] - s["held"]["curves"][worse][n] for s in seeds])
+             for n in ns}
+    return every(*(v for v, _ in found.values())), ", ".join(f"{n}: {text}" for n, (_, text) in found.items())
+
+
+def rerank_claims(seeds: list[dict]) -> list[dict]:
+    curves, N = seed_mean([s["held"]["curves"] for s in seeds]), seeds[0]["held"]["ns"][-1]
+    claims = []
     for better, worse in (("PRM-min", "ORM"), ("PRM-min", "majority vote"), ("ORM", "majority vote")):
-        wins = sum(curves[better][n] > curves[worse][n] for n in above_1)
-        a, b = better.split("-")[0], worse
-        claims.append(claim("Lightman et al. 2024", f"best-of-{LIGHTMAN_N} on MATH: {a} beats {b} "
-                            f"({100 * LIGHTMAN[a]:.1f}% vs {100 * LIGHTMAN[b]:.1f}%)",
-                            f"best-of-{N} here: {better} {c[better]:.3f} vs {worse} {c[worse]:.3f} (oracle "
-                            f"{c['oracle (pass@N)']:.3f}); ahead at {wins} of {len(above_1)} N > 1",
-                            c[better] > c[worse]))
-    wins = sum(curves["PRM-min"][n] > curves["PRM-mean"][n] for n in above_1)
-    claims.append(claim("survey §10", "for best-of-N, min aggregation of step scores outperforms mean aggregation "
-                        "(it catches the first error)",
-                        f"mean best-of-N accuracy over N = {above_1[0]}..{above_1[-1]}: min "
-                        f"{mean_over(curves['PRM-min'], above_1):.3f}, mean {mean_over(curves['PRM-mean'], above_1):.3f} "
-                        f"(product {mean_over(curves['PRM-product'], above_1):.3f}); min ahead of mean at {wins} of "
-                        f"{len(above_1)} N", mean_over(curves["PRM-min"], above_1) > mean_over(curves["PRM-mean"], above_1)))
-    return claims
+        a = better.split("-")[0]
+        holds, text = best_of_n_gap(seeds, better, worse)
+        claims.append(claim("Lightman et al. 2024", f"best-of-N: {a} beats {worse} at the same test-time compute, at "
+                            f"every N (best-of-{LIGHTMAN_N} on MATH: {100 * LIGHTMAN[a]:.1f}% vs "
+                            f"{100 * LIGHTMAN[worse]:.1f}%)",
+                            f"best-of-N accuracy, {better} minus {worse}, at N = {text} ({legend(seeds)}); at N = {N}: "
+                            f"{better} {curves[better][N]:.3f}, {worse} {curves[worse][N]:.3f}, oracle "
+                            f"{curves['oracle (pass@N)'][N]:.3f}", holds))
+    holds, text = best_of_n_gap(seeds, "PRM-min", "PRM-mean")
+    claims.append(claim("survey §10", "for best-of-N, min aggregation of step scores outperforms mean aggregation (it "
+                        "catches the first error)", f"best-of-N accuracy, PRM-min minus PRM-mean, at N = {text} "
+                        f"({legend(seeds)}); at N = {N}: min {curves['PRM-min'][N]:.3f}, mean "
+                        f"{curves['PRM-mean'][N]:.3f}, product {curves['PRM-product'][N]:.3f}", holds))
+    return claims + [format_claim(seeds), calibration_claim(seeds)]
+
+
+def format_claim(seeds: list[dict]) -> dict:
+    found = [s["held"]["format"] for s in seeds]
+    holds, text = over_seeds([f["share_reaching_median_right"] for f in found])
+    return claim("over-long-generations (Gao et al.)", "format hacking: well-formed outputs can score well on a learned "
+                 "reward model while being wrong", f"held-out cold-start samples in worked form with a wrong answer "
+                 f"({mean_of([f['formed_wrong'] for f in found]):.0f} a seed): the share whose PRM-min score reaches "
+                 f"the median right sample's ({mean_of([f['median_right'] for f in found]):.3f}) {text} "
+                 f"({legend(seeds)})", holds)
+
+
+def calibration_claim(seeds: list[dict]) -> dict:
+    found, n = seed_mean([s["held"]["calibration"] for s in seeds]), seeds[0]["label_n"]
+    holds, text = over_seeds([s["held"]["calibration"]["to_value"] - s["held"]["calibration"]["to_label_mean"]
+                              for s in seeds])
+    return claim("over-long-generations", "a PRM assigns step scores that reflect the label distribution, not a "
+                 "ground-truth value function", f"on {found['prefixes']:.0f} held-out step prefixes a seed, each rolled "
+                 f"out 2 x {n} times: the PRM's mean squared distance to the value P(success | prefix) "
+                 f"{found['to_value']:.4f}, to the mean of the hard label it learnt (pass@{n}: any of {n} rollouts "
+                 f"right) {found['to_label_mean']:.4f}, each net of the rollouts' noise; the first minus the second "
+                 f"{text} ({legend(seeds)}); mean PRM score {found['score']:.3f}, value {found['value']:.3f}, label "
+                 f"mean {found['label_mean']:.3f}", holds)
 
 
 def updates_to_reach(curve, target: float) -> int | None:
@@ -720,7 +907,7 @@ def updates_to_reach(curve, target: float) -> int | None:
 
 def convergence(runs: dict, window: int) -> dict:
     """Updates each run takes to get halfway from the cold start to outcome GRPO's final level,
-    read on the training batches' verifier pass rate (128 fresh samples every update, a trailing
+    read on the training batches' verifier pass rate (fresh samples every update, a trailing
     mean over `window` updates): one-update resolution, unlike the held-out evaluations."""
     curves = {m: moving_average([h["reward"] for h in r["history"]], window) for m, r in runs.items()}
     first = float(np.mean([h["reward"] for h in runs["outcome"]["history"][:window]]))
@@ -728,73 +915,147 @@ def convergence(runs: dict, window: int) -> dict:
     return {"target": float(target), "start": first, "updates": {m: updates_to_reach(c, target) for m, c in curves.items()}}
 
 
-def speed_claim(speed: dict, slow: str, fast: str, claimed: float, statement: str) -> dict:
-    reach = speed["updates"]
-    if speed["target"] <= speed["start"]:
-        return claim("Chen et al. 2025 (Q-RM)", statement, f"outcome GRPO's training pass rate did not rise "
-                     f"({speed['start']:.3f} at the start), so there is no halfway mark (not testable)", None)
-    counts = (f"updates to a training pass rate of {speed['target']:.3f} (halfway from {speed['start']:.3f} to "
-              f"outcome GRPO's final): " + ", ".join(f"{m} {v}" for m, v in reach.items()))
-    if reach.get(slow) is None or reach.get(fast) is None:
-        return claim("Chen et al. 2025 (Q-RM)", statement, counts + f"; {slow if reach.get(slow) is None else fast} "
-                     "never gets there, so there is no ratio (not testable)", None)
-    ratio = reach[slow] / max(reach[fast], 1)
-    return claim("Chen et al. 2025 (Q-RM)", statement, counts + f"; ratio {slow}/{fast} {ratio:.2g}x", ratio >= claimed)
+def speed_claim(seeds: list[dict], slow: str, fast: str, claimed: float, statement: str) -> dict:
+    """Chen et al.'s convergence speed: updates to the halfway mark (`convergence`), slow over fast, per
+    seed, minus the paper's ratio. A run that never gets there counts as getting there at the last
+    update, so the true ratio may lie higher (slow never there) or lower (fast never there): a yes
+    stands only if it cannot lie lower, a no only if it cannot lie higher."""
+    ratios, lower, higher, counts = [], False, False, []
+    for s in seeds:
+        speed, steps = s["speed"], s["rl_steps"]
+        if speed["target"] <= speed["start"]:
+            continue  # outcome GRPO's pass rate did not rise: no halfway mark in this seed
+        a, b = speed["updates"][slow], speed["updates"][fast]
+        lower, higher = lower or b is None, higher or a is None
+        ratios.append((steps if a is None else a) / max(steps if b is None else b, 1))
+        counts.append(f"{slow} {a}, {fast} {b}")
+    source = "Chen et al. 2025 (Q-RM)"
+    if len(ratios) < 2:
+        return claim(source, statement, "premise not met: outcome GRPO's training pass rate rose in fewer than 2 "
+                     "seeds, so there is no halfway mark to time", None)
+    holds, text = over_seeds(np.subtract(ratios, claimed))
+    censored = (holds is True and lower) or (holds is False and higher)
+    return claim(source, statement, "updates to halfway from the cold start's training pass rate to outcome GRPO's "
+                 f"final, per seed: {'; '.join(counts)} (None: never there, counted at the last update); ratio "
+                 f"{slow}/{fast} {per_seed(ratios)}; minus {claimed} {text} ({legend(seeds)})"
+                 + ("; censored: the ratio may lie on the other side" if censored else ""), None if censored else holds)
 
 
-def rl_claims(args: Args, runs: dict) -> list[dict]:
-    if "outcome" not in runs:
+def final_pass(run: dict) -> float:
+    return run["evals"][-1]["pass@1"]
+
+
+def gain_claim(seeds: list[dict], statement: str, other: str, read, claimed: float) -> dict:
+    """Q-RM's held-out pass@1 at the end minus another run's (read(seed) -> that run); a no must
+    also rule out the gain the paper reports (`claimed`)."""
+    qrm, others = [final_pass(s["runs"]["qrm"]) for s in seeds], [final_pass(read(s)) for s in seeds]
+    holds, text = common.seed_verdict(np.subtract(qrm, others), claimed=claimed)
+    return claim("Chen et al. 2025 (Q-RM)", statement, f"held-out pass@1 after {seeds[0]['rl_steps']} updates, Q-RM "
+                 f"tokens {mean_of(qrm):.3f} minus {other} {mean_of(others):.3f}: {text} ({legend(seeds)})", holds)
+
+
+def rl_claims(args: Args, seeds: list[dict]) -> list[dict]:
+    methods = set.intersection(*(set(s["runs"]) for s in seeds))
+    if "outcome" not in methods:
         return []
     claims = []
-    final_of = {m: r["evals"][-1]["pass@1"] for m, r in runs.items()}
-    final = final_of["outcome"]
-    speed = convergence(runs, args.speed_window)
-    if "qrm" in runs:
-        claims.append(speed_claim(speed, "outcome", "qrm", 12, "RL with Q-RM converges 12x faster than with an ORM "
-                                  "(GSM8K; our outcome baseline is the exact verifier)"))
-        gain = final_of["qrm"] - final
-        claims.append(claim("Chen et al. 2025 (Q-RM)", "Q-RM raises pass@1 by about 5 points over the ORM baseline",
-                            f"Q-RM {final_of['qrm']:.3f} vs outcome GRPO (exact verifier, a "
-                            f"stronger baseline than a learned ORM) {final:.3f}: {100 * gain:+.1f} points", gain >= 0.05))
-    if "qrm" in runs and "prm" in runs:
-        claims.append(speed_claim(speed, "prm", "qrm", 11, "RL with Q-RM converges 11x faster than with a step-level "
-                                  "PRM (MATH)"))
-        gain = final_of["qrm"] - final_of["prm"]
-        claims.append(claim("Chen et al. 2025 (Q-RM)", "Q-RM raises pass@1 by about 4-5 points over PRM baselines",
-                            f"Q-RM {final_of['qrm']:.3f} vs PRM step rewards (a step-level PRM; the paper's are "
-                            f"token-level) {final_of['prm']:.3f} after {args.rl_steps} updates: {100 * gain:+.1f} points",
-                            gain >= 0.04))
-    claims += prm.rl_claims(args, runs)  # a dense reward better than outcome-only? a second proxy?
-    if "prm" in runs:
-        hacked, honest = runs["prm"]["final"], runs["outcome"]["final"]
-        claims.append(claim("whole-game §7.2; over-long-generations (Gao et al.)", "reward hacking shows as format "
-                            "tricks: well-formed outputs that score well on the learned reward but are wrong",
-                            f"share of held-out completions in worked form with a wrong answer after RL: PRM "
-                            f"alone {hacked['worked_form_wrong_share']:.3f} (worked form {hacked['worked_form_share']:.3f},"
-                            f" pass@1 {hacked['pass@1']:.3f}) vs outcome GRPO {honest['worked_form_wrong_share']:.3f} "
-                            f"(worked form {honest['worked_form_share']:.3f}, pass@1 {honest['pass@1']:.3f})",
-                            hacked["worked_form_wrong_share"] > honest["worked_form_wrong_share"]))
+    if "qrm" in methods:
+        claims.append(speed_claim(seeds, "outcome", "qrm", 12, "RL with Q-RM converges 12x faster than with an ORM "
+                                  "(GSM8K; here the outcome baseline is the exact verifier)"))
+    if {"qrm", "orm"} <= methods:
+        claims.append(gain_claim(seeds, "Q-RM raises pass@1 over an ORM baseline (Chen et al.: by about 5 points)",
+                                 "GRPO on the learned ORM (the same β, learning rate and updates)",
+                                 lambda s: s["runs"]["orm"], claimed=0.05))
+    if {"qrm", "prm"} <= methods:
+        claims += [speed_claim(seeds, "prm", "qrm", 11, "RL with Q-RM converges 11x faster than with a step-level "
+                               "PRM (MATH)"),
+                   gain_claim(seeds, "Q-RM raises pass@1 over PRM baselines (Chen et al.: by about 4-5 points over "
+                              "token-level PRMs)", "the PRM's step rewards (step-level)", lambda s: s["runs"]["prm"],
+                              claimed=0.04)]
+    if "prm" in methods:  # the chapter's: a dense reward better than outcome-only? a second proxy?
+        claims += prm.rl_claims(chapter_args(args, args.seed), *(s["runs"] for s in seeds)) + [format_trick_claim(seeds)]
     return claims
 
 
-def overoptimisation_claims(fits: dict, proxy_rl: dict | None) -> list[dict]:
-    claims = []
-    if proxy_rl is not None:
-        points = proxy_rl["points"]
-        golds = [p["gold"] for p in points]
-        best = int(np.argmax(golds))
-        proxy_up = points[-1]["proxy"] > points[0]["proxy"]
-        claims.append(claim("over-long-generations (Gao et al.)", "optimising a learned proxy: proxy rises with KL, "
-                            "gold peaks then degrades",
-                            f"proxy {points[0]['proxy']:.3f} -> {points[-1]['proxy']:.3f}; gold {golds[0]:.3f} -> peak "
-                            f"{golds[best]:.3f} at KL {points[best]['kl']:.2f} -> {golds[-1]:.3f} at KL {points[-1]['kl']:.2f}",
-                            proxy_up and 0 < best < len(points) - 1 and golds[-1] < golds[best] - 0.02))
-    bon = fits["bon"]
-    claims.append(claim("over-long-generations", "gold ≈ α·sqrt(KL) − β·KL",
-                        f"with d = sqrt(KL) this is d(α − βd): Gao et al.'s best-of-N form, not their RL form "
-                        f"d(α − β log d). Best-of-N on the ORM here: α={bon['fit_bon']['alpha']:.3f}, "
-                        f"β={bon['fit_bon']['beta']:.3f}, R²={bon['fit_bon']['r2']:.2f}", None))
-    return claims
+def format_trick_claim(seeds: list[dict]) -> dict:
+    hacked, honest = ([s["runs"][m]["final"] for s in seeds] for m in ("prm", "outcome"))
+    share = "worked_form_wrong_share"
+    holds, text = over_seeds([a[share] - b[share] for a, b in zip(hacked, honest)])
+    return claim("whole-game §2, §7.2", "reward hacking: RL on a learned score finds a cheap correlate of it, "
+                 "well-formed work with a wrong final answer (format tricks)", "share of held-out completions in worked "
+                 f"form with a wrong answer after RL on the learned PRM {mean_of([a[share] for a in hacked]):.3f} "
+                 f"(pass@1 {mean_of([a['pass@1'] for a in hacked]):.3f}) minus after outcome GRPO on the verifier "
+                 f"{mean_of([b[share] for b in honest]):.3f} (pass@1 {mean_of([b['pass@1'] for b in honest]):.3f}): "
+                 f"{text} ({legend(seeds)})", holds)
+
+
+def overoptimisation_claims(seeds: list[dict]) -> list[dict]:
+    free = [s["arms"]["no_kl"]["summary"] for s in seeds]
+    rank, rank_text = over_seeds([f["proxy_kl_rank_r"] for f in free])
+    rise, rise_text = over_seeds([f["gold_rise"] for f in free])
+    fall, fall_text = over_seeds([f["gold_fall"] for f in free])
+    up, up_text = over_seeds([f["proxy_rise"] for f in free])
+    m = seed_mean(free)
+    course = (f"held-out gold {m['gold_start']:.3f} at the start, {m['gold_peak']:.3f} at the update the verifier's "
+              f"pass rate on the training batches picks (update {', '.join(str(f['peak_step']) for f in free)}), "
+              f"{m['gold_end']:.3f} at the end, KL {m['kl_end']:.1f} nats; the ORM's score {m['proxy_start']:.3f} -> "
+              f"{m['proxy_end']:.3f}")
+    return [claim("over-long-generations (Gao et al.)", "optimising a learned proxy: the proxy rises monotonically with "
+                  "KL while the gold reward peaks and then degrades", f"GRPO on the learned ORM at β = 0: {course}. Rank "
+                  f"correlation of the ORM's score with KL over the evaluations {rank_text}; gold at the picked update "
+                  f"minus at the start {rise_text}, minus at the end {fall_text} ({legend(seeds)})",
+                  every(rank, rise, fall)),
+            claim("whole-game §7.7", "optimising a learned reward model over-optimises it: its score rises while the "
+                  "true quality (the verifier's, on held-out problems) falls", f"GRPO on the learned ORM at β = 0: the "
+                  f"ORM's score at the end minus at the start {up_text}; held-out gold at the picked update minus at "
+                  f"the end {fall_text} ({legend(seeds)}); {course}", every(up, fall)),
+            claim("whole-game §7.7", "mitigation of over-optimisation: stop early on a held-out evaluation",
+                  "GRPO on the learned ORM at β = 0, stopped at the update that the verifier's pass rate on the "
+                  "training batches (problems apart from the held-out ones reported) picks: held-out gold there minus "
+                  f"at the end {fall_text} ({legend(seeds)}); {course}", fall),
+            gao_claim(seeds), *kl_claims(seeds, fall)]
+
+
+def gao_claim(seeds: list[dict]) -> dict:
+    fits = [s["fits"] for s in seeds]
+    alpha, alpha_text = over_seeds([f["rl"]["fit_bon"]["alpha"] for f in fits])
+    beta, beta_text = over_seeds([f["rl"]["fit_bon"]["beta"] for f in fits])
+    bon, kl = seed_mean([f["bon"]["fit_bon"] for f in fits]), max(max(f["rl"]["d"]) for f in fits) ** 2
+    return claim("over-long-generations", "gold ≈ α·sqrt(KL) − β·KL for small to medium KL (α, β > 0: the gold rises, "
+                 "peaks and falls as KL grows)", "the held-out gold gain of GRPO on the learned ORM at β = 0 against "
+                 f"d = sqrt(KL) (KL up to {kl:.0f} nats), fitted per seed with this form, d(α − βd): α {alpha_text}, β "
+                 f"{beta_text} ({legend(seeds)}), R² {mean_of([f['rl']['fit_bon']['r2'] for f in fits]):.2f}; Gao et "
+                 f"al.'s RL form d(α − β log d): R² {mean_of([f['rl']['fit_rl']['r2'] for f in fits]):.2f}. Best-of-N on "
+                 f"the ORM, this form: α {bon['alpha']:.3f}, β {bon['beta']:.3f}, R² {bon['r2']:.2f} (means)",
+                 every(alpha, beta))
+
+
+def kl_claims(seeds: list[dict], fell: bool | None) -> list[dict]:
+    """The ORM's two arms, at the chapter's β and at β = 0, against each other (`fell`: did the gold
+    fall at β = 0, the premise of a mitigation)."""
+    (kl, free), beta = ([s["arms"][arm] for s in seeds] for arm in ORM_ARMS), seeds[0]["kl_beta"]
+    kl_m, free_m = seed_mean([a["summary"] for a in kl]), seed_mean([a["summary"] for a in free])
+    more, more_text = over_seeds([f["summary"]["gold_fall"] - k["summary"]["gold_fall"] for k, f in zip(kl, free)])
+    saved, saved_text = over_seeds([k["summary"]["gold_end"] - f["summary"]["gold_end"] for k, f in zip(kl, free)])
+    arms = (f"GRPO on the learned ORM at β = {beta:g} vs β = 0: held-out gold at the end {kl_m['gold_end']:.3f} vs "
+            f"{free_m['gold_end']:.3f}, its fall from the picked update {kl_m['gold_fall']:.3f} vs "
+            f"{free_m['gold_fall']:.3f}, KL to the reference at the end {kl_m['kl_end']:.1f} vs {free_m['kl_end']:.1f} nats")
+    premise = "" if fell else "; premise not met: the gold's fall at β = 0 is not shown, so there is no hacking to mitigate"
+    form = "worked_form_share"
+    cold = [s["held"]["stats"][form] for s in seeds]
+    lost, lost_text = over_seeds([c - f["final"][form] for c, f in zip(cold, free)])
+    kept, kept_text = over_seeds([k["final"][form] - f["final"][form] for k, f in zip(kl, free)])
+    return [claim("over-long-generations", "a small β invites reward hacking", f"{arms}; the gold's fall at β = 0 "
+                  f"minus at β = {beta:g} {more_text} ({legend(seeds)})", more),
+            claim("whole-game §7.2", "against reward hacking keep KL to the reference (the half checked here: no reward "
+                  "here has a cheap heuristic bonus to remove)", f"{arms}; gold at the end at β = {beta:g} minus at β = 0 "
+                  f"{saved_text} ({legend(seeds)}){premise}", saved if fell else None),
+            claim("whole-game §6", "without KL to the reference, optimising a learned reward turns a fluent model into "
+                  "high-reward gibberish", f"share of held-out completions in worked form: cold start {mean_of(cold):.3f}"
+                  f", after GRPO on the learned ORM at β = 0 {mean_of([f['final'][form] for f in free]):.3f} (ORM score "
+                  f"{free_m['proxy_end']:.3f}, pass@1 {mean_of([f['final']['pass@1'] for f in free]):.3f}), at β = "
+                  f"{beta:g} {mean_of([k['final'][form] for k in kl]):.3f}; cold start minus β = 0 {lost_text}, β = "
+                  f"{beta:g} minus β = 0 {kept_text} ({legend(seeds)})", every(lost, kept))]
 
 
 def padding_growth(stats: dict, cold: dict) -> float:
@@ -807,64 +1068,73 @@ def writes(stats: dict) -> str:
             f"lines past the worked solution, pass@1 {stats['pass@1']:.3f}")
 
 
-def length_claims(held: dict, runs: dict, proxy_rl: dict | None, length: dict | None) -> list[dict]:
-    cold, corr = held["stats"], held["length_corr"]
-    orm, qrm = corr["ORM"], corr["Q-RM (mean Z)"]
+def pads_claim(seeds: list[dict], reward: str, correlations: list[float], finals: list[dict]) -> dict:
+    cold = [s["held"]["stats"] for s in seeds]
+    rated, rated_text = over_seeds(correlations)
+    padded, padded_text = over_seeds([padding_growth(f, c) for f, c in zip(finals, cold)])
+    return claim("over-long-generations (Gao et al.)", f"reward models rate longer responses higher, so policies learn "
+                 f"to pad ({reward})", f"r(score, tokens) on the cold start's held-out samples {rated_text}; characters "
+                 f"past the worked solution after RL minus before {padded_text} ({legend(seeds)}); cold start "
+                 f"{writes(seed_mean(cold))} -> {writes(seed_mean(finals))}", every(rated, padded))
+
+
+def length_claims(seeds: list[dict]) -> list[dict]:
+    def r(name: str, part: str = "all") -> list[float]:
+        return [s["held"]["length_corr"][name][part] for s in seeds]
+
+    holds, text = over_seeds(r("ORM"))
     claims = [claim("whole-game §7.6", "length bias shows as a reward that correlates with token count",
-                    f"r(score, tokens) on {held['samples']} held-out cold-start samples: ORM {orm['all']:.2f} (within "
-                    f"right answers {orm['right']:.2f}, within wrong {orm['wrong']:.2f}); PRM-min "
-                    f"{corr['PRM-min']['all']:.2f}; Q-RM {qrm['all']:.2f}", orm["all"] > 0.1)]
-    if "qrm" in runs:
-        final = runs["qrm"]["final"]
-        claims.append(claim("over-long-generations (Gao et al.)", "reward models rate longer responses higher, so "
-                            "policies learn to pad (Q-RM's token credit as the reward)",
-                            f"Q-RM's mean Z vs tokens: r = {qrm['all']:.2f} (within right {qrm['right']:.2f}, within "
-                            f"wrong {qrm['wrong']:.2f}); RL on its credit: cold start {writes(cold)} -> {writes(final)}",
-                            qrm["all"] > 0.1 and padding_growth(final, cold) >= PADDING))
-    if proxy_rl is not None:
-        longest = max(proxy_rl["evals"], key=lambda e: e["length"])
-        claims.append(claim("over-long-generations (Gao et al.)", "reward models rate longer responses higher, so "
-                            "policies learn to pad (the ORM as the reward, β = 0)",
-                            f"ORM vs tokens: r = {orm['all']:.2f}; RL on it: cold start {writes(cold)}; after "
-                            f"{proxy_rl['evals'][-1]['step']} updates {writes(proxy_rl['final'])} (longest on the way: "
-                            f"{longest['length']:.1f} tokens at update {longest['step']})",
-                            padding_growth(proxy_rl["final"], cold) >= PADDING))
-    if length is None:
-        return claims
-    runs = {name: run["final"] for name, run in length["runs"].items()}
-    raw, biased = runs[LENGTH_RUNS[0]], length["length_corr"]["length-preferring RM"]
-    grew = padding_growth(raw, cold)
-    # growth: at least a fifth more tokens; no information gain: gold pass@1 no higher than before
-    claims.append(claim("whole-game §7.6", "length bias: answers grow without information gain and the reward "
-                        "correlates with token count (an RM whose preference data favour length)",
-                        f"RM from a labeller who prefers the longer of two equally right (or wrong) answers: r(score, "
-                        f"tokens) {biased['all']:.2f} (within right {biased['right']:.2f}, within wrong "
-                        f"{biased['wrong']:.2f}); RL on it: cold start {writes(cold)} -> {writes(raw)}",
-                        biased["all"] > 0.1 and raw["length"] >= 1.2 * cold["length"]
-                        and raw["pass@1"] <= cold["pass@1"] + 0.02))
+                    f"r(score, tokens) on {seeds[0]['held']['samples']} held-out cold-start samples a seed: ORM {text} "
+                    f"({legend(seeds)}; within right answers {mean_of(r('ORM', 'right')):.2f}, within wrong "
+                    f"{mean_of(r('ORM', 'wrong')):.2f}); PRM-min {mean_of(r('PRM-min')):.2f}; Q-RM "
+                    f"{mean_of(r('Q-RM (mean Z)')):.2f}", holds)]
+    if all("qrm" in s["runs"] for s in seeds):
+        claims.append(pads_claim(seeds, "Q-RM's token credit as the reward", r("Q-RM (mean Z)"),
+                                 [s["runs"]["qrm"]["final"] for s in seeds]))
+    claims.append(pads_claim(seeds, "the ORM as the reward, β = 0", r("ORM"), [s["arms"]["no_kl"]["final"] for s in seeds]))
+    return claims + (preference_claims(seeds) if all(s["length"] for s in seeds) else [])
+
+
+def preference_claims(seeds: list[dict]) -> list[dict]:
+    """The length study's: the length-preferring RM's symptoms, and each fix against it."""
+    cold = [s["held"]["stats"] for s in seeds]
+    runs = {name: [s["length"]["runs"][name]["final"] for s in seeds] for name in LENGTH_RUNS}
+    raw = runs[LENGTH_RUNS[0]]
+    grew, grew_text = over_seeds([a["length"] - c["length"] for a, c in zip(raw, cold)])
+    gained, gained_text = over_seeds([a["pass@1"] - c["pass@1"] for a, c in zip(raw, cold)])
+    tracks, tracks_text = over_seeds([s["length"]["length_corr"]["length-preferring RM"]["all"] for s in seeds])
+    padded, padded_text = over_seeds([padding_growth(a, c) for a, c in zip(raw, cold)])
+    claims = [claim("whole-game §7.6", "length bias: answers grow without information gain and the reward correlates "
+                    "with token count (an RM whose preference data favour length)", "RM from a labeller who prefers the "
+                    f"longer of two equally right (or wrong) answers: r(score, tokens) {tracks_text}; RL on it, tokens "
+                    f"after minus before {grew_text}, pass@1 after minus before {gained_text} (no gain: not above 0) "
+                    f"({legend(seeds)}); cold start {writes(seed_mean(cold))} -> {writes(seed_mean(raw))}",
+                    every(grew, none_shown(gained), tracks))]
+    premise = "" if padded else (f"; premise not met: the unfixed RM's padding gain {padded_text} is not shown, so "
+                                 "there is nothing to mitigate")
     for name, fix in ((LENGTH_RUNS[1], "length-normalise the reward (the RM's fitted length trend removed)"),
                       (LENGTH_RUNS[2], "train the RM on length-balanced preferences")):
         fixed = runs[name]
-        measured = f"{name}: {writes(fixed)}; unfixed: {writes(raw)}"
-        if grew < PADDING:
-            claims.append(claim("whole-game §7.6", f"mitigation of length bias: {fix}", measured + "; the unfixed RM "
-                                "taught no padding, so there is nothing to mitigate (not testable)", None))
-            continue
-        claims.append(claim("whole-game §7.6", f"mitigation of length bias: {fix}", measured,
-                            padding_growth(fixed, cold) <= 0.5 * grew and fixed["pass@1"] >= raw["pass@1"] - 0.02))
+        cut, cut_text = over_seeds([a["excess_chars"] - f["excess_chars"] for a, f in zip(raw, fixed)])
+        _, cost_text = over_seeds([f["pass@1"] - a["pass@1"] for a, f in zip(raw, fixed)])
+        claims.append(claim("whole-game §7.6", f"mitigation of length bias: {fix}", "characters past the worked "
+                            f"solution after RL, unfixed minus fixed {cut_text}; pass@1 fixed minus unfixed {cost_text} "
+                            f"({legend(seeds)}); {name}: {writes(seed_mean(fixed))}; unfixed: {writes(seed_mean(raw))}"
+                            + premise, cut if padded else None))
     return claims
 
 
-def check_claims(run: "prm.Args", args: Args, data: dict, held: dict, runs: dict, fits: dict, proxy_rl: dict | None,
-                 length: dict | None = None) -> list[dict]:
-    return (label_and_rerank_claims(run, data, held) + prm.credit_claims(held["credit"]) + rl_claims(args, runs)
-            + overoptimisation_claims(fits, proxy_rl) + length_claims(held, runs, proxy_rl, length))
+def check_claims(args: Args, seeds: list[dict]) -> list[dict]:
+    return (label_claims(seeds) + rerank_claims(seeds) + prm.credit_claims(*(s["held"]["credit"] for s in seeds))
+            + rl_claims(args, seeds) + overoptimisation_claims(seeds) + length_claims(seeds))
 
 
-def metrics_of(args: Args, data: dict, held: dict, runs: dict, fits: dict, proxy_rl: dict | None,
-               length: dict | None = None) -> dict:
-    metrics = {"label_solutions": len(data["texts"]), "label_solutions_right": float(data["rewards"].mean()),
-               "soft_label_auroc": data["soft_auroc"]}
+def metrics_of(args: Args, m: dict) -> dict:
+    """The headline numbers, each the mean over the seeds (`seed_mean`)."""
+    data, held = m["data"], m["held"]
+    metrics = {"label_solutions": data["solutions"], "label_solutions_right": data["solutions_right"],
+               "soft_label_auroc": data["soft_auroc"], **{f"calibration_{k}": v for k, v in held["calibration"].items()},
+               **{f"format_{k}": v for k, v in held["format"].items()}}
     for n, q in data["quality"].items():
         metrics.update({f"hard_label_{k}[N={n}]": v for k, v in q.items()})
     for name, curve in held["curves"].items():
@@ -874,37 +1144,38 @@ def metrics_of(args: Args, data: dict, held: dict, runs: dict, fits: dict, proxy
     for name, corr in held["length_corr"].items():
         metrics.update({f"length_corr[{name}]_{k}": v for k, v in corr.items()})
     metrics.update({f"cold_start_{k}": v for k, v in held["stats"].items()})
-    speed = convergence(runs, args.speed_window) if "outcome" in runs else {"updates": {}}
-    for method, run in runs.items():
-        metrics[f"rl[{method}]_pass@1_start"] = run["evals"][0]["pass@1"]
-        metrics[f"rl[{method}]_pass@1_final"] = run["evals"][-1]["pass@1"]
-        metrics[f"rl[{method}]_updates_to_halfway"] = speed["updates"].get(method)
+    updates = m["speed"]["updates"] if m["speed"] else {}
+    for method, run in m["runs"].items():
+        metrics.update({f"rl[{method}]_pass@1_start": run["evals"][0]["pass@1"], f"rl[{method}]_pass@1_final":
+                        final_pass(run), f"rl[{method}]_updates_to_halfway": updates.get(method),
+                        f"rl[{method}]_wall_clock_s": run["wall_clock_s"]})
         metrics.update({f"rl[{method}]_final_{k}": v for k, v in run["final"].items()})
-        metrics[f"rl[{method}]_wall_clock_s"] = run["wall_clock_s"]
-    for kind, part in fits.items():
+    for arm, run in m["arms"].items():
+        metrics.update({f"orm_rl[{arm}]_{k}": v for k, v in run["summary"].items()})
+        metrics.update({f"orm_rl[{arm}]_final_{k}": v for k, v in run["final"].items()})
+        metrics[f"orm_rl[{arm}]_wall_clock_s"] = run["wall_clock_s"]
+    for kind, part in m["fits"].items():
         for form in ("bon", "rl"):
             metrics.update({f"overopt_{kind}_fit_{form}_{k}": v for k, v in part[f"fit_{form}"].items()})
-    if proxy_rl is not None:
-        metrics["overopt_rl_gold_final"] = proxy_rl["points"][-1]["gold"]
-        metrics["overopt_rl_gold_best"] = max(p["gold"] for p in proxy_rl["points"])
-        metrics["overopt_rl_kl_final"] = proxy_rl["points"][-1]["kl"]
-        metrics.update({f"overopt_rl_final_{k}": v for k, v in proxy_rl["final"].items()})
-    if length is not None:
-        metrics.update({"length_bias_pairs": length["pairs"], "length_bias_balanced_pairs": length["balanced_pairs"],
-                        "length_bias_slope_per_token": length["slope"]})
-        for name, corr in length["length_corr"].items():
-            metrics.update({f"length_corr[{name}]_{k}": v for k, v in corr.items()})
-        for name, run in length["runs"].items():
-            metrics.update({f"length_rl[{name}]_final_{k}": v for k, v in run["final"].items()})
-            proxies = [entry["proxy"] for entry in run["log"]]
-            metrics[f"length_rl[{name}]_rm_score_first"] = mean_or_nan(proxies[:args.speed_window])
-            metrics[f"length_rl[{name}]_rm_score_last"] = mean_or_nan(proxies[-args.speed_window:])
-            metrics[f"length_rl[{name}]_wall_clock_s"] = run["wall_clock_s"]
+    return {**metrics, **(length_metrics(args, m["length"]) if m["length"] else {})}
+
+
+def length_metrics(args: Args, length: dict) -> dict:
+    metrics = {"length_bias_pairs": length["pairs"], "length_bias_balanced_pairs": length["balanced_pairs"],
+               "length_bias_slope_per_token": length["slope"]}
+    for name, corr in length["length_corr"].items():
+        metrics.update({f"length_corr[{name}]_{k}": v for k, v in corr.items()})
+    for name, run in length["runs"].items():
+        metrics.update({f"length_rl[{name}]_final_{k}": v for k, v in run["final"].items()})
+        proxies = [entry["proxy"] for entry in run["log"]]
+        metrics[f"length_rl[{name}]_rm_score_first"] = mean_or_nan(proxies[:args.speed_window])
+        metrics[f"length_rl[{name}]_rm_score_last"] = mean_or_nan(proxies[-args.speed_window:])
+        metrics[f"length_rl[{name}]_wall_clock_s"] = run["wall_clock_s"]
     return metrics
 
 
 # ============================================================================================
-# Tables: what the run prints, and the docs page shows (docs/publish.py)
+# Tables: what the run prints, and the docs page shows (docs/publish.py); means over the seeds
 # ============================================================================================
 
 
@@ -912,17 +1183,22 @@ def table(title: str, header: list[str], rows: list[list]) -> dict:
     return {"title": title, "header": header, "rows": rows}
 
 
-def label_tables(data: dict) -> dict:
-    quality = table(f"Math-Shepherd hard labels against the gold ones ({len(data['texts'])} solutions)",
+def label_tables(data: dict, calibration: dict) -> dict:
+    quality = table(f"Math-Shepherd hard labels against the gold ones ({data['solutions']} solutions a seed)",
                     ["N rollouts", "accuracy", "false positives (of wrong steps)", "false negatives (of right steps)",
                      "accuracy (steps that needed rollouts)"],
                     [[n, q["accuracy"], q["false_positive_rate"], q["false_negative_rate"],
                       data["quality_inner_steps"][n]["accuracy"]] for n, q in data["quality"].items()])
-    counts = table("The labelled solutions", ["", "value"],
-                   [["solutions (training problems x samples)", len(data["texts"])],
-                    ["share right", float(data["rewards"].mean())], ["steps labelled", data["steps_labelled"]],
+    counts = table("The labelled solutions, and what the PRM learnt from them", ["", "value"],
+                   [["solutions (training problems x samples)", data["solutions"]],
+                    ["share right", data["solutions_right"]], ["steps labelled", data["steps_labelled"]],
                     ["step prefixes rolled out (all steps but the answer)", data["prefixes_rolled_out"]],
-                    ["soft label (share of rollouts right): AUROC against gold", data["soft_auroc"]]])
+                    ["soft label (share of rollouts right): AUROC against gold", data["soft_auroc"]],
+                    ["held-out step prefixes rolled out for the PRM's calibration", calibration["prefixes"]],
+                    ["their mean PRM score", calibration["score"]], ["their value P(success | prefix)", calibration["value"]],
+                    ["their hard label's mean (pass@N)", calibration["label_mean"]],
+                    ["PRM's squared distance to the value", calibration["to_value"]],
+                    ["PRM's squared distance to the label's mean", calibration["to_label_mean"]]])
     return {"labels": counts, "label_quality": quality}
 
 
@@ -934,9 +1210,13 @@ def rerank_table(run: "prm.Args", held: dict) -> dict:
                  + [[f"{LIGHTMAN_N} (Lightman et al., MATH)", *lightman]])
 
 
-def rl_tables(run: "prm.Args", args: Args, runs: dict) -> dict:
+def arm_names(m: dict) -> dict:
+    return {arm: f"over-optimisation: GRPO on the ORM, β = {beta:g}" for arm, beta in zip(ORM_ARMS, (m["kl_beta"], 0))}
+
+
+def rl_tables(run: "prm.Args", m: dict) -> dict:
+    runs, speed, names = {**m["runs"], **m["arms"]}, m["speed"], {**RL_METHODS, **arm_names(m)}
     steps = [e["step"] for e in next(iter(runs.values()))["evals"]]
-    speed = convergence(runs, args.speed_window) if "outcome" in runs else None
     halfway = f" ({speed['start']:.3f} -> {speed['target']:.3f})" if speed else " (no outcome GRPO run)"
     problem = run.task.held_out(1)[0].question.strip()
 
@@ -949,55 +1229,60 @@ def rl_tables(run: "prm.Args", args: Args, runs: dict) -> dict:
 
     curves = table(f"Held-out pass@1 through RL, {run.prompts}x{run.group_size} completions per update",
                    ["advantages", *(f"update {s}" for s in steps)],
-                   [[RL_METHODS[m], *(e["pass@1"] for e in r["evals"])] for m, r in runs.items()])
-    summary = table(f"Updates to halfway on the training pass rate{halfway}, and what each policy writes",
-                    ["advantages", "updates to halfway", "held-out pass@1 peak (update)", f"a completion of {problem}"],
-                    [[RL_METHODS[m], speed and speed["updates"][m], peak(r["evals"]), first_completion(r)]
-                     for m, r in runs.items()])
+                   [[names[key], *(e["pass@1"] for e in r["evals"])] for key, r in runs.items()])
+    summary = table(f"Updates to halfway on the training pass rate{halfway}, and what each policy writes (the first "
+                    "seed's)", ["advantages", "updates to halfway", "held-out pass@1 peak (update)",
+                                f"a completion of {problem}"],
+                    [[names[key], speed and speed["updates"].get(key), peak(r["evals"]), first_completion(r)]
+                     for key, r in runs.items()])
     return {"rl": curves, "rl_summary": summary}
 
 
-def written_table(run: "prm.Args", held: dict, runs: dict, proxy_rl: dict | None, length: dict | None) -> dict:
-    written = {f"cold start ({held['samples']} samples)": held["stats"],
-               **{RL_METHODS[m]: r["final"] for m, r in runs.items()}}
-    if proxy_rl is not None:
-        written[f"RL on the ORM, β = 0 ({proxy_rl['evals'][-1]['step']} updates)"] = proxy_rl["final"]
-    if length is not None:
-        written.update({f"RL on the {name}": r["final"] for name, r in length["runs"].items()})
+def written_table(run: "prm.Args", m: dict) -> dict:
+    written = {f"cold start ({m['held']['samples']} samples)": m["held"]["stats"],
+               **{RL_METHODS[method]: r["final"] for method, r in m["runs"].items()},
+               **{arm_names(m)[arm]: r["final"] for arm, r in m["arms"].items()}}
+    if m["length"]:
+        written.update({f"RL on the {name}": r["final"] for name, r in m["length"]["runs"].items()})
     keys = ("pass@1", "length", "extra_lines", "excess_chars", "worked_form_share", "worked_form_wrong_share")
     return table(f"What each policy writes on the held-out problems ({run.eval_samples} samples each after RL)",
                  ["policy", "pass@1", "tokens", "extra lines", "characters past the solution", "worked form",
                   "worked form, wrong answer"], [[name, *(stats[k] for k in keys)] for name, stats in written.items()])
 
 
-def overoptimisation_tables(held: dict, fits: dict, proxy_rl: dict | None) -> dict:
-    bon = fits["bon"]
+def overoptimisation_tables(m: dict) -> dict:
+    bon, (kl, free) = m["fits"]["bon"], (m["arms"][arm]["points"] for arm in ORM_ARMS)
     tables = {"overopt_bon": table("Best-of-N against the ORM: gold gain and the ORM's score of the pick",
                                    ["N", "KL (nats)", "gold gain", "ORM score of the pick"],
-                                   [[N, d * d, g, p] for N, d, g, p in zip(held["ns"], bon["d"], bon["gain"], bon["proxy"])])}
-    if proxy_rl is not None:
-        tables["overopt_rl"] = table("RL against the ORM (β = 0): gold and proxy against KL",
-                                     ["update", "KL (nats)", "gold (held-out pass@1)", "ORM score (training batches)"],
-                                     [[p["step"], p["kl"], p["gold"], p["proxy"]] for p in proxy_rl["points"]])
-    kinds = {"bon": "best-of-N", "rl": "RL, β = 0"}
+                                   [[N, d * d, g, p] for N, d, g, p in zip(m["held"]["ns"], bon["d"], bon["gain"],
+                                                                            bon["proxy"])]),
+              "overopt_rl": table(f"GRPO on the ORM at β = 0 and β = {m['kl_beta']:g}: gold and proxy against KL (training "
+                                  "batches: trailing means)", ["update", "KL, β=0 (nats)", "gold, β=0 (held-out pass@1)",
+                                                               "ORM score, β=0", "verifier pass rate, β=0",
+                                                               f"KL, β={m['kl_beta']:g}", f"gold, β={m['kl_beta']:g}",
+                                                               f"ORM score, β={m['kl_beta']:g}"],
+                                  [[p["step"], p["kl"], p["gold"], p["proxy"], p["train_gold"], q["kl"], q["gold"],
+                                    q["proxy"]] for p, q in zip(free, kl)])}
+    kinds = {"bon": "best-of-N", "rl": "GRPO, β = 0"}
     forms = {"bon": "R_bon(d) = d(α − βd)", "rl": "R_RL(d) = d(α − β log d)"}
-    tables["overopt_fits"] = table("Gao et al.'s forms fitted to the gold gain (d = sqrt(KL))",
+    tables["overopt_fits"] = table("Gao et al.'s forms fitted to the gold gain (d = sqrt(KL)), each seed's, their mean",
                                    ["optimisation", "form", "α", "β", "R²"],
                                    [[kinds[kind], forms[form], *(part[f"fit_{form}"][k] for k in ("alpha", "beta", "r2"))]
-                                    for kind, part in fits.items() for form in forms])
+                                    for kind, part in m["fits"].items() for form in forms])
     return tables
 
 
-def length_tables(args: Args, held: dict, length: dict | None) -> dict:
+def length_tables(args: Args, m: dict) -> dict:
+    held, length = m["held"], m["length"]
     correlations = {**held["length_corr"], **(length["length_corr"] if length else {})}
     tables = {"length_corr": table(f"Each score against token count on {held['samples']} held-out cold-start samples "
                                    "(Pearson r)", ["score", "all", "within right answers", "within wrong answers"],
                                    [[name, *c.values()] for name, c in correlations.items()])}
-    if length is None:
+    if not length:
         return tables
-    labels = {LENGTH_RUNS[0]: f"{LENGTH_RUNS[0]} ({length['pairs']} pairs)",
+    labels = {LENGTH_RUNS[0]: f"{LENGTH_RUNS[0]} ({length['pairs']:.0f} pairs)",
               LENGTH_RUNS[1]: f"same RM, length-normalised (r − {length['slope']:.3f}·tokens)",
-              LENGTH_RUNS[2]: f"{LENGTH_RUNS[2]} ({length['balanced_pairs']} pairs)"}
+              LENGTH_RUNS[2]: f"{LENGTH_RUNS[2]} ({length['balanced_pairs']:.0f} pairs)"}
     rows = []
     for name, run in length["runs"].items():
         best = max(run["evals"], key=lambda e: e["pass@1"])
@@ -1013,45 +1298,34 @@ def length_tables(args: Args, held: dict, length: dict | None) -> dict:
     return tables
 
 
-def tables_of(run: "prm.Args", args: Args, data: dict, held: dict, runs: dict, fits: dict, proxy_rl: dict | None,
-              length: dict | None) -> dict:
-    credit = held["credit"]
-    localisation = table(f"Credit localisation on {credit['solutions']} failed held-out solutions",
+def tables_of(run: "prm.Args", args: Args, m: dict) -> dict:
+    credit = m["held"]["credit"]
+    localisation = table(f"Credit localisation on {credit['solutions']:.0f} failed held-out solutions a seed",
                          ["credit", "AUROC", "top-1"], [[k, v["auroc"], v["top1"]] for k, v in credit["results"].items()])
-    return {**label_tables(data), "best_of_n": rerank_table(run, held), "localisation": localisation,
-            **rl_tables(run, args, runs), "written": written_table(run, held, runs, proxy_rl, length),
-            **overoptimisation_tables(held, fits, proxy_rl), **length_tables(args, held, length)}
+    return {**label_tables(m["data"], m["held"]["calibration"]), "best_of_n": rerank_table(run, m["held"]),
+            "localisation": localisation, **rl_tables(run, m), "written": written_table(run, m),
+            **overoptimisation_tables(m), **length_tables(args, m)}
 
 
 def main(args: Args) -> dict:
     start = time.time()
     args, device, out, policy, tokenizer, info = lm_world.start_lm_run(args)
-    run = chapter_args(args)
-    common.seed_everything(args.seed)  # the same numbers whether the cold start was trained now or loaded
-    print(f"06 study: the reward models at full scale; policy {info['path']}, device {device}")
-    data = prm.label_study(policy, tokenizer, run, device)
-    data.update(label_quality_study(data, run.rollouts_per_prefix, args.label_n_list))
-    models = train_reward_models(policy, tokenizer, data, run)
-    held = held_out_study(policy, tokenizer, models, run, args, device)
-    runs = rl_comparison(policy, tokenizer, models, run, args, device)
-    proxy_rl = overoptimisation_rl(policy, tokenizer, models, run, args, device)
-    fits = overoptimisation_fits(held, proxy_rl)
-    length = length_bias_study(policy, tokenizer, data, held, run, args, device) if args.length_bias else None
-
-    plot_label_quality(data, out / "label_quality.png")
-    plot_best_of_n(held, out / "best_of_n.png")
-    plot_rl(runs, proxy_rl, out / "rl.png")
-    plot_overoptimisation(fits, out / "overoptimisation.png")
-    if length is not None:
-        plot_length_bias(length, proxy_rl, out / "length_bias.png")
-    claims = check_claims(run, args, data, held, runs, fits, proxy_rl, length)
-    metrics = {**metrics_of(args, data, held, runs, fits, proxy_rl, length),
-               "tables": tables_of(run, args, data, held, runs, fits, proxy_rl, length)}
+    print(f"06 study: the reward models on {args.seeds} seeds; policy {info['path']}, device {device}")
+    seeds = []
+    for seed in range(args.seed, args.seed + args.seeds):
+        print(f"seed {seed}")
+        seeds.append(run_seed(policy, tokenizer, args, seed, device))
+    m, run = seed_mean(seeds), chapter_args(args, args.seed)
+    plot_label_quality(m["data"], out / "label_quality.png")
+    plot_best_of_n(m["held"], out / "best_of_n.png")
+    plot_rl(m["runs"], m["arms"], arm_names(m), out / "rl.png")
+    plot_overoptimisation(m["fits"], out / "overoptimisation.png")
+    if m["length"]:
+        plot_length_bias(m["length"], m["arms"]["no_kl"], out / "length_bias.png")
+    claims = check_claims(args, seeds)
+    metrics = {**metrics_of(args, m), "tables": tables_of(run, args, m)}
     wall = time.time() - start
-    common.write_results(out, args, wall, metrics, claims, chapter_args=dataclasses.asdict(run),
-                         label_quality=data["quality"], best_of_n={"ns": held["ns"], "curves": held["curves"]},
-                         localisation=held["credit"]["results"], rl=runs, overoptimisation=fits,
-                         overoptimisation_rl=proxy_rl, reward_model_losses=models["losses"], length_bias=length,
+    common.write_results(out, args, wall, metrics, claims, chapter_args=dataclasses.asdict(run), seeds=seeds,
                          cold_start_info={k: v for k, v in info.items() if k != "sft_losses"})
     prm.report(metrics["tables"], claims)
     print(f"\nwall clock {wall:.0f} s; results in {out}/")

@@ -26,7 +26,7 @@ Measures: held-out pass@1 and samples to a target; the hard step's and the easy 
 at the cold start, each arm's update noise (tr Cov(g) / |E g|² over batches of the same size) and
 the variance of the essays' estimator (1/N) Σ_n R_n Σ_t ∇log π(y_nt); the wall time per update. Gains are over flat GRPO, paired by seed, with 95% intervals over seeds.
 Verdict, for each arm: yes where its gain over flat grows from the shortest to the longest chain
-and the interval at the longest excludes 0; no only where that interval excludes every gap as
+(the interval of that growth, seed by seed, above 0) and the interval at the longest excludes 0; no only where that interval excludes every gap as
 large as the smallest gap the design can detect (--detectable-gap, from the pilot); else
 inconclusive.
 
@@ -373,12 +373,12 @@ def gains(runs: list, arm: str, steps: int, key: str = "pass@1") -> list[float]:
     return [by_seed[(arm, s)] - by_seed[("grpo", s)] for a, s in by_seed if a == arm]
 
 
-def verdict(by_length: dict, detectable_gap: float) -> bool | None:
-    """yes: the gain over flat grows from the shortest to the longest chain and the longest's 95%
-    interval excludes 0; no: the longest's interval excludes every gap ≥ the detectable gap;
-    otherwise None (inconclusive)."""
-    shortest, longest = by_length[min(by_length)], by_length[max(by_length)]
-    if longest["mean"] > shortest["mean"] and longest["low"] > 0:
+def verdict(by_length: dict, growth: dict, detectable_gap: float) -> bool | None:
+    """yes: the gain over flat grows from the shortest to the longest chain (the 95% interval of the
+    paired growth, seed by seed, lies above 0) and the longest's interval excludes 0; no: the
+    longest's interval excludes every gap ≥ the detectable gap; otherwise None (inconclusive)."""
+    longest = by_length[max(by_length)]
+    if growth["low"] > 0 and longest["low"] > 0:
         return True
     if longest["high"] < detectable_gap:
         return False
@@ -396,7 +396,11 @@ def analyse(args: Args, runs: list, cold: list) -> dict:
     before = cold_start_means(cold)
     to_target = {arm: {n: [samples_to_target(r["evals"], before[n]["pass@1"] + args.target_gain) for r in runs
                            if r["arm"] == arm and r["steps"] == n] for n in args.length_list} for arm in args.arm_list}
-    return {"gain": table, "pooled_sd": pooled, "measured_detectable_gap": detectable, "to_target": to_target}
+    shortest, longest = min(args.length_list), max(args.length_list)
+    growth = {arm: dict(zip(("mean", "low", "high"), common.mean_interval(
+        np.subtract(gains(runs, arm, longest), gains(runs, arm, shortest))))) for arm in table}
+    return {"gain": table, "growth": growth, "pooled_sd": pooled, "measured_detectable_gap": detectable,
+            "to_target": to_target}
 
 
 # ============================================================================================
@@ -434,7 +438,10 @@ def check_claims(args: Args, analysis: dict, cold: list) -> list[dict]:
                     "length: " + "; ".join(f"{n}: {g['mean']:+.3f} [{g['low']:+.3f}, {g['high']:+.3f}]"
                                           for n, g in by_length.items())
                     + f"; smallest detectable gap {args.detectable_gap:.3f}")
-        holds = verdict(by_length, args.detectable_gap) if all(inside) else None
+        growth = analysis["growth"][arm]
+        measured += (f"; growth from {min(by_length)} to {max(by_length)} steps, seed by seed: {growth['mean']:+.3f} "
+                     f"[{growth['low']:+.3f}, {growth['high']:+.3f}]")
+        holds = verdict(by_length, growth, args.detectable_gap) if all(inside) else None
         if not all(inside):
             measured += " (premise not met: the cold start is outside 0.1-0.7 at some length)"
         claims.append(common.claim(source, statement, measured, holds))
@@ -460,21 +467,21 @@ def mitigation_claim(args: Args, arm: str, by_length: dict, inside: bool) -> dic
 
 
 def variance_claim(cold: list) -> dict:
-    """Does the essays' estimator's variance grow about linearly with the length? The log-log slope
-    per seed: yes if its 95% interval over seeds excludes 0 and holds 1, no if it excludes 1. The
-    design holds the success rate near one value at every length, so the length alone changes."""
+    """Does the essays' estimator's variance grow roughly linearly with the length? The log-log
+    slope per seed, read by common.slope_verdict. The design holds the success rate near one value
+    at every length, so the length alone changes."""
     seeds = sorted({c["seed"] for c in cold})
     slopes = [common.loglog_slope([c["steps"] for c in cold if c["seed"] == s],
                                   [c["outcome_variance"] for c in cold if c["seed"] == s]) for s in seeds]
-    mean, low, high = common.mean_interval(slopes)
+    holds, slope = common.slope_verdict(slopes)
     variance = {n: c["outcome_variance"] for n, c in cold_start_means(cold).items()}
     return common.claim(
         "over-long-generations, Why long generations make credit assignment hard",
         "with one terminal reward, the gradient's variance grows roughly linearly with the length",
         "the estimator (1/N) Σ_n R_n Σ_t ∇log π(y_nt) at the cold start, tr Cov(g) by chain length (mean of "
         "seeds): " + ", ".join(f"{n}: {v:.3g}" for n, v in variance.items())
-        + f"; log-log slope {mean:.2f} [95% interval over {len(seeds)} seeds: {low:.2f}, {high:.2f}] (1: linear)",
-        None if not math.isfinite(low) or len(variance) < 3 or (low <= 0 and high >= 1) else bool(low <= 1 <= high))
+        + f"; log-log slope, mean [95% interval over {len(seeds)} seeds]: {slope} (roughly linear: within "
+        f"{common.ROUGHLY_LINEAR[0]}-{common.ROUGHLY_LINEAR[1]}, nearer 1 than 0 or 2)", holds if len(variance) >= 3 else None)
 
 
 def plot(args: Args, analysis: dict, runs: list, cold: list, path: Path) -> None:

@@ -196,6 +196,13 @@ def test_learning_study_runs_each_learner_at_its_lambda_for_every_length_and_see
 # --------------------------------------------------------------------------------------------
 # The claim checkers: every verdict computed from the numbers, both ways
 # --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("value,stated,holds", [(0.00657, "0.0066", True), (0.00649, "0.0066", False),
+                                               (4.32e-5, "0.00004", True), (3.4e-5, "0.00004", False),
+                                               (0.368, "0.00043", False)])
+def test_an_essays_figure_is_met_to_the_precision_it_is_written_with(value, stated, holds):
+    assert dilemma_script.as_stated(value, stated) is holds
+
+
 def test_claims_the_discount_arithmetic_is_checked_and_each_claim_names_its_source():
     claims = dilemma_script.arithmetic_claims()
     assert [c["holds"] for c in claims] == [True, False, True, True, True]  # 0.999^999 is 0.37, not 0.00043

@@ -4,6 +4,7 @@ and autograd, the gradient study as recorded by spies and its agreement with the
 learning loop as recorded by spies (and its copy of 03's running mean), the claim checkers on
 hand-made summaries, CLI and a smoke run of each study."""
 
+import dataclasses
 import importlib
 import math
 
@@ -452,66 +453,339 @@ def test_learning_with_a_baseline_improves_the_policy_on_the_shortcut():
 
 
 # --------------------------------------------------------------------------------------------
+# HER: the exact references (a random policy's success, which episodes relabelling rewards)
+# --------------------------------------------------------------------------------------------
+def test_random_success_is_exact_for_one_and_two_bits_and_matches_sampled_random_play():
+    # one bit: success iff the start differs from the goal (1/2); two bits, by the start distance d
+    # (1/4, 1/2, 1/4 for d = 0, 1, 2): d = 0 and 2 reach the goal at the 2nd flip with probability 1/2,
+    # d = 1 at the 1st flip with probability 1/2 (else it is at d = 2 after the 1st flip and at 1 after the 2nd)
+    assert sweep.random_success(1) == 0.5
+    assert sweep.random_success(2) == pytest.approx(0.25 * 0.5 + 0.5 * 0.5 + 0.25 * 0.5)
+    for n in (4, 5):
+        played = hind.play_bitflip(hind.QNetwork(n, 4), 100_000, n, 1.0, torch.Generator().manual_seed(n))
+        p = sweep.random_success(n)
+        assert abs(played["success"].float().mean().item() - p) < 4 * math.sqrt(p * (1 - p) / 100_000)
+    assert sweep.random_success(20) < 1e-4  # the sparse regime: a random walk almost never meets its goal
+
+
+def test_goal_support_holds_exactly_the_goal_steps_the_chapter_draws():
+    bits, generator = 5, torch.Generator().manual_seed(0)
+    length = torch.randint(1, bits + 1, (20_000,), generator=generator)
+    step = (torch.rand(20_000, generator=generator) * length).long()
+    for strategy in ("future", "final"):
+        goal = hind.hindsight_goal_steps(step, length, strategy, 4, generator)
+        drawn = goal >= 0
+        support = sweep.goal_support(length, bits, strategy)
+        assert support[torch.arange(20_000)[drawn], step[drawn], goal[drawn]].all()  # every draw is allowed
+        # and every allowed (length, t, t') is drawn: compare the sets
+        seen = set(zip(length[drawn].tolist(), step[drawn].tolist(), goal[drawn].tolist()))
+        allowed = {(L, t, g) for L in range(1, bits + 1) for t in range(L) for g in range(bits)
+                   if sweep.goal_support(torch.tensor([L]), bits, strategy)[0, t, g]}
+        assert seen == allowed
+    assert not sweep.goal_support(length, bits, "none").any()
+
+
+def bitflip_episode(start: list, goal: list, flips: list) -> dict:
+    """One episode in play_bitflip's layout (batch of one): the state stays after the goal."""
+    bits, states, done = len(start), [torch.tensor(start)], False
+    for i in flips:
+        state = states[-1].clone()
+        if not done:
+            state[i] ^= 1
+            done = bool((state == torch.tensor(goal)).all())
+        states.append(state)
+    states += [states[-1]] * (bits + 1 - len(states))
+    length = next((t + 1 for t in range(len(flips)) if (states[t + 1] == torch.tensor(goal)).all()), len(flips))
+    return {"states": torch.stack(states)[None], "goals": torch.tensor([goal]), "lengths": torch.tensor([length]),
+            "actions": torch.tensor([flips + [0] * (bits - len(flips))])}
+
+
+def test_rewarded_episodes_turn_a_failure_into_a_success_only_with_relabelling():
+    failed = bitflip_episode([0, 0, 0], [1, 1, 1], [0, 1, 0])  # 100, 110, 010: never 111
+    succeeded = bitflip_episode([0, 0, 0], [1, 0, 0], [0])  # 100 = the goal after one flip
+    for strategy, expected in (("none", False), ("future", True), ("final", True)):
+        assert sweep.rewarded_episodes(failed, strategy).tolist() == [expected]
+        assert sweep.rewarded_episodes(succeeded, strategy).tolist() == [True]
+    # "final" relabels with the last state only: a transition reaching an earlier state does not count
+    # unless it is the last; here the first transition (to 100) is rewarded for "future" alone
+    assert sweep.goal_support(failed["lengths"], 3, "final")[0, 0].tolist() == [False, False, True]
+
+
+def test_random_policy_measures_as_the_learners_are_and_relabelling_rewards_every_episode():
+    args = sweep.Args(smoke=True, bits="3,8", her_seeds=3, seed=5)  # the chapter's smoke values: 16 episodes
+    random = sweep.random_policy(args, "cpu")
+    chapter = sweep.chapter_args(args)
+    for n in (3, 8):
+        replay = [hind.play_bitflip(hind.QNetwork(n, 4), chapter.eval_episodes, n, 1.0,
+                                    torch.Generator().manual_seed(seed + 10_000))["success"].float().mean().item()
+                  for seed in (5, 6, 7)]  # the evaluation's generator of each seed
+        assert random[n]["success"] == pytest.approx(replay)
+        shares = random[n]["rewarded"]
+        assert shares["DQN"] == pytest.approx(np.mean(replay))  # its own goal only: the successes
+        assert shares["DQN+HER"] == shares["DQN+HER (final)"] == 1.0
+    assert random[8]["rewarded"]["DQN"] < 1  # failures to turn into signal
+
+
+def test_budget_to_90_counts_evaluations_and_never_as_one_past_the_budget():
+    assert sweep.budget_to_90({"curve": [0.5, 0.95, 0.8, 1.0]}) == 0.5
+    assert sweep.budget_to_90({"curve": [0.9, 0.0]}) == 0.5
+    assert sweep.budget_to_90({"curve": [0.1, 0.2, 0.3, 0.89]}) == 1.25
+
+
+@pytest.mark.parametrize("verdicts,both,tends", [
+    ((True, True), True, True), ((True, None), None, True), ((True, False), False, None),
+    ((None, None), None, None), ((False, None), False, False), ((False, False), False, False)])
+def test_both_needs_every_part_and_tends_needs_one_without_a_contrary(verdicts, both, tends):
+    assert sweep.both(*verdicts) is both and sweep.tends(*verdicts) is tends
+    assert tasks.both(*verdicts) is both
+
+
+# --------------------------------------------------------------------------------------------
 # The claim checkers, on hand-made summaries: each verdict both ways
 # --------------------------------------------------------------------------------------------
-def her_summary(dqn: dict, her: dict, dqn_share=0.04, her_share=0.5) -> dict:
-    """{method: {n: [one run per seed]}} from the final success of each seed; the reward share at
-    the largest n is given, at the others it is the opposite (only the largest n counts)."""
-    def runs(success: dict, share: float, other: float) -> dict:
-        top = max(success)
-        return {n: [{"final_success": s, "reward_share": share if n == top else other} for s in seeds]
-                for n, seeds in success.items()}
-    return {"DQN": runs(dqn, dqn_share, 0.9), "DQN+HER": runs(her, her_share, 0.0)}
+def bit_runs(success: dict, reached: int = 2) -> dict:
+    """{n: [one run per seed]} from each seed's final success; the curve reaches it at the
+    `reached`-th of 10 evaluations."""
+    return {n: [{"final_success": s, "reward_share": 0.2, "curve": [0.0] * (reached - 1) + [s] * (11 - reached)}
+                for s in seeds] for n, seeds in success.items()}
 
 
-def her_verdicts(bits: str, dqn: dict, her: dict, **shares) -> list:
-    return [c["holds"] for c in sweep.her_claims(sweep.Args(bits=bits, her_seeds=2), her_summary(dqn, her, **shares))]
+GOOD_DQN = {5: [1.0, 1.0, 1.0], 20: [0.0, 0.0, 0.0], 30: [0.0, 0.0, 0.0]}
+GOOD_HER = {5: [1.0, 1.0, 1.0], 20: [1.0, 1.0, 1.0], 30: [0.99, 0.98, 1.0]}
+CHANCE = {5: [0.13, 0.14, 0.12], 20: [0.0, 0.0, 0.0], 30: [0.0, 0.0, 0.0]}
 
 
-def test_her_claims_hold_only_when_dqn_fails_and_her_solves():
-    good_dqn = {5: [1.0, 0.6], 20: [0.0, 0.12], 30: [0.0, 0.0]}  # mean 0.06 at n = 20: fails
-    good_her = {5: [1.0, 1.0], 20: [0.9, 0.9], 30: [1.0, 0.8]}  # mean exactly 0.9 at n = 30
-    # DQN fails beyond 15 bits, HER up to 50 (not run: n = 50 is not here), density, "future" (not compared),
-    # HER at n = 30, DQN from n = 20
-    assert her_verdicts("5,20,30", good_dqn, good_her) == [True, None, True, None, True, True]
-    claims = sweep.her_claims(sweep.Args(bits="5,20,30", her_seeds=2), her_summary(good_dqn, good_her))
-    assert claims[4]["measured"] == "DQN+HER at n=30: 0.90" and claims[5]["measured"] == "DQN at n ≥ 20: n=20 0.06, n=30 0.00"
-    assert "DQN is below 10% from n = 20 on" in claims[0]["measured"] and "n = 50 not run" in claims[1]["measured"]
-    assert "success in the −1/0 convention" in claims[2]["measured"]
-    assert her_verdicts("5,20,30", {**good_dqn, 20: [0.1, 0.1]}, good_her) == [False, None, True, None, True, False]
-    assert her_verdicts("5,20,30", {**good_dqn, 30: [0.2, 0.0]}, good_her) == [False, None, True, None, True, False]
-    # a failure of HER at any n up to 50 refutes "solves up to 50" without running n = 50
-    assert her_verdicts("5,20,30", good_dqn, {**good_her, 5: [1.0, 0.7]}) == [True, False, True, None, True, True]
-    assert her_verdicts("5,20,30", good_dqn, {**good_her, 30: [0.9, 0.8]}) == [True, False, True, None, False, True]
-    # reward density: HER's share of reward-0 transitions at the largest n must be > 10x DQN's
-    assert her_verdicts("5,20,30", good_dqn, good_her, dqn_share=0.06)[2] is False
-    assert her_verdicts("5,20,30", good_dqn, good_her, dqn_share=0.05)[2] is False  # 10x is not enough
-    # without n ≥ 15 the first claim is not tested, and the n ≥ 20 and n = 30 ones are absent
-    assert her_verdicts("5,10", {5: [0.9, 0.9], 10: [0.5, 0.5]}, {5: [1.0, 1.0], 10: [1.0, 1.0]}) == [None, None, True, None]
-    assert her_verdicts("5,20", {5: [0.9, 0.9], 20: [0.0, 0.0]}, {5: [1.0, 1.0], 20: [1.0, 1.0]}) == [True, None, True, None, True]
-    # with n = 50 run and solved, "up to 50" holds
-    assert her_verdicts("5,20,50", {5: [0.9, 0.9], 20: [0.0, 0.0], 50: [0.0, 0.0]},
-                        {5: [1.0, 1.0], 20: [1.0, 1.0], 50: [0.95, 0.95]})[1] is True
+def her_claims(dqn=GOOD_DQN, her=GOOD_HER, final=None, chance=CHANCE, rewarded=None, final_reached=2) -> list:
+    """her_claims on runs with these final successes (final: the "final" arm, absent if None)."""
+    runs = {"DQN": bit_runs(dqn), "DQN+HER": bit_runs(her)}
+    if final is not None:
+        runs["DQN+HER (final)"] = bit_runs(final, final_reached)
+    args = sweep.Args(bits=",".join(map(str, dqn)), her_seeds=3, strategies=",".join(
+        ["future"] + (["final"] if final is not None else [])))
+    rewarded = rewarded or {name: (1.0 if name != "DQN" else 0.0) for name in runs}
+    random = {n: {"success": chance[n], "rewarded": rewarded} for n in dqn}
+    return sweep.her_claims(args, runs, random)
 
 
-def test_variance_claims_need_a_lower_variance_at_every_sigma_and_a_growing_edge():
-    def verdicts(low: tuple, high: tuple) -> list:
-        by_sigma = {s: {"PG + V baseline": pg, "state HCA (learned h)": state, "return HCA (learned h)": ret}
-                    for s, (pg, state, ret) in ((2.0, high), (0.5, low))}
-        return [c["holds"] for c in tasks.variance_claims("delayed effect", by_sigma)]
+def her_verdicts(**kwargs) -> list:
+    return [c["holds"] for c in her_claims(**kwargs)]
 
-    assert verdicts((4.0, 2.0, 2.0), (40.0, 4.0, 5.0)) == [True, True]
-    assert verdicts((4.0, 2.0, 2.0), (40.0, 4.0, 20.0)) == [True, False]  # return HCA: 2x at both
-    assert verdicts((4.0, 5.0, 5.0), (4.0, 4.5, 4.5)) == [False, True]  # 0.8x → 0.89x
-    claims = tasks.variance_claims("delayed effect", {0.5: {"PG + V baseline": 4.0, "return HCA (learned h)": 1.0},
-                                                      2.0: {"PG + V baseline": 40.0, "return HCA (learned h)": 5.0}})
+
+def test_her_claims_follow_the_seeds_both_ways():
+    # DQN fails beyond 15 bits, HER up to 50 (not run), density, "future" (one strategy), DQN fails from 20, HER
+    # is the ingredient (a tie at n = 5, yes at 20 and 30)
+    assert her_verdicts() == [True, None, True, None, True, True]
+    claims = her_claims()
+    assert "n = 50 not run" in claims[1]["measured"] and "premise not met: one strategy run" in claims[3]["measured"]
+    assert "n=20 +0 [+0, +0] (random 0, exactly 1.8e-05" in claims[4]["measured"]
+    assert "DQN is no better than random from n = 20 on" in claims[0]["measured"]
+    # DQN above the random policy at n = 20 on every seed: it does not fail there
+    learning = {**GOOD_DQN, 20: [0.1, 0.12, 0.11]}
+    assert her_verdicts(dqn=learning)[0::4] == [False, False]
+    # too noisy to tell: the interval holds 0 but reaches past DQN+HER's gain over random
+    noisy = {**GOOD_DQN, 30: [0.0, 0.3, 0.0]}
+    assert her_verdicts(dqn=noisy)[0::4] == [True, True]  # DQN+HER's gain ≈ 0.99 bounds the interval
+    assert her_verdicts(dqn=noisy, her={**GOOD_HER, 30: [0.4, 0.4, 0.4]})[0::4] == [None, None]
+    # HER the ingredient: no where DQN+HER is worse and better nowhere, None where mixed
+    assert her_verdicts(her={5: [0.5, 0.4, 0.6], 20: [0.0, 0.0, 0.0], 30: [0.0, 0.0, 0.0]})[5] is False
+    assert her_verdicts(her={**GOOD_HER, 5: [0.5, 0.4, 0.6]})[5] is None
+    # n = 50 run: "up to 50" is DQN+HER against DQN there
+    at_50 = {"dqn": {5: [1.0] * 3, 50: [0.0] * 3}, "chance": {5: [0.1] * 3, 50: [0.0] * 3}}
+    assert her_verdicts(her={5: [1.0] * 3, 50: [0.9, 0.8, 0.95]}, **at_50)[1] is True
+    assert her_verdicts(her={5: [1.0] * 3, 50: [0.0] * 3}, **at_50)[1] is None
+
+
+def test_density_claim_is_exact_every_relabelled_episode_must_hold_a_reward():
+    assert her_verdicts(rewarded={"DQN": 0.0, "DQN+HER": 1.0})[2] is True
+    assert her_verdicts(rewarded={"DQN": 0.0, "DQN+HER": 0.999})[2] is False
+    premise = her_claims(rewarded={"DQN": 1.0, "DQN+HER": 1.0})[2]  # no failed episode to turn
+    assert premise["holds"] is None and premise["measured"].startswith("premise not met")
+
+
+def test_strategy_claim_compares_success_and_speed_at_each_n():
+    assert her_verdicts(final=GOOD_HER)[3] is None  # the same at every n: ties tell nothing
+    worse = {**GOOD_HER, 30: [0.5, 0.6, 0.55]}
+    assert her_verdicts(final=worse)[3] is True
+    assert her_verdicts(final=GOOD_HER, final_reached=6)[3] is True  # "final" reaches 90% later
+    better = {**GOOD_HER, 30: [1.0, 1.0, 1.0]}
+    assert her_verdicts(her=worse, final=better)[3] is False
+    claims = her_claims(final=GOOD_HER, final_reached=6)
+    assert "n=20 success +0 [+0, +0], budget to 90% +0.4 [+0.4, +0.4]" in claims[3]["measured"]
+
+
+def hca_run(pg: float, state: float | None, ret: float, profile=None, start=(1.0, 4.0, 0.9, 1.0),
+            revealed: float = 1.0) -> dict:
+    """study_one's result: the variances of PG + V and the learned HCAs; `start`: REINFORCE's and
+    state HCA's (exact h) variance at the first action and in all (first, total, first, total)."""
+    estimators = {"PG + V baseline": {"variance": pg}, "return HCA (learned h)": {"variance": ret},
+                  "REINFORCE (no baseline)": {"start_state_variance": start[0], "variance": start[1]},
+                  "state HCA (exact h)": {"start_state_variance": start[2], "variance": start[3]}}
+    if state is not None:
+        estimators["state HCA (learned h)"] = {"variance": state}
+    profile = profile or {"state HCA (learned h)": [1.0, 0.1, 0.1, 5.0],
+                          "return HCA (learned h)": [0.5, 0.05, 0.1, 5.0]}
+    return {"estimators": estimators, "hindsight_ratio": profile, "first_action_revealed": revealed}
+
+
+def seeds_of(*runs: tuple) -> list[dict]:
+    return [hca_run(*r) for r in runs]
+
+
+def variance_verdicts(low: list, high: list) -> list:
+    """The two variance claims of one task from (PG, state, return) per seed at σ = 0.5 and 2."""
+    by_sigma = tasks.variances({0.5: seeds_of(*low), 2.0: seeds_of(*high)})
+    return [c["holds"] for c in tasks.variance_claims("delayed effect", by_sigma)]
+
+
+def test_variance_claims_decide_the_ratio_to_pg_over_the_seeds():
+    low = [(4.0, 2.0, 2.0), (4.2, 2.0, 2.1), (3.8, 2.0, 1.9)]  # 2x
+    high = [(40.0, 4.0, 5.0), (42.0, 4.1, 5.0), (38.0, 4.0, 4.9)]  # 8-10x
+    assert variance_verdicts(low, high) == [True, True]
+    assert variance_verdicts(low, low) == [True, None]  # the same ratio at both σ: no growth the seeds can see
+    below = [(4.0, 5.0, 5.0), (4.0, 5.1, 5.0), (4.0, 4.9, 5.2)]  # 0.8x at σ = 0.5
+    assert variance_verdicts(below, high)[0] is False
+    assert variance_verdicts(high, low)[1] is False  # the edge shrinks
+    spread = [(4.0, 2.0, 2.0), (4.0, 8.0, 8.0), (4.0, 1.0, 1.0)]  # 2x, 0.5x, 4x: the interval holds 1
+    assert variance_verdicts(spread, high)[0] is None
+    claims = tasks.variance_claims("delayed effect", tasks.variances({0.5: seeds_of(*low), 2.0: seeds_of(*high)}))
     assert claims[0]["claim"] == "delayed effect: HCA's gradient has a lower variance than PG with a value baseline"
-    assert "at σ = 0.5, 2: return HCA: 4x, 8x" in claims[0]["measured"]  # without state HCA, its ratio is absent
+    assert "state HCA: σ=0.5 2x [" in claims[0]["measured"] and "over 3 seeds" in claims[0]["measured"]
 
 
-def test_variance_ratio_is_pg_over_the_method():
-    variances = {"PG + V baseline": 6.0, "return HCA (learned h)": 1.5}
-    assert tasks.variance_ratio(variances, "return HCA (learned h)") == 4.0
+def test_conditioning_claim_needs_return_hca_lower_at_every_sigma():
+    def verdict(low: list, high: list) -> bool | None:
+        by_sigma = tasks.variances({0.5: seeds_of(*low), 2.0: seeds_of(*high)})
+        return tasks.conditioning_claim("delayed effect", by_sigma)["holds"]
+
+    lower = [(4.0, 2.0, 1.0), (4.0, 2.1, 1.0), (4.0, 1.9, 1.1)]
+    higher = [(4.0, 1.0, 2.0), (4.0, 1.0, 2.1), (4.0, 1.1, 1.9)]
+    noisy = [(4.0, 1.0, 2.0), (4.0, 3.0, 1.0), (4.0, 2.0, 1.0)]
+    assert verdict(lower, lower) is True
+    assert verdict(lower, higher) is False and verdict(higher, higher) is False
+    assert verdict(lower, noisy) is None
+    claim = tasks.conditioning_claim("shortcut", tasks.variances({0.5: seeds_of(*lower), 2.0: seeds_of(*lower)}))
+    assert claim["claim"] == "shortcut: return-conditional HCA is preferable to state-conditional HCA"
+    assert "σ=0.5 1.03 vs 2, +0.967 [" in claim["measured"]
+
+
+def test_decisive_claim_compares_the_first_action_with_the_corridor_per_seed():
+    def verdict(*profiles: dict) -> bool | None:
+        return tasks.decisive_claim([hca_run(1.0, 1.0, 1.0, profile=p) for p in profiles], 0.25)["holds"]
+
+    sharp = {"state HCA (learned h)": [1.0, 0.1, 0.1, 9.0], "return HCA (learned h)": [0.5, 0.05, 0.1, 9.0],
+             "state HCA (exact h)": [0.0, 1.0, 1.0, 0.0]}  # the exact h is not judged; the last step is not corridor
+    sharp2 = {**sharp, "return HCA (learned h)": [0.45, 0.04, 0.06, 0.0]}
+    assert verdict(sharp, sharp2, sharp) is True
+    flat = {**sharp, "return HCA (learned h)": [0.05, 0.1, 0.1, 9.0]}  # below the corridor on every seed
+    assert verdict(flat, flat, flat) is False
+    assert verdict(sharp, flat, sharp2) is None
+    measured = tasks.decisive_claim([hca_run(1.0, 1.0, 1.0, profile=sharp)] * 3, 0.25)["measured"]
+    assert "return HCA (learned h) 0.50 vs 0.075, +0.425 [+0.425, +0.425]" in measured
+
+
+def test_first_action_shares_split_the_trace_between_the_first_state_and_the_rest():
+    run = hca_run(1.0, 1.0, 1.0, start=(2.0, 10.0, 1.5, 2.3))
+    assert tasks.first_action_shares(run) == pytest.approx((0.75, 0.8 / 8.0))
+
+
+def test_degrades_claim_holds_where_state_hca_keeps_reinforces_variance_at_the_first_action_only():
+    def claim(starts: list, revealed=1.0) -> dict:
+        runs = [hca_run(1.0, 1.0, 1.0, start=s, revealed=revealed) for s in starts]
+        return tasks.degrades_claim({0.5: runs, 2.0: runs})
+
+    degrades = [(1.0, 10.0, 0.95, 1.0), (1.0, 10.0, 0.9, 0.95), (1.0, 11.0, 0.97, 1.0)]
+    assert claim(degrades)["holds"] is True
+    assert claim(degrades)["claim"] == "when the later state reveals the action, state HCA degrades toward REINFORCE"
+    keeps_gain = [(1.0, 10.0, 0.05, 0.1), (1.0, 10.0, 0.04, 0.1), (1.0, 10.0, 0.06, 0.1)]  # 5% vs 1%: yes still
+    assert claim(keeps_gain)["holds"] is True
+    uniform = [(1.0, 10.0, 0.1, 1.0), (1.0, 10.0, 0.1, 1.0), (1.0, 10.0, 0.1, 1.0)]  # 10% everywhere
+    assert claim(uniform)["holds"] is None
+    better_first = [(1.0, 10.0, 0.05, 2.0), (1.0, 10.0, 0.06, 2.0), (1.0, 10.0, 0.04, 2.0)]
+    assert claim(better_first)["holds"] is False
+    premise = claim(degrades, revealed=0.5)
+    assert premise["holds"] is None and premise["measured"].startswith("premise not met")
+
+
+def test_revealed_share_counts_one_hot_hindsight_at_the_first_step_over_the_later_steps_alive():
+    h = torch.full((3, 3, 2, 2), 0.5)  # (t, k, episode, action)
+    h[0, 1, 0] = torch.tensor([0.0, 1.0])
+    h[0, 2, 0] = torch.tensor([1.0, 0.0])
+    h[0, 1, 1] = torch.tensor([0.0, 1.0])  # episode 1 ends after step 1: step 2 is not alive
+    alive = torch.tensor([[True, True], [True, True], [True, False]])
+    assert tasks.revealed_share(h, {"alive": alive}) == 1.0
+    h[0, 2, 0] = torch.tensor([0.3, 0.7])
+    assert tasks.revealed_share(h, {"alive": alive}) == pytest.approx(2 / 3)
+
+
+def test_pooled_averages_every_number_over_the_seeds():
+    runs = [hca_run(2.0, 1.0, 3.0), hca_run(4.0, 3.0, 5.0)]
+    for run, scale in zip(runs, (1.0, 3.0)):
+        run["exact_gradient_norm2"] = 0.5
+        run["hindsight_ratio"] = {"return HCA (learned h)": [scale, 2 * scale]}
+    mean = tasks.pooled(runs)
+    assert mean["estimators"]["PG + V baseline"] == {"variance": 3.0}
+    assert mean["estimators"]["REINFORCE (no baseline)"] == {"start_state_variance": 1.0, "variance": 4.0}
+    assert mean["hindsight_ratio"] == {"return HCA (learned h)": [2.0, 4.0]} and mean["exact_gradient_norm2"] == 0.5
+
+
+def test_hca_claims_in_order_one_conditioning_claim_per_task_with_state_hca():
+    good = [(4.0, 2.0, 1.0), (4.2, 2.1, 1.0), (3.8, 2.0, 1.1)]  # return HCA's the lowest variance, on every seed
+    study = {name: {0.5: seeds_of(*good), 2.0: seeds_of(*good)} for name in ("shortcut", "delayed effect")}
+    study["ambiguous bandit"] = {s: seeds_of(*[(pg, None, ret) for pg, _, ret in good]) for s in (0.5, 2.0)}
+    claims = tasks.hca_claims(tasks.Args(sigmas="2,0.5"), study, {"shortcut": 1e-9, "delayed effect": 2e-4})
+    assert [c["claim"] for c in claims[6:]] == [
+        "shortcut: return-conditional HCA is preferable to state-conditional HCA",
+        "delayed effect: return-conditional HCA is preferable to state-conditional HCA",
+        "irrelevant actions get a hindsight ratio ≈ 1, the decisive one is far from 1",
+        "Q(x, a) = E_z[h(a|x,z)/π(a|x) · z]", tasks.DEGRADES]
+    # per task: lower than PG + V (yes), growing with σ (the same ratio at both: None); then return vs state HCA
+    assert [c["holds"] for c in claims] == [True, None, True, None, True, None, True, True, True, True, True]
+    assert "σ = 0.5" in claims[8]["measured"]  # the decisive action at the smallest σ
+
+
+# --------------------------------------------------------------------------------------------
+# The studies agree with the chapter where they measure the same thing
+# --------------------------------------------------------------------------------------------
+def test_study_one_on_the_delayed_effect_is_the_chapters_gradient_variances():
+    """Both seed themselves from --seed: the study's variances on the delayed effect are the
+    chapter's numbers, whatever ran before either."""
+    args = hind.Args(corridor=3, hindsight_episodes=40, measure_episodes=200, hindsight_steps=5, hca_hidden=8, seed=4)
+    chapter = hind.gradient_variances(args, 0.7, "cpu")
+    torch.manual_seed(123)  # whatever the global generator did before
+    run = tasks.study_one(args, hind.delayed_effect(3, 0.7), "cpu")
+    study = run["estimators"]
+    assert set(chapter) == set(hind.ESTIMATORS) and chapter == {m: study[m]["variance"] for m in chapter}
+    assert tasks.variances({0.7: [run]})[0.7] == [{m: e["variance"] for m, e in study.items()}]
+    assert run["first_action_revealed"] == 1.0  # the key's state gives the first action away
+
+
+def test_gradient_study_runs_each_task_and_sigma_once_per_seed_from_the_chapters(monkeypatch):
+    calls = []
+    monkeypatch.setattr(tasks, "study_one", lambda args, task, device: calls.append((args, task.name)) or args.seed)
+    args = tasks.Args(sigmas="0.5,2", seeds=3, seed=7)
+    study = tasks.gradient_study(args, "cpu")
+    names = ("shortcut", "delayed effect", "ambiguous bandit")
+    assert study == {name: {0.5: [7, 8, 9], 2.0: [7, 8, 9]} for name in names}
+    chapter = tasks.chapter_args(args)
+    assert all(dataclasses.replace(a, seed=chapter.seed) == chapter for a, _ in calls)  # only the seed differs
+
+
+def test_her_sweep_trains_every_learner_at_each_n_with_the_chapters_loop(monkeypatch):
+    calls = []
+
+    def train_spy(args, bits, strategy, seed, device):
+        calls.append((args.cycles, bits, strategy, seed))
+        return {"n": bits, "strategy": strategy, "seed": seed}
+
+    monkeypatch.setattr(hind, "train_bitflip", train_spy)
+    her = sweep.her_sweep(sweep.Args(bits="3,7", her_seeds=2, cycles=5, seed=9), "cpu")
+    assert list(her) == ["DQN", "DQN+HER", "DQN+HER (final)"]
+    assert her["DQN+HER (final)"][7] == [{"n": 7, "strategy": "final", "seed": s} for s in (9, 10)]
+    assert sorted(calls) == sorted((5, n, s, seed) for n in (3, 7) for s in ("none", "future", "final")
+                                   for seed in (9, 10))
+    assert list(sweep.her_sweep(sweep.Args(bits="3", her_seeds=1, strategies="future"), "cpu")) == ["DQN", "DQN+HER"]
+    smoke = sweep.chapter_args(common.apply_smoke(sweep.Args(smoke=True, her_seeds=4)))  # the chapter's smoke values
+    assert (smoke.cycles, smoke.hidden, smoke.her_seeds) == (hind.Args.SMOKE["cycles"], hind.Args.SMOKE["hidden"], 4)
 
 
 def test_success_table_reports_each_seed_and_when_the_mean_success_first_reached_90_percent():
@@ -525,107 +799,6 @@ def test_success_table_reports_each_seed_and_when_the_mean_success_first_reached
                     [5, "DQN+HER", pytest.approx(0.95), "1, 0.9", pytest.approx(0.1), "50%"]]  # 0.95 after 2 of 4
 
 
-def variance_entry(pg: float, state: float | None, ret: float, start=(1.0, 1.0)) -> dict:
-    estimators = {"PG + V baseline": {"variance": pg}, "return HCA (learned h)": {"variance": ret},
-                  "REINFORCE (no baseline)": {"variance": 1.0, "start_state_variance": start[0]},
-                  "state HCA (exact h)": {"variance": 1.0, "start_state_variance": start[1]}}
-    if state is not None:
-        estimators["state HCA (learned h)"] = {"variance": state}
-    return {"estimators": estimators}
-
-
-def hca_summary(low: tuple, high: tuple, profile_low: dict, profile_high: dict, start_low=(1.0, 1.1),
-                start_high=(1.0, 3.0)) -> dict:
-    """The delayed effect at σ = 0.5 and σ = 2 (variances of PG, state HCA, return HCA as given),
-    beside a shortcut whose variance claim holds."""
-    delayed = {0.5: variance_entry(*low, start=start_low), 2.0: variance_entry(*high, start=start_high)}
-    delayed[0.5]["hindsight_ratio"], delayed[2.0]["hindsight_ratio"] = profile_low, profile_high
-    shortcut = {0.5: variance_entry(4.0, 2.0, 2.0), 2.0: variance_entry(40.0, 4.0, 5.0)}
-    return {"shortcut": shortcut, "delayed effect": delayed}
-
-
-def hca_verdicts(study: dict, identity: dict | None = None) -> list:
-    identity = identity or {"shortcut": 1e-9, "delayed effect": 2e-4}
-    return [c["holds"] for c in tasks.hca_claims(tasks.Args(sigmas="2,0.5"), study, identity)]
-
-
-def delayed_variance(low: tuple, high: tuple, profile: dict) -> list:
-    """The delayed effect's two variance verdicts: lower than PG + V at every σ, and an edge that grows."""
-    return hca_verdicts(hca_summary(low, high, profile, profile))[2:4]
-
-
-def test_hca_claims_follow_the_measurements_both_ways():
-    decisive = {"state HCA (learned h)": [1.0, 0.1, 0.1, 50.0], "return HCA (learned h)": [0.6, 0.05, 0.15, 9.0],
-                "state HCA (exact h)": [0.0, 1.0, 1.0, 1.0]}  # exact h is not judged
-    vague = {m: [0.9, 0.2, 0.2, 0.0] for m in decisive}
-    good = hca_summary((4.0, 2.0, 2.0), (40.0, 4.0, 5.0), decisive, vague)
-    # per task (shortcut, delayed effect): lower variance, growing edge; then per task return vs state HCA
-    # (return HCA is not lower at either σ here), the decisive action, the identity, COCOA
-    assert hca_verdicts(good) == [True, True, True, True, False, False, True, True, True]
-    # variance: PG / HCA > 1 at every σ, and growing from the smallest σ to the largest, for every variant
-    assert delayed_variance((4.0, 2.0, 2.0), (40.0, 4.0, 20.0), decisive) == [True, False]  # return HCA: 2x at both
-    assert delayed_variance((4.0, 5.0, 5.0), (4.0, 4.5, 4.5), decisive) == [False, True]  # 0.8x → 0.89x
-    assert delayed_variance((4.0, 1.0, 2.0), (40.0, 12.0, 5.0), decisive) == [True, False]  # state HCA 4x → 3.3x
-    assert delayed_variance((4.0, 2.0, 2.0), (40.0, 20.0, 5.0), decisive) == [True, False]
-    assert delayed_variance((4.0, 8.0, 8.0), (6.0, 4.0, 4.0), decisive) == [False, True]  # 0.5x → 1.5x
-    without_state = hca_summary((4.0, None, 2.0), (40.0, None, 5.0), decisive, vague)
-    verdicts = hca_verdicts(without_state)
-    assert verdicts[2:4] == [True, True] and len(verdicts) == 8  # no return-vs-state claim without state HCA
-    # return vs state HCA: return HCA's variance lower at more than half of the σ
-    better_return = hca_summary((4.0, 2.0, 2.0), (40.0, 8.0, 5.0), decisive, vague)
-    assert hca_verdicts(better_return)[4:6] == [False, False]  # delayed: 5 < 8 at σ = 2 only: 1 of 2 is not more than half
-    both = hca_summary((4.0, 3.0, 2.0), (40.0, 8.0, 5.0), decisive, vague)
-    assert hca_verdicts(both)[4:6] == [False, True]
-    # the decisive action: |h/π - 1| at step 0 must exceed 5x its mean over the corridor (not the last
-    # step), for every learned h, at the smallest σ
-    weak = {**decisive, "return HCA (learned h)": [0.45, 0.05, 0.15, 0.0]}
-    assert hca_verdicts(hca_summary((4.0, 2.0, 2.0), (40.0, 4.0, 5.0), weak, decisive))[-3] is False
-    # the identity: the largest gap must be below 1e-3
-    assert hca_verdicts(good, {"shortcut": 1e-9, "delayed effect": 2e-3})[-3:] == [True, False, True]
-    # COCOA: state HCA's variance at the first action within 20% of REINFORCE's, at the smallest σ
-    far = hca_summary((4.0, 2.0, 2.0), (40.0, 4.0, 5.0), decisive, vague, start_low=(1.0, 1.3),
-                      start_high=(1.0, 1.0))
-    assert hca_verdicts(far)[-3:] == [True, True, False]
-
-
-def test_hca_claims_report_every_sigma_and_the_count_where_return_hca_is_lower():
-    decisive = {"state HCA (learned h)": [1.0, 0.1, 0.1, 5.0], "return HCA (learned h)": [1.0, 0.1, 0.1, 5.0]}
-    claims = tasks.hca_claims(tasks.Args(sigmas="2,0.5"), hca_summary((4.0, 2.0, 1.0), (40.0, 8.0, 5.0), decisive, decisive),
-                             {"shortcut": 0.0, "delayed effect": 0.0})
-    assert "at σ = 0.5, 2: state HCA: 2x, 5x; return HCA: 4x, 8x" in claims[2]["measured"]
-    assert claims[5]["claim"] == "delayed effect: return-conditional HCA is preferable to state-conditional HCA"
-    assert "σ=0.5 1 vs 2, σ=2 5 vs 8; return HCA lower at 2 of 2" in claims[5]["measured"] and claims[5]["holds"] is True
-
-
-# --------------------------------------------------------------------------------------------
-# The studies agree with the chapter where they measure the same thing
-# --------------------------------------------------------------------------------------------
-def test_study_one_on_the_delayed_effect_is_the_chapters_gradient_variances():
-    """Both seed themselves from --seed: the study's variances on the delayed effect are the
-    chapter's numbers, whatever ran before either."""
-    args = hind.Args(corridor=3, hindsight_episodes=40, measure_episodes=200, hindsight_steps=5, hca_hidden=8, seed=4)
-    chapter = hind.gradient_variances(args, 0.7, "cpu")
-    torch.manual_seed(123)  # whatever the global generator did before
-    study = tasks.study_one(args, hind.delayed_effect(3, 0.7), "cpu")["estimators"]
-    assert set(chapter) == set(hind.ESTIMATORS) and chapter == {m: study[m]["variance"] for m in chapter}
-    assert tasks.variances({0.7: {"estimators": study}})[0.7] == {m: e["variance"] for m, e in study.items()}
-
-
-def test_her_sweep_runs_the_chapters_runs_at_each_n(monkeypatch):
-    calls = []
-
-    def runs_spy(args, bits, device):
-        calls.append((args.her_seeds, args.strategy, args.seed, args.cycles, bits))
-        return {name: [{"n": bits, "name": name}] for name in hind.HER_METHODS}
-
-    monkeypatch.setattr(hind, "her_runs", runs_spy)
-    her = sweep.her_sweep(sweep.Args(bits="3,7", her_seeds=4, cycles=5, strategy="final", seed=9), "cpu")
-    assert calls == [(4, "final", 9, 5, 3), (4, "final", 9, 5, 7)]
-    assert her == {name: {n: [{"n": n, "name": name}] for n in (3, 7)} for name in hind.HER_METHODS}
-    smoke = sweep.chapter_args(common.apply_smoke(sweep.Args(smoke=True, her_seeds=3)))  # the chapter's smoke values
-    assert (smoke.cycles, smoke.hidden, smoke.her_seeds) == (hind.Args.SMOKE["cycles"], hind.Args.SMOKE["hidden"], 3)
-
-
 # --------------------------------------------------------------------------------------------
 # CLI and a smoke run of each study
 # --------------------------------------------------------------------------------------------
@@ -635,8 +808,11 @@ def test_her_sweep_runs_the_chapters_runs_at_each_n(monkeypatch):
     ("studies.04_hca_tasks", "--chain", "1", "--chain must be at least 2"),
     ("studies.04_hca_tasks", "--value-rate", "1.5", "--value-rate must be in (0, 1]"),
     ("studies.04_hca_tasks", "--learn-seeds", "0", "--learn-seeds must be positive"),
+    ("studies.04_hca_tasks", "--seeds", "0", "--seeds must be positive"),
     ("studies.04_her_sweep", "--bits", "4,0", "--bits must be positive integers"),
     ("studies.04_her_sweep", "--her-seeds", "0", "--her-seeds must be positive"),
+    ("studies.04_her_sweep", "--strategies", "final", "--strategies must hold future"),
+    ("studies.04_her_sweep", "--strategies", "future,episode", "'episode' is not one of future, final"),
 ])
 def test_cli_rejects_bad_values_with_one_line(cli_error, script, flag, value, message):
     assert message in cli_error(script, flag, value)
@@ -646,17 +822,21 @@ def test_her_sweep_smoke_run_writes_results_and_figures(tmp_path, read_results):
     result = sweep.main(sweep.Args(smoke=True, device="cpu", out=str(tmp_path)))
     data = read_results(tmp_path / "results.json")
     assert (tmp_path / "her_success_vs_bits.png").stat().st_size > 1000
-    assert data["metrics"] == common.json_ready(result["metrics"]) and len(data["claims"]) == 4  # n ≥ 20 is not run
+    assert data["metrics"] == common.json_ready(result["metrics"]) and len(data["claims"]) == 6
     assert all(np.isfinite(v) for k, v in data["metrics"].items() if k != "tables")
     rows = data["metrics"]["tables"]["success"]["rows"]  # the table is the metrics, n by n
+    learners = ("DQN", "DQN+HER", "DQN+HER (final)")
     assert [(n, name, mean) for n, name, mean, *_ in rows] == [
-        (n, name, data["metrics"][f"bits{n}_success[{name}]"]) for n in (4, 6) for name in hind.HER_METHODS]
-    # relabelling makes reward-0 transitions common, at every n
+        (n, name, data["metrics"][f"bits{n}_success[{name}]"]) for n in (4, 6) for name in learners]
     verdicts = {c["claim"]: c["holds"] for c in data["claims"]}
-    assert verdicts["HER turns failed episodes into useful signal (reward density)"] is True
+    # relabelling gives every episode a rewarded transition, at every n, whichever strategy
+    assert verdicts["HER turns failed episodes into signal: after relabelling, every episode is a success for some "
+                    "goal"] is True
+    assert all(data["random_policy"][str(n)]["rewarded"]["DQN+HER (final)"] == 1.0 for n in (4, 6))
     for n in (4, 6):
         her, dqn = data["her"]["DQN+HER"][str(n)][0], data["her"]["DQN"][str(n)][0]
-        assert her["reward_share"] > 5 * dqn["reward_share"] and her["episodes"] == 32 * n
+        assert her["reward_share"] > dqn["reward_share"] and her["episodes"] == 32 * n
+        assert len(data["her"]["DQN+HER (final)"][str(n)]) == 2  # the smoke run's seeds
 
 
 def test_hca_tasks_smoke_run_writes_results_and_figures(tmp_path, read_results):
@@ -667,8 +847,11 @@ def test_hca_tasks_smoke_run_writes_results_and_figures(tmp_path, read_results):
         assert (tmp_path / name).stat().st_size > 1000
     assert data["metrics"] == common.json_ready(result["metrics"]) and len(data["claims"]) == 11
     assert all(np.isfinite(v) for k, v in data["metrics"].items() if k != "tables")
-    tables = data["metrics"]["tables"]  # the tables are the metrics
+    tables = data["metrics"]["tables"]  # the tables are the metrics: the mean of the seeds
     variance = {(row[0], row[1]): row for row in tables["variance"]["rows"]}
+    runs = data["hca_gradient_study"]["delayed effect"]["2.0"]
+    assert len(runs) == 2 and variance[("delayed effect", 2.0)][3] == pytest.approx(
+        np.mean([r["estimators"]["PG + V baseline"]["variance"] for r in runs]))
     assert variance[("delayed effect", 2.0)][3] == data["metrics"]["delayed effect_sigma2_variance[PG + V baseline]"]
     assert variance[("ambiguous bandit", 0.5)][4] == "–"  # no state HCA without later states
     learning = {row[0]: row for row in tables["learning"]["rows"]}
@@ -678,7 +861,8 @@ def test_hca_tasks_smoke_run_writes_results_and_figures(tmp_path, read_results):
     assert verdicts["Q(x, a) = E_z[h(a|x,z)/π(a|x) · z]"] is True
     # the one-step bandit has no later state: no state HCA there
     assert set(data["hca_learning"]["ambiguous bandit"]) == {"PG + V baseline", "return HCA (learned h)"}
-    assert not any(m.startswith("state") for m in data["hca_gradient_study"]["ambiguous bandit"]["0.5"]["estimators"])
+    assert not any(m.startswith("state") for run in data["hca_gradient_study"]["ambiguous bandit"]["0.5"]
+                   for m in run["estimators"])
     # every learning curve starts at the exact return of the uniform policy
     uniform = {task.name: tasks.exact_return(task, torch.zeros(task.num_states, 2))
                for task in tasks.make_tasks(common.apply_smoke(args), 1.0)}

@@ -384,31 +384,70 @@ def test_an_all_padding_batch_gives_zero_statistics_not_nan():
 
 
 # ------------------------------------------------------------------------------------ claims
-CREDIT = {"outcome only (flat)": {"auroc": 0.5, "top1": 0.25}, "PRM step score": {"auroc": 0.6, "top1": 0.3}}
+def localised(drop: float, qrm: float, solutions: int = 7) -> dict:
+    """One seed's credit_study results with the PRM drop's and Q-RM's AUROC."""
+    return {"solutions": solutions, "results": {
+        "outcome only (flat)": {"auroc": 0.5, "top1": 0.25}, "PRM step score": {"auroc": 0.6, "top1": 0.3},
+        "PRM drop (score - previous)": {"auroc": drop, "top1": 0.5}, "Q-RM (mean Z of the step)": {"auroc": qrm, "top1": 0.5}}}
 
 
-@pytest.mark.parametrize("drop,qrm,expected", [(0.75, 0.75, [True, True]), (0.5, 0.75, [False, True]),
-                                               (0.75, 0.5, [True, False])])
-def test_credit_verdicts_need_an_auroc_above_chance(drop, qrm, expected):
-    results = {**CREDIT, "PRM drop (score - previous)": {"auroc": drop, "top1": 0.5},
-               "Q-RM (mean Z of the step)": {"auroc": qrm, "top1": 0.5}}
-    claims = prm.credit_claims({"solutions": 7, "results": results})
-    assert [c["holds"] for c in claims] == expected and "7 failed solutions" in claims[0]["measured"]
+@pytest.mark.parametrize("drops,qrms,expected", [
+    ((0.70, 0.72, 0.71), (0.60, 0.62, 0.61), [True, True]),  # both above chance on every seed
+    ((0.70, 0.72, 0.71), (0.45, 0.46, 0.44), [True, False]),  # Q-RM below chance
+    ((0.52, 0.50, 0.51), (0.90, 0.10, 0.60), [None, None]),  # an interval too wide to tell
+])
+def test_credit_verdicts_decide_the_auroc_minus_chance_over_seeds(drops, qrms, expected):
+    claims = prm.credit_claims(*(localised(d, q) for d, q in zip(drops, qrms)))
+    assert [c["holds"] for c in claims] == expected and "7/7/7 failed" in claims[0]["measured"]
+    for c, aurocs in zip(claims, (drops, qrms)):  # the measured text is the interval of AUROC - 0.5
+        assert common.seed_verdict(np.subtract(aurocs, 0.5))[1] in c["measured"]
     assert prm.credit_claims({"solutions": 0, "results": {}}) == []  # no failed solution: nothing to localise
 
 
-@pytest.mark.parametrize("prm_golds,expected", [
-    ((0.25, 0.6, 0.4), [True, True]),  # ahead of outcome GRPO (0.3); peaks inside, then falls by 0.2
-    ((0.25, 0.6, 0.58), [True, False]),  # falls by only 0.02
-    ((0.25, 0.2, 0.1), [False, False]),  # behind, and never above the start
-])
-def test_rl_verdicts_compare_the_prm_run_with_outcome_grpo(prm_golds, expected):
-    runs = {"outcome": {"evals": [{"step": 0, "pass@1": 0.25}, {"step": 36, "pass@1": 0.3}]},
+def test_one_seed_gives_no_verdict():
+    (drop, qrm) = prm.credit_claims(localised(0.9, 0.9))
+    assert drop["holds"] is None is qrm["holds"] and "one seed" in drop["measured"]
+    assert all(c["holds"] is None for c in prm.rl_claims(prm.Args(), rl_seed(0.3, (0.25, 0.6, 0.4))))
+
+
+def rl_seed(outcome_final: float, prm_golds: tuple, verified_final: float | None = None) -> dict:
+    """One seed's RL runs: outcome GRPO rising to outcome_final, the PRM alone along prm_golds."""
+    runs = {"outcome": {"evals": [{"step": 0, "pass@1": 0.25}, {"step": 36, "pass@1": outcome_final}]},
             "prm": {"evals": [{"step": s, "pass@1": g} for s, g in zip((0, 18, 36), prm_golds)]}}
-    claims = prm.rl_claims(prm.Args(rl_steps=36), runs)
+    if verified_final is not None:
+        runs["prm_outcome"] = {"evals": [{"step": 0, "pass@1": 0.25}, {"step": 36, "pass@1": verified_final}]}
+    return runs
+
+
+HOLDING = [(0.30, (0.25, 0.60, 0.40), 0.35), (0.31, (0.25, 0.62, 0.41), 0.37), (0.29, (0.25, 0.61, 0.43), 0.36)]
+
+
+@pytest.mark.parametrize("change,expected", [
+    ({}, [True, True, False, False]),  # the PRM ends ahead, after a fall; the verifier runs end behind it
+    ({"prm_golds": [(0.25, 0.6, 0.2), (0.25, 0.62, 0.21), (0.25, 0.61, 0.19)]}, [False, True, True, True]),
+    # no fall on any seed: an interval of width 0 at 0 cannot tell (common.seed_verdict)
+    ({"prm_golds": [(0.25, 0.4, 0.4), (0.25, 0.41, 0.41), (0.25, 0.42, 0.43)]}, [True, None, False, False]),
+])
+def test_rl_verdicts_decide_each_paired_difference_over_seeds(change, expected):
+    golds = change.get("prm_golds", [g for _, g, _ in HOLDING])
+    runs = [rl_seed(o, g, v) for (o, _, v), g in zip(HOLDING, golds)]
+    claims = prm.rl_claims(prm.Args(rl_steps=36), *runs)
     assert [c["holds"] for c in claims] == expected and "after 36 updates" in claims[0]["measured"]
-    assert "second proxy" in claims[1]["claim"] and "verifier on the answer step" not in claims[1]["measured"]
-    assert prm.rl_claims(prm.Args(), {"outcome": runs["outcome"]}) == []  # no PRM run: nothing to compare
+    assert "second proxy" in claims[1]["claim"] and "prefer a verifiable check" in claims[2]["claim"]
+    falls = [(max(g) - g[-1]) - (o - o) for (o, _, _), g in zip(HOLDING, golds)]  # outcome GRPO peaks at its end
+    assert common.seed_verdict(falls)[1] in claims[1]["measured"]
+    assert common.seed_verdict([v - g[-1] for (_, _, v), g in zip(HOLDING, golds)])[1] in claims[3]["measured"]
+
+
+def test_the_peaks_noise_is_taken_off_the_prms_fall():
+    """Outcome GRPO falling from its own peak a little more than the PRM does: no over-optimisation to see."""
+    runs = [rl_seed(o, g) for o, g, _ in HOLDING]
+    for run, (_, g, _) in zip(runs, HOLDING):
+        peak = run["outcome"]["evals"][-1]["pass@1"] + max(g) - g[-1] + 0.01
+        run["outcome"]["evals"].insert(1, {"step": 18, "pass@1": peak})
+    assert prm.rl_claims(prm.Args(rl_steps=36), *runs)[1]["holds"] is False
+    assert len(prm.rl_claims(prm.Args(), *runs)) == 3  # no run with the verifier on the answer step
+    assert prm.rl_claims(prm.Args(), {"outcome": runs[0]["outcome"]}) == []  # no PRM run: nothing to compare
 
 
 # ------------------------------------------------------------------------------ CLI and smoke

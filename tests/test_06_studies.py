@@ -1,7 +1,8 @@
 """studies/06_overoptimisation.py: the ORM, a PRM's score of a whole solution and Q-RM's advantages
-(what the chapter leaves out), label quality, best-of-N and majority vote, the full-scale RL
-comparison, RL against the ORM and Gao et al.'s forms, length bias, their claims and tables, the CLI
-and a smoke run. The hand-made problems, fake sampler and fake reward models are the chapter's tests'."""
+(what the chapter leaves out), label quality and the PRM's calibration, best-of-N and majority vote,
+the RL comparison, GRPO on the ORM with and without KL, Gao et al.'s forms, length bias, the seeds'
+mean, every claim's verdict on constructed seeds, the CLI and a smoke run. The hand-made problems,
+fake sampler and fake reward models are the chapter's tests'."""
 
 import dataclasses
 import importlib
@@ -29,7 +30,6 @@ from test_06_prm_qrm import (
     labelled_data,
     record_samples,
     step_ends_by_hand,
-    without_timing,
 )
 
 import common
@@ -185,6 +185,7 @@ def test_held_out_study_pairs_every_score_with_its_own_sample(monkeypatch):
     fake_sampler(monkeypatch, samples)
     # the ORM ranks the right samples first: its best-of-4 is the oracle's, if its scores stay with their samples
     given = fake_reward_models(monkeypatch, {"ORM": [0.0, 2.0, 1.5, -1.0, 0.5, 1.0, 3.0, 2.5]})
+    monkeypatch.setattr(overopt, "calibration_study", lambda *a: "calibration")  # tested on its own below
     run = HandArgs(hand_problems=(PROBLEM, SMALL), eval_problems=2, credit_samples=4)
     held = overopt.held_out_study(POLICY, TOK, {"prm": "PRM", "orm": "ORM", "qrm": "QRM"}, run,
                                   overopt.Args(bon_samples=4, bon_repeats=8), "cpu")
@@ -227,43 +228,81 @@ def test_held_out_study_pairs_every_score_with_its_own_sample(monkeypatch):
     step_means = [[float(z[i, ([-1] + ends[i])[k] + 1:ends[i][k] + 1].mean()) for k in range(len(ends[i]))] for i in failed]
     assert credit["results"]["Q-RM (mean Z of the step)"] == pytest.approx(
         lm_world.localisation([np.array(m) for m in step_means], wrong))
-    example = credit["example"]  # the first with a right step before the slip and a step after it
-    assert example["text"] == SLIP and example["problem"] == "12+7*3-5"
-    assert all(len(row) == len(SLIP) + 1 for row in example["rows"].values())  # one value a token, EOS included
-    steps_of_tokens = np.cumsum([0] + [c == "\n" for c in SLIP])  # the step each token is in
-    assert example["rows"]["PRM drop"] == pytest.approx(drops[0][steps_of_tokens].tolist())
-    assert example["rows"]["gold verifier"] == [0.0 if k == 0 else (-1.0 if k == 1 else 0.0) for k in steps_of_tokens]
+    assert held["format"] == pytest.approx(overopt.format_scores(np.array(scores["PRM-min"]), texts, correct))
+    assert held["calibration"] == "calibration" and "example" not in credit
 
 
-def test_proxy_advantages_centre_the_orm_score_and_log_proxy_kl_and_gold(monkeypatch):
+# ------------------------------------------------------------------ what well-formed wrong answers score, calibration
+def test_format_scores_count_the_well_formed_wrong_answers_that_reach_the_median_right_one():
+    texts = [SLIP, "12+7=19\n#19", "#51", RIGHT, SMALL_RIGHT, "3+1=5\n#5"]  # three well-formed wrong, one bare wrong
+    correct = np.array([0, 0, 0, 1, 1, 0])
+    scores = np.array([0.9, 0.1, 0.99, 0.5, 0.7, 0.6])  # the right ones' median: 0.6
+    found = overopt.format_scores(scores, texts, correct)
+    assert found == {"formed_wrong": 3, "median_right": pytest.approx(0.6), "share_reaching_median_right": pytest.approx(2 / 3)}
+    assert math.isnan(overopt.format_scores(scores, texts, np.zeros(6))["share_reaching_median_right"])  # no right one
+
+
+def test_calibration_distances_are_unbiased_where_the_square_of_one_estimate_is_not():
+    """200,000 prefixes, value p uniform, the PRM's score s = p + 0.1: its distance to the value is
+    0.01 and to the label's mean 1 - (1 - p)^n is known in closed form; 2n Bernoulli(p) rollouts
+    each. The naive squared error of the share right adds its variance p(1 - p)/2n."""
+    rng, n = np.random.default_rng(0), 4
+    p = rng.random(200_000)
+    s = p + 0.1
+    outcomes = rng.random((len(p), 2 * n)) < p[:, None]
+    found = overopt.calibration(s, outcomes.astype(float), n)
+    q = 1 - (1 - p) ** n
+    assert found["to_value"] == pytest.approx(0.01, abs=1e-3)
+    assert found["to_label_mean"] == pytest.approx(np.mean((s - q) ** 2), abs=2e-3)
+    naive = np.mean((s - outcomes.mean(1)) ** 2)
+    assert naive - 0.01 == pytest.approx(np.mean(p * (1 - p)) / (2 * n), abs=1e-3)  # what the halves take away
+    assert found["value"] == pytest.approx(0.5, abs=5e-3) and found["label_mean"] == pytest.approx(q.mean(), abs=5e-3)
+    assert found["prefixes"] == len(p) and found["score"] == pytest.approx(s.mean())
+
+
+def test_calibration_study_rolls_out_the_inner_prefixes_of_evenly_spaced_samples(monkeypatch):
+    """Four held-out samples, two to calibrate (rows 0 and 2): each inner step prefix rolled out
+    2 x label_n times; the PRM's score read where that step ends."""
+    texts = [SLIP, "#52", SMALL_SLIP, RIGHT]
+    held = {"problems": [PROBLEM, PROBLEM, SMALL, PROBLEM], "texts": texts,
+            "prm_probs": torch.rand(4, 30, generator=torch.Generator().manual_seed(0)),
+            "ends": torch.tensor([step_ends_by_hand(t) + [-1] * (4 - len(step_ends_by_hand(t))) for t in texts])}
+    calls, outcomes = [], [np.array([[1, 0, 0, 0]] * 3, bool), np.array([[1, 1, 0, 1]], bool)]  # 3 and 1 inner steps
+
+    def rollouts(policy, tokenizer, problems, texts, n, budget, generator, device):
+        calls.append((problems, texts, n, budget))
+        return outcomes
+
+    monkeypatch.setattr(prm, "rollout_outcomes", rollouts)
+    run = HandArgs(label_n=2, max_new_tokens=48)
+    found = overopt.calibration_study(POLICY, TOK, held, run, overopt.Args(calibration_solutions=2), "cpu")
+    assert calls == [([PROBLEM, SMALL], [SLIP, SMALL_SLIP], 4, 48)]
+    scores = np.concatenate([held["prm_probs"][0, step_ends_by_hand(SLIP)[:3]], held["prm_probs"][2, [5]]])
+    assert found == pytest.approx(overopt.calibration(scores, np.concatenate(outcomes).astype(float), 2))
+
+
+# ------------------------------------------------------------------ RL: the chapter's advantages and the ORM's
+def test_proxy_advantages_are_grpo_on_the_orms_score_at_eos_and_log_it(monkeypatch):
     given = fake_reward_models(monkeypatch)
-    policy, reference = lm_pins.tiny_model(1)[0], lm_world.frozen_copy(lm_pins.tiny_model(2)[0])
     r = hand_completions([SMALL.prompt] * 2 + [PROBLEM.prompt] * 2, GROUPED)
-    with torch.no_grad():
-        logp, _ = lm_world.token_logprobs(policy, r.sequences, r.attention_mask, r.prompt_length)
-    r.logprobs = logp * r.completion_mask  # as sampled from the policy
     log = []
-    A = overopt.proxy_advantage_fn("ORM", reference, 2, log)(r, GROUPED_REWARDS, [SMALL, PROBLEM])
+    A = overopt.proxy_advantage_fn("ORM", 2, log)(r, GROUPED_REWARDS, [SMALL, PROBLEM])
     proxy = torch.sigmoid(given["ORM"][torch.arange(4), [len(t) for t in GROUPED]])  # read on EOS
-    centred = proxy.view(2, 2) - proxy.view(2, 2).mean(1, keepdim=True)
-    torch.testing.assert_close(A, centred.flatten()[:, None] * r.completion_mask)
-    ref_logp, _ = lm_world.token_logprobs(reference, r.sequences, r.attention_mask, r.prompt_length)
-    kl = sum(float((logp[i] - ref_logp[i])[r.completion_mask[i]].sum()) for i in range(4)) / 4
-    assert log == [{"proxy": pytest.approx(float(proxy.mean())), "kl": pytest.approx(kl, abs=1e-5), "gold": 0.5}]
-    assert abs(kl) > 0.1
+    grpo = lm_pins.grpo.group_advantages(proxy.view(2, 2), "grpo")  # 05's: (r - mean) / (std + eps)
+    torch.testing.assert_close(A, grpo.flatten()[:, None] * r.completion_mask)
+    assert log == [{"proxy": pytest.approx(float(proxy.mean()))}]
 
 
-def test_rl_comparison_runs_the_chapters_advantages_then_reads_what_each_trained_policy_writes(monkeypatch):
-    given = fake_reward_models(monkeypatch)
-    r = hand_completions([SMALL.prompt] * 2 + [PROBLEM.prompt] * 2, GROUPED)
-    initial, _ = lm_pins.tiny_model(0)
+def spy_training(monkeypatch, r, initial) -> tuple[dict, list]:
+    """prm.train, what_it_writes and sample_stats replaced: each run's arguments and advantages on r
+    recorded by its desc, and the policy each measure is taken of."""
     seen, measured = {}, []
 
     def train_spy(policy, reference, tokenizer, args, advantage_fn, held_out, device, desc="RL"):
-        assert policy is not initial and reference is not initial
+        assert policy is not initial and reference is not initial and not any(p.requires_grad for p in reference.parameters())
         with torch.no_grad():
             next(policy.parameters()).add_(1.0)  # training moves this copy only
-        seen[desc] = advantage_fn(r, GROUPED_REWARDS, [SMALL, PROBLEM])
+        seen[desc] = (args, advantage_fn(r, GROUPED_REWARDS, [SMALL, PROBLEM]), held_out)
         return {"history": [], "evals": [{"step": 0, "pass@1": 0.0}]}
 
     def stats_spy(policy, tokenizer, problems, args, device):
@@ -273,25 +312,75 @@ def test_rl_comparison_runs_the_chapters_advantages_then_reads_what_each_trained
     monkeypatch.setattr(prm, "train", train_spy)
     monkeypatch.setattr(overopt, "what_it_writes", lambda policy, tok, problems, args, device: [p.prompt for p in problems])
     monkeypatch.setattr(overopt, "sample_stats", stats_spy)
+    return seen, measured
+
+
+def test_rl_comparison_runs_the_chapters_advantages_then_reads_what_each_trained_policy_writes(monkeypatch):
+    given = fake_reward_models(monkeypatch)
+    r = hand_completions([SMALL.prompt] * 2 + [PROBLEM.prompt] * 2, GROUPED)
+    initial, _ = lm_pins.tiny_model(0)
+    seen, measured = spy_training(monkeypatch, r, initial)
     run = HandArgs(hand_problems=(PROBLEM, SMALL, PROBLEM), eval_problems=2, group_size=2)
     runs = overopt.rl_comparison(initial, TOK, {"prm": "PRM", "orm": "ORM", "qrm": "QRM"}, run,
-                                 overopt.Args(rl_methods="outcome,qrm"), "cpu")
-    assert list(runs) == ["outcome", "qrm"] and list(seen) == ["RL outcome", "RL qrm"]
-    torch.testing.assert_close(seen["RL outcome"], prm.outcome_advantage_fn(r, GROUPED_REWARDS, None))
-    torch.testing.assert_close(seen["RL qrm"], overopt.token_advantages(given["QRM"], r.completion_mask, 2))
+                                 overopt.Args(rl_methods="outcome,qrm,orm"), "cpu")
+    assert list(runs) == ["outcome", "qrm", "orm"] and list(seen) == ["RL outcome", "RL qrm", "RL orm"]
+    assert all(args == run for args, _, _ in seen.values())  # the chapter's settings, the ORM's run too
+    torch.testing.assert_close(seen["RL outcome"][1], prm.outcome_advantage_fn(r, GROUPED_REWARDS, None))
+    torch.testing.assert_close(seen["RL qrm"][1], overopt.token_advantages(given["QRM"], r.completion_mask, 2))
+    torch.testing.assert_close(seen["RL orm"][1], overopt.proxy_advantage_fn("ORM", 2, [])(r, GROUPED_REWARDS, None))
     for (policy, problems), run_of in zip(measured, runs.values()):
         assert problems == [PROBLEM, SMALL] and run_of["examples"] == [PROBLEM.prompt, SMALL.prompt]
         assert not torch.equal(next(policy.parameters()), next(initial.parameters()))  # the trained copy
         assert run_of["final"] == stats_of() and run_of["wall_clock_s"] >= 0
 
 
-def test_proxy_advantages_are_05s_dr_grpo_centring():
-    g = torch.Generator().manual_seed(0)
-    proxy = torch.rand(3, 4, generator=g)
-    assert torch.equal(overopt.centred_advantages(proxy), lm_pins.grpo.group_advantages(proxy, "dr_grpo"))
+def test_the_orms_over_optimisation_arms_differ_in_beta_only_and_log_its_score(monkeypatch):
+    given = fake_reward_models(monkeypatch)
+    r = hand_completions([SMALL.prompt] * 2 + [PROBLEM.prompt] * 2, GROUPED)
+    initial, _ = lm_pins.tiny_model(0)
+    seen, _ = spy_training(monkeypatch, r, initial)
+    run = HandArgs(hand_problems=(PROBLEM, SMALL, PROBLEM), eval_problems=2, group_size=2, beta=0.04, lr=1e-4, rl_steps=80)
+    arms = overopt.orm_arms(initial, TOK, {"prm": "PRM", "orm": "ORM", "qrm": "QRM"}, run,
+                            overopt.Args(kl_beta=0.5, overopt_lr=3e-4, overopt_steps=7), "cpu")
+    assert list(arms) == list(overopt.ORM_ARMS) == ["kl", "no_kl"]
+    (kl_args, kl_A, held_out), (free_args, free_A, _) = seen["RL on the ORM, β=0.5"], seen["RL on the ORM, β=0"]
+    assert (kl_args.beta, free_args.beta, kl_args.lr, kl_args.rl_steps) == (0.5, 0.0, 3e-4, 7)
+    assert dataclasses.replace(free_args, beta=0.5) == kl_args  # nothing else differs between the arms
+    assert dataclasses.replace(kl_args, beta=0.04, lr=1e-4, rl_steps=80) == run  # nor from the chapter's, but those
+    expected = overopt.proxy_advantage_fn("ORM", 2, [])(r, GROUPED_REWARDS, None)
+    torch.testing.assert_close(kl_A, expected)
+    torch.testing.assert_close(free_A, expected)
+    assert held_out == [PROBLEM, SMALL]
+    assert arms["kl"]["log"] == arms["no_kl"]["log"] == [{"proxy": pytest.approx(float(
+        torch.sigmoid(given["ORM"][torch.arange(4), [len(t) for t in GROUPED]]).mean()))}]
 
 
-# ---------------------------------------------------------------------- Gao et al.'s forms
+# ---------------------------------------------------------------------- over-optimisation
+def orm_run(kl=(0.0, 0.5, 1.0, 2.0), proxy=(0.1, 0.2, 0.3, 0.4), rewards=(0.2, 0.4, 0.6, 0.2),
+            golds=((0, 0.3), (2, 0.2), (4, 0.5))) -> dict:
+    """Four updates of 10, 10, 20, 20 tokens a completion, evaluated at updates 0, 2 and 4."""
+    return {"history": [{"kl": k, "length": n, "reward": w} for k, n, w in zip(kl, (10, 10, 20, 20), rewards)],
+            "log": [{"proxy": p} for p in proxy], "evals": [{"step": s, "pass@1": g} for s, g in golds]}
+
+
+def test_arm_points_read_trailing_means_of_the_training_batches_at_each_evaluation():
+    points = overopt.arm_points(orm_run(), window=2)
+    # sequence KL = per-token k3 x tokens: 0, 5, 20, 40; trailing means of 2: 0, 2.5, 12.5, 30 (the last at update 4)
+    assert points == [{"step": 0, "gold": 0.3, "kl": 0.0, "proxy": pytest.approx(0.1), "train_gold": pytest.approx(0.2)},
+                      {"step": 2, "gold": 0.2, "kl": 12.5, "proxy": pytest.approx(0.25), "train_gold": pytest.approx(0.5)},
+                      {"step": 4, "gold": 0.5, "kl": 30.0, "proxy": pytest.approx(0.35), "train_gold": pytest.approx(0.4)}]
+
+
+def test_the_peak_is_picked_by_the_training_batches_not_by_the_held_out_gold():
+    summary = overopt.arm_summary(overopt.arm_points(orm_run(), window=2))
+    # the training pass rate picks update 2 (0.5); the held-out gold is highest at the end by its own noise
+    assert summary == pytest.approx({"peak_step": 2, "gold_start": 0.3, "gold_peak": 0.2, "gold_end": 0.5,
+                                     "gold_rise": -0.1, "gold_fall": -0.3, "proxy_start": 0.1, "proxy_end": 0.35,
+                                     "proxy_rise": 0.25, "kl_end": 30.0, "proxy_kl_rank_r": 1.0})
+    falling = overopt.arm_summary(overopt.arm_points(orm_run(proxy=(0.4, 0.3, 0.2, 0.1)), window=2))
+    assert falling["proxy_kl_rank_r"] == pytest.approx(-1.0) and falling["proxy_rise"] < 0
+
+
 @pytest.mark.parametrize("form", ["bon", "rl"])
 def test_gao_fit_recovers_alpha_and_beta(form):
     d = np.linspace(0.1, 3.0, 20)
@@ -300,41 +389,6 @@ def test_gao_fit_recovers_alpha_and_beta(form):
     assert fit["alpha"] == pytest.approx(0.4) and fit["beta"] == pytest.approx(0.15) and fit["r2"] == pytest.approx(1.0)
     d_peak = 0.4 / (2 * 0.15)  # d(α - βd) peaks at α / 2β
     assert overopt.gao_curve(np.array([d_peak]), truth, "bon")[0] == pytest.approx(0.4 ** 2 / (4 * 0.15))
-
-
-def test_overoptimisation_rl_optimises_the_orm_without_kl_and_reads_kl_and_proxy_at_each_evaluation(monkeypatch):
-    """A fake loop logs kl = -6, -6, -6, -6, 10, 30 and proxy 0.1 .. 0.6 over 6 updates, evaluating
-    every 3: each point takes the 5-update trailing means at its update (the last at the last
-    update), KL clipped at 0, and 0 at the reference itself."""
-    initial, _ = lm_pins.tiny_model(0)
-    made, ran = [], []
-
-    def proxy_fn(orm, reference, group_size, log):
-        made.append((orm, reference, group_size, log))
-        return "proxy advantages"
-
-    def train_spy(policy, reference, tokenizer, args, advantage_fn, held_out, device, desc="RL"):
-        ran.append((policy, args, advantage_fn, held_out))
-        log = made[0][3]
-        for kl, proxy in zip([-6, -6, -6, -6, 10, 30], [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]):
-            log.append({"proxy": proxy, "kl": kl, "gold": 0.0})
-        return {"history": [], "evals": [{"step": s, "pass@1": g} for s, g in ((0, 0.25), (3, 0.5), (6, 0.375))]}
-
-    monkeypatch.setattr(overopt, "proxy_advantage_fn", proxy_fn)
-    monkeypatch.setattr(prm, "train", train_spy)
-    args = HandArgs(hand_problems=(PROBLEM, SMALL, PROBLEM), eval_problems=2, group_size=3, beta=0.04, lr=1e-4,
-                    rl_steps=80, eval_every=3)
-    result = overopt.overoptimisation_rl(initial, TOK, {"prm": "PRM", "orm": "ORM", "qrm": "QRM"}, args,
-                                       overopt.Args(overopt_steps=6, overopt_lr=3e-4), "cpu")
-    ((orm, reference, group_size, _),) = made
-    assert orm == "ORM" and group_size == 3 and reference is not initial
-    ((policy, run_args, advantage_fn, held_out),) = ran
-    assert policy is not initial and advantage_fn == "proxy advantages" and held_out == [PROBLEM, SMALL]
-    assert (run_args.beta, run_args.lr, run_args.rl_steps) == (0.0, 3e-4, 6)
-    assert dataclasses.replace(run_args, beta=0.04, lr=1e-4, rl_steps=80) == args  # nothing else changes
-    assert result["points"] == [{"step": 0, "gold": 0.25, "kl": 0.0, "proxy": pytest.approx(0.1)},
-                                {"step": 3, "gold": 0.5, "kl": 0.0, "proxy": pytest.approx(0.25)},
-                                {"step": 6, "gold": 0.375, "kl": pytest.approx(4.4), "proxy": pytest.approx(0.4)}]
 
 
 def test_overoptimisation_fits_recover_known_alpha_and_beta_of_each_form():
@@ -348,8 +402,8 @@ def test_overoptimisation_fits_recover_known_alpha_and_beta_of_each_form():
             "orm_proxy_of_pick": {N: 0.5 + 0.01 * N for N in ns}}
     kls = [0.0, 0.5, 1.0, 2.0, 4.0, 8.0]
     rl_gains = overopt.gao_curve(np.sqrt(kls), rl_truth, "rl")
-    proxy_rl = {"points": [{"kl": kl, "gold": 0.3 + g, "proxy": 0.1 * i} for i, (kl, g) in enumerate(zip(kls, rl_gains))]}
-    fits = overopt.overoptimisation_fits(held, proxy_rl)
+    points = [{"kl": kl, "gold": 0.3 + g, "proxy": 0.1 * i} for i, (kl, g) in enumerate(zip(kls, rl_gains))]
+    fits = overopt.overoptimisation_fits(held, points)
     assert fits["bon"]["d"] == pytest.approx(d_bon.tolist()) and fits["bon"]["gain"] == pytest.approx(gains.tolist())
     assert fits["bon"]["proxy"] == [held["orm_proxy_of_pick"][N] for N in ns]
     assert fits["rl"]["d"] == pytest.approx(np.sqrt(kls).tolist()) and fits["rl"]["gain"] == pytest.approx(rl_gains.tolist())
@@ -480,6 +534,7 @@ def test_length_bias_study_trains_on_the_biased_and_balanced_pairs_and_runs_rl_o
     monkeypatch.setattr(overopt, "train_preference_rm", train_rm)
     monkeypatch.setattr(prm, "train", train_spy)
     monkeypatch.setattr(overopt, "sample_stats", lambda *a, **k: stats_of())
+    monkeypatch.setattr(overopt, "what_it_writes", lambda *a, **k: ["an example"])
     r = hand_completions([SMALL.prompt] * 2 + [PROBLEM.prompt] * 2, GROUPED)
     held = {"completions": data["completions"], "correct": data["rewards"].numpy()}
     run = HandArgs(hand_problems=(PROBLEM, SMALL), eval_problems=2, group_size=4)  # one group
@@ -496,193 +551,255 @@ def test_length_bias_study_trains_on_the_biased_and_balanced_pairs_and_runs_rl_o
         torch.testing.assert_close(advantages, overopt.rm_advantage_fn(rm, 4, run_slope, [])(r, GROUPED_REWARDS, None))
         assert held_out == [PROBLEM, SMALL]
     assert not torch.equal(ran[0][1], ran[1][1])
+    for name in overopt.LENGTH_RUNS:  # each run its own log, one entry an update; its writing read after it
+        assert len(study["runs"][name]["log"]) == 1 and study["runs"][name]["final"] == stats_of()
+
+
+
+
+# ------------------------------------------------------------------------------- the seeds' mean
+def test_seed_mean_averages_the_numbers_and_keeps_what_every_seed_shares():
+    seeds = [{"n": 4, "x": 1.0, "runs": [{"step": 10, "p": 0.2, "text": "a"}], "missing": None, "gone": None},
+             {"n": 4, "x": 3.0, "runs": [{"step": 10, "p": 0.4, "text": "b"}], "missing": 2.0, "gone": None}]
+    assert overopt.seed_mean(seeds) == {"n": 4, "x": 2.0, "runs": [{"step": 10, "p": pytest.approx(0.3), "text": "a"}],
+                                        "missing": 2.0, "gone": None}
+    assert overopt.seed_mean([{"flag": True}, {"flag": False}]) == {"flag": True}  # not a number: the first seed's
 
 
 # ------------------------------------------------------------------------------------ claims
-def rerank_inputs(false_positives=0.1, at_largest_n=(0.75, 0.5, 0.75, 0.5, 0.25), drop_auroc=0.75, qrm_auroc=0.75):
-    """label_and_rerank_claims' inputs; at_largest_n = (PRM-min, PRM-mean, PRM-product, ORM,
-    majority) at the largest N, whose order makes the verdicts (at N = 1 every verdict would go the
-    other way)."""
-    data = {"quality": {4: {"accuracy": 0.8, "false_positive_rate": false_positives, "false_negative_rate": 0.1},
-                        1: {"accuracy": 0.8, "false_positive_rate": 0.0, "false_negative_rate": 0.1}}}
-    names = ("PRM-min", "PRM-mean", "PRM-product", "ORM", "majority vote")
-    curves = {name: {1: first, 8: last} for name, first, last in zip(names, (0.0, 0.5, 0.5, 0.5, 0.5), at_largest_n)}
-    curves["oracle (pass@N)"] = {1: 0.5, 8: 1.0}
-    results = {"outcome only (flat)": {"auroc": 0.5, "top1": 0.25}, "PRM step score": {"auroc": 0.6, "top1": 0.3},
-               "PRM drop (score - previous)": {"auroc": drop_auroc, "top1": 0.5},
-               "Q-RM (mean Z of the step)": {"auroc": qrm_auroc, "top1": 0.5}}
-    corr = {"all": 0.4, "right": 0.0, "wrong": 0.3}
-    held = {"ns": [1, 8], "curves": curves, "credit": {"solutions": 7, "results": results}, "samples": 16,
-            "stats": stats_of(length=13.0, excess_chars=0.5, pass_at_1=0.3),
-            "length_corr": {"ORM": corr, "PRM-min": corr, "Q-RM (mean Z)": corr}}
-    return prm.Args(label_n=4), data, held
-
-
-def stats_of(length=20.0, excess_chars=0.5, pass_at_1=0.4, worked_form_wrong_share=0.2) -> dict:
+def stats_of(length=20.0, excess_chars=0.5, pass_at_1=0.4, worked_form_wrong_share=0.2, worked_form_share=0.5) -> dict:
     return {"pass@1": pass_at_1, "length": length, "extra_lines": excess_chars / 6, "padded_share": 0.1,
-            "excess_chars": excess_chars, "worked_form_share": 0.5, "worked_form_wrong_share": worked_form_wrong_share}
+            "excess_chars": excess_chars, "worked_form_share": worked_form_share,
+            "worked_form_wrong_share": worked_form_wrong_share}
+
+
+def spread(value: float, i: int) -> float:
+    """Seed i of three: the value ± 0.01, a 95% interval of about ± 0.025 around it."""
+    return value + 0.01 * (i - 1)
+
+
+def three(make, **change) -> list[dict]:
+    return [make(i, **change) for i in range(3)]
 
 
 def verdicts(claims: list[dict]) -> list:
     return [c["holds"] for c in claims]
 
 
-@pytest.mark.parametrize("change,expected", [
-    ({}, [True, True, True, True, True, True, True]),
-    ({"false_positives": 0.0}, [False, True, True, True, True, True, True]),  # labels without noise
-    ({"at_largest_n": (0.5, 0.25, 0.5, 0.5, 0.25)}, [True, False, True, True, True, True, True]),  # PRM = ORM
-    ({"at_largest_n": (0.5, 0.25, 0.5, 0.25, 0.5)}, [True, True, False, False, True, True, True]),  # majority ahead
-    ({"at_largest_n": (0.75, 0.75, 0.25, 0.5, 0.25)}, [True, True, True, True, False, True, True]),  # min = mean
-    ({"at_largest_n": (0.5, 0.75, 0.25, 0.25, 0.125)}, [True, True, True, True, False, True, True]),  # mean ahead
-    ({"drop_auroc": 0.5}, [True, True, True, True, True, False, True]),  # PRM drop no better than chance
-    ({"qrm_auroc": 0.5}, [True, True, True, True, True, True, False]),
-])
-def test_label_and_rerank_verdicts_follow_the_measurements(change, expected):
-    args, data, held = rerank_inputs(**change)
-    claims = overopt.label_and_rerank_claims(args, data, held) + prm.credit_claims(held["credit"])
-    assert verdicts(claims) == expected
-    assert ["beats ORM" in claims[1]["claim"], "PRM beats majority" in claims[2]["claim"],
-            "ORM beats majority" in claims[3]["claim"], "mean aggregation" in claims[4]["claim"]] == [True] * 4
-
-
-def test_label_and_rerank_claims_skip_localisation_without_failed_solutions():
-    args, data, held = rerank_inputs()
-    held["credit"] = {"solutions": 0, "results": {}}
-    assert verdicts(overopt.label_and_rerank_claims(args, data, held) + prm.credit_claims(held["credit"])) == [True] * 5
-
-
-def history(reach: int | None, updates: int = 20) -> list[dict]:
-    """A training pass rate of 0.2 until update `reach`, 1.0 from then on (never, for None)."""
-    return [{"reward": 0.2 if reach is None or u < reach else 1.0} for u in range(updates)]
-
-
-def rl_runs(outcome_reach=12, prm_reach=11, qrm_reach=1, qrm_final=0.875, prm_golds=(0.25, 0.6, 0.4),
-            outcome_final=0.3, format_shares=(0.5, 0.1)):
-    """rl_claims' input. On the training pass rate (read with --speed-window 1) outcome GRPO goes
-    0.2 -> 1.0, halfway (0.6) at update `outcome_reach`; by default Q-RM gets there 12x faster
-    than outcome GRPO and 11x faster than the PRM. Held-out pass@1: PRM peaks inside and falls."""
-    def run(points, reach, share=0.0):
-        return {"evals": [{"step": s, "pass@1": p} for s, p in points], "history": history(reach),
-                "final": stats_of(worked_form_wrong_share=share)}
-    prm_points = tuple(zip((0, 18, 36), prm_golds))
-    return {"outcome": run(((0, 0.25), (36, outcome_final)), outcome_reach, format_shares[1]),
-            "prm": run(prm_points, prm_reach, format_shares[0]),
-            "prm_outcome": run(((0, 0.25), (36, 0.5)), 12), "qrm": run(((0, 0.25), (36, qrm_final)), qrm_reach)}
+def label_seed(i, fp=(0.1, 0.0, 0.0), fn=(0.0, 0.05, 0.0)) -> dict:
+    return {"label_n": 4, "data": {"quality": {4: {"accuracy": 0.9, "false_positive_rate": fp[i],
+                                                   "false_negative_rate": fn[i]}}}}
 
 
 @pytest.mark.parametrize("change,expected", [
-    ({}, [True, True, True, True, True, True, True]),
-    ({"qrm_reach": 2}, [False, True, False, True, True, True, True]),  # 6x and 5.5x
-    ({"qrm_reach": None}, [None, True, None, True, True, True, True]),  # Q-RM never halfway: no ratio
-    ({"outcome_reach": None}, [None, True, None, True, True, True, True]),  # outcome never rises: no halfway mark
-    ({"qrm_final": 0.42}, [True, True, True, False, True, True, True]),  # +12 over outcome, +2 over the PRM
-    ({"qrm_final": 0.34}, [True, False, True, False, True, True, True]),
-    ({"prm_golds": (0.25, 0.6, 0.58)}, [True, True, True, True, True, False, True]),  # falls by only 0.02
-    ({"prm_golds": (0.25, 0.2, 0.1)}, [True, True, True, True, False, False, True]),  # never above the start
-    ({"format_shares": (0.1, 0.1)}, [True, True, True, True, True, True, False]),
+    ({}, [True, True]),  # each kind of error in one seed is enough: counts decide, no interval
+    ({"fp": (0.0, 0.0, 0.0)}, [False, False]),  # no wrong step ever rescued
+    ({"fn": (0.0, 0.0, 0.0)}, [True, False]),  # no right step ever failed
 ])
-def test_rl_verdicts_follow_the_measurements(change, expected):
-    claims = overopt.rl_claims(overopt.Args(rl_steps=36, speed_window=1), rl_runs(**change))
+def test_label_noise_verdicts_are_exact(change, expected):
+    claims = overopt.label_claims(three(label_seed, **change))
+    assert verdicts(claims) == expected and "lucky rollout" in claims[0]["claim"] and "both ways" in claims[1]["claim"]
+
+
+LEVELS = {"PRM-min": 0.6, "PRM-mean": 0.5, "PRM-product": 0.45, "ORM": 0.5, "majority vote": 0.4, "oracle (pass@N)": 0.9}
+
+
+def rerank_seed(i, levels=None, at_2=None, share=0.3, calibration_gap=0.05) -> dict:
+    """Best-of-N accuracy 0.3 at N = 1 for all; at N = 2 and 8 LEVELS (changed by `levels`, and at N = 2
+    only by `at_2`), PRM-min's ± 0.01 over the seeds; the format share and the calibration gap as given."""
+    at = {**LEVELS, **(levels or {})}
+    curves = {name: {1: 0.3, 2: {**at, **(at_2 or {})}[name], 8: at[name]} for name in at}
+    curves["PRM-min"] = {n: spread(v, i) if n > 1 else v for n, v in curves["PRM-min"].items()}
+    calibration = {"prefixes": 100, "score": 0.7, "value": 0.5, "label_mean": 0.8,
+                   "to_value": 0.03 + spread(calibration_gap, i), "to_label_mean": 0.03}
+    return {"label_n": 4, "held": {"ns": [1, 2, 8], "curves": curves, "calibration": calibration,
+                                   "format": {"formed_wrong": 40, "median_right": 0.7,
+                                              "share_reaching_median_right": spread(share, i)}}}
+
+
+@pytest.mark.parametrize("change,expected", [
+    ({}, [True, True, True, True, True, True]),
+    ({"levels": {"PRM-min": 0.5}}, [None, True, True, None, True, True]),  # PRM = ORM = mean: gaps within the seeds' noise
+    ({"levels": {"ORM": 0.7}}, [False, True, True, True, True, True]),  # the ORM ahead
+    ({"levels": {"majority vote": 0.65}}, [True, False, False, True, True, True]),  # majority vote ahead of both
+    ({"levels": {"PRM-mean": 0.7}}, [True, True, True, False, True, True]),  # mean ahead of min
+    ({"at_2": {"ORM": 0.6}}, [None, True, True, True, True, True]),  # ahead at N = 8 but not shown at N = 2
+    ({"share": 0.0}, [True, True, True, True, None, True]),  # no well-formed wrong answer reaches the right ones
+    ({"calibration_gap": -0.05}, [True, True, True, True, True, False]),  # nearer the value than the label's mean
+])
+def test_rerank_format_and_calibration_verdicts_decide_over_the_seeds(change, expected):
+    claims = overopt.rerank_claims(three(rerank_seed, **change))
     assert verdicts(claims) == expected
-    assert "12x faster" in claims[0]["claim"] and "11x faster" in claims[2]["claim"]
-    assert "second proxy" in claims[5]["claim"] and "format" in claims[6]["claim"]
+    assert ["PRM beats ORM" in claims[0]["claim"], "PRM beats majority" in claims[1]["claim"],
+            "ORM beats majority" in claims[2]["claim"], "mean aggregation" in claims[3]["claim"],
+            "format" in claims[4]["claim"], "label distribution" in claims[5]["claim"]] == [True] * 6
+    assert "2: " in claims[0]["measured"] and "8: " in claims[0]["measured"]  # every N's interval shown
 
 
-def test_convergence_reads_the_smoothed_training_pass_rate_at_one_update_resolution():
-    runs = rl_runs(qrm_reach=4)
-    speed = overopt.convergence(runs, window=1)
-    assert speed["start"] == 0.2 and speed["target"] == pytest.approx(0.6)
-    assert speed["updates"] == {"outcome": 12, "prm": 11, "prm_outcome": 12, "qrm": 4}
-    smoothed = overopt.convergence(runs, window=3)  # a trailing mean of 3 crosses 0.6 one update after the jump
-    assert smoothed["updates"] == {"outcome": 13, "prm": 12, "prm_outcome": 13, "qrm": 5}
-    assert overopt.updates_to_reach([0.1, 0.5, 0.4], 0.5) == 1 and overopt.updates_to_reach([0.1], 0.5) is None
+def rl_seed(i, reach=(24, 22, 1), qrm_final=0.6, orm_final=0.45, prm_final=0.5, shares=(0.5, 0.2), rose=True) -> dict:
+    """Updates to halfway (outcome, PRM, Q-RM; None: never), held-out pass@1 at the end of each run
+    (Q-RM's spread the other way round, so that its gains have a spread), the share of well-formed
+    wrong answers after the PRM's run and outcome GRPO's."""
+    def run(final: float, share: float = 0.2, seed: int = i) -> dict:
+        evals = [{"step": 0, "pass@1": 0.25}, {"step": 18, "pass@1": 0.6}, {"step": 36, "pass@1": spread(final, seed)}]
+        return {"evals": evals, "final": stats_of(worked_form_wrong_share=spread(share, i))}
+
+    updates = dict(zip(("outcome", "prm", "qrm"), (None if r is None else r + i if r > 1 else r for r in reach)))
+    return {"rl_steps": 36, "speed": {"start": 0.2, "target": 0.6 if rose else 0.2, "updates": updates},
+            "runs": {"outcome": run(0.5, shares[1]), "prm": run(prm_final, shares[0]), "qrm": run(qrm_final, seed=2 - i),
+                     "orm": run(orm_final)}}
+
+
+@pytest.mark.parametrize("change,expected", [
+    ({}, [True, True, True, True, True]),  # 24x and 22x faster, +15 and +10 points, more format tricks
+    ({"reach": (24, 22, 4)}, [False, True, False, True, True]),  # 6x and 5.5x
+    ({"reach": (24, 22, None)}, [False, True, False, True, True]),  # Q-RM never halfway: slower still, a no stands
+    ({"reach": (24, None, 4)}, [False, True, None, True, True]),  # the PRM never: its ratio may lie higher
+    ({"reach": (24, None, 1)}, [True, True, True, True, True]),  # ... and a yes stands
+    ({"rose": False}, [None, True, None, True, True]),  # outcome GRPO never rose: no halfway mark
+    ({"qrm_final": 0.46}, [True, None, True, False, True]),  # +1 point over the ORM: within the noise
+    ({"shares": (0.2, 0.2)}, [True, True, True, True, None]),
+])
+def test_rl_verdicts_decide_over_the_seeds(change, expected):
+    seeds = three(rl_seed, **change)
+    claims = overopt.rl_claims(overopt.Args(), seeds)
+    assert verdicts([claims[k] for k in (0, 1, 2, 3, -1)]) == expected
+    assert "12x faster" in claims[0]["claim"] and "11x faster" in claims[2]["claim"] and "format" in claims[-1]["claim"]
+    assert "ORM baseline" in claims[1]["claim"] and "learned ORM" in claims[1]["measured"]
+    chapter = prm.rl_claims(overopt.chapter_args(overopt.Args(), 0), *(s["runs"] for s in seeds))
+    assert claims[4:-1] == chapter  # the chapter's own, on the same runs
 
 
 def test_rl_claims_need_the_outcome_baseline_and_skip_missing_methods():
-    runs = rl_runs()
-    args = overopt.Args(speed_window=1)
-    assert overopt.rl_claims(args, {k: v for k, v in runs.items() if k != "outcome"}) == []
-    assert verdicts(overopt.rl_claims(args, {"outcome": runs["outcome"], "prm": runs["prm"]})) == [True, True, True]
-    assert verdicts(overopt.rl_claims(args, {"outcome": runs["outcome"], "qrm": runs["qrm"]})) == [True, True]
+    seeds = three(rl_seed)
+
+    def keeping(*methods: str) -> list[dict]:
+        return [{**s, "runs": {k: s["runs"][k] for k in methods}} for s in seeds]
+
+    assert overopt.rl_claims(overopt.Args(), keeping("prm", "qrm")) == []
+    assert [c["claim"][:15] for c in overopt.rl_claims(overopt.Args(), keeping("outcome", "qrm", "orm"))] == [
+        "RL with Q-RM co", "Q-RM raises pas"]
+    assert len(overopt.rl_claims(overopt.Args(), keeping("outcome", "qrm"))) == 1  # no ORM run: no ORM baseline
 
 
-def overoptimisation_inputs(golds, proxies, final_excess=0.5):
-    fits = {"bon": {"fit_bon": {"alpha": 0.5, "beta": 0.2, "r2": 0.9}}}
-    points = [{"gold": g, "proxy": p, "kl": float(i)} for i, (g, p) in enumerate(zip(golds, proxies))]
-    evals = [{"step": 10 * i, "pass@1": g, "length": 13.0 + i} for i, g in enumerate(golds)]
-    return fits, {"points": points, "evals": evals, "final": stats_of(excess_chars=final_excess)}
+def test_convergence_reads_the_smoothed_training_pass_rate_at_one_update_resolution():
+    def history(reach: int | None) -> list[dict]:
+        return [{"reward": 0.2 if reach is None or u < reach else 1.0} for u in range(20)]
+
+    runs = {"outcome": {"history": history(12)}, "prm": {"history": history(11)}, "qrm": {"history": history(4)},
+            "never": {"history": history(None)}}
+    speed = overopt.convergence(runs, window=1)
+    assert speed["start"] == 0.2 and speed["target"] == pytest.approx(0.6)
+    assert speed["updates"] == {"outcome": 12, "prm": 11, "qrm": 4, "never": None}
+    smoothed = overopt.convergence(runs, window=3)  # a trailing mean of 3 crosses 0.6 one update after the jump
+    assert smoothed["updates"] == {"outcome": 13, "prm": 12, "qrm": 5, "never": None}
+    assert overopt.updates_to_reach([0.1, 0.5, 0.4], 0.5) == 1 and overopt.updates_to_reach([0.1], 0.5) is None
 
 
-@pytest.mark.parametrize("golds,proxies,holds", [
-    ((0.3, 0.5, 0.4), (0.1, 0.2, 0.3), True),  # proxy up, gold peaks inside then falls
-    ((0.3, 0.5, 0.48), (0.1, 0.2, 0.3), False),  # falls by only 0.02
-    ((0.3, 0.5, 0.4), (0.3, 0.2, 0.3), False),  # the proxy did not rise
-    ((0.3, 0.4, 0.5), (0.1, 0.2, 0.3), False),  # gold peaks at the end
-    ((0.5, 0.4, 0.3), (0.1, 0.2, 0.3), False),  # gold peaks at the start
-])
-def test_overoptimisation_verdict_needs_a_rising_proxy_and_an_inner_gold_peak(golds, proxies, holds):
-    claims = overopt.overoptimisation_claims(*overoptimisation_inputs(golds, proxies))
-    assert verdicts(claims) == [holds, None]
+ARM = {"gold_rise": 0.1, "gold_fall": 0.2, "proxy_rise": 0.3, "proxy_kl_rank_r": 0.9, "gold_end": 0.1}
 
 
-def length_inputs(orm_corr=0.4, natural_excess=0.5, biased_corr=0.3, raw=(24.0, 3.5, 0.3), normalised=(16.0, 1.0, 0.35),
-                  balanced=(15.0, 0.5, 0.3), qrm_corr=0.8, qrm_excess=20.0):
-    """length_claims' inputs: the cold start writes 13 tokens, 0.5 characters past the worked
-    solution, pass@1 0.3; each RL run's (tokens, characters past, pass@1) as given."""
-    _, _, held = rerank_inputs()
-    held["length_corr"]["ORM"] = {"all": orm_corr, "right": 0.0, "wrong": 0.3}
-    held["length_corr"]["Q-RM (mean Z)"] = {"all": qrm_corr, "right": 0.5, "wrong": 0.5}
-    rl = {"qrm": {"final": stats_of(length=46.0, excess_chars=qrm_excess, pass_at_1=0.0)}}
-    _, proxy_rl = overoptimisation_inputs((0.3, 0.5, 0.4), (0.1, 0.2, 0.3), natural_excess)
-    runs = {name: {"final": stats_of(length=t, excess_chars=c, pass_at_1=p)}
-            for name, (t, c, p) in zip(overopt.LENGTH_RUNS, (raw, normalised, balanced))}
-    corr = {"all": biased_corr, "right": biased_corr, "wrong": biased_corr}
-    return held, rl, proxy_rl, {"runs": runs, "length_corr": {"length-preferring RM": corr, "length-balanced RM": corr}}
+def orm_seed(i, free=None, kl=None, forms=(0.5, 0.9), alpha=0.3, beta=0.1, lost=0.3, kept=0.2) -> dict:
+    """The ORM's two runs (summary numbers ± 0.01 over the seeds: ARM for β = 0, changed by `free`;
+    a small fall and a high end for β = 0.3, changed by `kl`), the β = 0 run's fit of d(α - βd),
+    the worked-form share lost at β = 0 and kept by the KL."""
+    def arm(values: dict, form_share: float) -> dict:
+        summary = {"peak_step": 10, "gold_start": 0.3, "gold_peak": 0.4, "proxy_start": 0.2, "proxy_end": 0.8,
+                   "kl_end": 20.0, **{k: spread(v, i) for k, v in values.items()}}
+        return {"summary": summary, "final": stats_of(worked_form_share=spread(form_share, i), pass_at_1=0.1)}
+
+    fit = {"rl": {"d": [0.0, 1.0, 4.0], "fit_bon": {"alpha": spread(alpha, i), "beta": spread(beta, i), "r2": forms[0]},
+                  "fit_rl": {"alpha": 0.1, "beta": 0.1, "r2": forms[1]}},
+           "bon": {"fit_bon": {"alpha": 0.35, "beta": 0.25, "r2": 0.98}}}
+    return {"kl_beta": 0.3, "held": {"stats": stats_of(worked_form_share=0.5)}, "fits": fit,
+            "arms": {"no_kl": arm({**ARM, **(free or {})}, 0.5 - lost),
+                     "kl": arm({**ARM, "gold_fall": 0.05, "gold_end": 0.3, **(kl or {})}, 0.5 - lost + kept)}}
 
 
 @pytest.mark.parametrize("change,expected", [
-    ({}, [True, True, False, True, True, True]),
-    ({"orm_corr": 0.05, "natural_excess": 0.8}, [False, True, True, True, True, True]),  # the ORM run pads (+0.3)
-    ({"qrm_corr": 0.05}, [True, False, False, True, True, True]),  # Q-RM's score does not track length
-    ({"qrm_excess": 0.6}, [True, False, False, True, True, True]),  # its run does not pad
-    ({"biased_corr": 0.05}, [True, True, False, False, True, True]),  # no correlation: not the symptom
-    ({"raw": (15.0, 3.5, 0.3)}, [True, True, False, False, True, True]),  # answers barely grow
-    ({"raw": (24.0, 3.5, 0.35)}, [True, True, False, False, True, False]),  # they grow, but so does gold
-    ({"raw": (24.0, 0.7, 0.3)}, [True, True, False, True, None, None]),  # longer but no padding: nothing to mitigate
-    ({"normalised": (20.0, 2.5, 0.35)}, [True, True, False, True, False, True]),  # padding cut by a third only
-    ({"balanced": (15.0, 0.5, 0.25)}, [True, True, False, True, True, False]),  # less padding, but gold pays for it
+    ({}, [True, True, True, True, True, True, True]),
+    ({"free": {"proxy_kl_rank_r": -0.5}}, [False, True, True, True, True, True, True]),  # the proxy falls as KL grows
+    ({"free": {"gold_rise": 0.0}}, [None, True, True, True, True, True, True]),  # no rise to a peak shown
+    ({"free": {"gold_fall": 0.0}}, [None, None, None, True, False, None, True]),  # no fall: nothing for KL to save
+    ({"free": {"gold_fall": -0.1}}, [False, False, False, True, False, None, True]),  # the gold ends above its pick
+    ({"free": {"proxy_rise": -0.1}}, [True, False, True, True, True, True, True]),
+    ({"alpha": -0.1}, [True, True, True, False, True, True, True]),  # the fit's α is negative
+    ({"kl": {"gold_fall": 0.2}}, [True, True, True, True, None, True, True]),  # β = 0.3 falls as far
+    ({"kl": {"gold_end": 0.1}}, [True, True, True, True, True, None, True]),  # and ends no higher
+    ({"lost": 0.0}, [True, True, True, True, True, True, None]),  # β = 0 kept its form: no gibberish shown
+    ({"lost": -0.3}, [True, True, True, True, True, True, False]),  # more well-formed than the cold start
 ])
-def test_length_verdicts_follow_the_measurements(change, expected):
-    claims = overopt.length_claims(*length_inputs(**change))
+def test_overoptimisation_verdicts_decide_over_the_seeds(change, expected):
+    claims = overopt.overoptimisation_claims(three(orm_seed, **change))
     assert verdicts(claims) == expected
-    assert ["Q-RM" in claims[1]["claim"], "ORM" in claims[2]["claim"]] == [True, True]
-    assert all("7.6" in c["source"] for i, c in enumerate(claims) if i not in (1, 2))
+    assert ["monotonically" in claims[0]["claim"], "over-optimises" in claims[1]["claim"],
+            "stop early" in claims[2]["claim"], "sqrt(KL)" in claims[3]["claim"], "small β" in claims[4]["claim"],
+            "KL to the reference" in claims[5]["claim"], "gibberish" in claims[6]["claim"]] == [True] * 7
+    assert ("premise not met" in claims[5]["measured"]) is (claims[2]["holds"] is not True)  # the fall's own verdict
+
+
+def length_seed(i, orm_r=0.4, qrm_r=0.8, qrm_pad=20.0, orm_pad=0.0, study=True, biased_r=0.5, raw=(26.0, 3.5, 0.25),
+                normalised=(22.0, 0.6, 0.3), balanced=(22.0, 3.6, 0.2)) -> dict:
+    """The cold start: 13 tokens, 0.5 characters past the worked solution, pass@1 0.3; each RL run's
+    (tokens, characters past, pass@1) ± 0.01 over the seeds; r(score, tokens) as given."""
+    def corr(r: float) -> dict:
+        return {"all": spread(r, i), "right": 0.1, "wrong": 0.3}
+
+    def final(tokens: float, chars: float, gold: float) -> dict:
+        return stats_of(length=spread(tokens, i), excess_chars=spread(chars, i), pass_at_1=spread(gold, i))
+
+    held = {"samples": 64, "stats": stats_of(length=13.0, excess_chars=0.5, pass_at_1=0.3),
+            "length_corr": {"ORM": corr(orm_r), "PRM-min": corr(0.2), "Q-RM (mean Z)": corr(qrm_r)}}
+    length = {"length_corr": {"length-preferring RM": corr(biased_r)},
+              "runs": {name: {"final": final(*run)} for name, run in zip(overopt.LENGTH_RUNS, (raw, normalised, balanced))}}
+    return {"held": held, "runs": {"qrm": {"final": final(46.0, 0.5 + qrm_pad, 0.0)}},
+            "arms": {"no_kl": {"final": final(12.0, 0.5 + orm_pad, 0.0)}}, "length": length if study else None}
+
+
+@pytest.mark.parametrize("change,expected", [
+    ({}, [True, True, None, True, True, False]),  # the ORM's run does not pad; the balanced RM pads as much
+    ({"orm_pad": 2.0}, [True, True, True, True, True, False]),
+    ({"orm_r": -0.2}, [False, True, False, True, True, False]),
+    ({"qrm_pad": 0.0}, [True, None, None, True, True, False]),
+    ({"raw": (13.0, 3.5, 0.25)}, [True, True, None, None, True, False]),  # no growth in tokens shown
+    ({"raw": (26.0, 3.5, 0.4)}, [True, True, None, False, True, False]),  # they grow, but so does gold
+    ({"biased_r": 0.0}, [True, True, None, None, True, False]),
+    ({"raw": (26.0, 0.5, 0.25)}, [True, True, None, True, None, None]),  # longer but no padding: nothing to mitigate
+    ({"normalised": (22.0, 3.6, 0.3)}, [True, True, None, True, False, False]),
+])
+def test_length_verdicts_decide_over_the_seeds(change, expected):
+    claims = overopt.length_claims(three(length_seed, **change))
+    assert verdicts(claims) == expected
+    assert ["Q-RM" in claims[1]["claim"], "ORM" in claims[2]["claim"], "normalise" in claims[4]["claim"],
+            "balanced" in claims[5]["claim"]] == [True] * 4
+    assert ("premise not met" in claims[4]["measured"]) is (expected[4] is None)
 
 
 def test_length_claims_without_the_study_keep_the_correlation_and_the_rl_runs():
-    held, rl, proxy_rl, _ = length_inputs()
-    assert verdicts(overopt.length_claims(held, rl, proxy_rl, None)) == [True, True, False]
-    assert verdicts(overopt.length_claims(held, {}, None, None)) == [True]
+    seeds = three(length_seed, study=False)
+    assert verdicts(overopt.length_claims(seeds)) == [True, True, None]
+    no_qrm = [{**s, "runs": {}} for s in seeds]
+    assert len(overopt.length_claims(no_qrm)) == 2
 
 
-def test_check_claims_are_the_four_studies_claims_in_order():
-    args, data, held = rerank_inputs()
-    args = dataclasses.replace(args, rl_steps=36)
-    fits, proxy_rl = overoptimisation_inputs((0.3, 0.5, 0.4), (0.1, 0.2, 0.3))
-    runs = rl_runs()
-    length = length_inputs()[-1]
-    held["length_corr"]["Q-RM (mean Z)"] = {"all": 0.8, "right": 0.5, "wrong": 0.5}
-    study_args = overopt.Args(rl_steps=36, speed_window=1)
-    assert overopt.check_claims(args, study_args, data, held, runs, fits, proxy_rl, length) == (
-        overopt.label_and_rerank_claims(args, data, held) + prm.credit_claims(held["credit"])
-        + overopt.rl_claims(study_args, runs) + overopt.overoptimisation_claims(fits, proxy_rl)
-        + overopt.length_claims(held, runs, proxy_rl, length))
+def merged(*parts: dict) -> dict:
+    """The parts' keys together; a key in several, their dicts merged the same way (the last part wins)."""
+    whole = {}
+    for part in parts:
+        for k, v in part.items():
+            whole[k] = merged(whole[k], v) if isinstance(v, dict) and isinstance(whole.get(k), dict) else v
+    return whole
 
 
-def test_overoptimisation_claims_without_the_rl_run_keep_the_fit_only():
-    fits, _ = overoptimisation_inputs((0.3, 0.5, 0.4), (0.1, 0.2, 0.3))
-    (only,) = overopt.overoptimisation_claims(fits, None)
-    assert only["holds"] is None and "α=0.500, β=0.200" in only["measured"]
+def test_check_claims_are_the_studys_claims_in_order():
+    credit = {"solutions": 7, "results": {"PRM drop (score - previous)": {"auroc": 0.7, "top1": 0.5},
+                                          "Q-RM (mean Z of the step)": {"auroc": 0.6, "top1": 0.4}}}
+    seeds = [merged(label_seed(i), rerank_seed(i), rl_seed(i), orm_seed(i), length_seed(i), {"held": {"credit": credit}})
+             for i in range(3)]
+    args = overopt.Args()
+    assert overopt.check_claims(args, seeds) == (
+        overopt.label_claims(seeds) + overopt.rerank_claims(seeds) + prm.credit_claims(credit, credit, credit)
+        + overopt.rl_claims(args, seeds) + overopt.overoptimisation_claims(seeds) + overopt.length_claims(seeds))
 
 
 # ------------------------------------------------------------------------------ CLI and smoke
@@ -691,6 +808,7 @@ def test_overoptimisation_claims_without_the_rl_run_keep_the_fit_only():
     ("--rl-methods", "outcome,ppo", "argument --rl-methods: 'ppo' is not one of outcome"),
     ("--rm-steps", "0", "--rm-steps must be positive"),
     ("--length-steps", "0", "--length-steps must be positive"),
+    ("--seeds", "1", "--seeds must be at least 2"),
 ])
 def test_cli_rejects_bad_values_with_one_line(cli_error, flag, value, message):
     assert message in cli_error("studies.06_overoptimisation", flag, value)
@@ -706,22 +824,25 @@ def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path, read
         assert (tmp_path / "out" / name).stat().st_size > 1000
     assert {"best_of_n[PRM-min][N=1]", "best_of_n[majority vote][N=4]", "hard_label_accuracy[N=4]",
             "rl[qrm]_pass@1_final", "best_of_n[PRM-mean][N=4]", "length_corr[ORM]_all", "rl[prm]_final_extra_lines",
-            "overopt_rl_final_excess_chars", "length_corr[length-balanced RM]_wrong",
-            f"length_rl[{overopt.LENGTH_RUNS[1]}]_final_pass@1"} <= set(first["metrics"])
-    assert set(data["length_bias"]["runs"]) == set(overopt.LENGTH_RUNS)
-    assert data["metrics"] == common.json_ready(first["metrics"])
-    # the labels' rollouts: 4 (--rollouts-per-prefix) from each step prefix of each sampled solution
-    (solution_prompts, solutions), (rollout_prompts, _) = sampled[:2]
-    assert len(solutions) == 16 == first["metrics"]["label_solutions"]
-    prefixes = [prompt + "\n".join(text.split("\n")[:k + 1]) + "\n"
-                for prompt, text in zip(solution_prompts, solutions) for k in range(text.count("\n"))]
-    assert prefixes and rollout_prompts == [prefix for prefix in prefixes for _ in range(4)]
+            "orm_rl[no_kl]_final_excess_chars", "orm_rl[kl]_gold_fall", "calibration_to_value",
+            "length_corr[length-balanced RM]_wrong", f"length_rl[{overopt.LENGTH_RUNS[1]}]_final_pass@1"} <= set(first["metrics"])
+    assert [s["seed"] for s in data["seeds"]] == [0, 1] and data["metrics"] == common.json_ready(first["metrics"])
+    assert all(set(s["length"]["runs"]) == set(overopt.LENGTH_RUNS) for s in data["seeds"])
+    # each seed labels its own solutions: 4 (--rollouts-per-prefix) rollouts from each step prefix of each
+    solutions = [(prompts, texts) for prompts, texts in sampled if len(texts) == 16]  # 4 problems x 4 samples
+    for prompts, texts in solutions[:1]:
+        prefixes = [p + "\n".join(t.split("\n")[:k + 1]) + "\n" for p, t in zip(prompts, texts) for k in range(t.count("\n"))]
+        following = sampled[sampled.index((prompts, texts)) + 1][0]
+        assert not prefixes or following == [prefix for prefix in prefixes for _ in range(4)]
     # the gold verifier's credit (-1 on the first wrong step, 0 elsewhere) localises every failure exactly
     metrics = first["metrics"]
     assert metrics["localisation_auroc[gold verifier]"] == 1.0 and metrics["localisation_top1[gold verifier]"] == 1.0
-    largest = max(data["best_of_n"]["ns"])  # with N = all samples, no reranker's pick beats the oracle
+    largest = max(data["seeds"][0]["held"]["ns"])  # with N = all samples, no reranker's pick beats the oracle
     for name in ("PRM-min", "PRM-product", "ORM", "Q-RM (mean Z)", "majority vote"):
         assert metrics[f"best_of_n[{name}][N={largest}]"] <= metrics[f"best_of_n[oracle (pass@N)][N={largest}]"]
+    # a metric is the mean of the seeds'
+    assert metrics["rl[outcome]_pass@1_final"] == pytest.approx(
+        np.mean([s["runs"]["outcome"]["evals"][-1]["pass@1"] for s in data["seeds"]]))
     # the tables it prints and the docs show hold the same numbers as its metrics
     tables = data["metrics"]["tables"]
     assert set(tables) == {"labels", "label_quality", "best_of_n", "localisation", "rl", "rl_summary", "written",
@@ -729,9 +850,32 @@ def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path, read
     names = tables["best_of_n"]["header"][1:]
     for row in tables["best_of_n"]["rows"][:-1]:  # the last row is Lightman et al.'s
         assert row[1:] == [data["metrics"][f"best_of_n[{name}][N={row[0]}]"] for name in names]
-    assert [row[0] for row in tables["rl"]["rows"]] == list(overopt.RL_METHODS.values())
-    assert [row[1] for row in tables["rl_summary"]["rows"]] == [
-        data["metrics"][f"rl[{m}]_updates_to_halfway"] for m in overopt.RL_METHODS]
+    methods = overopt.Args().rl_method_list
+    assert [row[0] for row in tables["rl"]["rows"]][:len(methods)] == [overopt.RL_METHODS[m] for m in methods]
+    assert [row[1] for row in tables["rl_summary"]["rows"]][:len(methods)] == [
+        data["metrics"][f"rl[{m}]_updates_to_halfway"] for m in methods]
     assert tables["label_quality"]["rows"][0][1] == data["metrics"]["hard_label_accuracy[N=1]"]
-    again = overopt.main(dataclasses.replace(args))
-    assert json.dumps(without_timing(again["metrics"])) == json.dumps(without_timing(first["metrics"]))
+    assert len(first["claims"]) == len(data["claims"]) and all(c["holds"] in (True, False, None) for c in data["claims"])
+    # a seed's numbers do not depend on the seeds run before it: seed 1 again, alone
+    args, device, _, policy, tokenizer, _ = lm_world.start_lm_run(args)
+    again = common.json_ready(overopt.run_seed(policy, tokenizer, args, 1, device))
+    assert json.dumps(timeless(again)) == json.dumps(timeless(data["seeds"][1]))
+
+
+def timeless(tree):
+    """A results tree without its wall-clock times (the only numbers that may differ between runs)."""
+    if isinstance(tree, dict):
+        return {k: timeless(v) for k, v in tree.items() if "wall_clock" not in str(k)}
+    return [timeless(v) for v in tree] if isinstance(tree, list) else tree
+
+
+@pytest.mark.parametrize("claimed,holds", [(0.05, None), (0.5, False)])
+def test_a_gain_claim_says_no_only_where_it_rules_out_the_papers_gain(claimed, holds):
+    """Q-RM behind the ORM on average, but its interval still holds the paper's +5 points: cannot say no."""
+    def seed(gap: float) -> dict:
+        runs = {m: {"evals": [{"pass@1": p}]} for m, p in (("qrm", 0.5 + gap), ("orm", 0.5))}
+        return {"rl_steps": 36, "runs": runs}
+
+    seeds = [seed(g) for g in (-0.30, 0.10, -0.20)]  # -0.133 [-0.65, +0.384]: half-width 0.517
+    found = overopt.gain_claim(seeds, "Q-RM raises pass@1", "the ORM", lambda s: s["runs"]["orm"], claimed=claimed)
+    assert found["holds"] is holds and "-0.133 [-0.65, +0.384]" in found["measured"]

@@ -135,15 +135,24 @@ def interval(mean: float, half: float) -> dict:
     return {"mean": mean, "low": mean - half, "high": mean + half}
 
 
-@pytest.mark.parametrize("short,long,gap,holds", [
-    (interval(0.0, 0.05), interval(0.2, 0.1), 0.1, True),  # grows, and the longest excludes 0
-    (interval(0.3, 0.05), interval(0.2, 0.1), 0.1, None),  # excludes 0 but does not grow
-    (interval(0.0, 0.05), interval(0.1, 0.15), 0.1, None),  # grows, but the longest holds 0
+@pytest.mark.parametrize("growth,long,gap,holds", [
+    (interval(0.2, 0.1), interval(0.2, 0.1), 0.1, True),  # grows seed by seed, and the longest excludes 0
+    (interval(0.2, 0.3), interval(0.2, 0.1), 0.1, None),  # excludes 0, but its growth is within the noise
+    (interval(0.2, 0.1), interval(0.1, 0.15), 0.1, None),  # grows, but the longest holds 0
     (interval(0.0, 0.05), interval(0.0, 0.05), 0.1, False),  # the longest excludes every gap ≥ 0.1
     (interval(0.0, 0.05), interval(0.0, 0.05), 0.04, None),  # at the design's floor: cannot say no
 ])
-def test_the_verdict_rule_says_yes_no_and_inconclusive(short, long, gap, holds):
-    assert lab.verdict({2: short, 16: long}, gap) is holds
+def test_the_verdict_rule_says_yes_no_and_inconclusive(growth, long, gap, holds):
+    assert lab.verdict({2: interval(0.0, 0.05), 16: long}, growth, gap) is holds
+
+
+def test_growth_is_each_seeds_gain_at_the_longest_minus_at_the_shortest(tmp_path):
+    args = smoke_args(tmp_path, arms="grpo,own")  # lengths 2, 3
+    finals = {("grpo", 2): (0.1, 0.2), ("own", 2): (0.2, 0.2), ("grpo", 3): (0.1, 0.1), ("own", 3): (0.4, 0.3)}
+    runs = [{"arm": a, "steps": n, "seed": s, "final": {"pass@1": v[s]}, "evals": []} for (a, n), v in finals.items()
+            for s in (0, 1)]
+    growth = lab.analyse(args, runs, cold(0, {2: 1.0, 3: 1.0}) + cold(1, {2: 1.0, 3: 1.0}))["growth"]["own"]
+    assert growth["mean"] == pytest.approx(np.mean([(0.4 - 0.1) - (0.2 - 0.1), (0.3 - 0.1) - (0.2 - 0.2)]))
 
 
 @pytest.mark.parametrize("longest,inside,holds", [
@@ -164,7 +173,8 @@ def cold(seed: int, variance: dict) -> list[dict]:
              "outcome_variance": v, "gradient_noise": {"grpo": 1.0}} for n, v in variance.items()]
 
 
-@pytest.mark.parametrize("powers,holds", [((1.0, 1.1, 0.9), True), ((2.0, 2.1, 1.9), False), ((0.0, 2.0, 1.0), None)])
+@pytest.mark.parametrize("powers,holds", [((1.0, 1.1, 0.9), True), ((2.0, 2.1, 1.9), False), ((0.0, 2.0, 1.0), None),
+                                          ((0.2, 0.3, 0.25), False)])
 def test_the_variance_claim_reads_the_slopes_interval_over_seeds(powers, holds):
     records = [r for s, k in enumerate(powers) for r in cold(s, {n: 3.0 * n**k for n in (2, 4, 8, 16)})]
     assert lab.variance_claim(records)["holds"] is holds
@@ -172,7 +182,7 @@ def test_the_variance_claim_reads_the_slopes_interval_over_seeds(powers, holds):
 
 def test_a_cold_start_outside_the_window_makes_every_length_claim_premise_not_met(tmp_path):
     args = smoke_args(tmp_path, arms="grpo,own")
-    analysis = {"gain": {"own": {2: interval(0.0, 0.01), 3: interval(0.3, 0.01)}}}
+    analysis = {"gain": {"own": {2: interval(0.0, 0.01), 3: interval(0.3, 0.01)}}, "growth": {"own": interval(0.3, 0.01)}}
     records = cold(0, {2: 1.0, 3: 2.0, 4: 3.0}) + cold(1, {2: 1.0, 3: 2.0, 4: 3.0})
     inside = lab.check_claims(args, analysis, records)
     records[0]["pass@1"] = records[3]["pass@1"] = 0.05  # length 2 below the window on both seeds

@@ -424,3 +424,25 @@ def test_mean_interval_is_the_mean_plus_minus_t_times_the_standard_error():
     assert mean == 2.0 and high - mean == pytest.approx(4.303 / math.sqrt(3)) and mean - low == pytest.approx(high - mean)
     assert common.mean_interval([0.5, 0.5, 0.5]) == (0.5, 0.5, 0.5)
     assert math.isnan(common.mean_interval([1.0])[2]) and math.isnan(common.mean_interval([])[0])
+
+
+@pytest.mark.parametrize("values,claimed,holds", [
+    ([-0.3, 0.1, -0.2], math.inf, False),  # below the seeds' smallest detectable effect
+    ([-0.3, 0.1, -0.2], 0.05, None),  # but it cannot rule out the 5 points the statement claims
+    ([-0.30, -0.31, -0.29], 0.05, False),  # it rules them out
+    ([0.30, 0.31, 0.29], 0.05, True),
+])
+def test_a_no_must_rule_out_the_effect_the_statement_claims(values, claimed, holds):
+    assert common.seed_verdict(values, claimed=claimed)[0] is holds
+
+
+@pytest.mark.parametrize("slopes,holds", [
+    ([0.93, 0.90, 0.96], True),  # nearer linear than no growth or quadratic growth
+    ([0.20, 0.30, 0.25], False),  # nearer no growth
+    ([1.90, 2.00, 2.10], False),  # nearer quadratic
+    ([0.27, -0.20, 0.80], None),  # the interval reaches across the band's edge
+    ([1.0], None),  # one seed: no interval
+])
+def test_roughly_linear_reads_the_slopes_interval_against_the_halfway_exponents(slopes, holds):
+    verdict, text = common.slope_verdict(slopes)
+    assert verdict is holds and text.startswith(f"{np.mean(slopes):.2f}")

@@ -1,0 +1,255 @@
+"""studies/05_critic.py's measures and claims: the update's relative variance against a naive loop
+and its known truth, the critic's errors and the step credit it hands out on hand cases (net of
+the rollouts' noise: 0 for a perfect V), each claim's verdict over seeds on constructed values,
+both ways and with its premise unmet, the tables, CLI checks and a --smoke run."""
+
+import importlib
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import common
+
+ROOT = Path(__file__).resolve().parents[1]
+grpo = importlib.import_module("05_grpo_rloo")
+ppo = importlib.import_module("studies.05_critic")
+
+NO_BASELINE, SCORE = "Ψ = R (no baseline)", "Ψ = 1 (the score alone)"
+BASELINES = ("REINFORCE (batch mean)", "RLOO", "GRPO")
+STAGES = ("cold start", "cold start, value head", "after PPO λ=0.95", "after PPO, value head")
+
+
+# ------------------------------------------------------------------ measures
+def naive_relative_variance(gradients: torch.Tensor, group_size: int) -> float:
+    """tr Cov over prompts of each group's mean gradient, over the mean of h_p · h_q for p ≠ q."""
+    h = [gradients[i:i + group_size].double().mean(0) for i in range(0, len(gradients), group_size)]
+    mean = sum(h) / len(h)
+    spread = sum(float((x - mean).square().sum()) for x in h) / (len(h) - 1)
+    pairs = [float(a @ b) for i, a in enumerate(h) for j, b in enumerate(h) if i != j]
+    return spread / (sum(pairs) / len(pairs))
+
+
+def test_relative_variance_matches_a_loop_and_its_truth():
+    g = torch.Generator().manual_seed(0)
+    gradients = torch.randn(12, 3, generator=g) + torch.tensor([1.0, -2.0, 0.5])
+    assert ppo.relative_variance(gradients, 3) == pytest.approx(naive_relative_variance(gradients, 3))
+    # completions N(μ, I) in groups of G: h ~ N(μ, I/G), so the truth is 3 / (G ||μ||²); the plain
+    # ||mean h||² in the denominator would read high by tr Cov(h) / P
+    mu = torch.tensor([0.3, 0.0, -0.4])  # ||μ||² = 0.25
+    gradients = torch.randn(40000, 3, generator=g) + mu
+    assert ppo.relative_variance(gradients, 2) == pytest.approx(3 / (2 * 0.25), rel=0.05)
+    # no signal: the estimate of ||E h||² is ≤ 0
+    assert math.isnan(ppo.relative_variance(torch.tensor([[1.0, 2.0], [-1.0, -2.0]]), 1))
+
+
+def test_net_error_is_zero_for_a_perfect_estimate_on_average():
+    """Rollout estimates p̂ of K draws around a known p: the perfect V's net error averages to 0
+    (its mean |error| minus the floor would not, near p = 0 or 1), a V off by 0.2 nets 0.04."""
+    rng = np.random.default_rng(0)
+    K, p = 16, np.tile([0.05, 0.3, 0.5, 0.9], 5000)
+    measured = rng.binomial(K, p) / K
+    noise = measured * (1 - measured) / (K - 1)
+    assert ppo.net_error(p, measured, noise) == pytest.approx(0.0, abs=2e-4)
+    assert ppo.net_error(p + 0.2, measured, noise) == pytest.approx(0.04, abs=5e-4)
+    assert math.isnan(ppo.net_error(np.array([]), np.array([]), np.array([])))
+
+
+def test_accuracy_and_step_credit_on_a_hand_case():
+    """Completion 0: the prompt, then one step boundary, outcome 1; completion 1: the prompt alone,
+    outcome 0. Step credit: V after minus V before, the outcome after the last step."""
+    values, truth = np.array([0.5, 0.8, 0.3]), np.array([0.4, 1.0, 0.0])
+    first, which, outcomes = np.array([True, False, True]), np.array([0, 0, 1]), np.array([1.0, 0.0])
+    spread = np.array([0.24, 0.0, 0.0])
+    measured = ppo.accuracy(values, truth, first, spread)
+    assert measured["error_first_token"] == pytest.approx(0.2) and measured["error_boundaries"] == pytest.approx(0.2)
+    assert measured["noise_floor"] == 0.0 and measured["net_error"] == pytest.approx(0.04)
+    assert measured["bias"] == pytest.approx(0.2 / 3)
+    credit = ppo.step_credit(values, truth, spread, which, outcomes)
+    # by the critic [0.3, 0.2, -0.3], by the rollouts [0.6, 0.0, 0.0]; the first difference's noise 0.24
+    assert credit["credit_error"] == pytest.approx(0.8 / 3)
+    assert credit["credit_net_error"] == pytest.approx((0.09 - 0.24 + 0.04 + 0.09) / 3)
+
+
+# ------------------------------------------------------------------ verdicts over seeds
+@pytest.mark.parametrize("slopes,holds", [
+    ([1.0, 1.1, 0.9], True),  # nearer linear than no growth or quadratic growth
+    ([0.44, 1.5, 2.55], None),  # the interval reaches across the band
+    ([1.9, 2.0, 2.1], False),  # nearer quadratic
+])
+def test_the_roughly_linear_claims_read_each_seeds_slope_against_the_band(slopes, holds):
+    names = ["Ψ = 1 (the score alone)", "Ψ = R (no baseline)"] + [ppo.grpo.NAMES[m] for m in ("reinforce", "rloo", "grpo")]
+    per_seed = [{"gradient_variance": {name: {"slope": k, "length": [4.0, 30.0]} for name in names}} for k in slopes]
+    score, bare, _ = ppo.length_claims(per_seed)
+    assert score["holds"] is holds and bare["holds"] is holds and "roughly linear: within 0.5-1.5" in score["measured"]
+
+
+def test_any_and_every_over_verdicts():
+    assert ppo.any_of([None, True, False]) is True and ppo.any_of([False, False]) is False
+    assert ppo.any_of([None, False]) is None and ppo.any_of([]) is None
+    assert ppo.every([True, None, False]) is False and ppo.every([True, True]) is True
+    assert ppo.every([True, None]) is None and ppo.every([]) is None
+
+
+def fake_seed(i: int, pass_at_1: dict | None = None, net: dict | None = None, slopes: dict | None = None,
+              relative: dict | None = None) -> dict:
+    """One seed's results as run_seed returns them, with a small seed-to-seed jitter: by default
+    the critics are wrong and feed wrong credit, GRPO is ahead of both PPOs, every slope near 1,
+    GRPO's relative variance below Ψ = R's, λ = 0.95's below λ = 1's."""
+    jitter = 0.01 * (i - 1)
+    pass_at_1 = {"grpo": 0.5, "ppo": 0.45, "ppo_head": 0.46} | (pass_at_1 or {})
+    net = {stage: 0.1 for stage in STAGES} | (net or {})
+    names = [SCORE, NO_BASELINE, *BASELINES, "critic GAE λ=1", "critic GAE λ=0.95"]
+    slopes = {name: 1.0 for name in names} | (slopes or {})
+    relative = dict(zip(names, [500.0, 100.0, 130.0, 130.0, 80.0, 250.0, 150.0])) | (relative or {})
+
+    def run(method: str, p: float) -> dict:
+        p += jitter if method == "grpo" else -jitter  # GRPO minus PPO: the default gap ± 0.02
+        return {"final": {"pass@1": p, "pass@4": 0.8, "pass@16": 0.9, "length": 20.0}, "final_kl": 0.04,
+                "history": [{"zero_spread": 0.25, "kl": 0.04, "length_right": 20.0, "length_wrong": 25.0}],
+                "evals": [{"samples": 0, "pass@1": 0.4}, {"samples": 128, "pass@1": p}],
+                "state_bytes": 2**21 if method == "ppo" else 2**20, "wall_clock_s": 10.0, "peak_memory_bytes": None}
+
+    runs = {m: run(m, p) for m, p in pass_at_1.items()}
+    truth = {stage: {"error_first_token": 0.2, "error_boundaries": 0.35, "noise_floor": 0.05, "net_error": n + jitter,
+                     "credit_error": 0.3, "credit_net_error": n + jitter, "bias": 0.0, "correlation": 0.3,
+                     "values": [0.5], "truth": [0.4], "first_token": [True]} for stage, n in net.items()}
+    variance = {name: {"length": [5.0, 10.0], "variance": [1.0, 2.0], "count": [8, 8], "slope": slopes[name] + jitter,
+                       "relative": relative[name] * (1 + jitter)} for name in names}
+    return {"seed": i, "rl": grpo.Args(), "cold_start": {"pass@1": 0.4, "pass@4": 0.7, "pass@16": 0.85},
+            "runs": runs, "by_lambda": {0.95: runs["ppo"]}, "gradient_variance": variance, "critic_truth": truth}
+
+
+def seeds(**changes) -> list[dict]:
+    return [fake_seed(i, **changes) for i in range(3)]
+
+
+def verdicts(per_seed: list[dict]) -> dict:
+    claims = ppo.length_claims(per_seed) + ppo.relative_claims(ppo.Args(), per_seed) + ppo.critic_claims(ppo.Args(), per_seed)
+    keys = {"Ψ = 1 (the score alone) it grows": "score", "with a terminal reward": "terminal",
+            "even with baselines": "baselines", "normalising within the group": "normalising",
+            "bias-variance dial": "lambda", "memory footprint": "memory", "systematic lies": "lies",
+            "prefer GAE": "prefer", "PPO (critic, GAE)": "fallback critic", "value head on the policy": "fallback head"}
+    found = {key: c for c in claims for text, key in keys.items() if text in c["claim"]}
+    assert len(found) == len(claims) == len(keys)
+    return found
+
+
+def test_each_claim_on_its_default_values():
+    found = verdicts(seeds())
+    assert {key: c["holds"] for key, c in found.items()} == {
+        "score": True, "terminal": True, "baselines": True, "normalising": True, "lambda": True, "memory": True,
+        "lies": True, "prefer": None, "fallback critic": True, "fallback head": True}
+    assert found["prefer"]["measured"].startswith("premise not met: the critic is not trustworthy")
+    gap = common.seed_verdict([0.03, 0.05, 0.07])[1]  # GRPO minus PPO, seed by seed
+    assert f"GRPO's held-out pass@1 minus that of PPO (critic, GAE) at the same samples, mean [95% interval over 3 " \
+           f"seeds]: {gap}" in found["fallback critic"]["measured"]
+
+
+def test_the_length_claims_flip_with_their_slopes_and_relative_variances():
+    found = verdicts(seeds(slopes={SCORE: 2.0, NO_BASELINE: 1.7, "RLOO": -0.5},
+                           relative={"GRPO": 150.0, "critic GAE λ=0.95": 300.0}))
+    assert {key: found[key]["holds"] for key in ("score", "terminal", "baselines", "normalising", "lambda")} == {
+        "score": False, "terminal": False, "baselines": False, "normalising": False, "lambda": False}
+    # one baseline that cannot tell leaves the claim open; with no signal, no verdict
+    found = verdicts(seeds(slopes={"RLOO": math.nan}, relative={"GRPO": math.nan}))
+    assert found["baselines"]["holds"] is None and found["normalising"]["holds"] is None
+
+
+def test_a_trusted_critic_lets_the_gae_branch_decide_and_leaves_the_fallback_without_its_premise():
+    trusted = {stage: -0.01 for stage in STAGES}  # at every stage net error below 0: no error the seeds detect
+    found = verdicts(seeds(net=trusted, pass_at_1={"ppo": 0.55}))
+    assert found["prefer"]["holds"] is True and not found["prefer"]["measured"].startswith("premise")
+    assert found["lies"]["holds"] is False
+    assert found["fallback critic"]["holds"] is None
+    assert found["fallback critic"]["measured"].startswith("premise not met: this critic's error is within")
+    assert verdicts(seeds(net=trusted))["prefer"]["holds"] is False  # PPO behind GRPO: no
+
+
+def test_the_fallback_is_no_where_ppo_with_a_wrong_critic_leads():
+    found = verdicts(seeds(pass_at_1={"ppo": 0.6, "ppo_head": 0.52}))
+    assert found["fallback critic"]["holds"] is False
+    assert found["fallback head"]["holds"] is None  # slightly ahead of GRPO: the seeds cannot tell
+
+
+def test_a_critic_that_cannot_be_told_right_or_wrong_leaves_both_branches_open():
+    per_seed = seeds(net={"cold start": 0.0, "after PPO λ=0.95": 0.0})
+    for i, seed in enumerate(per_seed):  # the interval holds 0 and reaches past its half-width
+        for stage in ("cold start", "after PPO λ=0.95"):
+            seed["critic_truth"][stage]["net_error"] = [-0.01, 0.02, 0.0][i]
+    found = verdicts(per_seed)
+    assert found["prefer"]["holds"] is None and found["prefer"]["measured"].startswith("inconclusive")
+    assert found["fallback critic"]["holds"] is None and found["fallback head"]["holds"] is True
+
+
+def test_lies_need_both_a_wrong_v_and_wrong_credit_at_one_stage():
+    per_seed = seeds()
+    for seed in per_seed:
+        for row in seed["critic_truth"].values():
+            row["credit_net_error"] = -0.05  # the credit is right wherever V is wrong
+    assert verdicts(per_seed)["lies"]["holds"] is False
+
+
+# ------------------------------------------------------------------ metrics and tables
+def test_the_metrics_are_the_mean_of_the_seeds():
+    metrics = ppo.collect_metrics(seeds())
+    assert metrics["grpo_pass@1"] == pytest.approx(0.5) and metrics["ppo_lambda0.95_pass@1"] == pytest.approx(0.45)
+    assert metrics["critic[cold start]_net_error"] == pytest.approx(0.1)
+    assert metrics["variance_slope[GRPO]"] == pytest.approx(1.0)
+
+
+def test_the_tables_read_each_policy_each_psi_and_each_critic_over_the_seeds():
+    per_seed = seeds()
+    args = ppo.Args(gae_lambda=0.95)
+    table = ppo.runs_table(args, per_seed)
+    assert [row[0] for row in table["rows"]] == ["cold start", "GRPO", "PPO, critic, λ=0.95", "PPO, value head, λ=0.95"]
+    assert table["rows"][1][:3] == ["GRPO", "+10.0", "0.500 [0.475, 0.525]"]
+    assert table["rows"][2][3:] == [pytest.approx(0.9), pytest.approx(0.04), "25%", 2.0, 10.0]
+    table = ppo.variance_table(per_seed)
+    assert table["header"][-1] == "seed 0: tr Cov at mean length 5 / 10"
+    assert table["rows"][1] == [NO_BASELINE, "1.00 [0.98, 1.02]", "100", "1 / 2"]
+    table = ppo.truth_table(per_seed)
+    assert [row[0] for row in table["rows"]] == list(STAGES)
+    assert table["rows"][0][1:5] == [pytest.approx(0.2), pytest.approx(0.35), pytest.approx(0.05), "0.100 [0.075, 0.125]"]
+    per_seed[0]["gradient_variance"] = {name: row | {"length": [], "variance": []}
+                                        for name, row in per_seed[0]["gradient_variance"].items()}
+    assert ppo.variance_table(per_seed)["header"][-1] == "tr Cov (no length bin)"
+    assert ppo.three_digits(math.nan) == "-" and ppo.three_digits(20441.4) == "20,400"
+
+
+# ------------------------------------------------------------------ CLI and a smoke run
+@pytest.mark.parametrize("flag,value,message", [
+    ("--truth-rollouts", "1", "--truth-rollouts must be at least 2"),
+    ("--variance-prompts", "1", "--variance-prompts must be at least 2"),
+    ("--seeds", "0", "--seeds must be positive"),
+])
+def test_cli_rejects_bad_values_with_one_line(cli_error, flag, value, message):
+    assert message in cli_error("studies.05_critic", flag, value)
+
+
+def test_the_critic_study_runs_with_smoke(tmp_path, read_results):
+    out = tmp_path / "05_critic"
+    run = subprocess.run([sys.executable, "studies/05_critic.py", "--smoke", "--cache", str(tmp_path / "cache"),
+                          "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    data = read_results(out / "results.json")
+    tables = data["metrics"].pop("tables")
+    for table in tables.values():
+        assert all(len(row) == len(table["header"]) for row in table["rows"])
+    # a smoke cold start never succeeds and writes no step: no slope, relative variance, critic error at a
+    # boundary, correlation or right length
+    undefined = ("variance_slope", "variance_relative", "correlation", "late_length_right", "error_boundaries",
+                 "noise_floor", "]_net_error")
+    assert all(v is not None for k, v in data["metrics"].items() if not any(u in k for u in undefined))
+    assert [s["seed"] for s in data["per_seed"]] == [0, 1]
+    assert set(data["per_seed"][0]["runs"]) == {"grpo", "ppo", "ppo_head", "ppo_lambda0.95"}
+    assert "value_loss" in data["per_seed"][0]["runs"]["ppo"]["history"][0]
+    assert [row[0] for row in tables["critic_truth"]["rows"]] == list(data["per_seed"][0]["critic_truth"])
+    assert tables["runs"]["rows"][1][2].startswith(f"{data['metrics']['grpo_pass@1']:.3f} [")
+    assert len(data["claims"]) == 10
+    for name in ("learning_curves.png", "gradient_variance.png", "critic_truth.png"):
+        assert (out / name).stat().st_size > 1000

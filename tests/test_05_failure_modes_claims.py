@@ -1,0 +1,389 @@
+"""Tests of studies/05_failure_modes.py: its loop's additions (stale rollouts, the ratio against
+the policy that sampled, reference resets), its measures (sample quality, worst drop, the
+training reward's rise, unsolved problems, rejection sampling, the weak start's second draws),
+the claims' verdicts on constructed seeds (each quantity in its statement's direction, decided on
+its 95% interval over seeds), CLI checks and a --smoke run."""
+
+import copy
+import importlib
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import lm_world
+from lm_pins import tiny_model
+
+ROOT = Path(__file__).resolve().parents[1]
+grpo = importlib.import_module("05_grpo_rloo")
+fm = importlib.import_module("studies.05_failure_modes")
+
+
+def loop_args(tmp_path, **changes):
+    """The chapter's settings on a small task space (one step, values up to 30)."""
+    settings = dict(rl_steps=3, prompts=4, group_size=4, eval_every=2, max_new_tokens=8, eval_problems=4,
+                    eval_samples=2, min_steps=1, max_steps=1, max_value=30, max_operand=3, clip_eps=0.3, beta=0.07,
+                    inner_iters=2, max_grad_norm=0.9, warmup=3, lr=0.01, loss_norm="token", seed=5)
+    return grpo.Args(device="cpu", out=str(tmp_path / "out"), **settings | changes)
+
+
+# ------------------------------------------------------------------ the loop: stale rollouts, resets
+def test_the_stale_step_without_behaviour_logprobs_is_the_chapters_step():
+    model, tok = tiny_model(3)
+    reference = lm_world.frozen_copy(tiny_model(4)[0])
+    ids, mask = lm_world.encode_prompts(tok, ["1+2\n", "45*2\n", "7\n", "9-1\n"])
+    completions = lm_world.sample_completions(model, ids, mask, 10, tok.eos_token_id, tok.pad_token_id,
+                                              torch.Generator().manual_seed(0))
+    advantages = torch.randn(completions.completion_mask.shape, generator=torch.Generator().manual_seed(1))
+    ref_logp = grpo.reference_logprobs(reference, completions)
+    settings = grpo.Args(clip_eps=0.2, beta=0.3, inner_iters=3, loss_norm="sequence", max_new_tokens=10,
+                         max_grad_norm=0.5)
+    stats, policies = [], []
+    for step in (grpo.policy_gradient_step, lambda *a: fm.stale_step(*a, behaviour_logp=None)):
+        policy = copy.deepcopy(model)
+        stats.append(step(policy, torch.optim.AdamW(policy.parameters(), lr=1e-2), completions, advantages, ref_logp,
+                          settings))
+        policies.append(policy)
+    assert stats[0] == stats[1] and stats[0]["clip_fraction"] > 0
+    for a, b in zip(policies[0].parameters(), policies[1].parameters()):
+        assert torch.equal(a, b)
+
+
+def test_a_stale_ratio_is_taken_against_the_policy_that_sampled():
+    """With the behaviour policy's log-probs, ρ = π_θ / π_behaviour from the first iteration: a
+    policy that already doubled a token's probability is clipped there (A > 0), and that token
+    gives no gradient; without them the first iteration's ratio is 1 and nothing is clipped."""
+    model, tok = tiny_model(1)
+    ids, mask = lm_world.encode_prompts(tok, ["1+2\n"] * 4)
+    r = lm_world.sample_completions(model, ids, mask, 6, tok.eos_token_id, tok.pad_token_id,
+                                    torch.Generator().manual_seed(0))
+    advantages = r.completion_mask.float()
+    with torch.no_grad():
+        now, _ = lm_world.token_logprobs(model, r.sequences, r.attention_mask, r.prompt_length)
+    settings = grpo.Args(clip_eps=0.2, beta=0.0, inner_iters=1, loss_norm="token", max_new_tokens=6,
+                         max_grad_norm=100.0)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    doubled = fm.stale_step(model, optimizer, r, advantages, now, settings, behaviour_logp=now - math.log(2))
+    assert doubled["clip_fraction"] == 1.0 and doubled["grad_norm"] == 0.0
+    fresh = fm.stale_step(model, optimizer, r, advantages, now, settings, behaviour_logp=None)
+    assert fresh["clip_fraction"] == 0.0 and fresh["grad_norm"] > 0
+
+
+def test_the_rollout_worker_runs_the_weights_of_lag_updates_ago():
+    policy, _ = tiny_model(2)
+    assert fm.RolloutWorker(policy, 0).model() is policy
+    worker = fm.RolloutWorker(policy, 2)
+    seen = []
+    for update in range(4):
+        actor = worker.model()
+        seen.append((worker.age(), float(next(actor.parameters()).detach().flatten()[0])))
+        with torch.no_grad():
+            next(policy.parameters()).flatten()[0] = update + 1.0  # the optimiser's step
+        worker.updated()
+    first = seen[0][1]
+    assert seen == [(0, first), (1, first), (2, first), (2, 1.0)]
+    assert worker.model() is not policy
+
+
+@pytest.mark.parametrize("ratio", ["importance", "ignore"])
+def test_stale_training_samples_with_old_weights_and_hands_their_logprobs_to_the_ratio(monkeypatch, tmp_path, ratio):
+    policy, tok = tiny_model(6)
+    sampled_with, behaviours = [], []
+    real_sample_groups, real_step = grpo.sample_groups, fm.stale_step
+
+    def spy_sample_groups(model, *rest):
+        sampled_with.append(next(model.parameters()).detach().clone())
+        return real_sample_groups(model, *rest)
+
+    def spy_step(policy, optimizer, completions, advantages, *rest):
+        behaviours.append((rest[-1], completions.logprobs))
+        return real_step(policy, optimizer, completions, advantages, *rest)
+
+    monkeypatch.setattr(grpo, "sample_groups", spy_sample_groups)
+    monkeypatch.setattr(fm, "stale_step", spy_step)
+    monkeypatch.setattr(grpo, "verifier_rewards", lambda problems, texts, truncated: torch.arange(len(texts)) % 2.0)
+    rl = loop_args(tmp_path, rl_steps=4, lr=0.05, warmup=1, inner_iters=1)
+    history = fm.train(policy, lm_world.frozen_copy(policy), tok, rl, rl.task.held_out(4), "cpu",
+                       fm.Setting(lag=2, ratio=ratio))["history"]
+    assert [h["policy_age"] for h in history] == [0, 1, 2, 2]
+    assert torch.equal(sampled_with[0], sampled_with[1]) and torch.equal(sampled_with[1], sampled_with[2])
+    assert not torch.equal(sampled_with[3], sampled_with[0])  # the policy after the first update, two late
+    for given, logprobs in behaviours:
+        assert (given is logprobs) if ratio == "importance" else given is None
+    assert history[0]["policy_drift"] < 1e-5 < history[2]["policy_drift"]
+
+
+def test_a_reference_reset_re_anchors_the_kl_to_the_current_policy(monkeypatch, tmp_path):
+    monkeypatch.setattr(grpo, "verifier_rewards", lambda problems, texts, truncated: torch.arange(len(texts)) % 2.0)
+    kls = {}
+    for reset in (0, 1):
+        policy, tok = tiny_model(6)
+        rl = loop_args(tmp_path, rl_steps=3, inner_iters=1, lr=0.05, warmup=1)
+        history = fm.train(policy, lm_world.frozen_copy(policy), tok, rl, rl.task.held_out(4), "cpu",
+                           fm.Setting(ref_reset=reset))["history"]
+        kls[reset] = [h["kl"] for h in history]
+    assert kls[0][0] == kls[1][0] == 0.0  # the first batch: the policy is its reference either way
+    assert kls[0][2] > 1e-6 and kls[1][1] == kls[1][2] == 0.0  # reset before each batch: no drift to measure
+
+
+def test_the_sweep_reuses_the_default_beta_run_and_trains_each_other_beta_once(monkeypatch, tmp_path):
+    calls = []
+
+    def fake_run_grpo(initial, tokenizer, rl, held_out, device, setting=None, reference=None):
+        calls.append(rl.beta)
+        return {"method": "grpo", "beta": rl.beta}
+
+    monkeypatch.setattr(fm, "run_grpo", fake_run_grpo)
+    on_policy = {"method": "grpo", "beta": 0.04}
+    sweep = fm.beta_sweep(None, None, loop_args(tmp_path, beta=0.04), fm.Args(betas="0,0.04,0.5"), [], "cpu",
+                          on_policy)
+    assert sweep == {0.04: on_policy, 0.0: {"method": "grpo", "beta": 0.0}, 0.5: {"method": "grpo", "beta": 0.5}}
+    assert calls == [0.0, 0.5]  # the default β is not trained twice
+
+
+# ------------------------------------------------------------------ the measures
+def test_the_skew_study_serves_each_problem_three_ways(monkeypatch):
+    seen = {}
+
+    def fake_final(policy, tokenizer, args, problems, device):
+        seen[len(seen)] = [p.prompt for p in problems]
+        return {"pass@1": 0.5 / len(seen)}
+
+    monkeypatch.setattr(grpo, "final_evaluation", fake_final)
+    problems = [lm_world.ChainProblem(12, (("+", 7), ("*", 3))), lm_world.ChainProblem(5, (("-", 2),))]
+    skew = fm.skew_study(None, None, grpo.Args(), problems, "cpu")
+    assert seen == {0: ["12+7*3\n", "5-2\n"], 1: ["Q: 12+7*3\nA:\n", "Q: 5-2\nA:\n"], 2: ["12+7\n", "5\n"]}
+    assert skew == {"as trained": 0.5, "another template": 0.25, "last operation missing": 0.5 / 3}
+
+
+def test_sample_quality_counts_distinct_well_formed_and_step_writing_samples(monkeypatch):
+    texts = ["#5", "#5", "1+4=5\n#5", "junk", "#7", "#8", "#9", "#9"]
+    monkeypatch.setattr(lm_world, "sample", lambda *a, **k: (None, texts))
+    args = grpo.Args(final_samples=4)
+    quality = fm.sample_quality(None, None, args, [lm_world.ChainProblem(1, (("+", 4),))] * 2, "cpu")
+    assert quality == {"distinct": (3 / 4 + 3 / 4) / 2, "well_formed": 7 / 8, "writes_steps": 1 / 8}
+
+
+def test_worst_regression_is_the_largest_drop_below_the_best_so_far():
+    run = {"evals": [{"pass@1": p} for p in (0.2, 0.5, 0.3, 0.6, 0.55)]}
+    assert fm.worst_regression(run) == pytest.approx(0.2)
+    assert fm.worst_regression({"evals": [{"pass@1": p} for p in (0.1, 0.2)]}) == 0.0
+
+
+def test_the_reward_rise_is_the_last_tenth_of_the_updates_minus_the_first():
+    rewards = [0.1, 0.3] + [0.5] * 16 + [0.6, 0.8]  # 20 updates: tenths of two
+    assert fm.reward_rise({"history": [{"reward": r} for r in rewards]}) == pytest.approx(0.7 - 0.2)
+    assert fm.reward_rise({"history": [{"reward": 0.25}]}) == 0.0  # one update: its own first and last tenth
+
+
+def test_the_weak_starts_first_draws_are_the_final_evaluation_and_its_second_are_fresh(tmp_path):
+    policy, tok = tiny_model(6)
+    rl = loop_args(tmp_path, max_new_tokens=6, final_samples=8)
+    held_out = rl.task.held_out(6)
+    first, again = fm.two_draws(policy, tok, rl, held_out, "cpu")
+    assert first == grpo.final_evaluation(policy, tok, rl, held_out, "cpu")
+    assert again["length"] != first["length"] and set(again) == set(first)
+
+
+def fake_sampler(texts_for):
+    def fake_sample(model, tokenizer, prompts, *rest):
+        return None, [texts_for(i) for i in range(len(prompts))]
+    return fake_sample
+
+
+@pytest.mark.parametrize("right_every,kept_share", [(2, 1.0), (0, 0.0)])
+def test_rejection_sampling_keeps_the_verified_completions_and_fine_tunes_only_on_them(
+        monkeypatch, tmp_path, right_every, kept_share):
+    policy, tok = tiny_model(6)
+    weights = [p.detach().clone() for p in policy.parameters()]
+    monkeypatch.setattr(lm_world, "sample", fake_sampler(lambda i: "right" if right_every and i % right_every == 0
+                                                         else "wrong"))
+    monkeypatch.setattr(lm_world, "verify", lambda problem, text: text == "right")
+    args = fm.Args(device="cpu", out=str(tmp_path / "out"), min_steps=1, max_steps=1, max_value=30, max_operand=3,
+                   max_new_tokens=8, seed=5, rft_rounds=2, rft_n=4, rft_sft_steps=2, rft_lr=0.01, sft_batch=4)
+    rounds = fm.rejection_sampling_sft(policy, tok, args, 40, "cpu")
+    problems = 40 // (2 * 4)
+    # one kept pair per problem (its two right samples are the same text); the buffer grows by round
+    kept = int(problems * kept_share)
+    assert rounds == [{"sampled": problems * 4, "kept": kept, "buffer": kept * (r + 1), "solved": kept_share}
+                      for r in range(2)]
+    moved = any(not torch.equal(w, p) for w, p in zip(weights, policy.parameters()))
+    assert moved == bool(right_every)
+
+
+def test_unsolved_counts_the_problems_with_no_right_sample_and_which_stay_so():
+    before, after = {"correct": [0, 0, 3, 0, 1]}, {"correct": [0, 2, 0, 0, 1]}
+    assert fm.unsolved(before) == pytest.approx(0.6) and fm.unsolved(after) == pytest.approx(0.6)
+    assert fm.still_unsolved(before, after) == pytest.approx(2 / 3)
+    assert math.isnan(fm.still_unsolved({"correct": [1]}, {"correct": [0]}))
+
+
+# ------------------------------------------------------------------ the claims, on constructed seeds
+NOISE = np.array([0.004, -0.003, 0.001, -0.002])  # a small spread over four seeds, mean 0
+
+
+def world(**changes) -> list[dict]:
+    """Four seeds' metrics of a world where every statement holds: each key a mean plus NOISE
+    (the keys' noises independent of each other). `changes`: a key's mean, or its four values."""
+    means = {
+        "cold_start_pass@1": 0.27, "cold_start_well_formed": 0.95, "cold_start_distinct": 0.5,
+        "grpo_beta0_pass@1": 0.47, "grpo_beta0_kl": 0.05, "grpo_beta0_reward_rise": 0.3,
+        "grpo_beta0.04_pass@1": 0.5, "grpo_beta0.04_kl": 0.03, "grpo_beta0.04_reward_rise": 0.25,
+        "grpo_beta0.5_pass@1": 0.27, "grpo_beta0.5_kl": 0.01, "grpo_beta0.5_reward_rise": 0.1,  # stuck
+        "kl_study[beta=0]_well_formed": 0.8, "kl_study[beta=0.04]_well_formed": 0.97,  # collapses at β = 0
+        "kl_study[beta=0]_distinct": 0.4, "kl_study[beta=0.04]_distinct": 0.5,
+        "staleness[on-policy]_pass@1": 0.5, "staleness[on-policy]_worst_regression": 0.02,
+        "staleness[age 8, ignore]_pass@1": 0.38, "staleness[age 8, ignore]_worst_regression": 0.1,
+        "staleness[age 8, importance]_pass@1": 0.48, "staleness[age 8, importance]_worst_regression": 0.03,
+        "staleness[age 8, ignore]_policy_drift": 0.05, "staleness[age 8, importance]_clip_fraction": 0.01,
+        "served[as trained]_pass@1": 0.5, "served[another template]_pass@1": 0.01,
+        "served[last operation missing]_pass@1": 0.01,
+        "sparse[GRPO]_zero_spread": 0.93, "sparse[weak cold start]_pass@1": 0.006, "sparse[GRPO]_pass@1": 0.006,
+        "sparse[weak cold start]_unsolved": 0.9, "sparse[rejection sampling]_pass@1": 0.02,
+        "sparse[rejection sampling, then GRPO]_pass@1": 0.05, "sparse[rejection sampling]_kept": 40,
+        "sparse[rejection sampling]_sampled": 5120,
+        "sparse[weak cold start, resampled]_still_unsolved": 0.95, "sparse[GRPO]_still_unsolved": 0.95,
+        "sparse[rejection sampling, then GRPO]_still_unsolved": 0.9,
+        "sparse[GRPO from the default cold start]_still_unsolved": 0.1,
+        **{f"poor_reference[{name}]_{measure}": value for name, pass1, steps in (
+            ("poor reference itself", 0.07, 0.1), ("cold start as reference", 0.4, 0.8), ("poor reference", 0.11, 0.3),
+            ("poor reference, reset", 0.46, 0.95)) for measure, value in (("pass@1", pass1), ("writes_steps", steps))},
+    } | changes
+    rng = np.random.default_rng(0)
+    values = {key: np.broadcast_to(value, 4) if np.ndim(value) else value + rng.permutation(NOISE)
+              for key, value in means.items()}
+    return [{key: float(v[i]) for key, v in values.items()} for i in range(4)]
+
+
+def verdicts(seeds: list[dict]) -> dict:
+    """Each claim's verdict by a word of its source and text (they are unique)."""
+    rl, args = grpo.Args(beta=0.04, rl_steps=80, eval_every=20), fm.Args(betas="0,0.5", stale_lags="8")
+    return {c["claim"]: c["holds"] for c in fm.check_claims(rl, args, seeds)}
+
+
+def verdict(seeds: list[dict], words: str) -> bool | None:
+    found = [holds for claim, holds in verdicts(seeds).items() if words in claim]
+    assert len(found) == 1, words
+    return found[0]
+
+
+def test_in_a_world_where_every_statement_holds_every_claim_says_yes():
+    seeds = world()
+    found = verdicts(seeds)
+    assert len(found) == 17 and all(holds is True for holds in found.values()), found
+    claims = fm.check_claims(grpo.Args(beta=0.04), fm.Args(betas="0,0.5", stale_lags="8"), seeds)
+    assert all("95% interval over 4 seeds" in c["measured"] for c in claims)
+    assert "rollouts 8 updates old" in " ".join(c["claim"] for c in claims)
+
+
+@pytest.mark.parametrize("words,changes", [
+    ("more aggressive", {"grpo_beta0_reward_rise": 0.2}),                 # β = 0 rises less than 0.04
+    ("the smaller the KL", {"grpo_beta0.5_kl": 0.06}),                     # 0.5 drifts further than 0.04
+    ("slows learning", {"grpo_beta0.5_pass@1": 0.55}),
+    ("stays stuck", {"grpo_beta0.5_pass@1": 0.4}),                         # a gain: it moved
+    ("stays stuck", {"grpo_beta0.5_pass@1": 0.2}),                         # a loss: it moved too
+    ("collapses (here: at β = 0", {"kl_study[beta=0]_well_formed": 0.965}),  # below the default, not the cold start
+    ("unstable", {"staleness[age 8, ignore]_worst_regression": 0.0}),
+    ("limit the off-policy lag", {"staleness[age 8, ignore]_pass@1": 0.6}),
+    ("importance ratios", {"staleness[age 8, importance]_pass@1": 0.3}),
+    ("silent poison", {"served[another template]_pass@1": 0.6}),
+    ("state blindness", {"served[last operation missing]_pass@1": 0.35}),  # below the trained, above the cold start
+    ("most trajectories", {"sparse[GRPO]_zero_spread": 0.3}),
+    ("cold start fails", {"sparse[GRPO]_pass@1": 0.2}),                    # the weak start gains
+    ("support problem", {"sparse[GRPO]_still_unsolved": 0.5}),             # GRPO solves beyond luck
+    ("rejection sampling (best-of-N)", {"sparse[rejection sampling, then GRPO]_pass@1": 0.0}),
+    ("SFT cold start", {"grpo_beta0.04_pass@1": 0.2}),
+    ("wrong reference", {"poor_reference[poor reference]_pass@1": 0.5}),
+    ("reset the reference", {"poor_reference[poor reference, reset]_pass@1": 0.05}),
+])
+def test_each_claim_says_no_where_its_quantity_runs_the_other_way(words, changes):
+    assert verdict(world(), words) is True
+    assert verdict(world(**changes), words) is False
+
+
+@pytest.mark.parametrize("words,key,mean", [
+    ("unstable", "staleness[age 8, ignore]_worst_regression", 0.03),  # an excess of 0.01 in a wide spread
+    ("importance ratios", "staleness[age 8, importance]_pass@1", 0.39),
+    ("wrong reference", "poor_reference[poor reference]_pass@1", 0.39),
+    ("stays stuck", "grpo_beta0.5_pass@1", 0.27),  # no gain, but the interval reaches past the default's gain
+])
+def test_an_effect_the_seeds_cannot_tell_from_zero_is_inconclusive(words, key, mean):
+    spread = mean + np.array([0.3, -0.3, 0.2, -0.2])
+    assert verdict(world(**{key: spread}), words) is None
+
+
+def test_solving_fewer_than_luck_still_fixes_no_support_and_losing_ground_still_fails():
+    """The 'none' statements are one-sided: less than luck, or a loss, agrees with them."""
+    assert verdict(world(**{"sparse[GRPO]_still_unsolved": 0.99}), "support problem") is True
+    assert verdict(world(**{"sparse[GRPO]_pass@1": 0.0}), "cold start fails") is True
+
+
+def test_a_weak_start_that_solves_everything_leaves_the_support_claim_without_its_premise():
+    seeds = world(**{key: math.nan for key in ("sparse[weak cold start, resampled]_still_unsolved",
+                                               "sparse[GRPO]_still_unsolved")})
+    claim = fm.support_claim(grpo.Args(), seeds)
+    assert claim["holds"] is None and "premise not met" in claim["measured"]
+
+
+def test_the_beta_and_kl_claims_need_a_beta_beside_the_default():
+    rl, seeds = grpo.Args(beta=0.04), world()
+    assert fm.beta_claims(rl, fm.Args(betas=""), seeds) == [] == fm.kl_claims(rl, fm.Args(betas=""), seeds)
+    weaker_only = fm.Args(betas="0")  # no β above the default: no 'stuck', no 'slows'
+    assert len(fm.beta_claims(rl, weaker_only, seeds)) == 2 and len(fm.kl_claims(rl, weaker_only, seeds)) == 1
+
+
+@pytest.mark.parametrize("verdicts_in,out", [
+    ((True, True), True), ((True, None), None), ((None, False), False), ((True, False), False)])
+def test_a_statement_of_parts_holds_where_every_part_does(verdicts_in, out):
+    assert fm.both(*verdicts_in) is out
+
+
+# ------------------------------------------------------------------ CLI and the smoke run
+@pytest.mark.parametrize("flag,value,message", [
+    ("--poor-shortcut-prob", "1.5", "--poor-shortcut-prob must be in [0, 1]"),
+    ("--rft-n", "0", "--rft-n must be positive"),
+    ("--stale-lags", "0,4", "--stale-lags must be positive"),
+    ("--seeds", "1", "--seeds must be at least 2"),
+])
+def test_cli_rejects_bad_values_with_one_line(cli_error, flag, value, message):
+    assert message in cli_error("studies.05_failure_modes", flag, value)
+
+
+def test_the_failure_modes_study_runs_with_smoke(tmp_path, read_results):
+    out = tmp_path / "05_failure_modes"
+    run = subprocess.run([sys.executable, "studies/05_failure_modes.py", "--smoke", "--cache", str(tmp_path / "cache"),
+                          "--out", str(out), "--stale-lags", "1", "--betas", "0"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    data = read_results(out / "results.json")
+    tables, metrics = data["metrics"].pop("tables"), data["metrics"]
+    seeds = [seed["metrics"] for seed in data["seeds"]]
+    assert [seed["seed"] for seed in data["seeds"]] == [0, 1]
+    # a smoke weak start solves nothing, so no problem is solved by it to be left 'still unsolved' of: all defined
+    assert all(v is not None and np.isfinite(v) for v in metrics.values())
+    assert metrics == pytest.approx({key: np.mean([m[key] for m in seeds]) for key in seeds[0]})
+    assert set(tables) == set(fm.TITLES)
+    runs = data["seeds"][0]["runs"]
+    for name, study in (("staleness", "staleness"), ("sparse", "sparse_reward"), ("poor_reference", "poor_reference")):
+        assert [row[:2] for row in tables[name]["rows"]] == [[label, metrics[f"{name}[{label}]_pass@1"]]
+                                                             for label in runs[study]]
+    assert list(runs["staleness"]) == ["on-policy", "age 1, ignore", "age 1, importance"]
+    assert metrics["staleness[age 1, importance]_policy_age"] == 0.5  # ages 0, 1 over two updates
+    assert [row[0] for row in tables["serving"]["rows"]] == list(fm.SERVED)
+    assert [row[0] for row in tables["kl"]["rows"]] == ["cold start", "0", "0.04"]
+    assert list(runs["sparse_reward"]) == ["weak cold start", "weak cold start, resampled", "GRPO",
+                                           "rejection sampling", "rejection sampling, then GRPO",
+                                           "GRPO from the default cold start"]
+    assert list(runs["poor_reference"]) == ["poor reference itself", "cold start as reference", "poor reference",
+                                            "poor reference, reset"]
+    assert runs["poor_reference"]["poor reference, reset"]["history"][1]["kl"] == 0.0  # reset before update 1
+    for name in ("staleness.png", "support_and_anchor.png", "reward_kl.png"):
+        assert (out / name).stat().st_size > 1000
+    sources = [c["source"] for c in data["claims"]]
+    assert sources.count("whole-game §7.9") == 3 and sources.count("over-long-generations") == 2
+    assert {"whole-game §2", "whole-game §7.1", "whole-game §7.3", "whole-game §7.10", "whole-game §8"} <= set(sources)
+    assert all("95% interval over 2 seeds" in c["measured"] for c in data["claims"])
