@@ -103,7 +103,9 @@ def test_ctrl_c_ends_in_one_line_and_leaves_no_half_written_cache(tmp_path):
     # an SFT cold start of 100,000 steps: the interrupt surely lands while it trains
     run = subprocess.Popen([sys.executable, "05_grpo_rloo.py", "--smoke", "--sft-steps", "100000", "--out",
                             str(tmp_path / "out"), "--cache", str(tmp_path / "cache")], cwd=ROOT,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           # as at a terminal: a job started in the background inherits Ctrl-C ignored
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     os.set_blocking(run.stderr.fileno(), False)
     seen, deadline = b"", time.time() + 120
     while b"cold start (SFT)" not in seen and time.time() < deadline:  # wait until it trains
