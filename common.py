@@ -54,6 +54,12 @@ class RunArgs:
                              "flags you pass keep their values")
 
 
+def reanalyse_arg() -> Any:
+    """The --reanalyse flag of a study whose results.json stores its measurements (see `reanalyse`)."""
+    return arg("", "a results.json of this script: its claims re-derived by this code from the measurements it "
+                   "stores, written back in place (nothing trained; its args, metrics and wall clock kept)")
+
+
 def require(condition: bool, message: str) -> None:
     """Validation in `Args.__post_init__`: a bad value raises ValueError(message)."""
     if not condition:
@@ -261,6 +267,43 @@ def write_results(out: Path, args: Any, wall_clock_s: float, metrics: dict,
     return write_atomically(Path(out) / "results.json", lambda temporary: temporary.write_text(text))
 
 
+def stored_numbers(tree: Any) -> Any:
+    """A tree read back from results.json as the run held it: number keys restored ("8" -> 8,
+    "0.95" -> 0.95; JSON writes every key as a string) and every null read as NaN (an undefined
+    number is written as null)."""
+    def key(text: str) -> Any:
+        for kind in (int, float):
+            try:
+                return kind(text)
+            except ValueError:
+                pass
+        return text
+    if isinstance(tree, dict):
+        return {key(k): stored_numbers(v) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [stored_numbers(v) for v in tree]
+    return math.nan if tree is None else tree
+
+
+def reanalyse(args: Any, claims_of: Callable[[Any, dict], list[dict]]) -> list[dict]:
+    """--reanalyse PATH: a run's claims re-derived by this code from the measurements its
+    results.json stores, nothing trained or sampled. `claims_of(run_args, stored)` gets the run's
+    own args and its stored extras (`stored_numbers`: a null comes back as NaN, so a study that
+    stores None to mean "absent" tests for a dict instead); the file keeps its args, metrics, wall
+    clock and measurements, and its claims are replaced in place and printed."""
+    path = Path(args.reanalyse)
+    if not path.is_file():
+        fail(f"--reanalyse {path}: no such results.json")
+    stored = json.loads(path.read_text())
+    names = {field.name for field in dataclasses.fields(args)} - {"reanalyse"}
+    run_args = dataclasses.replace(args, reanalyse="", **{k: v for k, v in stored["args"].items() if k in names})
+    stored["claims"] = json_ready(claims_of(run_args, stored_numbers(stored)))
+    text = json.dumps(stored, indent=1, allow_nan=False, default=_not_json)
+    write_atomically(path, lambda temporary: temporary.write_text(text))
+    print(format_claims(stored["claims"]) + f"\n\nclaims re-derived from {path}'s measurements; written back")
+    return stored["claims"]
+
+
 TERMINAL_WIDTH = 100  # every final table fits a terminal this wide
 
 
@@ -370,20 +413,22 @@ def mean_interval(values: list[float] | np.ndarray) -> tuple[float, float, float
     return mean, mean - half, mean + half
 
 
-def seed_verdict(values, zero_below: float | None = None, claimed: float = math.inf) -> tuple[bool | None, str]:
+def seed_verdict(values, zero_below: float | None = None, claimed: float | None = None) -> tuple[bool | None, str]:
     """The ledger's rule on a quantity measured once per seed, and "mean [95% interval]". An effect
-    (> 0 in the statement's direction): yes where the interval lies above 0, no where it lies below
-    the smallest effect the seeds can detect (its half-width, t sd / √n) and below the effect the
-    statement claims, if it names one (`claimed`: a "no" must rule out what was said). A zero
-    (zero_below given): yes where the interval holds 0 and stays below zero_below, no where it
-    excludes 0. Else None."""
+    (> 0 in the statement's direction): yes where the interval lies above 0; no where it lies below
+    0 (the seeds show the reverse) or below the effect the statement names (`claimed`: a "no" must
+    rule out what was said); else None. A negative mean whose interval reaches above 0 is None:
+    without a named size to rule out, the interval's top, not the mean's sign, bounds the effect.
+    A zero (zero_below given): yes where the interval holds 0 and stays below zero_below, no where
+    it excludes 0, else None."""
     mean, low, high = mean_interval(values)
     text = f"{mean:+.3g} [{low:+.3g}, {high:+.3g}]"
     if not np.isfinite(low):
         return None, text
     if zero_below is not None:
         return (False if low > 0 or high < 0 else True if high < zero_below else None), text
-    return (True if low > 0 else False if high < min((high - low) / 2, claimed) else None), text
+    ruled_out = high < 0 or (claimed is not None and high < claimed)
+    return (True if low > 0 else False if ruled_out else None), text
 
 
 ROUGHLY_LINEAR = (0.5, 1.5)  # the exponents halfway from linear (1) to no growth (0) and to quadratic (2)

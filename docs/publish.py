@@ -14,7 +14,9 @@
 4. Every generated value, a number inside a sentence or a table cell, is written anew too:
    `<!-- value RUN KEY FORMAT -->0.495<!-- end -->` shows the run's metrics[KEY] (or its
    wall_clock_s; a KEY with spaces in double quotes) in the Python format FORMAT (`.3f`, `.0f`, `,.0f`, `.1%` ...). The markers do
-   not show in rendered Markdown.
+   not show in rendered Markdown. A verdict in a sentence or a cell is written the same way:
+   `<!-- verdict RUN "START" -->yes<!-- end -->` shows the verdict of the run's one claim that
+   starts with START, in the words the runs print it.
 
 5. The claims ledger, docs/claims_ledger.md, is written whole from the hand-kept list of what
    the essays say, docs/ledger_statements.py, and the claims of the committed results it names
@@ -45,6 +47,7 @@ DOCS = ROOT / "docs"
 PAGES = sorted(DOCS.glob("*.md")) + [ROOT / "README.md"]
 BLOCK = re.compile(r"(<!-- generated: (\w+) ([\w/.-]+)(?: (\w+))? -->\n)(.*?)(<!-- end generated -->)", re.S)
 VALUE = re.compile(r"(<!-- value ([\w/.-]+) (\"[^\"]+\"|\S+) (\S+) -->)(.*?)(<!-- end -->)")
+VERDICT = re.compile(r"(<!-- verdict ([\w/.-]+) \"([^\"]+)\" -->)(.*?)(<!-- end -->)")
 FIGURE = re.compile(r"\]\((?:docs/)?figures/([\w/.-]+)/([\w.-]+\.png)\)")
 KEPT = ("args", "wall_clock_s", "metrics", "claims")
 LEDGER = DOCS / "claims_ledger.md"
@@ -83,6 +86,13 @@ def value(run: str, key: str, spec: str) -> str:
     return format(number, spec)
 
 
+def verdict(run: str, start: str) -> str:
+    found = [c for c in committed(run)["claims"] if c["claim"].startswith(start)]
+    if len(found) != 1:
+        raise SystemExit(f"publish: {run} has {len(found)} claims that start {start!r}, not one")
+    return common.verdict_word(found[0])
+
+
 def render(kind: str, run: str, name: str) -> str:
     if kind == "claims" and not name:
         return claims_table(committed(run))
@@ -98,12 +108,16 @@ def rendered(text: str) -> str:
         raise SystemExit("publish: a '<!-- generated:' line that is not KIND RUN [NAME] -->, or has no end")
     if text.count("<!-- value ") != len(VALUE.findall(text)):
         raise SystemExit("publish: a '<!-- value' marker that is not RUN KEY FORMAT -->, or has no end on its line")
+    if text.count("<!-- verdict ") != len(VERDICT.findall(text)):
+        raise SystemExit('publish: a \'<!-- verdict\' marker that is not RUN "START" -->, or has no end on its line')
     text = VALUE.sub(lambda m: m.group(1) + value(m.group(2), m.group(3), m.group(4)) + m.group(6), text)
+    text = VERDICT.sub(lambda m: m.group(1) + verdict(m.group(2), m.group(3)) + m.group(5), text)
     return BLOCK.sub(lambda m: m.group(1) + render(m.group(2), m.group(3), m.group(4) or "") + m.group(6), text)
 
 
 def runs_quoted(text: str) -> set[str]:
-    return {run for _, _, run, _, _, _ in BLOCK.findall(text)} | {run for _, run, _, _, _, _ in VALUE.findall(text)}
+    return ({run for _, _, run, _, _, _ in BLOCK.findall(text)} | {run for _, run, _, _, _, _ in VALUE.findall(text)}
+            | {run for _, run, _, _, _ in VERDICT.findall(text)})
 
 
 # ============================================================================================
@@ -126,9 +140,9 @@ A row whose check does not follow the rule yet (it answers another question, dec
 number or on one seed, or is missing though the numbers are measured) gets no verdict: it is
 listed under "checks being rebuilt" at the end of its essay's section, with the check as it stands,
 that check's answer to its own question, and what it must compute instead. A rebuilt check
-decides on the interval over seeds of what it computes: yes where the interval excludes no effect
-in the statement's direction, no only where it excludes the smallest effect the run can detect,
-else inconclusive.
+decides on the interval over seeds of what it computes: yes where the interval lies above 0 in the
+statement's direction, no only where it lies below 0 (the reverse) or below the effect the
+statement names, else inconclusive.
 """
 
 

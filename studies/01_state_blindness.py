@@ -68,8 +68,8 @@ def state_blindness_study(args: pong.Args, device: torch.device) -> dict:
 def blindness_claims(runs: dict, blind: dict) -> list[dict]:
     """State blindness: does rtg_baseline win more points at the end with the difference than on
     the frame alone? The gap per seed (both runs share the seed's initial weights and games):
-    yes if its 95% interval over the seeds lies above 0, no if below the smallest gap the seeds
-    can detect (its half-width), else inconclusive."""
+    yes if its 95% interval over the seeds lies above 0, no if below 0, else inconclusive (the
+    smallest gap the seeds can detect, its half-width, is shown beside it)."""
     sighted, blind_rates = runs["win_rates_per_seed"]["rtg_baseline"], blind["win_rates"]
     gaps = np.subtract(sighted, blind_rates)
     holds, text = common.seed_verdict(gaps)

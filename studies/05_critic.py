@@ -662,7 +662,7 @@ def wrong_at(per_seed: list[dict], stage: str) -> tuple[bool | None, str]:
 
 def critic_wrong(args: Args, per_seed: list[dict], kind: str) -> tuple[bool | None, str]:
     """Is the critic PPO trains with wrong, warmed up or after PPO? Wrong if it is at one stage,
-    right if at every stage its net error lies below what the seeds can detect, else None."""
+    right if at every stage its net error's interval lies below 0, else None."""
     found = {stage: wrong_at(per_seed, stage) for stage in stage_names(args, kind) if stage in per_seed[0]["critic_truth"]}
     return any_of([v for v, _ in found.values()]), "; ".join(f"{stage} {text}" for stage, (_, text) in found.items())
 
@@ -671,7 +671,7 @@ def lies_claim(args: Args, per_seed: list[dict]) -> dict:
     """Can V be wrong, and does it then feed errors into Ψ? At each stage, V's squared error at step
     boundaries and that of the step credit it hands out, each net of the rollouts' noise
     (`net_error`), over the seeds: yes where both lie above 0 at some stage, no where at every
-    stage one lies below what the seeds detect."""
+    stage one's interval lies below 0."""
     parts, verdicts = [], []
     for stage in per_seed[0]["critic_truth"]:
         v, v_text = wrong_at(per_seed, stage)
@@ -688,8 +688,8 @@ def lies_claim(args: Args, per_seed: list[dict]) -> dict:
 
 def prefer_gae_claim(args: Args, per_seed: list[dict]) -> dict:
     """The branch 'a value model you trust: prefer GAE': PPO's lead over GRPO, over the seeds. Its
-    premise, a trustworthy critic: at every stage the critic's net error lies below what the seeds
-    detect (`critic_wrong` says no)."""
+    premise, a trustworthy critic: at every stage the interval of the critic's net error lies below
+    0 (`critic_wrong` says no)."""
     wrong, wrong_text = critic_wrong(args, per_seed, "separate")
     better, lead_text = common.seed_verdict(pass_at_1(per_seed, "ppo") - pass_at_1(per_seed, "grpo"))
     rl = per_seed[0]["rl"]
@@ -708,7 +708,8 @@ def prefer_gae_claim(args: Args, per_seed: list[dict]) -> dict:
 def fallback_claim(args: Args, per_seed: list[dict], method: str) -> dict:
     """'Value learning unstable: fall back to group baselines'. Premise: the critic is wrong
     (`critic_wrong`). GRPO at least as good as PPO: yes where the interval of PPO's lead lies
-    below its half-width (no lead the seeds can detect), no where it lies above 0, else None."""
+    below 0, no where it lies above 0, else None (the essay names no margin that a lead too small
+    to matter would stay under)."""
     wrong, wrong_text = critic_wrong(args, per_seed, CRITICS[method])
     gap = pass_at_1(per_seed, "grpo") - pass_at_1(per_seed, method)
     ahead, _ = common.seed_verdict(-gap)

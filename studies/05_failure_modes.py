@@ -5,8 +5,8 @@ reward from a weak cold start, and train/serve skew and state blindness at servi
   KL, both sides   GRPO at each β of --betas beside the chapter's default β: the reward-KL
                    frontier, the training reward's rise, entropy and the quality of the samples
                    (distinct, well-formed) against the cold start's
-  poor reference   GRPO anchored to a cold start that rarely writes the steps, at the strongest
-                   β; then the same with the reference reset to the current policy
+  poor reference   GRPO anchored to a cold start that rarely writes the steps, at --poor-beta;
+                   then the same with the reference reset to the current policy
   staleness        rollouts from the weights of k updates ago, π_old in the clipped ratio being
                    the policy that sampled (the importance ratio) or the current one (ignored)
   sparse reward    GRPO from a weak cold start against rejection sampling (best-of-N) into SFT,
@@ -21,19 +21,21 @@ Every study runs at --seeds seeds (--seed, --seed + 1, ...: each its own prompts
 evaluation draws; the three cold starts are trained once and shared). Each claim takes one
 quantity per seed, a difference paired by seed in the statement's direction, and decides on its
 95% interval over the seeds (common.seed_verdict): yes where it lies above 0, no where it lies
-below its own half-width (the smallest effect the seeds can detect), else inconclusive; a 'none'
+below 0 (the seeds show the reverse), else inconclusive; a 'none'
 statement (stuck, no gain, nothing solved beyond luck) holds where the interval stays below the
 size of an effect that is there (the working setting's) and fails where it lies off 0. Tables
 and metrics are means over the seeds; the figures draw every seed.
 
     python studies/05_failure_modes.py  # 3 seeds; writes runs/studies/05_failure_modes/ (the first
                                         # run also trains the two extra cold starts, about 100 s)
+    python studies/05_failure_modes.py --reanalyse runs/studies/05_failure_modes/results.json
+                                        # the claims again from the stored seeds, nothing trained
 
 To fit three seeds in about the time one took, the default staleness study is one policy age (8);
 the paper-scale version adds the oldest rollouts: --stale-lags 8,32 (two more runs a seed). The
-default run took 1,782 s on 2 CPU cores shared with other heavy jobs (load 3 to 8: the first
-seed's runs took 3-4x as long as the last's, 393 s of runs); with a core to itself a seed takes
-about 250 s (the one-seed study, two runs more, took 294 s), about 13 min for the three.
+default run (with β = 5 in the KL study) took 1,158 s on 2 CPU cores beside another heavy job
+(an earlier run under a load of 3 to 8 took 1,782 s); with a core to itself a seed takes about
+250 s (the one-seed study, two runs more, took 294 s), about 13 min for the three.
 
 Read beside: credit-assignment-is-the-whole-game.txt §2, §7.1, §7.3, §7.5, §7.9, §7.10, §8;
 credit-assignment-over-long-generations.txt (the KL weight; When it falls down).
@@ -69,10 +71,13 @@ SERVED = ("as trained", "another template", "last operation missing")  # the ske
 @dataclass
 class Args(lm_world.LMArgs):
     out: str = common.arg("runs/studies/05_failure_modes", "output folder for figures and results.json")
+    reanalyse: str = common.reanalyse_arg()
     seeds: int = common.arg(3, "seeds, --seed, --seed + 1, ...: each draws its own prompts, samples and evaluations "
                             "(the cold starts are shared); the claims decide on their 95% interval over the seeds")
-    betas: str = common.arg("0,0.5", "KL weights β beside the chapter's --beta (the KL study; the largest "
-                            "anchors the poor-reference study)", item=float, empty=True)
+    betas: str = common.arg("0,0.5,5", "KL weights β beside the chapter's --beta (the KL study; the largest is "
+                            "its 'too strong' side)", item=float, empty=True)
+    poor_beta: float = common.arg(0.5, "β of the poor-reference study (beside it, the same β anchored to the "
+                                  "cold start: the KL study's run where it has one)")
     stale_lags: str = common.arg("8", "the policy ages of the async-staleness study (8,32: the paper-scale "
                                  "version)", item=int)
     sparse_sft_steps: int = common.arg(60, "SFT steps of the weak cold start of the sparse-reward study")
@@ -93,6 +98,7 @@ class Args(lm_world.LMArgs):
         common.require(0 <= self.poor_shortcut_prob <= 1, "--poor-shortcut-prob must be in [0, 1]")
         common.require(all(lag > 0 for lag in self.lag_list), "--stale-lags must be positive")
         common.require(all(b >= 0 for b in self.beta_list), "--betas must be non-negative")
+        common.require(self.poor_beta >= 0, "--poor-beta must be non-negative")
 
     @property
     def beta_list(self) -> list[float]:
@@ -392,16 +398,17 @@ def sparse_reward_study(tokenizer, rl: grpo.Args, args: Args, held_out: list, de
 
 def poor_reference_study(initial, tokenizer, rl: grpo.Args, args: Args, held_out: list, device, sweep: dict) -> dict:
     """KL anchoring with a poor reference: GRPO from the cold start, but anchored to an SFT model
-    that rarely writes the steps (--poor-shortcut-prob of bare answers), at the sweep's strongest
-    β; then the same with the reference reset to the current policy every --eval-every updates.
-    Beside them, the sweep's run at that β, anchored to the cold start itself. Each with
+    that rarely writes the steps (--poor-shortcut-prob of bare answers), at --poor-beta; then the
+    same with the reference reset to the current policy every --eval-every updates.
+    Beside them, GRPO at that β anchored to the cold start itself (the sweep's run, if it has one). Each with
     `sample_quality` (does it write the steps that pay?)."""
     poor, _, _ = lm_world.cold_start_policy(dataclasses.replace(args.cold_start, shortcut_prob=args.poor_shortcut_prob),
                                           device, args.cache, progress=False)
-    strong = dataclasses.replace(rl, beta=max(sweep))
+    strong = dataclasses.replace(rl, beta=args.poor_beta)
     study = {"poor reference itself": {"final": grpo.final_evaluation(poor, tokenizer, rl, held_out, device),
                                        **sample_quality(poor, tokenizer, rl, held_out[:64], device)}}
-    study["cold start as reference"] = dict(sweep[strong.beta])  # a copy: the quality below is this study's
+    anchored = sweep.get(strong.beta) or run_grpo(initial, tokenizer, strong, held_out, device)
+    study["cold start as reference"] = dict(anchored)  # a copy: the quality below is this study's
     for name, setting in {"poor reference": Setting(), "poor reference, reset": Setting(ref_reset=rl.eval_every)}.items():
         study[name] = run_grpo(initial, tokenizer, strong, held_out, device, setting, reference=poor)
     for run in study.values():
@@ -490,7 +497,7 @@ def gap(seeds: list[dict], key: str, other: str) -> np.ndarray:
 
 def effect(values: np.ndarray) -> tuple[bool | None, str]:
     """common.seed_verdict on an effect (> 0 in the statement's direction), its text with the
-    smallest effect the seeds can detect (the interval's half-width)."""
+    smallest effect the seeds can detect (the interval's half-width), shown, not deciding."""
     holds, text = common.seed_verdict(values)
     _, low, high = common.mean_interval(values)
     return holds, f"{text} (smallest detectable {(high - low) / 2:.3g})"
@@ -587,6 +594,23 @@ def weak_kl_claim(rl: grpo.Args, seeds: list[dict]) -> dict:
         f"{over(seeds)}, share of well-formed completions: {levels(formed)}; the default β's lead {default_text}; the "
         f"cold start's lead {start_text}; distinct completions among a problem's {rl.final_samples}: "
         f"{levels(quality('distinct'))}", both(than_default, than_start))
+
+
+def peaked_claim(rl: grpo.Args, seeds: list[dict]) -> dict:
+    """whole-game §8: after GRPO at the default β (optimising pass@1), are a problem's samples
+    less diverse (fewer distinct completions) and more often right than the cold start's? Both
+    decided over seeds."""
+    distinct, after = "cold_start_distinct", f"kl_study[beta={rl.beta:g}]_distinct"
+    fewer, fewer_text = effect(gap(seeds, distinct, after))
+    right, right_text = effect(gap(seeds, f"grpo_beta{rl.beta:g}_pass@1", "cold_start_pass@1"))
+    return common.claim(
+        "whole-game §8", "optimisation pressure on pass@1 can make a model peaked-and-usually-right: after GRPO a "
+        "problem's samples are less diverse (fewer distinct completions among them) and more often right than at "
+        "the cold start",
+        f"{over(seeds)}: share of distinct completions among a problem's {rl.final_samples}, cold start "
+        f"{level(seeds, distinct)}, after GRPO (β = {rl.beta:g}) {level(seeds, after)}, the fall {fewer_text}; "
+        f"held-out pass@1 {level(seeds, 'cold_start_pass@1')} -> {level(seeds, f'grpo_beta{rl.beta:g}_pass@1')}, "
+        f"the rise {right_text}", both(fewer, right))
 
 
 def kl_claims(rl: grpo.Args, args: Args, seeds: list[dict]) -> list[dict]:
@@ -745,7 +769,7 @@ def sparse_mitigation_claims(rl: grpo.Args, args: Args, seeds: list[dict]) -> li
 
 def poor_reference_claims(seeds: list[dict], strong: float, reset_every: int) -> list[dict]:
     """KL anchoring (§7.5; over-long-generations, When it falls down) to a reference that rarely
-    writes the steps, at the sweep's strongest β: the hold-back, and the reset."""
+    writes the steps, at --poor-beta (`strong`): the hold-back, and the reset."""
     def key(name: str, measure: str = "pass@1") -> str:
         return f"poor_reference[{name}]_{measure}"
     rows = "; ".join(f"{name}: pass@1 {level(seeds, key(name))}, writes steps {level(seeds, key(name, 'writes_steps'))}"
@@ -765,9 +789,10 @@ def poor_reference_claims(seeds: list[dict], strong: float, reset_every: int) ->
 
 def check_claims(rl: grpo.Args, args: Args, seeds: list[dict]) -> list[dict]:
     return (beta_claims(rl, args, seeds) + staleness_claims(rl, args, seeds) + kl_claims(rl, args, seeds)
+            + [peaked_claim(rl, seeds)]
             + skew_claims(seeds) + sparse_claims(rl, seeds) + [support_claim(rl, seeds)]
             + sparse_mitigation_claims(rl, args, seeds)
-            + poor_reference_claims(seeds, betas_of(rl, args)[-1], rl.eval_every))
+            + poor_reference_claims(seeds, args.poor_beta, rl.eval_every))
 
 
 # ============================================================================================
@@ -880,6 +905,9 @@ def run_seed(args: Args, initial, tokenizer, device) -> tuple[dict, dict]:
 
 
 def main(args: Args) -> dict:
+    if args.reanalyse:
+        return {"claims": common.reanalyse(args, lambda run, stored: check_claims(
+            lm_world.chapter_lm_args(grpo.Args, run), run, [seed["metrics"] for seed in stored["seeds"]]))}
     start = time.time()
     args, device, out, initial, tokenizer, info = lm_world.start_lm_run(args)
     rl = lm_world.chapter_lm_args(grpo.Args, args)

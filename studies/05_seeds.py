@@ -9,13 +9,14 @@ and the chapter's loss on one batch of a trained policy, with its gradient at ev
 logits (an exact check: the masked positions get exactly 0).
 
 The claims that need training decide on each quantity's 95% t-interval over the seeds
-(common.seed_verdict: yes where it lies above 0, no where it lies below its own half-width, the
-smallest effect the seeds can detect, else inconclusive). With --seed 0, seed 0 is the chapter's
+(common.seed_verdict: yes where it lies above 0, no where it lies below 0, else inconclusive; each
+claim also shows the smallest effect the seeds can detect, the interval's half-width). With --seed 0, seed 0 is the chapter's
 default run.
 
     python studies/05_seeds.py      # 959 s on 2 CPU cores (three seeds) under a load average of 6-9,
                                     # a method's run 37-121 s against the chapter's 31 s on a quiet
                                     # machine, where it takes about 6.5 min; writes runs/studies/05_seeds/
+    python studies/05_seeds.py --reanalyse runs/studies/05_seeds/results.json  # claims again, nothing trained
 """
 
 import copy
@@ -40,6 +41,7 @@ grpo = importlib.import_module("05_grpo_rloo")
 @dataclass
 class Args(lm_world.LMArgs):
     out: str = common.arg("runs/studies/05_seeds", "output folder for results.json")
+    reanalyse: str = common.reanalyse_arg()
     seeds: int = common.arg(3, "seeds, from --seed on: the chapter's experiment on each (the claims' intervals)")
     clip_passes: int = common.arg(4, "optimiser passes over one batch in the clip's update, μ (the clip can act "
                                      "from the second pass on)")
@@ -246,7 +248,16 @@ def collect_metrics(per_seed: dict) -> dict:
     return metrics | {"tables": {"pass_at_1": pass_table(per_seed)}}
 
 
+def stored_claims(args: Args, stored: dict) -> list[dict]:
+    """The claims again from a results.json's seeds (each seed's chapter args rebuilt, as run_seed made them)."""
+    per_seed = {seed: found | {"args": lm_world.chapter_lm_args(grpo.Args, dataclasses.replace(args, seed=seed))}
+                for seed, found in stored["seeds"].items()}
+    return seed_claims(per_seed, args)
+
+
 def main(args: Args) -> dict:
+    if args.reanalyse:
+        return {"claims": common.reanalyse(args, stored_claims)}
     start = time.time()
     args, device, out, initial, tokenizer, info = lm_world.start_lm_run(args)
     print(f"05 study: the chapter's experiment on seeds {args.seed_list}; policy {info['path']}, device {device}")

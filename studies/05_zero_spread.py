@@ -289,9 +289,42 @@ def medium_claim(rl: grpo.Args, args: Args, seeds: list[dict], policy: str) -> d
         None if lacking else both(*(holds for holds, _ in gaps.values())))
 
 
+def baseline_errors(correct: list[int], n: int, G: int) -> tuple[float, float]:
+    """Two baselines' mean squared error against each problem's own success rate p, unbiased from
+    c right of n per problem: one for all problems, the mean reward (at least the spread of
+    difficulties Var(p): its own noise only adds), and the mean of the other G - 1 completions of
+    the problem's group (RLOO's: p(1 - p) / (G - 1))."""
+    c = np.asarray(correct, dtype=float)
+    p_q = c * (n - c) / (n * (n - 1))  # unbiased p(1 - p), problem by problem
+    spread = np.var(c / n, ddof=1) - p_q.mean() / n  # Var(p) over the problems, the sampling noise taken out
+    return float(spread), float(p_q.mean() / (G - 1))
+
+
+def difficulty_claim(rl: grpo.Args, args: Args, seeds: list[dict]) -> dict:
+    """whole-game §5: does a group baseline carry each prompt's difficulty without learning it,
+    where one baseline for all prompts does not? Per seed, the all-problems baseline's error
+    minus the group's (> 0: the group's is closer), at the cold start and after GRPO; yes where
+    both intervals over seeds lie above 0."""
+    G, parts, verdicts = rl.group_size, [], []
+    for policy in WHEN:
+        errors = [baseline_errors(s[policy]["correct"], args.samples, G) for s in seeds]
+        holds, text = decide([every - group for every, group in errors])
+        verdicts.append(holds)
+        parts.append(f"{policy}: one baseline {np.mean([e for e, _ in errors]):.4f}, the group's "
+                     f"{np.mean([g for _, g in errors]):.4f}, the difference {text}")
+    return common.claim(
+        "whole-game §5", "a per-prompt group baseline gets the prompt's difficulty for free, where one baseline for "
+        "all prompts must learn it: with nothing learned, the mean of the other completions in the prompt's group "
+        "(RLOO's) lies closer to the prompt's success rate than the mean reward over all prompts",
+        f"mean squared error against each of {args.problems} training problems' success rate ({args.samples} "
+        f"completions each; unbiased), the mean reward over all problems against the mean of the other {G - 1} in "
+        f"a group of G = {G}, mean of the seeds, and per seed their difference, mean [95% interval over "
+        f"{len(seeds)} seeds]: " + "; ".join(parts), both(*verdicts))
+
+
 def check_claims(rl: grpo.Args, args: Args, seeds: list[dict]) -> list[dict]:
     return (vanish_claims(rl, seeds) + most_claims(rl, args, seeds) + group_size_claims(args, seeds)
-            + [medium_claim(rl, args, seeds, policy) for policy in WHEN])
+            + [medium_claim(rl, args, seeds, policy) for policy in WHEN] + [difficulty_claim(rl, args, seeds)])
 
 
 # ---------------------------------------------------------------------------- the report

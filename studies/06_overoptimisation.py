@@ -38,6 +38,8 @@ completions for 60 updates (the full scale: --rollouts-per-prefix 16 --label-ns 
     python studies/06_overoptimisation.py                # 731 s on 2 CPU cores (3 seeds), beside other jobs
     python studies/06_overoptimisation.py --length-bias --out runs/studies/06_overoptimisation_length
                                            # + 2 preference RMs and 3 RL runs a seed: 1,153 s, beside other jobs
+    python studies/06_overoptimisation.py --reanalyse runs/studies/06_overoptimisation/results.json
+                                           # the claims again from the stored seeds, nothing trained
 
 Read beside: credit-assignment-problem-survey.txt §4.5.2, §9, §10; credit-assignment-over-long-generations.txt
 (KL, process rewards, over-optimisation); credit-assignment-is-the-whole-game.txt §2, §6, §7.2, §7.6, §7.7.
@@ -90,6 +92,7 @@ KL_BETA = 0.3
 @dataclass
 class Args(lm_world.LMArgs):
     out: str = common.arg("runs/studies/06_overoptimisation", "output folder for figures and results.json")
+    reanalyse: str = common.reanalyse_arg()
     seeds: int = common.arg(3, "seeds --seed, --seed + 1, ...: each claim decides on its 95% interval over them")
     # the chapter's pipeline, at its own scale
     rollouts_per_prefix: int = common.arg(8, "Math-Shepherd: completions rolled out from each step prefix (largest N)")
@@ -813,8 +816,8 @@ def every(*verdicts: bool | None) -> bool | None:
 
 
 def none_shown(verdict: bool | None) -> bool | None:
-    """The verdict on "no effect" from the verdict on the effect: an effect shown is a no; one below
-    what the seeds can detect is a yes."""
+    """The verdict on "no effect" from the verdict on the effect: an effect shown is a no; one ruled
+    out (its interval below 0, or below the size the statement names) is a yes."""
     return None if verdict is None else not verdict
 
 
@@ -1092,7 +1095,7 @@ def length_claims(seeds: list[dict]) -> list[dict]:
         claims.append(pads_claim(seeds, "Q-RM's token credit as the reward", r("Q-RM (mean Z)"),
                                  [s["runs"]["qrm"]["final"] for s in seeds]))
     claims.append(pads_claim(seeds, "the ORM as the reward, β = 0", r("ORM"), [s["arms"]["no_kl"]["final"] for s in seeds]))
-    return claims + (preference_claims(seeds) if all(s["length"] for s in seeds) else [])
+    return claims + (preference_claims(seeds) if all(isinstance(s["length"], dict) for s in seeds) else [])
 
 
 def preference_claims(seeds: list[dict]) -> list[dict]:
@@ -1308,6 +1311,8 @@ def tables_of(run: "prm.Args", args: Args, m: dict) -> dict:
 
 
 def main(args: Args) -> dict:
+    if args.reanalyse:
+        return {"claims": common.reanalyse(args, lambda run, stored: check_claims(run, stored["seeds"]))}
     start = time.time()
     args, device, out, policy, tokenizer, info = lm_world.start_lm_run(args)
     print(f"06 study: the reward models on {args.seeds} seeds; policy {info['path']}, device {device}")

@@ -248,7 +248,9 @@ def fake_dilemma(lengths=(5, 20, 80), credit_factor=1.0, credit_at_one=1.0, var_
     (dict(fake_dilemma(), seeds_var=[[0.05, 0.07, 0.03], [0.06, 0.04, 0.065], [0.8, 0.78, 0.82]]),
      [True, True, None, True]),  # one step's rise within the seeds' spread: the dilution cannot tell
     (dict(fake_dilemma(), seeds_var=[[0.05, 0.07, 0.03], [0.02, 0.01, 0.065], [0.8, 0.78, 0.82]]),
-     [True, True, False, True]),  # one step's mean falls
+     [True, True, None, True]),  # one step's mean falls, but its interval reaches above 0: cannot tell
+    (dict(fake_dilemma(), seeds_var=[[0.05, 0.07, 0.03], [0.01, 0.02, 0.005], [0.8, 0.78, 0.82]]),
+     [True, True, False, True]),  # one step falls on every seed: the interval lies below 0
     (fake_dilemma(spread=(1.0,)), [True, True, None, None]),  # one seed: no interval
     (fake_dilemma(lengths=(5,)), [True, True, None, None]),  # one length: no trend
 ])

@@ -158,6 +158,9 @@ def test_ratio_profile_measures_how_far_h_is_from_pi_at_each_step():
     assert profile["return HCA (x)"] == pytest.approx([(0.5 + 0) / 2, (0 + 1 / 3) / 2, 0.0])
     # state: given each episode's last state, over the steps before it
     assert profile["state HCA (x)"] == pytest.approx([(0.5 + 2 / 3) / 2, 1 / 3, 0.0])
+    # signed: h/π - 1 itself, so a lowered ratio (step 1, episode 0: 0.5 / 0.75) counts against a raised one
+    signed = tasks.ratio_profile(episodes, policy, {"return HCA (x)": h_return}, signed=True)
+    assert signed["return HCA (x)"] == pytest.approx([(0.5 + 0) / 2, (-1 / 3 + 0) / 2, 0.0])
 
 
 def test_study_one_measures_every_estimator_on_fresh_episodes_against_the_exact_gradient(monkeypatch):
@@ -624,7 +627,8 @@ def hca_run(pg: float, state: float | None, ret: float, profile=None, start=(1.0
         estimators["state HCA (learned h)"] = {"variance": state}
     profile = profile or {"state HCA (learned h)": [1.0, 0.1, 0.1, 5.0],
                           "return HCA (learned h)": [0.5, 0.05, 0.1, 5.0]}
-    return {"estimators": estimators, "hindsight_ratio": profile, "first_action_revealed": revealed}
+    return {"estimators": estimators, "hindsight_ratio": profile, "hindsight_elevation": profile,
+            "first_action_revealed": revealed}
 
 
 def seeds_of(*runs: tuple) -> list[dict]:
@@ -678,9 +682,11 @@ def test_decisive_claim_compares_the_first_action_with_the_corridor_per_seed():
     assert verdict(sharp, sharp2, sharp) is True
     flat = {**sharp, "return HCA (learned h)": [0.05, 0.1, 0.1, 9.0]}  # below the corridor on every seed
     assert verdict(flat, flat, flat) is False
+    lowered = {**sharp, "return HCA (learned h)": [-0.5, -0.9, -0.8, 9.0]}  # above the corridor, but below 1
+    assert verdict(lowered, lowered, lowered) is False
     assert verdict(sharp, flat, sharp2) is None
     measured = tasks.decisive_claim([hca_run(1.0, 1.0, 1.0, profile=sharp)] * 3, 0.25)["measured"]
-    assert "return HCA (learned h) 0.50 vs 0.075, +0.425 [+0.425, +0.425]" in measured
+    assert "return HCA (learned h) +0.5 [+0.5, +0.5], +0.425 [+0.425, +0.425] (corridor +0.075)" in measured
 
 
 def test_first_action_shares_split_the_trace_between_the_first_state_and_the_rest():
@@ -736,10 +742,12 @@ def test_hca_claims_in_order_one_conditioning_claim_per_task_with_state_hca():
     assert [c["claim"] for c in claims[6:]] == [
         "shortcut: return-conditional HCA is preferable to state-conditional HCA",
         "delayed effect: return-conditional HCA is preferable to state-conditional HCA",
-        "irrelevant actions get a hindsight ratio ≈ 1, the decisive one is far from 1",
-        "Q(x, a) = E_z[h(a|x,z)/π(a|x) · z]", tasks.DEGRADES]
+        "only the decisive action gets a significantly elevated hindsight ratio: h/π - 1 of the action taken, under "
+        "what followed, lies above 0 at the decisive action and above that of the irrelevant actions (whose ratio "
+        "stays near 1)",
+        "Q(x, a) = E_z[h(a|x,z)/π(a|x) · z]", tasks.DEGRADES, tasks.backward_search_claim(3)["claim"]]
     # per task: lower than PG + V (yes), growing with σ (the same ratio at both: None); then return vs state HCA
-    assert [c["holds"] for c in claims] == [True, None, True, None, True, None, True, True, True, True, True]
+    assert [c["holds"] for c in claims] == [True, None, True, None, True, None, True, True, True, True, True, True]
     assert "σ = 0.5" in claims[8]["measured"]  # the decisive action at the smallest σ
 
 
@@ -845,7 +853,7 @@ def test_hca_tasks_smoke_run_writes_results_and_figures(tmp_path, read_results):
     data = read_results(tmp_path / "results.json")
     for name in ("hca_variance_vs_sigma.png", "hca_hindsight_ratio.png", "hca_learning_curves.png"):
         assert (tmp_path / name).stat().st_size > 1000
-    assert data["metrics"] == common.json_ready(result["metrics"]) and len(data["claims"]) == 11
+    assert data["metrics"] == common.json_ready(result["metrics"]) and len(data["claims"]) == 12
     assert all(np.isfinite(v) for k, v in data["metrics"].items() if k != "tables")
     tables = data["metrics"]["tables"]  # the tables are the metrics: the mean of the seeds
     variance = {(row[0], row[1]): row for row in tables["variance"]["rows"]}
@@ -869,3 +877,19 @@ def test_hca_tasks_smoke_run_writes_results_and_figures(tmp_path, read_results):
     for name, by_method in data["hca_learning"].items():
         assert all(math.isclose(curve[0], uniform[name], rel_tol=1e-6) for curves in by_method.values()
                    for curve in curves)
+
+
+def test_frontier_sizes_count_successors_and_predecessors_per_depth():
+    P = torch.zeros(4, 2, 4)  # 0 -> {1, 2} (one per action), 1 -> 3, 2 -> 3, 3 -> 3
+    P[0, 0, 1] = P[0, 1, 2] = P[1, :, 3] = P[2, :, 3] = P[3, :, 3] = 1.0
+    assert tasks.frontier_sizes(P, 0, 2) == [2, 1]
+    assert tasks.frontier_sizes(P, 3, 2, backward=True) == [3, 4]  # 3, 1 and 2 precede 3; then 0 too
+
+
+@pytest.mark.parametrize("corridor", [1, 5])
+def test_backward_search_on_key_to_door_reaches_one_state_per_depth_forward_two(corridor):
+    claim = tasks.backward_search_claim(corridor)
+    depth = corridor + 1
+    assert claim["holds"] is True and f"[{', '.join(['2'] * depth)}]" in claim["measured"]
+    # backward: one state per depth, but the key room with the key (never visited) at the last
+    assert f"[{', '.join(['1'] * (depth - 1) + ['2'])}]" in claim["measured"]

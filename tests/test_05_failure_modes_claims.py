@@ -235,7 +235,7 @@ def world(**changes) -> list[dict]:
         "grpo_beta0.04_pass@1": 0.5, "grpo_beta0.04_kl": 0.03, "grpo_beta0.04_reward_rise": 0.25,
         "grpo_beta0.5_pass@1": 0.27, "grpo_beta0.5_kl": 0.01, "grpo_beta0.5_reward_rise": 0.1,  # stuck
         "kl_study[beta=0]_well_formed": 0.8, "kl_study[beta=0.04]_well_formed": 0.97,  # collapses at β = 0
-        "kl_study[beta=0]_distinct": 0.4, "kl_study[beta=0.04]_distinct": 0.5,
+        "kl_study[beta=0]_distinct": 0.4, "kl_study[beta=0.04]_distinct": 0.4,  # GRPO's samples less diverse
         "staleness[on-policy]_pass@1": 0.5, "staleness[on-policy]_worst_regression": 0.02,
         "staleness[age 8, ignore]_pass@1": 0.38, "staleness[age 8, ignore]_worst_regression": 0.1,
         "staleness[age 8, importance]_pass@1": 0.48, "staleness[age 8, importance]_worst_regression": 0.03,
@@ -274,7 +274,7 @@ def verdict(seeds: list[dict], words: str) -> bool | None:
 def test_in_a_world_where_every_statement_holds_every_claim_says_yes():
     seeds = world()
     found = verdicts(seeds)
-    assert len(found) == 17 and all(holds is True for holds in found.values()), found
+    assert len(found) == 18 and all(holds is True for holds in found.values()), found
     claims = fm.check_claims(grpo.Args(beta=0.04), fm.Args(betas="0,0.5", stale_lags="8"), seeds)
     assert all("95% interval over 4 seeds" in c["measured"] for c in claims)
     assert "rollouts 8 updates old" in " ".join(c["claim"] for c in claims)
@@ -291,11 +291,13 @@ def test_in_a_world_where_every_statement_holds_every_claim_says_yes():
     ("limit the off-policy lag", {"staleness[age 8, ignore]_pass@1": 0.6}),
     ("importance ratios", {"staleness[age 8, importance]_pass@1": 0.3}),
     ("silent poison", {"served[another template]_pass@1": 0.6}),
+    ("peaked-and-usually-right", {"kl_study[beta=0.04]_distinct": 0.6}),   # more diverse than the cold start
+    ("peaked-and-usually-right", {"grpo_beta0.04_pass@1": 0.2}),           # less often right
     ("state blindness", {"served[last operation missing]_pass@1": 0.35}),  # below the trained, above the cold start
     ("most trajectories", {"sparse[GRPO]_zero_spread": 0.3}),
     ("cold start fails", {"sparse[GRPO]_pass@1": 0.2}),                    # the weak start gains
     ("support problem", {"sparse[GRPO]_still_unsolved": 0.5}),             # GRPO solves beyond luck
-    ("rejection sampling (best-of-N)", {"sparse[rejection sampling, then GRPO]_pass@1": 0.0}),
+    ("rejection sampling (best-of-N)", {"sparse[GRPO]_pass@1": 0.2}),                # GRPO alone ahead
     ("SFT cold start", {"grpo_beta0.04_pass@1": 0.2}),
     ("wrong reference", {"poor_reference[poor reference]_pass@1": 0.5}),
     ("reset the reference", {"poor_reference[poor reference, reset]_pass@1": 0.05}),
@@ -353,6 +355,11 @@ def test_cli_rejects_bad_values_with_one_line(cli_error, flag, value, message):
     assert message in cli_error("studies.05_failure_modes", flag, value)
 
 
+def run_reanalyse(path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "studies/05_failure_modes.py", "--reanalyse", str(path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+
+
 def test_the_failure_modes_study_runs_with_smoke(tmp_path, read_results):
     out = tmp_path / "05_failure_modes"
     run = subprocess.run([sys.executable, "studies/05_failure_modes.py", "--smoke", "--cache", str(tmp_path / "cache"),
@@ -367,6 +374,8 @@ def test_the_failure_modes_study_runs_with_smoke(tmp_path, read_results):
     assert all(v is not None and np.isfinite(v) for v in metrics.values())
     assert metrics == pytest.approx({key: np.mean([m[key] for m in seeds]) for key in seeds[0]})
     assert set(tables) == set(fm.TITLES)
+    again = run_reanalyse(out / "results.json")  # the claims from the stored seeds, nothing trained
+    assert again.returncode == 0 and read_results(out / "results.json")["claims"] == data["claims"]
     runs = data["seeds"][0]["runs"]
     for name, study in (("staleness", "staleness"), ("sparse", "sparse_reward"), ("poor_reference", "poor_reference")):
         assert [row[:2] for row in tables[name]["rows"]] == [[label, metrics[f"{name}[{label}]_pass@1"]]

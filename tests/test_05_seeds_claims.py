@@ -194,6 +194,8 @@ def test_smoke_run_is_the_chapter_on_each_seed(tmp_path, read_results):
     data = read_results(tmp_path / "study" / "results.json")
     assert list(data["seeds"]) == ["1", "2"] and len(data["claims"]) == 9
     assert all("interval over 2 seeds" in c["measured"] for c in data["claims"][:-1])
+    again = seeds.main(seeds.Args(reanalyse=str(tmp_path / "study" / "results.json")))["claims"]  # nothing trained
+    assert again == data["claims"] and read_results(tmp_path / "study" / "results.json") == data
     table = data["metrics"]["tables"]["pass_at_1"]
     assert table["header"] == ["pass@1", "seed 1", "seed 2", "mean", "spread over seeds (points)"]
     chapter = grpo.main(dataclasses.replace(grpo.Args(smoke=True, seed=1, device="cpu", out=str(tmp_path / "chapter"),

@@ -269,9 +269,30 @@ def test_the_medium_difficulty_claim_compares_medium_with_hard_and_with_easy(aft
     assert ("medium minus easy" in claim["measured"]) is not premise and "medium minus hard" in claim["measured"]
 
 
+def test_baseline_errors_are_unbiased_for_the_spread_of_difficulties_and_the_groups_noise():
+    """Exact expectation over every draw of c ~ Binomial(n, p) for three problems."""
+    p, n, G = np.array([0.1, 0.5, 0.8]), 4, 3
+    spread, group = 0.0, 0.0
+    for draw in itertools.product(range(n + 1), repeat=len(p)):
+        chance = np.prod([math.comb(n, c) * q**c * (1 - q) ** (n - c) for c, q in zip(draw, p)])
+        every, mine = zs.baseline_errors(list(draw), n, G)
+        spread, group = spread + chance * every, group + chance * mine
+    assert spread == pytest.approx(np.var(p, ddof=1)) and group == pytest.approx(np.mean(p * (1 - p)) / (G - 1))
+
+
+@pytest.mark.parametrize("correct,holds", [
+    ([[0, 8, 1, 7], [0, 8, 0, 8], [1, 7, 0, 8]], True),  # hard and easy problems: one baseline for all misses both
+    ([[4, 4, 4, 4], [4, 5, 4, 3], [3, 4, 4, 5]], False),  # every problem at 1/2: the mean reward is the best guess
+])
+def test_the_difficulty_claim_compares_the_group_baseline_with_one_for_all(correct, holds):
+    claim = zs.difficulty_claim(RL, ARGS, made_seeds(counts(default=correct, after=correct)))
+    assert claim["holds"] is holds and "difficulty for free" in claim["claim"]
+    assert "the mean of the other 3 in a group of G = 4" in claim["measured"]
+
+
 def test_check_claims_gives_every_claim_once():
     claims = zs.check_claims(RL, ARGS, made_seeds(counts(), bins={"cold start": BINS, "after GRPO": BINS}))
-    assert len(claims) == 8 and len({c["claim"] for c in claims}) == 8
+    assert len(claims) == 9 and len({c["claim"] for c in claims}) == 9
     assert [c["source"] for c in by_claim(claims, "medium-difficulty")] == ["over-long-generations"] * 2
 
 
@@ -287,7 +308,7 @@ def test_the_zero_spread_study_runs_with_smoke(tmp_path, read_results):
     assert run.returncode == 0, run.stderr
     data = read_results(out / "results.json")
     table = data["metrics"].pop("tables")["zero_spread"]
-    assert len(data["claims"]) == 7 and len(data["seeds"]) == 2  # one G: no G = 8 against 4
+    assert len(data["claims"]) == 8 and len(data["seeds"]) == 2  # one G: no G = 8 against 4
     assert set(data["zero_spread"]) == set(zs.POLICIES)
     assert table["rows"] == [[name, int(steps), row["pass@1"], f"{row['2']:.0%}"]
                              for name, strata in data["zero_spread"].items() for steps, row in strata.items()]

@@ -828,6 +828,8 @@ def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path, read
             "length_corr[length-balanced RM]_wrong", f"length_rl[{overopt.LENGTH_RUNS[1]}]_final_pass@1"} <= set(first["metrics"])
     assert [s["seed"] for s in data["seeds"]] == [0, 1] and data["metrics"] == common.json_ready(first["metrics"])
     assert all(set(s["length"]["runs"]) == set(overopt.LENGTH_RUNS) for s in data["seeds"])
+    again = overopt.main(overopt.Args(reanalyse=str(tmp_path / "out" / "results.json")))["claims"]  # nothing trained
+    assert again == data["claims"] and read_results(tmp_path / "out" / "results.json") == data
     # each seed labels its own solutions: 4 (--rollouts-per-prefix) rollouts from each step prefix of each
     solutions = [(prompts, texts) for prompts, texts in sampled if len(texts) == 16]  # 4 problems x 4 samples
     for prompts, texts in solutions[:1]:

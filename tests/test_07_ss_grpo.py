@@ -543,3 +543,14 @@ def test_ppo_credit_keeps_every_tensor_on_the_device_of_its_inputs():
         advantages = ss.ppo_credit(policy, batch, rewards)(batch, rewards.view(3, 4), PROBLEMS)
     assert advantages.device.type == "cpu" and torch.isfinite(advantages).all()
     assert torch.equal(advantages[~batch.completion_mask], torch.zeros_like(advantages[~batch.completion_mask]))
+
+
+@pytest.mark.parametrize("accuracy,share", [
+    ({"ss_grpo": 0.45, "grpo": 0.40, "prm_grpo": 0.50}, "50% of a +10.0-point gain of the gold PRM-GRPO"),
+    ({"ss_grpo": 0.45, "grpo": 0.50, "prm_grpo": 0.48}, "the gold PRM-GRPO does not beat GRPO here (0.480 against 0.500)"),
+])
+def test_the_chapters_one_seed_claims_give_their_numbers_and_no_verdict(accuracy, share):
+    beats, recovers = ss.check_claims(accuracy)
+    assert beats["holds"] is None and recovers["holds"] is None
+    assert f"SS-GRPO {accuracy['ss_grpo']:.3f} against GRPO {accuracy['grpo']:.3f}" in beats["measured"]
+    assert recovers["measured"].startswith(share) and "one seed: no interval" in recovers["measured"]

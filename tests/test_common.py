@@ -427,9 +427,12 @@ def test_mean_interval_is_the_mean_plus_minus_t_times_the_standard_error():
 
 
 @pytest.mark.parametrize("values,claimed,holds", [
-    ([-0.3, 0.1, -0.2], math.inf, False),  # below the seeds' smallest detectable effect
-    ([-0.3, 0.1, -0.2], 0.05, None),  # but it cannot rule out the 5 points the statement claims
-    ([-0.30, -0.31, -0.29], 0.05, False),  # it rules them out
+    ([-0.3, 0.1, -0.2], None, None),  # a negative mean is no "no": the interval reaches above 0
+    ([-0.3, 0.1, -0.2], 0.05, None),  # and it cannot rule out the 5 points the statement claims
+    ([-0.3, 0.1, -0.2], 0.5, False),  # it rules out an effect of 0.5
+    ([-0.01, 0.01, 0.0], None, None),  # a tight interval round 0 rules out no named size
+    ([-0.01, 0.01, 0.0], 0.05, False),  # but it rules out 5 points
+    ([-0.30, -0.31, -0.29], None, False),  # the reverse, shown
     ([0.30, 0.31, 0.29], 0.05, True),
 ])
 def test_a_no_must_rule_out_the_effect_the_statement_claims(values, claimed, holds):
@@ -446,3 +449,28 @@ def test_a_no_must_rule_out_the_effect_the_statement_claims(values, claimed, hol
 def test_roughly_linear_reads_the_slopes_interval_against_the_halfway_exponents(slopes, holds):
     verdict, text = common.slope_verdict(slopes)
     assert verdict is holds and text.startswith(f"{np.mean(slopes):.2f}")
+
+
+def test_stored_numbers_restores_number_keys_and_reads_null_as_nan():
+    tree = {8: {0.95: [1, {"2": "x"}]}, "name": 1}
+    assert common.stored_numbers(json.loads(json.dumps(tree))) == {8: {0.95: [1, {2: "x"}]}, "name": 1}
+    back = common.stored_numbers(json.loads(json.dumps(common.json_ready({"a": [math.nan, 1.0]}))))
+    assert math.isnan(back["a"][0]) and back["a"][1] == 1.0
+
+
+def test_reanalyse_rewrites_only_the_claims_from_the_stored_measurements(tmp_path, capsys):
+    @dataclasses.dataclass
+    class Args(common.RunArgs):
+        threshold: float = 0.0
+        reanalyse: str = ""
+
+    path = tmp_path / "results.json"
+    common.write_results(tmp_path, Args(threshold=2.0), 12.5, {"m": 1}, [], values={"1": 3.0})
+    claims = common.reanalyse(Args(reanalyse=str(path)), lambda run, stored: [common.claim(
+        "s", "above the run's threshold", "3", stored["values"][1] > run.threshold)])
+    stored = json.loads(path.read_text())
+    assert claims == stored["claims"] and claims[0]["holds"] is True  # the run's threshold 2, not the default 0
+    assert stored["args"]["threshold"] == 2.0 and stored["wall_clock_s"] == 12.5 and stored["metrics"] == {"m": 1}
+    with pytest.raises(SystemExit) as stop:
+        common.reanalyse(Args(reanalyse=str(tmp_path / "missing.json")), lambda run, stored: [])
+    assert stop.value.code == 2

@@ -65,6 +65,17 @@ def test_a_value_is_the_runs_number_in_its_format_and_stale_ones_are_rewritten(o
         publish.rendered("<!-- value demo pass@1 -->x<!-- end -->")
 
 
+def test_a_verdict_is_the_one_claim_that_starts_so_in_the_runs_words(one_run):
+    page = 'a: <!-- verdict demo "a | b" -->no<!-- end -->; c: <!-- verdict demo "c" -->yes<!-- end -->\n'
+    assert publish.rendered(page) == ('a: <!-- verdict demo "a | b" -->yes<!-- end -->; '
+                                      'c: <!-- verdict demo "c" -->inconclusive<!-- end -->\n')
+    assert publish.runs_quoted(page) == {"demo"}
+    with pytest.raises(SystemExit, match="has 0 claims that start 'z', not one"):
+        publish.rendered('<!-- verdict demo "z" -->x<!-- end -->')
+    with pytest.raises(SystemExit, match="not RUN \"START\""):
+        publish.rendered("<!-- verdict demo c -->x<!-- end -->")
+
+
 def test_a_block_without_committed_results_or_table_stops_with_one_line(one_run):
     with pytest.raises(SystemExit, match="no committed results for other"):
         publish.rendered("<!-- generated: claims other -->\n<!-- end generated -->")
