@@ -386,12 +386,12 @@ def completion_texts(tokenizer: PreTrainedTokenizerBase, completions: Completion
 
 def sample(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prompts: list[str], max_new_tokens: int,
            generator: torch.Generator | None, device: torch.device | str,
-           chunk: int = 512) -> tuple[Completions, list[str]]:
+           chunk: int = 512, temperature: float = 1.0) -> tuple[Completions, list[str]]:
     """One completion per prompt, and its text: the one way every script samples. Prompts go through
     the model `chunk` rows at a time (memory), chunks padded to max_new_tokens to stack."""
     ids, mask = encode_prompts(tokenizer, prompts, device)
     parts = [sample_completions(model, ids[i:i + chunk], mask[i:i + chunk], max_new_tokens,
-                                tokenizer.eos_token_id, tokenizer.pad_token_id, generator)
+                                tokenizer.eos_token_id, tokenizer.pad_token_id, generator, temperature)
              for i in range(0, len(prompts), chunk)]
     completions = parts[0] if len(parts) == 1 else Completions.stack(parts, max_new_tokens, tokenizer.pad_token_id)
     return completions, completion_texts(tokenizer, completions)

@@ -190,7 +190,7 @@ WHOLE_GAME = [
          (SEEDS, "PPO's clipping limits how far token probabilities move in one update")),
     said("§6", "fluent, helpful initialization collapses into high-reward gibberish the RM likes",
          "without KL to the reference, optimising a learned reward turns a fluent model into high-reward "
-         "gibberish",
+         "gibberish (read here as: samples that lose their worked form)",
          (OVER, "without KL to the reference, optimising a learned reward turns a fluent model into "
                 "high-reward gibberish"),
          how="re-point"),
@@ -341,7 +341,9 @@ WHOLE_GAME = [
          not_checkable="no tool-using agent here"),
     said("§8", "Too much: incoherent samples. Too little: mode collapse to one template answer.",
          "too much entropy gives incoherent samples, too little collapses to one template",
-         not_checkable="no temperature or entropy sweep"),
+         (ZERO, "too much entropy gives incoherent samples, too little collapses to one template: from the cold "
+                "start, fewer completions are well-formed at a high temperature than at T = 1, and at a low one a "
+                "problem's completions narrow toward one (fewer are distinct; one template would leave 1 of 16)")),
     said("§8", "If all $K$ are near-copies, GRPO cannot invent a better mode.",
          "a group of near-copies gives GRPO nothing better to move toward",
          not_checkable="no run controls the diversity of the group"),
@@ -431,7 +433,7 @@ OVER_LONG = [
                   "Cov(h) / ||E h||² is lower under GRPO than under Ψ = R with no baseline"),
          how="rephrase"),
     said("GRPO", "GRPO is the backbone of DeepSeek-R1",
-         "DeepSeek-R1 trained long chains of thought with pure RL on verifiable rewards",
+         "GRPO is the backbone of DeepSeek-R1",
          not_checkable="needs a large model; our policy has about 0.2M parameters"),
     said("Process rewards", "significantly outperforms an outcome reward model (ORM) at the same test-time "
          "compute budget",
@@ -450,7 +452,7 @@ OVER_LONG = [
          (OVER, "the PRM used as a dense reward is a second proxy and inherits the over-optimisation risks "
                 "of an ORM")),
     said("Process rewards", "step boundaries in free-form text are ambiguous",
-         "step boundaries are ambiguous, and a maths PRM may not transfer to code",
+         "step boundaries in free-form text are ambiguous, and a maths PRM may not transfer to code",
          not_checkable="one domain with explicit step delimiters"),
     said("Over-optimisation", "proxy reward increases monotonically with KL distance from the reference "
          "policy, but gold reward peaks and then degrades",
@@ -464,10 +466,11 @@ OVER_LONG = [
                 "as KL grows)")),
     said("Over-optimisation", "Reward models trained on human preferences often rate longer responses higher "
          "up to a point, so policies learn to pad outputs.",
-         "reward models trained on preferences that favour length teach the policy to pad",
-         (OVER_LENGTH, "length bias: answers grow without information gain and the "
-                                                "reward correlates with token count (an RM whose preference data "
-                                                "favour length)"),
+         "reward models often rate longer responses higher (up to a point), so policies learn to pad their outputs",
+         (OVER, "reward models rate longer responses higher, so policies learn to pad (Q-RM's token credit "
+                "as the reward)"),
+         (OVER, "reward models rate longer responses higher, so policies learn to pad (the ORM as the "
+                "reward, β = 0)"),
          how="re-point"),
     said("Over-optimisation", "Certain surface patterns (agreement, flattery, confident tone) inflate reward model "
                               "scores independently of content quality.",
@@ -478,11 +481,16 @@ OVER_LONG = [
          (OVER, "format hacking: well-formed outputs can score well on a learned reward model while being "
                 "wrong")),
     said("When it falls down", "will penalise all 600 tokens equally",
-         "with one outcome reward, a chain whose only error comes late penalises all its tokens equally, the "
-         "right ones before the error included",
+         "with one outcome reward under GRPO, a chain whose only error comes late penalises all its tokens "
+         "equally, the right ones before the error included",
          (CREDIT, "GRPO penalises the right steps before a single slip as much as the slip: every token of a "
                   "failed completion gets its A_i < 0"),
          how="re-point"),
+    said("When it falls down", "Whether using PPO with a terminal reward or GRPO, every token in a generation "
+         "receives the same advantage signal.",
+         "with PPO and a terminal reward, too, every token of a generation receives the same advantage",
+         (CRITIC, "with PPO and a terminal reward, too, every token of a generation receives the same advantage "
+                  "signal")),
     said("When it falls down", "This wastes the policy's capacity to learn which decisions actually matter.",
          "uniform weighting wastes learning on long generations: crediting each step by its own correctness "
          "learns better than flat credit (here: at 16 steps)",
@@ -514,7 +522,7 @@ OVER_LONG = [
                     "back from the behaviour that pays (here, GRPO at β = 0.5: lower held-out pass@1 than the same β "
                     "anchored to the cold start)")),
     said("When it falls down", "Long reasoning traces amplify variance even with baselines.",
-         "even with a group baseline the gradient's variance grows with the trace's length (our traces: 4-31 "
+         "even with a group baseline the gradient's variance grows with the trace's length (our traces: 3-32 "
          "tokens, not 2,000-8,000)",
          (CRITIC, "long reasoning traces amplify variance even with baselines: under each group baseline the "
                   "gradient's variance grows with the completion's length (log-log slope above 0)")),
@@ -534,8 +542,9 @@ SURVEY = [
     said("§2.1", "Small value or Q-function estimation errors compound when bootstrapped repeatedly over long "
                  "horizons",
          "errors of a bootstrapped value estimate compound as the horizon grows",
-         (LEARNING, "small value errors compound when bootstrapped over long horizons"),
-         (LEARNING_NOISE, "small value errors compound when bootstrapped over long horizons")),
+         fix="studies/02_learning.py measures episodes to solve, a proxy that mixes slow propagation with "
+             "compounding: measure each critic's error at the key room against the exact value (DP) at each L, "
+             "and decide TD's growth minus Monte Carlo's over seeds"),
     said("§2.2", "many actions co-occur with success but did not cause it",
          "correlated but non-causal actions pick up spurious credit",
          not_checkable="no task plants a correlated but harmless action"),
@@ -632,7 +641,7 @@ SURVEY = [
          "GVFs give dense auxiliary signal",
          not_checkable="no run implements GVFs"),
     said("§4.4.1", "there are typically fewer predecessors of the goal than successors of the start state",
-         "backward search from the goal explores fewer branches than forward search",
+         "backward search from the goal typically explores fewer branches than forward search",
          (HCA, "there are fewer predecessors of the goal than successors of the start: searching backward from the "
                "goal reaches fewer states in all, and no more at any depth, than searching forward from the start")),
     said("§4.5", "vocabulary size ~100K",
@@ -652,8 +661,9 @@ SURVEY = [
          "correct-and-decisive",
          "progress (the change in P(correct)) tells decisive steps from correct but irrelevant ones, which "
          "step correctness cannot",
-         not_checkable="no task here has correct but irrelevant (restating) steps, so progress and "
-                       "correctness cannot come apart",
+         fix="studies/07_lengths.py: its chains hold one hard (decisive) step among easy ones that are right "
+             "almost surely; estimate each step's progress, the change in P(success | prefix), by rollouts and "
+             "compare how progress and correctness rank the hard step against the easy right ones, over seeds",
          how="rephrase"),
     said("§4.5.4", "requires strong inductive biases or large amounts of comparative data",
          "token-level credit needs strong priors or much comparative data",
@@ -707,8 +717,9 @@ SURVEY = [
              "to it over a sweep of the classifier's learning rate and compare the learning curves' stability, "
              "intervals over seeds (cheap on CPU)"),
     said("§6", "the attention mechanism may distribute weight too broadly",
-         "with many weakly correlated actions TRT's attention spreads and transport weakens",
-         not_checkable="no sweep over the number of distractors"),
+         "with many weakly correlated actions TRT's attention may spread too broadly and transport weaken",
+         not_checkable="no task here has actions weakly correlated with the reward (key-to-door's distractors "
+                       "are rewards, not actions)"),
     said("§7", "Standard RL with this sparse binary reward fails catastrophically",
          "standard RL with a sparse binary goal reward fails catastrophically",
          (HER, "standard RL with a sparse binary goal reward fails catastrophically: DQN's success is no "
@@ -740,9 +751,9 @@ SURVEY = [
          (HCA, "delayed effect: return-conditional HCA is preferable to state-conditional HCA")),
     said("§8", "HCA can directly determine the relevance of a past action to a particular outcome, regardless "
          "of temporal distance.",
-         "HCA judges a past action's relevance whatever its distance in time (delayed-effect task: a lower "
-         "variance than PG with a value baseline)",
-         (HCA, "delayed effect: HCA's gradient has a lower variance than PG with a value baseline")),
+         "HCA judges a past action's relevance whatever its distance in time",
+         (HCA, "HCA judges a past action's relevance whatever its distance in time: the decisive action's "
+               "hindsight ratio is elevated, above the irrelevant ones', at every distance from its reward")),
     said("§8", "the spurious contributions that cause HCA to degrade toward the REINFORCE estimator",
          "when the later state reveals the action, state-conditional HCA degrades toward REINFORCE",
          (HCA, "when the later state reveals the action, state HCA degrades toward REINFORCE")),
@@ -765,8 +776,7 @@ SURVEY = [
                 "PRMs)")),
     said("§9", "RL training with Q-RM converges 12× faster than ORM on GSM8K",
          "RL with Q-RM converges 12x faster than with an ORM",
-         (OVER, "RL with Q-RM converges 12x faster than with an ORM (GSM8K; here the outcome baseline is the "
-                "exact verifier)")),
+         (OVER, "RL with Q-RM converges 12x faster than with an ORM (GSM8K; here GRPO on the learned ORM)")),
     said("§9", "11× faster than step-level PRM on MATH",
          "RL with Q-RM converges 11x faster than with a step-level PRM on MATH",
          (OVER, "RL with Q-RM converges 11x faster than with a step-level PRM (MATH)")),
@@ -804,8 +814,13 @@ SS_GRPO = [
          "the broadcast causes reward hacking and brittle reasoning",
          not_checkable="no measure of hacking or brittleness in 07 (the verifier cannot be hacked)"),
     said("The Problem", "for a 1000-token rollout, per-step evaluation multiplies inference cost by 1000×",
-         "scoring each step of a 1,000-token rollout separately costs 1,000 times the inference",
-         (CREDIT, "for a 1000-token rollout, per-step evaluation multiplies inference cost by 1000x")),
+         "scoring each token's prefix of a 1,000-token rollout separately takes 1,000 times the evaluator calls",
+         (CREDIT, "for a 1000-token rollout, per-step evaluation multiplies inference cost by 1000x, read as "
+                  "evaluator calls (one per token)")),
+    said("The Problem", "for a 1000-token rollout, per-step evaluation multiplies inference cost by 1000×",
+         "scoring each token's prefix of a 1,000-token rollout separately processes 1,000 times the tokens",
+         (CREDIT, "for a 1000-token rollout, per-step evaluation multiplies inference cost by 1000x, read as "
+                  "tokens processed")),
     said("Mechanics", "we can infer step-level advantages by comparing the final outcome of a rollout against "
          "a counterfactual baseline constructed from other rollouts in the same group",
          "SS-GRPO infers step-level advantages: in a right solution its flawed step gets less credit than "
@@ -844,7 +859,9 @@ SS_GRPO = [
     said("Engineering decisions", "The policy loss applies the same clipping as PPO but with per-step advantages, "
                                   "preserving stability.",
          "clipping as in PPO keeps training with per-step advantages stable",
-         not_checkable="no stability measure in 07, and no unclipped arm"),
+         fix="07's update takes one optimiser pass per batch (μ = 1), so its ratio is 1 and the clip never acts: "
+             "run studies/05_seeds.py's clip measure (several passes, with and without the clip) on 07's per-step "
+             "advantages and compare how far token probabilities move and whether held-out pass@1 regresses"),
     said("Performance", "We benchmarked SS-GRPO against vanilla GRPO and a full PRM-based approach on a math "
                         "reasoning dataset (GSM8K) using a 7B model.",
          "at 7B on GSM8K: GRPO 72.3%, PRM 78.1%, SS-GRPO 77.5%; 24 / 120 / 28 h; 1x / 1000x / 1.05x inference",
@@ -887,11 +904,13 @@ SS_GRPO = [
          not_checkable="no group-size sweep in 07"),
     said("Checklist", "Start with a group size of at least 8 to ensure stable advantage normalization.",
          "groups of 8 or more make the normalised advantages stable",
-         (ZERO, "a group size of at least 8 makes advantage normalisation more stable: fewer groups have no "
-                "reward spread (no advantage to normalise) at G = 8 than at G = 4")),
+         not_checkable="'stable' names no level to reach: every measure of the normalisation's noise (the share of "
+                       "groups without spread, the group std's relative error) falls smoothly with G for any success "
+                       "rate, so no check here could single out 8, or fail"),
     said("Checklist", "Re-train the estimator every N policy updates to avoid distribution shift.",
          "retraining the estimator every N updates avoids distribution shift",
-         not_checkable="no frozen-estimator arm"),
+         fix="studies/07_credit.py: add an arm whose estimator is frozen after K updates and compare its held-out "
+             "AUROC probes and pass@1 with the retrained one, intervals over seeds (about 3 minutes)"),
     said("Summary", "we recover most of the benefits of process reward models at a fraction of the cost",
          "learning the step weight from outcomes alone recovers most of a PRM's benefit (here: at our scale)",
          (CREDIT, "SS-GRPO recovers most (over half) of the PRM's accuracy gain over GRPO"),

@@ -186,6 +186,9 @@ def redistribution_claims(seeds: list[dict], shaping: dict) -> tuple[dict, list[
                                  f"variance is already 0 (--distractor-prob 0.5 adds noise). {variance}")
     else:
         variance += f"; r's minus r̃'s over all steps, mean [95% interval]: {lower_text}"
+    if zero is not True and lower is not None:  # "minimal" is said of an optimal redistribution
+        lower, variance = None, ("premise not met: this redistribution is not shown optimal (its expected future "
+                                 f"reward is not shown zero: {zero_text}). {variance}")
     actions = [seed["optimal_key_action[redistributed]"] for seed in seeds]
     truth = seeds[0]["optimal_key_action[original]"]
     claims = [

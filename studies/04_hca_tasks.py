@@ -48,6 +48,8 @@ class Args(common.RunArgs):
     sigmas: str = common.arg("0.25,0.5,1,2,4", "reward noise levels σ, comma-separated", item=float)
     chain: int = common.arg(8, "shortcut chain length")
     corridor: int = common.arg(10, "delayed effect: steps between the decisive action and its reward")
+    distances: str = common.arg("3,10,30", "delayed effect: the corridors of the distance check (at the lowest "
+                                "σ)", item=int)
     crossover: float = common.arg(0.2, "ambiguous bandit: probability that an arm pays the other arm's amount")
     seeds: int = common.arg(4, "seeds of the gradient study: each its own episodes and hindsight classifiers")
     learn_sigma: float = common.arg(1.0, "reward noise σ of the learning curves")
@@ -59,8 +61,8 @@ class Args(common.RunArgs):
     refit_steps: int = common.arg(10, "learning runs: hindsight classifier steps after each batch")
     hindsight_batches: int = common.arg(4, "learning runs: the classifier trains on the last this many batches")
 
-    SMOKE = dict(sigmas="0.5,2", chain=4, corridor=3, seeds=2, learn_iters=3, learn_batch=4, learn_seeds=1,
-                 refit_steps=2)
+    SMOKE = dict(sigmas="0.5,2", chain=4, corridor=3, distances="2,3", seeds=2, learn_iters=3, learn_batch=4,
+                 learn_seeds=1, refit_steps=2)
 
     def __post_init__(self):
         common.require_positive(self, "corridor", "seeds", "learn_sigma", "learn_iters", "learn_batch", "learn_seeds",
@@ -69,10 +71,15 @@ class Args(common.RunArgs):
         common.require(self.chain >= 2, "--chain must be at least 2")
         common.require(0 < self.crossover < 0.5, "--crossover must be in (0, 0.5)")
         common.require(all(s > 0 for s in self.sigma_list), "--sigmas must be positive (exact h needs noise)")
+        common.require(all(d > 0 for d in self.distance_list), "--distances must be positive")
 
     @property
     def sigma_list(self) -> list[float]:
         return common.as_list(self.sigmas, float)
+
+    @property
+    def distance_list(self) -> list[int]:
+        return common.as_list(self.distances, int)
 
 
 def chapter_args(args: Args) -> hindsight.Args:
@@ -393,6 +400,15 @@ def study_one(args: hindsight.Args, task: hindsight.TabularTask, device) -> dict
     return result
 
 
+def distance_study(args: Args, device) -> dict:
+    """{corridor: [study_one's result per seed]} on the delayed effect at the lowest σ, one corridor
+    of --distances at a time: the decisive action as far from its reward as each."""
+    chapter, low = chapter_args(args), min(args.sigma_list)
+    return {d: [study_one(dataclasses.replace(chapter, seed=seed, corridor=d), hindsight.delayed_effect(d, low), device)
+                for seed in range(args.seed, args.seed + args.seeds)]
+            for d in tqdm(args.distance_list, desc="HCA distance study", leave=False)}
+
+
 def gradient_study(args: Args, device) -> dict:
     """{task: {σ: [study_one's result per seed]}}; the first seed, --seed, is the chapter's."""
     chapter, study = chapter_args(args), {}
@@ -605,22 +621,39 @@ def conditioning_claim(name: str, by_sigma: dict) -> dict:
                                     for s in sigmas), both(*(verdict for verdict, _ in gaps.values())))
 
 
-def decisive_claim(runs: list[dict], noise: float) -> dict:
-    """Survey §4.2.1 on the delayed effect, per learned h: the elevation h/π - 1 of the action
-    taken under what followed, at the first (decisive) action, and that minus its mean over the
-    corridor (the steps between it and the last); yes where both intervals over seeds lie above 0."""
+def elevations(runs: list[dict]) -> tuple[bool | None, str]:
+    """Per learned h, over seeds: the elevation h/π - 1 of the action taken under what followed, at
+    the first (decisive) action, and that minus its mean over the corridor (the steps between it
+    and the last); yes where every interval lies above 0; and their text."""
     elevation = {m: [r["hindsight_elevation"][m] for r in runs] for m in runs[0]["hindsight_elevation"] if "learned" in m}
     first = {m: common.seed_verdict([p[0] for p in e]) for m, e in elevation.items()}
     above = {m: common.seed_verdict([p[0] - np.mean(p[1:-1]) for p in e]) for m, e in elevation.items()}
+    text = "; ".join(f"{m} {first[m][1]}, {above[m][1]} (corridor {np.mean([np.mean(p[1:-1]) for p in e]):+.3f})"
+                     for m, e in elevation.items())
+    return both(*(v for v, _ in first.values()), *(v for v, _ in above.values())), text
+
+
+def decisive_claim(runs: list[dict], noise: float) -> dict:
+    """Survey §4.2.1 on the delayed effect: only the decisive action's ratio is elevated (`elevations`)."""
+    holds, text = elevations(runs)
     return common.claim(
         "survey §4.2.1", "only the decisive action gets a significantly elevated hindsight ratio: h/π - 1 of the "
         "action taken, under what followed, lies above 0 at the decisive action and above that of the irrelevant "
         "actions (whose ratio stays near 1)",
         f"delayed effect, σ = {noise:g}, h/π - 1 at the first action, and the first's minus its mean over the "
-        f"corridor, mean [95% interval] over {len(runs)} seeds: " + "; ".join(
-            f"{m} {first[m][1]}, {above[m][1]} (corridor {np.mean([np.mean(p[1:-1]) for p in e]):+.3f})"
-            for m, e in elevation.items()),
-        both(*(v for v, _ in first.values()), *(v for v, _ in above.values())))
+        f"corridor, mean [95% interval] over {len(runs)} seeds: {text}", holds)
+
+
+def distance_claim(distance: dict, noise: float) -> dict:
+    """Survey §8: does HCA find the decisive action at every distance of --distances (`elevations`)?"""
+    found = {d: elevations(runs) for d, runs in distance.items()}
+    return common.claim(
+        "survey §8", "HCA judges a past action's relevance whatever its distance in time: the decisive action's "
+        "hindsight ratio is elevated, above the irrelevant ones', at every distance from its reward",
+        f"delayed effect, σ = {noise:g}, h/π - 1 at the first action and the first's minus the corridor's, mean "
+        f"[95% interval] over {len(next(iter(distance.values())))} seeds, by corridor: "
+        + " | ".join(f"{d}: {text}" for d, (_, text) in found.items()),
+        both(*(v for v, _ in found.values())))
 
 
 def first_action_shares(run: dict) -> tuple[float, float]:
@@ -686,13 +719,14 @@ def backward_search_claim(corridor: int) -> dict:
         sum(backward) < sum(forward) and all(b <= f for b, f in zip(backward, forward)))
 
 
-def hca_claims(args: Args, study: dict, identity: dict) -> list[dict]:
+def hca_claims(args: Args, study: dict, identity: dict, distance: dict) -> list[dict]:
     delayed = study["delayed effect"]
     low = min(args.sigma_list)  # the return still says something about the first action
     return [c for name, by_sigma in study.items() for c in variance_claims(name, variances(by_sigma))] + [
         conditioning_claim(name, variances(by_sigma)) for name, by_sigma in study.items()
         if "state HCA (learned h)" in learned_variants(variances(by_sigma))] + [
         decisive_claim(delayed[low], low),
+        distance_claim(distance, low),
         common.claim("survey §8", "Q(x, a) = E_z[h(a|x,z)/π(a|x) · z]",
                      "largest |E_z[h/π z] - Q| at the start state, uniform π, σ = 1: "
                      + ", ".join(f"{name} {gap:.1e}" for name, gap in identity.items()),
@@ -780,11 +814,12 @@ def main(args: Args) -> dict:
     learning = learning_study(args, device)
     plot_learning(learning, args, out / "hca_learning_curves.png")
     identity = identity_study(args)
-    claims = hca_claims(args, study, identity)
+    distance = distance_study(args, device)
+    claims = hca_claims(args, study, identity, distance)
     metrics = headline_metrics(args, means, learning)
     wall = time.time() - start
     common.write_results(out, args, wall, metrics, claims, hca_gradient_study=study, hca_learning=learning,
-                         hindsight_identity_gap=identity)
+                         hindsight_identity_gap=identity, hca_distance=distance)
     print_report(metrics, claims)
     print(f"\nwall clock {wall:.0f} s; results in {out}/")
     return {"metrics": metrics, "claims": claims}

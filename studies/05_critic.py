@@ -503,12 +503,24 @@ def variance_lambdas(args: Args) -> list[float]:
     return sorted({1.0, args.gae_lambda, *args.lambda_list}, reverse=True)
 
 
-def gradient_variance_study(policy, critic: TokenCritic, tokenizer, rl: grpo.Args, args: Args, device) -> dict:
+def advantage_spread(advantages: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Per completion, the largest minus the smallest advantage over its tokens (0: one advantage
+    for every token). advantages, mask (B, T); a completion with no token spreads 0."""
+    mask = mask.bool()
+    big = torch.finfo(advantages.dtype).max
+    highest = advantages.masked_fill(~mask, -big).max(1).values
+    lowest = advantages.masked_fill(~mask, big).min(1).values
+    return torch.where(mask.any(1), highest - lowest, torch.zeros_like(highest))
+
+
+def gradient_variance_study(policy, critic: TokenCritic, tokenizer, rl: grpo.Args, args: Args,
+                            device) -> tuple[dict, dict]:
     """At the cold start: `variance_prompts` fresh problems, G completions each; each completion's
     policy-gradient vector under each Ψ (the outcome R with no baseline, minus the batch mean,
     RLOO, GRPO, and the warmed-up critic's GAE(γ = 1, λ) per token at each `variance_lambdas`),
     its total variance binned by completion length, and the update's `relative_variance`. Ψ = 1,
-    the score Σ_t ∇ log π(y_t) alone, shows what length does by itself: R also changes with length."""
+    the score Σ_t ∇ log π(y_t) alone, shows what length does by itself: R also changes with length.
+    Also, at --gae-lambda, how far PPO's token advantages spread within a completion."""
     rng = np.random.default_rng(rl.seed + 17)
     problems = rl.task.sample(args.variance_prompts, rng, exclude=frozenset(p.prompt for p in rl.task.held_out()))
     completions, rewards = grpo.sample_groups(policy, tokenizer, problems, rl,
@@ -529,7 +541,9 @@ def gradient_variance_study(policy, critic: TokenCritic, tokenizer, rl: grpo.Arg
     for lam in variance_lambdas(args):
         advantages, _ = token_gae(values, rewards.flatten(), mask, 1.0, lam)
         study[critic_name(lam)] = spread(per_completion_gradients(policy, completions, advantages))
-    return study
+    within = advantage_spread(token_gae(values, rewards.flatten(), mask, 1.0, args.gae_lambda)[0], mask).cpu()
+    return study, {"mean": float(within.mean()), "share_unequal": float((within > 1e-6).float().mean()),
+                   "completions": len(within)}
 
 
 # ============================================================================================
@@ -554,12 +568,13 @@ def run_seed(initial, tokenizer, args: Args, device) -> dict:
     held_out = rl.task.held_out(rl.eval_problems)
     before = grpo.final_evaluation(initial, tokenizer, rl, held_out, device)
     critics = warmed_critics(initial, tokenizer, rl, args, device)
-    variance = gradient_variance_study(initial, critics["separate"]["critic"], tokenizer, rl, args, device)
+    variance, within = gradient_variance_study(initial, critics["separate"]["critic"], tokenizer, rl, args, device)
     runs = {m: run_method(initial, tokenizer, rl, args, m, held_out, device, critics) for m in args.method_list}
     by_lambda = critic_lambda_runs(initial, tokenizer, rl, args, held_out, device, runs, critics) if "ppo" in runs else {}
     truth = critic_study(initial, tokenizer, args, device, critics, runs, by_lambda)
     return {"seed": args.seed, "rl": rl, "cold_start": before, "runs": without_models(runs),
-            "by_lambda": without_models(by_lambda), "gradient_variance": variance, "critic_truth": truth,
+            "by_lambda": without_models(by_lambda), "gradient_variance": variance, "ppo_advantage_spread": within,
+            "critic_truth": truth,
             "critic_warmup_losses": {kind: c["losses"] for kind, c in critics.items()}}
 
 
@@ -723,6 +738,20 @@ def fallback_claim(args: Args, per_seed: list[dict], method: str) -> dict:
         f"the rollouts' noise: {wrong_text}", None if ahead is None or wrong is not True else not ahead)
 
 
+def same_advantage_claim(args: Args, per_seed: list[dict]) -> dict:
+    """'Whether using PPO with a terminal reward or GRPO, every token receives the same advantage':
+    for PPO, exact on each seed's batch at the cold start (the warmed-up critic's token GAE)."""
+    found = [s["ppo_advantage_spread"] for s in per_seed]
+    return common.claim(
+        "over-long-generations, When it falls down", "with PPO and a terminal reward, too, every token of a "
+        "generation receives the same advantage signal",
+        f"PPO's token advantages (the warmed-up critic's GAE, γ = 1, λ = {args.gae_lambda:g}) on each seed's batch of "
+        f"{found[0]['completions']} cold-start completions: largest minus smallest within a completion, mean "
+        + ", ".join(f"{f['mean']:.3g}" for f in found) + "; share of completions whose tokens get unequal "
+        "advantages " + ", ".join(f"{f['share_unequal']:.0%}" for f in found)
+        + " (exact; GRPO's spread is 0 by construction)", all(f["share_unequal"] == 0 for f in found))
+
+
 def memory_claim(runs: dict) -> dict:
     """The bytes of the training state, the same on every seed."""
     mib = {m: runs[m]["state_bytes"] / 2**20 for m in ("grpo", "ppo", "ppo_head") if m in runs}
@@ -741,7 +770,8 @@ def critic_claims(args: Args, per_seed: list[dict]) -> list[dict]:
     claims = [lies_claim(args, per_seed)]
     if "grpo" in runs and "ppo" in runs:
         claims = [memory_claim(runs), *claims, prefer_gae_claim(args, per_seed)]
-    return claims + [fallback_claim(args, per_seed, m) for m in CRITICS if m in runs and "grpo" in runs]
+    return (claims + [fallback_claim(args, per_seed, m) for m in CRITICS if m in runs and "grpo" in runs]
+            + [same_advantage_claim(args, per_seed)])
 
 
 # ============================================================================================

@@ -10,8 +10,11 @@ zero spread at each G. Apart from those, `--bin-samples` completions per problem
 pass rate, which bins it as hard, medium or easy (below 1/3, up to 2/3, above), so that the bins'
 share of groups with a signal is measured on samples that did not choose the bin. Last, on one
 batch of each seed's GRPO policy, the gradient norm of the policy-gradient term and of the β·KL
-term from the zero-spread groups alone and from the mixed ones. Claims decide over the seeds
-(whole-game §2, §7.3; over-long-generations: the KL term, "When it falls down"; SS-GRPO's
+term from the zero-spread groups alone and from the mixed ones. Two more checks on the same
+problems: how close the group's baseline (the mean of the other G - 1) and one baseline for all
+problems come to each problem's success rate; and the cold start's samples at each of
+--temperatures (well-formed, distinct within a problem's group). Claims decide over the seeds
+(whole-game §2, §5, §7.3, §8; over-long-generations: the KL term, "When it falls down"; SS-GRPO's
 checklist).
 
     python studies/05_zero_spread.py    # 149 s on 2 CPU cores, measured beside other jobs;
@@ -56,6 +59,8 @@ class Args(lm_world.LMArgs):
     samples: int = common.arg(16, "completions per problem and policy for the share of zero-spread groups")
     bin_samples: int = common.arg(32, "further completions per problem that estimate its own pass rate (its bin)")
     weak_sft_steps: int = common.arg(60, "SFT steps of the weak cold start (05_failure_modes.py's sparse one)")
+    temperatures: str = common.arg("0.25,1,2", "sampling temperatures of the entropy check at the cold start "
+                                   "(1 among them: the others are read against it)", item=float)
 
     SMOKE = dict(lm_world.LMArgs.SMOKE_LM, group_sizes="2", seeds=2, problems=6, samples=2, bin_samples=3,
                  weak_sft_steps=2)
@@ -64,10 +69,16 @@ class Args(lm_world.LMArgs):
         super().__post_init__()
         common.require_positive(self, "seeds", "problems", "samples", "bin_samples", "weak_sft_steps")
         common.require(all(2 <= g <= self.samples for g in self.group_list), "--group-sizes must be in 2..--samples")
+        common.require(1.0 in self.temperature_list and min(self.temperature_list) > 0,
+                       "--temperatures must be positive and hold 1")
 
     @property
     def group_list(self) -> list[int]:
         return common.as_list(self.group_sizes, int)
+
+    @property
+    def temperature_list(self) -> list[float]:
+        return common.as_list(self.temperatures, float)
 
 
 # ---------------------------------------------------------------------------- the measurement
@@ -154,6 +165,20 @@ def trained(initial, tokenizer, rl: grpo.Args, device):
     return policy
 
 
+def temperature_study(policy, tokenizer, rl: grpo.Args, problems: list, args: Args, device) -> dict:
+    """At each --temperatures T, --samples completions of each problem: the share that is
+    well-formed, and the share of distinct completions among a problem's."""
+    found = {}
+    for T in args.temperature_list:
+        generator = torch.Generator(device).manual_seed(rl.seed * 1000 + 3)
+        _, texts = lm_world.sample(policy, tokenizer, [p.prompt for p in problems for _ in range(args.samples)],
+                                   rl.max_new_tokens, generator, device, temperature=T)
+        groups = [texts[i:i + args.samples] for i in range(0, len(texts), args.samples)]
+        found[T] = {"well_formed": float(np.mean([lm_world.well_formed(t) for t in texts])),
+                    "distinct": float(np.mean([len(set(g)) / len(g) for g in groups]))}
+    return found
+
+
 def seed_study(initial, weak, tokenizer, rl: grpo.Args, args: Args, device) -> dict:
     """One seed: its problems; each policy's right counts on them in --samples completions and,
     drawn apart, in --bin-samples (each problem's own pass rate, where binned); the gradient by
@@ -166,7 +191,8 @@ def seed_study(initial, weak, tokenizer, rl: grpo.Args, args: Args, device) -> d
     for name in WHEN:
         found[name]["bin_correct"] = right_counts(policies[name], tokenizer, rl, problems, args.bin_samples, 2, device)
     grads = gradient_by_spread(policies["after GRPO"], lm_world.frozen_copy(initial), tokenizer, rl, device)
-    return {"seed": rl.seed, "steps": [len(p.ops) for p in problems], **found, "gradient": grads}
+    return {"seed": rl.seed, "steps": [len(p.ops) for p in problems], **found, "gradient": grads,
+            "temperature": temperature_study(initial, tokenizer, rl, problems, args, device)}
 
 
 # ---------------------------------------------------------------------------- the claims
@@ -322,9 +348,34 @@ def difficulty_claim(rl: grpo.Args, args: Args, seeds: list[dict]) -> dict:
         f"{len(seeds)} seeds]: " + "; ".join(parts), both(*verdicts))
 
 
+def entropy_claim(args: Args, seeds: list[dict]) -> dict:
+    """whole-game §8 at the cold start: fewer well-formed completions at the highest temperature
+    than at T = 1 (incoherent), and fewer distinct completions per problem at the lowest (one
+    template); each decided over seeds, yes where both hold."""
+    low, high = min(args.temperature_list), max(args.temperature_list)
+
+    def at(T: float, key: str) -> np.ndarray:
+        return np.array([s["temperature"][T][key] for s in seeds])
+
+    incoherent, incoherent_text = decide(at(1.0, "well_formed") - at(high, "well_formed"))
+    template, template_text = decide(at(1.0, "distinct") - at(low, "distinct"))
+    levels = "; ".join(f"T = {T:g}: well-formed {at(T, 'well_formed').mean():.3f}, distinct {at(T, 'distinct').mean():.3f}"
+                       for T in args.temperature_list)
+    premise = "" if low < 1 < high else "; premise not met: --temperatures needs one below 1 and one above"
+    return common.claim(
+        "whole-game §8", "too much entropy gives incoherent samples, too little collapses to one template: from the "
+        "cold start, fewer completions are well-formed at a high temperature than at T = 1, and at a low one a "
+        f"problem's completions narrow toward one (fewer are distinct; one template would leave 1 of {args.samples})",
+        f"{args.samples} completions of each of {args.problems} problems per seed (mean of the seeds) at {levels}; "
+        f"per seed, mean [95% interval over {len(seeds)} seeds]: well-formed, T = 1 minus T = {high:g}, "
+        f"{incoherent_text}; distinct, T = 1 minus T = {low:g}, {template_text}" + premise,
+        both(incoherent, template) if not premise else None)
+
+
 def check_claims(rl: grpo.Args, args: Args, seeds: list[dict]) -> list[dict]:
     return (vanish_claims(rl, seeds) + most_claims(rl, args, seeds) + group_size_claims(args, seeds)
-            + [medium_claim(rl, args, seeds, policy) for policy in WHEN] + [difficulty_claim(rl, args, seeds)])
+            + [medium_claim(rl, args, seeds, policy) for policy in WHEN] + [difficulty_claim(rl, args, seeds),
+                                                                             entropy_claim(args, seeds)])
 
 
 # ---------------------------------------------------------------------------- the report
@@ -369,6 +420,8 @@ def collect_metrics(rl: grpo.Args, args: Args, seeds: list[dict], tables: dict) 
     metrics |= {f"zero_spread[{policy}][G={G}]": float(np.mean(shares(seeds, policy, args, G)))
                 for policy in POLICIES for G in args.group_list}
     metrics |= {f"grad_norm[{k}]": common.mean_or_nan([s["gradient"][k] for s in seeds]) for k in seeds[0]["gradient"]}
+    metrics |= {f"temperature[{T:g}]_{k}": float(np.mean([s["temperature"][T][k] for s in seeds]))
+                for T in args.temperature_list for k in ("well_formed", "distinct")}
     rows = [[name, steps, row["pass@1"], *(f"{row[G]:.0%}" for G in args.group_list)]
             for name, table in tables.items() for steps, row in table.items()]
     metrics["tables"] = {"zero_spread": {"header": ["policy", "steps", "pass@1", *(f"G = {G}" for G in args.group_list)],

@@ -163,6 +163,8 @@ SHAPING = {"decisive_states": 2, "argmax_kept": True, "identity_gap": 1e-16, "va
     (seed_properties(future=(0.01,), actions=(1,)), SHAPING, [None, None, None, None, True, True, False]),  # one seed
     (seed_properties(steps=0.1, steps_r=0.2), SHAPING, [True, True, True, True, True, True, False]),
     (seed_properties(steps=0.3, steps_r=0.2), SHAPING, [True, True, True, False, True, True, False]),
+    (seed_properties(future=(0.06, 0.05, 0.07), steps=0.1, steps_r=0.2), SHAPING,
+     [True, False, False, None, True, True, False]),  # lower, but not an optimal redistribution: premise not met
     (seed_properties(actions=(1, 0, 1)), SHAPING, [True, True, True, None, False, True, False]),  # one seed's policy
     (seed_properties(value=1.06), SHAPING, [True, True, True, None, True, True, False]),  # values: shown, not decided
     (seed_properties(key=0.0, elsewhere=0.05), SHAPING, [False, True, True, None, True, True, False]),  # not at the key

@@ -738,16 +738,18 @@ def test_hca_claims_in_order_one_conditioning_claim_per_task_with_state_hca():
     good = [(4.0, 2.0, 1.0), (4.2, 2.1, 1.0), (3.8, 2.0, 1.1)]  # return HCA's the lowest variance, on every seed
     study = {name: {0.5: seeds_of(*good), 2.0: seeds_of(*good)} for name in ("shortcut", "delayed effect")}
     study["ambiguous bandit"] = {s: seeds_of(*[(pg, None, ret) for pg, _, ret in good]) for s in (0.5, 2.0)}
-    claims = tasks.hca_claims(tasks.Args(sigmas="2,0.5"), study, {"shortcut": 1e-9, "delayed effect": 2e-4})
+    distance = {3: seeds_of(*good), 30: seeds_of(*good)}
+    claims = tasks.hca_claims(tasks.Args(sigmas="2,0.5"), study, {"shortcut": 1e-9, "delayed effect": 2e-4}, distance)
     assert [c["claim"] for c in claims[6:]] == [
         "shortcut: return-conditional HCA is preferable to state-conditional HCA",
         "delayed effect: return-conditional HCA is preferable to state-conditional HCA",
         "only the decisive action gets a significantly elevated hindsight ratio: h/π - 1 of the action taken, under "
         "what followed, lies above 0 at the decisive action and above that of the irrelevant actions (whose ratio "
-        "stays near 1)",
+        "stays near 1)", tasks.distance_claim(distance, 0.5)["claim"],
         "Q(x, a) = E_z[h(a|x,z)/π(a|x) · z]", tasks.DEGRADES, tasks.backward_search_claim(3)["claim"]]
     # per task: lower than PG + V (yes), growing with σ (the same ratio at both: None); then return vs state HCA
-    assert [c["holds"] for c in claims] == [True, None, True, None, True, None, True, True, True, True, True, True]
+    assert [c["holds"] for c in claims] == [True, None, True, None, True, None, True, True, True, True, True, True,
+                                            True]
     assert "σ = 0.5" in claims[8]["measured"]  # the decisive action at the smallest σ
 
 
@@ -853,7 +855,7 @@ def test_hca_tasks_smoke_run_writes_results_and_figures(tmp_path, read_results):
     data = read_results(tmp_path / "results.json")
     for name in ("hca_variance_vs_sigma.png", "hca_hindsight_ratio.png", "hca_learning_curves.png"):
         assert (tmp_path / name).stat().st_size > 1000
-    assert data["metrics"] == common.json_ready(result["metrics"]) and len(data["claims"]) == 12
+    assert data["metrics"] == common.json_ready(result["metrics"]) and len(data["claims"]) == 13
     assert all(np.isfinite(v) for k, v in data["metrics"].items() if k != "tables")
     tables = data["metrics"]["tables"]  # the tables are the metrics: the mean of the seeds
     variance = {(row[0], row[1]): row for row in tables["variance"]["rows"]}
@@ -893,3 +895,13 @@ def test_backward_search_on_key_to_door_reaches_one_state_per_depth_forward_two(
     assert claim["holds"] is True and f"[{', '.join(['2'] * depth)}]" in claim["measured"]
     # backward: one state per depth, but the key room with the key (never visited) at the last
     assert f"[{', '.join(['1'] * (depth - 1) + ['2'])}]" in claim["measured"]
+
+
+def test_the_distance_claim_needs_the_decisive_action_elevated_at_every_distance():
+    sharp = {"return HCA (learned h)": [0.5, 0.05, 0.1, 9.0], "state HCA (learned h)": [1.0, 0.1, 0.1, 9.0]}
+    flat = {**sharp, "return HCA (learned h)": [0.05, 0.1, 0.1, 9.0]}  # below its corridor on every seed
+    near = [hca_run(1.0, 1.0, 1.0, profile=sharp) for _ in range(3)]
+    far = [hca_run(1.0, 1.0, 1.0, profile=flat) for _ in range(3)]
+    assert tasks.distance_claim({3: near, 30: near}, 0.25)["holds"] is True
+    claim = tasks.distance_claim({3: near, 30: far}, 0.25)
+    assert claim["holds"] is False and "3: return HCA (learned h) +0.5" in claim["measured"] and " | 30: " in claim["measured"]

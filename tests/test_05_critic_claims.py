@@ -121,7 +121,8 @@ def fake_seed(i: int, pass_at_1: dict | None = None, net: dict | None = None, sl
     variance = {name: {"length": [5.0, 10.0], "variance": [1.0, 2.0], "count": [8, 8], "slope": slopes[name] + jitter,
                        "relative": relative[name] * (1 + jitter)} for name in names}
     return {"seed": i, "rl": grpo.Args(), "cold_start": {"pass@1": 0.4, "pass@4": 0.7, "pass@16": 0.85},
-            "runs": runs, "by_lambda": {0.95: runs["ppo"]}, "gradient_variance": variance, "critic_truth": truth}
+            "runs": runs, "by_lambda": {0.95: runs["ppo"]}, "gradient_variance": variance, "critic_truth": truth,
+            "ppo_advantage_spread": {"mean": 0.3, "share_unequal": 1.0, "completions": 64}}
 
 
 def seeds(**changes) -> list[dict]:
@@ -133,7 +134,8 @@ def verdicts(per_seed: list[dict]) -> dict:
     keys = {"Ψ = 1 (the score alone) it grows": "score", "with a terminal reward": "terminal",
             "even with baselines": "baselines", "normalising within the group": "normalising",
             "bias-variance dial": "lambda", "memory footprint": "memory", "systematic lies": "lies",
-            "prefer GAE": "prefer", "PPO (critic, GAE)": "fallback critic", "value head on the policy": "fallback head"}
+            "prefer GAE": "prefer", "PPO (critic, GAE)": "fallback critic", "value head on the policy": "fallback head",
+            "with PPO and a terminal reward, too": "same advantage"}
     found = {key: c for c in claims for text, key in keys.items() if text in c["claim"]}
     assert len(found) == len(claims) == len(keys)
     return found
@@ -143,7 +145,7 @@ def test_each_claim_on_its_default_values():
     found = verdicts(seeds())
     assert {key: c["holds"] for key, c in found.items()} == {
         "score": True, "terminal": True, "baselines": True, "normalising": True, "lambda": True, "memory": True,
-        "lies": True, "prefer": None, "fallback critic": True, "fallback head": None}
+        "lies": True, "prefer": None, "fallback critic": True, "fallback head": None, "same advantage": False}
     assert found["prefer"]["measured"].startswith("premise not met: the critic is not trustworthy")
     gap = common.seed_verdict([0.03, 0.05, 0.07])[1]  # GRPO minus PPO, seed by seed
     assert f"GRPO's held-out pass@1 minus that of PPO (critic, GAE) at the same samples, mean [95% interval over 3 " \
@@ -250,6 +252,20 @@ def test_the_critic_study_runs_with_smoke(tmp_path, read_results):
     assert "value_loss" in data["per_seed"][0]["runs"]["ppo"]["history"][0]
     assert [row[0] for row in tables["critic_truth"]["rows"]] == list(data["per_seed"][0]["critic_truth"])
     assert tables["runs"]["rows"][1][2].startswith(f"{data['metrics']['grpo_pass@1']:.3f} [")
-    assert len(data["claims"]) == 10
+    assert len(data["claims"]) == 11
     for name in ("learning_curves.png", "gradient_variance.png", "critic_truth.png"):
         assert (out / name).stat().st_size > 1000
+
+
+def test_advantage_spread_is_each_completions_largest_minus_smallest_over_its_tokens():
+    advantages = torch.tensor([[0.5, 0.5, 0.5, 9.0], [0.1, -0.3, 0.0, 0.0], [7.0, 0.0, 0.0, 0.0]])
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0], [0, 0, 0, 0]])  # the padding's 9 and 7 are not tokens
+    torch.testing.assert_close(ppo.advantage_spread(advantages, mask), torch.tensor([0.0, 0.4, 0.0]))
+
+
+def test_same_advantage_under_ppo_is_no_where_any_completions_tokens_differ():
+    per_seed = seeds()
+    assert verdicts(per_seed)["same advantage"]["holds"] is False
+    for seed in per_seed:
+        seed["ppo_advantage_spread"] = {"mean": 0.0, "share_unequal": 0.0, "completions": 64}
+    assert verdicts(per_seed)["same advantage"]["holds"] is True

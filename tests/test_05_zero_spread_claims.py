@@ -291,14 +291,22 @@ def test_the_difficulty_claim_compares_the_group_baseline_with_one_for_all(corre
 
 
 def test_check_claims_gives_every_claim_once():
-    claims = zs.check_claims(RL, ARGS, made_seeds(counts(), bins={"cold start": BINS, "after GRPO": BINS}))
-    assert len(claims) == 9 and len({c["claim"] for c in claims}) == 9
+    seeds = with_temperatures(made_seeds(counts(), bins={"cold start": BINS, "after GRPO": BINS}),
+                              {0.25: (0.9, 0.2), 1.0: (0.9, 0.5), 2.0: (0.5, 0.9)})
+    claims = zs.check_claims(RL, ARGS, seeds)
+    assert len(claims) == 10 and len({c["claim"] for c in claims}) == 10
     assert [c["source"] for c in by_claim(claims, "medium-difficulty")] == ["over-long-generations"] * 2
 
 
 # ------------------------------------------------------------------ CLI and smoke run
 def test_cli_rejects_a_group_larger_than_the_samples(cli_error):
     assert "--group-sizes must be in 2..--samples" in cli_error("studies.05_zero_spread", "--group-sizes", "2,32")
+
+
+@pytest.mark.parametrize("temperatures", ["0.5,2", "0,1"])
+def test_cli_rejects_temperatures_without_1_or_not_positive(cli_error, temperatures):
+    assert "--temperatures must be positive and hold 1" in cli_error("studies.05_zero_spread", "--temperatures",
+                                                                      temperatures)
 
 
 def test_the_zero_spread_study_runs_with_smoke(tmp_path, read_results):
@@ -308,8 +316,32 @@ def test_the_zero_spread_study_runs_with_smoke(tmp_path, read_results):
     assert run.returncode == 0, run.stderr
     data = read_results(out / "results.json")
     table = data["metrics"].pop("tables")["zero_spread"]
-    assert len(data["claims"]) == 8 and len(data["seeds"]) == 2  # one G: no G = 8 against 4
+    assert len(data["claims"]) == 9 and len(data["seeds"]) == 2  # one G: no G = 8 against 4
     assert set(data["zero_spread"]) == set(zs.POLICIES)
     assert table["rows"] == [[name, int(steps), row["pass@1"], f"{row['2']:.0%}"]
                              for name, strata in data["zero_spread"].items() for steps, row in strata.items()]
     assert (out / "zero_spread.png").stat().st_size > 1000
+
+
+def with_temperatures(seeds: list[dict], levels: dict) -> list[dict]:
+    """Each seed's cold-start samples at each temperature: {T: (well-formed, distinct)}, with a small spread."""
+    return [s | {"temperature": {T: {"well_formed": w + 0.01 * i, "distinct": d - 0.01 * i} for T, (w, d) in levels.items()}}
+            for i, s in enumerate(seeds)]
+
+
+@pytest.mark.parametrize("levels,holds", [
+    ({0.25: (0.95, 0.1), 1.0: (0.95, 0.5), 2.0: (0.4, 0.9)}, True),  # incoherent when hot, one template when cold
+    ({0.25: (0.95, 0.1), 1.0: (0.95, 0.5), 2.0: (0.95, 0.9)}, None),  # hot but as well-formed: cannot tell
+    ({0.25: (0.95, 0.8), 1.0: (0.95, 0.5), 2.0: (0.4, 0.9)}, False),  # cold but more distinct
+])
+def test_the_entropy_claim_reads_both_ends_against_temperature_1(levels, holds):
+    args = zs.Args(temperatures="0.25,1,2", samples=8, group_sizes="2,4,8")
+    claim = zs.entropy_claim(args, with_temperatures(made_seeds(counts()), levels))
+    assert claim["holds"] is holds and "T = 1 minus T = 2" in claim["measured"]
+    assert "T = 0.25: well-formed 0.960, distinct" in claim["measured"]
+
+
+def test_the_entropy_claim_needs_a_temperature_on_each_side_of_1():
+    args = zs.Args(temperatures="1,2", samples=8, group_sizes="2,4,8")
+    claim = zs.entropy_claim(args, with_temperatures(made_seeds(counts()), {1.0: (0.9, 0.5), 2.0: (0.4, 0.9)}))
+    assert claim["holds"] is None and "premise not met" in claim["measured"]

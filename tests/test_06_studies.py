@@ -637,14 +637,14 @@ def test_rerank_format_and_calibration_verdicts_decide_over_the_seeds(change, ex
 
 
 def rl_seed(i, reach=(24, 22, 1), qrm_final=0.6, orm_final=0.45, prm_final=0.5, shares=(0.5, 0.2), rose=True) -> dict:
-    """Updates to halfway (outcome, PRM, Q-RM; None: never), held-out pass@1 at the end of each run
+    """Updates to halfway (the learned ORM's run, PRM, Q-RM; None: never), held-out pass@1 at the end of each run
     (Q-RM's spread the other way round, so that its gains have a spread), the share of well-formed
     wrong answers after the PRM's run and outcome GRPO's."""
     def run(final: float, share: float = 0.2, seed: int = i) -> dict:
         evals = [{"step": 0, "pass@1": 0.25}, {"step": 18, "pass@1": 0.6}, {"step": 36, "pass@1": spread(final, seed)}]
         return {"evals": evals, "final": stats_of(worked_form_wrong_share=spread(share, i))}
 
-    updates = dict(zip(("outcome", "prm", "qrm"), (None if r is None else r + i if r > 1 else r for r in reach)))
+    updates = dict(zip(("orm", "prm", "qrm"), (None if r is None else r + i if r > 1 else r for r in reach)))
     return {"rl_steps": 36, "speed": {"start": 0.2, "target": 0.6 if rose else 0.2, "updates": updates},
             "runs": {"outcome": run(0.5, shares[1]), "prm": run(prm_final, shares[0]), "qrm": run(qrm_final, seed=2 - i),
                      "orm": run(orm_final)}}
@@ -655,6 +655,7 @@ def rl_seed(i, reach=(24, 22, 1), qrm_final=0.6, orm_final=0.45, prm_final=0.5, 
     ({"reach": (24, 22, 4)}, [False, True, False, True, True]),  # 6x and 5.5x
     ({"reach": (24, 22, None)}, [False, True, False, True, True]),  # Q-RM never halfway: slower still, a no stands
     ({"reach": (24, None, 4)}, [False, True, None, True, True]),  # the PRM never: its ratio may lie higher
+    ({"reach": (None, 22, 4)}, [None, True, False, True, True]),  # the ORM run never: its ratio may lie higher
     ({"reach": (24, None, 1)}, [True, True, True, True, True]),  # ... and a yes stands
     ({"rose": False}, [None, True, None, True, True]),  # outcome GRPO never rose: no halfway mark
     ({"qrm_final": 0.46}, [True, None, True, False, True]),  # +1 point over the ORM: within the noise
@@ -679,7 +680,7 @@ def test_rl_claims_need_the_outcome_baseline_and_skip_missing_methods():
     assert overopt.rl_claims(overopt.Args(), keeping("prm", "qrm")) == []
     assert [c["claim"][:15] for c in overopt.rl_claims(overopt.Args(), keeping("outcome", "qrm", "orm"))] == [
         "RL with Q-RM co", "Q-RM raises pas"]
-    assert len(overopt.rl_claims(overopt.Args(), keeping("outcome", "qrm"))) == 1  # no ORM run: no ORM baseline
+    assert overopt.rl_claims(overopt.Args(), keeping("outcome", "qrm")) == []  # no ORM run: nothing to compare with
 
 
 def test_convergence_reads_the_smoothed_training_pass_rate_at_one_update_resolution():

@@ -135,15 +135,16 @@ def interval(mean: float, half: float) -> dict:
     return {"mean": mean, "low": mean - half, "high": mean + half}
 
 
-@pytest.mark.parametrize("growth,long,gap,holds", [
-    (interval(0.2, 0.1), interval(0.2, 0.1), 0.1, True),  # grows seed by seed, and the longest excludes 0
-    (interval(0.2, 0.3), interval(0.2, 0.1), 0.1, None),  # excludes 0, but its growth is within the noise
-    (interval(0.2, 0.1), interval(0.1, 0.15), 0.1, None),  # grows, but the longest holds 0
-    (interval(0.0, 0.05), interval(0.0, 0.05), 0.1, False),  # the longest excludes every gap ≥ 0.1
-    (interval(0.0, 0.05), interval(0.0, 0.05), 0.04, None),  # at the design's floor: cannot say no
+@pytest.mark.parametrize("growth,long,holds", [
+    (interval(0.2, 0.1), interval(0.2, 0.1), True),  # grows seed by seed, and the longest lies above 0
+    (interval(0.2, 0.3), interval(0.2, 0.1), None),  # above 0 at the longest, but its growth is within the noise
+    (interval(0.2, 0.1), interval(0.1, 0.15), None),  # grows, but the longest holds 0
+    (interval(0.0, 0.05), interval(0.0, 0.05), None),  # a tight interval round 0 rules out no named size
+    (interval(-0.2, 0.1), interval(0.0, 0.05), False),  # the gain shrinks with length, seed by seed
+    (interval(0.0, 0.05), interval(-0.2, 0.1), False),  # the arm loses to flat at the longest chain
 ])
-def test_the_verdict_rule_says_yes_no_and_inconclusive(growth, long, gap, holds):
-    assert lab.verdict({2: interval(0.0, 0.05), 16: long}, growth, gap) is holds
+def test_the_verdict_rule_says_yes_no_and_inconclusive(growth, long, holds):
+    assert lab.verdict({2: interval(0.0, 0.05), 16: long}, growth) is holds
 
 
 def test_growth_is_each_seeds_gain_at_the_longest_minus_at_the_shortest(tmp_path):
@@ -156,9 +157,10 @@ def test_growth_is_each_seeds_gain_at_the_longest_minus_at_the_shortest(tmp_path
 
 
 @pytest.mark.parametrize("longest,inside,holds", [
-    (interval(0.2, 0.1), True, True),  # the interval at the longest chain excludes 0
-    (interval(0.0, 0.05), True, False),  # it excludes every gain ≥ the detectable gap (0.1)
-    (interval(0.1, 0.15), True, None),  # neither
+    (interval(0.2, 0.1), True, True),  # the interval at the longest chain lies above 0
+    (interval(-0.2, 0.1), True, False),  # below 0
+    (interval(0.0, 0.05), True, None),  # round 0: no size is ruled out
+    (interval(0.1, 0.15), True, None),  # holds 0
     (interval(0.2, 0.1), False, None),  # the cold start outside its window: premise not met
 ])
 def test_the_mitigation_claim_reads_the_longest_chains_interval(tmp_path, longest, inside, holds):
