@@ -365,7 +365,8 @@ def check_claims(args: Args) -> list[dict]:
     # the advantages the loop hands to the loss, for that group's completions of 3, 5, 2 and 4 tokens
     mask = torch.arange(5) < torch.tensor([[3], [5], [2], [4]])
     per_token = {m: token_advantages(rewards, m, mask) for m in ESTIMATORS}
-    varies = bool(((per_token["grpo"] != per_token["grpo"][:, :1]) & mask).any())
+    # on its tokens, the group z-score of the rewards alone: no V read
+    from_rewards = torch.equal(per_token["grpo"] * mask, group_advantages(rewards, "grpo").T * mask)
     shared = all(torch.equal(t, group_advantages(rewards, m).T * mask) for m, t in per_token.items())
     G = args.group_size
     lone = group_advantages(torch.eye(G)[:1], "grpo")[0, 0].item()  # one right answer in the group
@@ -374,10 +375,11 @@ def check_claims(args: Args) -> list[dict]:
     return [claim("whole-game App. A", "R = [0, 1, 0, 1]: centred advantages [-0.5, 0.5, -0.5, 0.5]; RLOO "
                   "advantage of sample 2 = 2/3", f"{A}; RLOO {rloo:.4f}",
                   A == [-0.5, 0.5, -0.5, 0.5] and math.isclose(rloo, 2 / 3, rel_tol=1e-6)),
-            claim("survey §4.1.1", "GAE is the default in PPO, GRPO and most modern policy gradient methods",
-                  f"GRPO's token advantages within a completion {'vary' if varies else 'are all equal'} "
-                  f"(completion 2: {[round(a, 3) for a in per_token['grpo'][1].tolist()]}): no critic, so no GAE; "
-                  "its advantage is the group z-score of the outcome reward", varies),
+            claim("survey §4.1.1", "GAE is the default in GRPO (the survey says so of PPO, GRPO and most modern "
+                  "policy gradient methods)",
+                  f"GRPO's token advantages {'are' if from_rewards else 'are not'} its group z-score of the outcome "
+                  f"rewards on every token (completion 2: {[round(a, 3) for a in per_token['grpo'][1].tolist()]}): "
+                  "computed from the rewards alone, with no value function, so no GAE (exact)", not from_rewards),
             claim("whole-game §4; over-long-generations, GRPO", "every token of a completion gets the same "
                   "advantage A_i: one sequence-level advantage, the completion's, broadcast to all its tokens",
                   f"R = [0, 1, 0, 1], completions of 3, 5, 2 and 4 tokens: the loop's per-token advantages "

@@ -76,8 +76,9 @@ def said(section: str, quote: str, says: str, *answers: tuple[str, str], fix: st
 WHOLE_GAME = [
     said("§1", "Credit assignment then blames the wrong tokens because the real cause left the context.",
          "when the policy sees only a truncated window, the credit lands on the wrong tokens",
-         not_checkable="no run trains on a truncated context and measures where its credit lands (the §7.1 rows "
-                       "measure what a dropped fact costs at serving time)"),
+         fix="studies/05_failure_modes.py builds prompts with the last operation dropped: score them with the "
+             "GRPO policy's samples and measure the blame (negative advantage) landing on completions that are "
+             "right given what the prompt shows, intervals over seeds (no training needed)"),
     said("§2, §7.2", "The policy finds a cheap correlate of the score.",
          "reward hacking: RL on a learned score finds a cheap correlate of it, e.g. well-formed work with a "
          "wrong final answer (format tricks)",
@@ -101,7 +102,7 @@ WHOLE_GAME = [
          (OVER, "optimising a learned reward model over-optimises it: its score rises while the true quality "
                 "(the verifier's, on held-out problems) falls")),
     said("§2", "gradients are noisy, most trajectories teach almost nothing",
-         "with a sparse 0/1 verifier most trajectories teach almost nothing",
+         "with a sparse 0/1 verifier most trajectories teach almost nothing (here: in groups of G = 8)",
          (ZERO, "with a sparse 0/1 verifier most trajectories teach almost nothing: from the default cold "
                 "start (1000 SFT steps), more than half of the sampled completions sit in groups of G = 8 with no "
                 "reward spread (A = 0)"),
@@ -240,7 +241,8 @@ WHOLE_GAME = [
                     "buffer first (here: higher held-out pass@1 than GRPO alone for the same number of completions)")),
     said("§7.3", "curriculum on easier items",
          "mitigation of a sparse reward: a curriculum on easier items",
-         not_checkable="no curriculum run"),
+         fix="studies/05_failure_modes.py: from the weak cold start, an arm that trains on 1-step problems first "
+             "(ChainTask.sample(steps=...)) against GRPO alone at the same completions, intervals over seeds"),
     said("§7.3", "process rewards if judges are trustworthy",
          "mitigation of a sparse reward: process rewards, when the step judge can be trusted",
          (LENGTHS, "process rewards from a trustworthy judge mitigate a sparse reward: each step credited by its own "
@@ -373,7 +375,7 @@ WHOLE_GAME = [
 
 OVER_LONG = [
     said("intro, Why", "A single response might span 512 to 8192 tokens.",
-         "LM actions are 50,000+ tokens and responses run 512-8,192 tokens",
+         "a single response might span 512 to 8,192 tokens",
          not_checkable="a fact about production tokenizers and traces; our policies use a small vocabulary and "
                        "4-144-token completions"),
     said("Why", "0.99^999 ≈ 0.00004",
@@ -420,7 +422,7 @@ OVER_LONG = [
                     "sweep's strongest β (5) than at the default (0.04)")),
     said("GRPO", "the critic is itself a copy of the policy, which roughly doubles memory footprint",
          "PPO's critic, a copy of the policy, roughly doubles the memory; GRPO, without it, saves that (the copy adds "
-         "the trained state of parameters, gradients and Adam moments, not the reference: 1.8x)",
+         "the trained state of parameters, gradients and Adam moments, not the reference)",
          (CRITIC, "PPO's critic, a copy of the policy, roughly doubles the memory footprint (here: training state "
                   "1.5-2.5x GRPO's)"),
          how="rephrase"),
@@ -466,7 +468,8 @@ OVER_LONG = [
                 "as KL grows)")),
     said("Over-optimisation", "Reward models trained on human preferences often rate longer responses higher "
          "up to a point, so policies learn to pad outputs.",
-         "reward models often rate longer responses higher (up to a point), so policies learn to pad their outputs",
+         "reward models trained on preferences often rate longer responses higher (up to a point), so policies "
+         "learn to pad their outputs",
          (OVER, "reward models rate longer responses higher, so policies learn to pad (Q-RM's token credit "
                 "as the reward)"),
          (OVER, "reward models rate longer responses higher, so policies learn to pad (the ORM as the "
@@ -496,6 +499,8 @@ OVER_LONG = [
          "learns better than flat credit (here: at 16 steps)",
          (LENGTHS, "process rewards from a trustworthy judge mitigate a sparse reward: each step credited by "
                    "its own gold correctness beats flat GRPO at the longest chain (16 steps)"),
+         (LENGTHS, "uniform token-level weighting wastes the policy's capacity to learn which decisions matter: "
+                   "crediting each step by its own correctness gains more over flat GRPO as chains grow"),
          how="rephrase"),
     said("When it falls down", "assigns step scores that reflect the label distribution, not a ground-truth "
          "value function",
@@ -542,9 +547,12 @@ SURVEY = [
     said("§2.1", "Small value or Q-function estimation errors compound when bootstrapped repeatedly over long "
                  "horizons",
          "errors of a bootstrapped value estimate compound as the horizon grows",
-         fix="studies/02_learning.py measures episodes to solve, a proxy that mixes slow propagation with "
-             "compounding: measure each critic's error at the key room against the exact value (DP) at each L, "
-             "and decide TD's growth minus Monte Carlo's over seeds"),
+         (LEARNING, "small value errors compound when bootstrapped over long horizons: after the same episodes of "
+                    "policy evaluation, TD(0)'s error at the decisive state grows with the horizon faster than Monte "
+                    "Carlo's"),
+         (LEARNING_NOISE, "small value errors compound when bootstrapped over long horizons: after the same episodes "
+                          "of policy evaluation, TD(0)'s error at the decisive state grows with the horizon faster "
+                          "than Monte Carlo's")),
     said("§2.2", "many actions co-occur with success but did not cause it",
          "correlated but non-causal actions pick up spurious credit",
          not_checkable="no task plants a correlated but harmless action"),
@@ -580,7 +588,8 @@ SURVEY = [
          (GAE, "λ = 0 is one-step TD (low variance, high bias); λ = 1 is Monte Carlo (high variance, no bias)")),
     said("§4.1.1", "is the default in PPO, GRPO, and most modern policy gradient methods",
          "GAE is the default in GRPO",
-         (CH05, "GAE is the default in PPO, GRPO and most modern policy gradient methods"),
+         (CH05, "GAE is the default in GRPO (the survey says so of PPO, GRPO and most modern policy gradient "
+                "methods)"),
          how="rephrase"),
     said("§4.1.1", "is the default in PPO, GRPO, and most modern policy gradient methods",
          "GAE is the default in PPO and most policy-gradient methods",
@@ -727,10 +736,13 @@ SURVEY = [
     said("§7", 'the "future" strategy — sampling goals from states visited later in the same episode — tends '
          "to work best",
          "among relabelling strategies, 'future' tends to work best",
-         (HER, 'among the relabelling strategies, "future" tends to work best')),
+         fix="studies/04_her_sweep.py runs only 'future' against 'final', and both succeed at every n ≤ 30: add "
+             "the 'episode' and 'random' strategies and compare at n = 40 and 50, where success is off its ceiling, "
+             "intervals over seeds"),
     said("§7", "may be viewed as a form of implicit curriculum",
-         "HER works as an implicit curriculum (near goals first)",
-         not_checkable="success by goal distance over training is not logged"),
+         "HER may be viewed as an implicit curriculum (near goals first)",
+         fix="studies/04_her_sweep.py: log success by the goal's distance (bits to flip) over training and ask "
+             "whether near goals are learned before far ones, intervals over seeds (cheap: the runs exist)"),
     said("§7", "Ablation studies confirm that HER is the crucial ingredient enabling learning in these "
          "environments.",
          "HER is the ingredient that makes learning possible: without it the same learner fails (here: bit "
@@ -847,7 +859,9 @@ SS_GRPO = [
          "the only extra cost is one forward pass of a tiny model per step, negligible next to a 7B policy's generation "
          "(the article's own bound, < 1%, as 'negligible')",
          (CREDIT, "the only extra cost is one forward pass of a tiny model per step, negligible next to the LLM's "
-                  "generation (at the article's scale, a 7B policy)")),
+                  "generation (at the article's scale, a 7B policy)"),
+         (CREDIT, "the only extra cost is the estimator's forward pass, read against its table (1.05x inference "
+                  "per rollout; 24 and 28 training hours for GRPO and SS-GRPO)")),
     said("Engineering decisions", "to keep overhead <1% of LLM inference",
          "the estimator keeps the overhead below 1% of LLM inference (checked against the article's own 5% and 1.05x)",
          (CREDIT, "the tiny estimator keeps the overhead below 1% of LLM inference, as the article's other overhead "
@@ -898,10 +912,12 @@ SS_GRPO = [
          (CREDIT, "the estimator adds ~1M parameters")),
     said("Trade-offs", "storing step-level weights for all rollouts increases memory by ~10%",
          "keeping a weight per step for every rollout costs about 10% more memory",
-         (CREDIT, "storing step-level weights for all rollouts increases memory by ~10% (5-20% counts as holding)")),
+         (CREDIT, "storing step-level weights for all rollouts increases memory by ~10% (to its one significant "
+                  "figure)")),
     said("Trade-offs", "If the group size is too small (K<4), the contrastive signal is weak.",
          "with groups smaller than 4 the contrastive signal is weak",
-         not_checkable="no group-size sweep in 07"),
+         fix="studies/07_credit.py: run SS-GRPO at K = 2, 4 and 8 and compare the estimator's held-out AUROC "
+             "for the first wrong step, intervals over seeds"),
     said("Checklist", "Start with a group size of at least 8 to ensure stable advantage normalization.",
          "groups of 8 or more make the normalised advantages stable",
          not_checkable="'stable' names no level to reach: every measure of the normalisation's noise (the share of "

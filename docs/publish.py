@@ -133,7 +133,9 @@ seeds, or a gap larger than the seeds' spread), never with a round number; where
 too few, it says so. An exact quantity (arithmetic, dynamic programming, a count, a construction)
 needs no seeds, and an essay's approximate figure is met to the precision it is stated with. Verdicts: **yes**, **no**, **inconclusive** (the measurement cannot tell),
 **premise not met** (the claim found the statement's condition absent here), **not checkable
-here** (with the reason), and **partly** only where the claims of two runs or seeds disagree,
+here** (with the reason), and **partly** only where the claims of two runs or seeds disagree
+(one decides and another cannot, or they decide both ways; a run whose setting lacks the
+statement's premise does not count),
 each shown with its own verdict.
 
 A row whose check does not follow the rule yet (it answers another question, decides by a round
@@ -176,6 +178,8 @@ def ledger_verdict(statement: dict) -> tuple[str, list[tuple[str, dict, str]]]:
     if statement["not_checkable"]:
         return "not checkable here", answers
     verdicts = {verdict for _, _, verdict in answers}
+    if len(verdicts) > 1:  # a run whose setting lacks the premise does not test the statement
+        verdicts.discard("premise not met")
     return (verdicts.pop() if len(verdicts) == 1 else "partly"), answers
 
 

@@ -4,7 +4,9 @@ The actor is a softmax over tabular logits, stepped along Σ_t Ψ_t ∇log π(a_
 Ψ = GAE(γ = 1, λ): MC at λ = 1, TD(0) at λ = 0, GAE in between. The critic is a tabular V moved
 toward the λ-return Ψ + V. Measured: episodes until π(take key | key room) reaches --success, for
 each corridor length L, against the survey's §2.1 claim that small value errors compound when
-bootstrapped over long horizons (TD(0)'s cost should grow with L faster than MC's). Read beside:
+bootstrapped over long horizons (TD(0)'s cost should grow with L faster than MC's); and, the
+policy held uniform, each critic's error at the key room against the exact value after
+--eval-episodes episodes, the error itself as L grows. Read beside:
 credit-assignment-problem-survey.txt §2.1, §4.1.1.
 
     python studies/02_learning.py               # runs/studies/02_learning/
@@ -46,11 +48,12 @@ class Args(common.RunArgs):
     critic_lr: float = common.arg(0.2, "critic step size (tabular V)")
     gae_lambda: float = common.arg(0.9, "λ of the GAE learner")
     success: float = common.arg(0.9, "solved once π(take key | key room) reaches this")
+    eval_episodes: int = common.arg(800, "policy evaluation alone: episodes the critic learns from, the policy fixed")
 
-    SMOKE = dict(lengths="3,6", learn_seeds=1, max_episodes=64, batch=8)
+    SMOKE = dict(lengths="3,6", learn_seeds=2, max_episodes=64, batch=8, eval_episodes=32)
 
     def __post_init__(self):
-        common.require_positive(self, "learn_seeds", "batch", "max_episodes", "actor_lr", "critic_lr")
+        common.require_positive(self, "learn_seeds", "batch", "max_episodes", "actor_lr", "critic_lr", "eval_episodes")
         common.require(0 <= self.distractor_prob <= 1, "--distractor-prob must be in [0, 1]")
         common.require(self.noise >= 0, "--noise must be non-negative")
         common.require(0 <= self.gae_lambda <= 1, "--gae-lambda must be in [0, 1]")
@@ -60,6 +63,29 @@ class Args(common.RunArgs):
     @property
     def length_list(self) -> list[int]:
         return common.as_list(self.lengths, int)
+
+
+def critic_step(V: torch.Tensor, states: torch.Tensor, advantages: torch.Tensor, lr: float) -> None:
+    """V(s) += lr · the mean over the batch's visits of s of (λ-return - V(s)) = Ψ_t, in place."""
+    visits = torch.bincount(states.flatten(), minlength=len(V)).clamp(min=1)
+    V += lr * torch.zeros_like(V).index_add_(0, states.flatten(), advantages.flatten()) / visits
+
+
+def evaluation_error(args: Args, L: int, lam: float, seed: int, device) -> float:
+    """Policy evaluation alone: the uniform policy held fixed, the tabular critic moved toward its
+    λ-return (actor_critic's critic) for --eval-episodes episodes; its squared error at the key
+    room against the exact V^π (dynamic programming on the model)."""
+    common.seed_everything(seed)
+    env = gae.make_env(args, L, args.batch, seed, device)
+    policy = gae.uniform_policy(env)
+    truth, _ = gae.exact_truth(env, policy, 1.0)
+    V = torch.zeros(env.num_states + 1, device=device)
+    for _ in range(args.eval_episodes // args.batch):
+        episode = common.play_episodes(env, policy)
+        s = episode["states"]
+        critic_step(V, s, gae.gae(episode["rewards"], V[s], V[episode["next_states"]], episode["ends"], 1.0, lam),
+                    args.critic_lr)
+    return float((V[0] - truth[0]) ** 2)
 
 
 def actor_critic(args: Args, L: int, lam: float, seed: int, device) -> int:
@@ -82,10 +108,7 @@ def actor_critic(args: Args, L: int, lam: float, seed: int, device) -> int:
         # sum over steps, mean over episodes: the key step's share does not shrink with L
         (-(logp * advantages).sum(0).mean()).backward()
         actor.step()
-        # critic: V(s) += lr · mean over the batch's visits of s of (λ-return - V(s)) = Ψ_t
-        target_error = advantages.flatten()
-        visits = torch.bincount(s.flatten(), minlength=len(V)).clamp(min=1)
-        V += args.critic_lr * torch.zeros_like(V).index_add_(0, s.flatten(), target_error) / visits
+        critic_step(V, s, advantages, args.critic_lr)
         if torch.softmax(logits.detach()[0], 0)[1] >= args.success:
             return episodes
     return args.max_episodes
@@ -100,6 +123,12 @@ def learning_study(args: Args, device) -> dict:
         results.setdefault(name, {})[L] = [actor_critic(args, L, lam, args.seed + i, device)
                                            for i in range(args.learn_seeds)]
     return results
+
+
+def evaluation_study(args: Args, device) -> dict:
+    """{learner: {L: the critic's squared error at the key room, one per seed}} for MC and TD(0)."""
+    return {name: {L: [evaluation_error(args, L, lam, args.seed + i, device) for i in range(args.learn_seeds)]
+                   for L in args.length_list} for name, lam in (("MC (λ=1)", 1.0), ("TD(0) (λ=0)", 0.0))}
 
 
 def plot_learning(learning: dict, lengths: list[int], path):
@@ -136,6 +165,24 @@ def learning_claims(learning: dict, lengths: list[int], budget: int) -> list[dic
     return [common.claim("survey §2.1", statement, measured, holds)]
 
 
+def compounding_claim(errors: dict, lengths: list[int], episodes: int) -> dict:
+    """Survey §2.1 on the value itself: per seed, TD(0)'s squared error at the key room at the
+    longest L minus at the shortest, minus the same for MC, both critics after the same episodes
+    of policy evaluation (> 0: bootstrapping's error grows faster), decided over the seeds."""
+    td, mc = "TD(0) (λ=0)", "MC (λ=1)"
+    short, long = min(lengths), max(lengths)
+    growth = {name: np.subtract(by_L[long], by_L[short]) for name, by_L in errors.items()}
+    holds, text = common.seed_verdict(growth[td] - growth[mc])
+    return common.claim(
+        "survey §2.1", "small value errors compound when bootstrapped over long horizons: after the same episodes of "
+        "policy evaluation, TD(0)'s error at the decisive state grows with the horizon faster than Monte Carlo's",
+        f"squared error of V(key room) against the exact V^π (uniform policy) after {episodes:,} episodes, mean of "
+        f"the seeds, L = {short} → {long}: " + ", ".join(f"{name} {np.mean(by_L[short]):.3g} → "
+                                                   f"{np.mean(by_L[long]):.3g}" for name, by_L in errors.items())
+        + f"; TD(0)'s growth minus MC's per seed, mean [95% interval over {len(growth[td])} seeds]: {text}"
+        + ("" if len(lengths) > 1 else "; needs two corridor lengths"), holds if len(lengths) > 1 else None)
+
+
 def seed_spread(values: list[float]) -> str:
     """The median of the seeds' values, with their range where they differ: "992", or "992 (960-1,200)"."""
     low, high = min(values), max(values)
@@ -155,13 +202,17 @@ def main(args: Args) -> dict:
     learning = learning_study(args, device)
     plot_learning(learning, args.length_list, out / "episodes_to_solve.png")
 
-    claims = learning_claims(learning, args.length_list, args.max_episodes)
+    errors = evaluation_study(args, device)
+    claims = learning_claims(learning, args.length_list, args.max_episodes) + [
+        compounding_claim(errors, args.length_list, args.eval_episodes)]
     metrics = {f"L{L}_episodes_to_solve[{name}]": float(np.median(by_L[L]))
                for L in args.length_list for name, by_L in learning.items()}
+    metrics |= {f"L{L}_value_error[{name}]": float(np.mean(by_L[L])) for L in args.length_list
+                for name, by_L in errors.items()}
     table = learning_table(learning, args.length_list)
     metrics["tables"] = {"episodes_to_solve": table}
     wall = time.time() - start
-    common.write_results(out, args, wall, metrics, claims, episodes_to_solve=learning)
+    common.write_results(out, args, wall, metrics, claims, episodes_to_solve=learning, value_error=errors)
     print(f"\nEpisodes to solve, median (range) of {args.learn_seeds} seed(s) (budget {args.max_episodes:,}):")
     print(common.format_table(table["rows"], table["header"]))
     print("\n" + common.format_claims(claims))

@@ -991,9 +991,18 @@ def format_trick_claim(seeds: list[dict]) -> dict:
                  f"{text} ({legend(seeds)})", holds)
 
 
+def rises_at_every_step(seeds: list[dict]) -> tuple[bool | None, str]:
+    """Does the ORM's score rise monotonically along the β = 0 run (KL grows with the updates)? Its
+    change between consecutive evaluations, per seed: yes where every step's interval over seeds
+    lies above 0, no where one lies below 0."""
+    steps = np.transpose([np.diff([p["proxy"] for p in s["arms"]["no_kl"]["points"]]) for s in seeds])
+    verdicts, texts = zip(*(over_seeds(step) for step in steps))
+    return every(*verdicts), ", ".join(texts)
+
+
 def overoptimisation_claims(seeds: list[dict]) -> list[dict]:
     free = [s["arms"]["no_kl"]["summary"] for s in seeds]
-    rank, rank_text = over_seeds([f["proxy_kl_rank_r"] for f in free])
+    rank, rank_text = rises_at_every_step(seeds)
     rise, rise_text = over_seeds([f["gold_rise"] for f in free])
     fall, fall_text = over_seeds([f["gold_fall"] for f in free])
     up, up_text = over_seeds([f["proxy_rise"] for f in free])
@@ -1003,8 +1012,9 @@ def overoptimisation_claims(seeds: list[dict]) -> list[dict]:
               f"{m['gold_end']:.3f} at the end, KL {m['kl_end']:.1f} nats; the ORM's score {m['proxy_start']:.3f} -> "
               f"{m['proxy_end']:.3f}")
     return [claim("over-long-generations (Gao et al.)", "optimising a learned proxy: the proxy rises monotonically with "
-                  "KL while the gold reward peaks and then degrades", f"GRPO on the learned ORM at β = 0: {course}. Rank "
-                  f"correlation of the ORM's score with KL over the evaluations {rank_text}; gold at the picked update "
+                  "KL while the gold reward peaks and then degrades", f"GRPO on the learned ORM at β = 0: {course}. The "
+                  f"ORM's score from each evaluation to the next (KL grows with the updates) {rank_text}; gold at the "
+                  "picked update "
                   f"minus at the start {rise_text}, minus at the end {fall_text} ({legend(seeds)})",
                   every(rank, rise, fall)),
             claim("whole-game §7.7", "optimising a learned reward model over-optimises it: its score rises while the "

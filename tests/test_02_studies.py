@@ -377,7 +377,7 @@ def test_learning_smoke_run_writes_results_and_figures(tmp_path, read_results):
     result = learning_script.main(args)
     data = read_results(tmp_path / "results.json")
     assert (tmp_path / "episodes_to_solve.png").stat().st_size > 1000
-    assert data["metrics"] == common.json_ready(result["metrics"]) and len(data["claims"]) == 1
+    assert data["metrics"] == common.json_ready(result["metrics"]) and len(data["claims"]) == 2
     metrics = data["metrics"]
     table = metrics.pop("tables")["episodes_to_solve"]
     assert all(np.isfinite(v) for v in metrics.values())
@@ -388,3 +388,27 @@ def test_learning_smoke_run_writes_results_and_figures(tmp_path, read_results):
         for name in ("MC (λ=1)", "TD(0) (λ=0)"):
             solved = metrics[f"L{L}_episodes_to_solve[{name}]"]
             assert solved % smoke.batch == 0 and smoke.batch <= solved <= smoke.max_episodes
+
+
+def test_policy_evaluation_error_is_zero_for_monte_carlo_on_a_deterministic_world_and_large_for_td_far_away():
+    args = learning_script.Args(distractor_prob=0.0, batch=64, eval_episodes=640, critic_lr=1.0)
+    # no distractors, no noise, uniform π: every return from the key room is 1 or 0 with chance 1/2,
+    # so MC with step size 1 sits at the batch's mean; TD(0) needs L + 1 backups to carry the door back
+    mc = learning_script.evaluation_error(args, 3, 1.0, 0, "cpu")
+    td_far = learning_script.evaluation_error(args, 40, 0.0, 0, "cpu")
+    assert mc < 0.01 and td_far == pytest.approx(0.25, abs=1e-6)  # V(key room) still 0 against the truth 0.5
+
+
+def fake_errors(td=(0.01, 5.0), mc=(0.01, 0.02), spread=(1.0, 1.1, 0.9)):
+    return {"MC (λ=1)": {5: [mc[0] * k for k in spread], 80: [mc[1] * k for k in spread]},
+            "TD(0) (λ=0)": {5: [td[0] * k for k in spread], 80: [td[1] * k for k in spread]}}
+
+
+@pytest.mark.parametrize("errors,holds", [
+    (fake_errors(), True),  # TD(0)'s error grows, MC's barely
+    (fake_errors(td=(0.01, 0.02), mc=(0.01, 5.0)), False),  # MC's grows faster
+    (fake_errors(td=(0.01, 0.02), mc=(0.01, 0.02)), None),  # alike: no named size ruled out
+])
+def test_the_compounding_claim_reads_tds_error_growth_minus_mcs(errors, holds):
+    claim = learning_script.compounding_claim(errors, [5, 80], 800)
+    assert claim["holds"] is holds and "after 800 episodes" in claim["measured"]

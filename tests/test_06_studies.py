@@ -705,9 +705,11 @@ def orm_seed(i, free=None, kl=None, forms=(0.5, 0.9), alpha=0.3, beta=0.1, lost=
     a small fall and a high end for β = 0.3, changed by `kl`), the β = 0 run's fit of d(α - βd),
     the worked-form share lost at β = 0 and kept by the KL."""
     def arm(values: dict, form_share: float) -> dict:
+        proxies = values.pop("proxy_points", (0.2, 0.4, 0.6, 0.8))  # the ORM's score at each evaluation
         summary = {"peak_step": 10, "gold_start": 0.3, "gold_peak": 0.4, "proxy_start": 0.2, "proxy_end": 0.8,
                    "kl_end": 20.0, **{k: spread(v, i) for k, v in values.items()}}
-        return {"summary": summary, "final": stats_of(worked_form_share=spread(form_share, i), pass_at_1=0.1)}
+        return {"summary": summary, "final": stats_of(worked_form_share=spread(form_share, i), pass_at_1=0.1),
+                "points": [{"proxy": spread(p, (i + k) % 3)} for k, p in enumerate(proxies)]}  # steps vary by seed
 
     fit = {"rl": {"d": [0.0, 1.0, 4.0], "fit_bon": {"alpha": spread(alpha, i), "beta": spread(beta, i), "r2": forms[0]},
                   "fit_rl": {"alpha": 0.1, "beta": 0.1, "r2": forms[1]}},
@@ -719,7 +721,8 @@ def orm_seed(i, free=None, kl=None, forms=(0.5, 0.9), alpha=0.3, beta=0.1, lost=
 
 @pytest.mark.parametrize("change,expected", [
     ({}, [True, True, True, True, True, True, True]),
-    ({"free": {"proxy_kl_rank_r": -0.5}}, [False, True, True, True, True, True, True]),  # the proxy falls as KL grows
+    ({"free": {"proxy_points": (0.2, 0.6, 0.4, 0.8)}}, [False, True, True, True, True, True, True]),  # one step falls
+    ({"free": {"proxy_points": (0.2, 0.6, 0.6, 0.8)}}, [None, True, True, True, True, True, True]),  # one step flat
     ({"free": {"gold_rise": 0.0}}, [None, True, True, True, True, True, True]),  # no rise to a peak shown
     ({"free": {"gold_fall": 0.0}}, [None, None, None, True, False, None, True]),  # no fall: nothing for KL to save
     ({"free": {"gold_fall": -0.1}}, [False, False, False, True, False, None, True]),  # the gold ends above its pick

@@ -76,6 +76,8 @@ def test_each_holds_maps_to_one_verdict_and_disagreeing_runs_give_partly(two_run
     assert verdict(("a", "premise")) == "premise not met"
     assert verdict(("a", "up"), ("a", "same")) == "yes"
     assert verdict(("a", "same"), ("b", "same")) == "partly"
+    assert verdict(("a", "up"), ("a", "premise")) == "yes"  # a run without the premise does not test it
+    assert verdict(("a", "down"), ("a", "unclear")) == "partly"  # one run decides, the other cannot
     assert verdict(not_checkable="no such run") == "not checkable here"
     assert verdict(("a", "up"), fix="compute this instead") == "check being rebuilt"
 
