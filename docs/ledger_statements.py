@@ -82,8 +82,9 @@ WHOLE_GAME = [
     said("§2, §7.2", "The policy finds a cheap correlate of the score.",
          "reward hacking: RL on a learned score finds a cheap correlate of it, e.g. well-formed work with a "
          "wrong final answer (format tricks)",
-         (OVER, "reward hacking: RL on a learned score finds a cheap correlate of it, well-formed work with "
-                "a wrong final answer (format tricks)")),
+         fix="studies/06_overoptimisation.py format_trick_claim: its gap is lost accuracy, since both arms write worked "
+             "solutions at about the same rate; decide on a quantity that holds accuracy fixed (the worked-form share "
+             "among wrong completions, or the learned score of wrong completions rising while pass@1 falls)"),
     said("§2, §7.2", "A chat model learns to be sycophantic because preference models like agreement.",
          "preference reward models make a chat model sycophantic",
          not_checkable="needs a preference reward model and a chat task; ours are verifier-scored arithmetic"),
@@ -254,7 +255,7 @@ WHOLE_GAME = [
          (ZERO, "larger groups leave fewer groups without reward spread, so fewer samples without signal: "
                 "the share of zero-spread groups falls at each step up in G, from the default and the weak cold start")),
     said("§7.4", "junk steps in correct answers get reinforced",
-         "flat credit reinforces the junk (wrong) steps inside correct answers",
+         "flat credit reinforces the junk steps inside correct answers (here: a wrong line)",
          (CREDIT, "a flawed step in a chain that still reaches the right answer is reinforced by GRPO")),
     said("§7.4", "Harmless tokens drift; useful reasoning style disappears",
          "flat credit makes harmless tokens drift and a useful reasoning style disappear",
@@ -396,9 +397,9 @@ OVER_LONG = [
     said("Why", "because the same scalar R_n multiplies every per-token log-probability gradient in the "
          "episode",
          "the cause: one scalar multiplies every per-token score, so the variance is a sum of T terms",
-         (CRITIC, "the same scalar multiplies every per-token log-probability gradient, so the gradient's "
-                  "variance is a sum of T per-token terms: with Ψ = 1 (the score alone) it grows linearly with the "
-                  "episode's length T")),
+         fix="studies/05_critic.py: Ψ = 1 removes the very scalar the essay blames, and Ψ = R's slope is "
+             "inconclusive because R itself changes with length; compare one scalar on every token against per-token "
+             "multipliers on the same samples, or divide each length bin's variance by its E[R²]"),
     said("KL", "This gives the optimiser a dense, per-step signal even when the scalar reward r(x, y) is "
          "terminal.",
          "the KL term, a sum over tokens, gives a dense per-step signal even when the reward is terminal",
@@ -407,15 +408,15 @@ OVER_LONG = [
                 "term's is zero")),
     said("KL", "Small beta allows aggressive reward optimisation",
          "a small β optimises the reward more aggressively",
-         (FAILURES, "small β allows more aggressive reward optimisation: the smaller β, the more the "
-                    "training reward rises")),
+         (FAILURES, "small β allows more aggressive reward optimisation: the training reward rises more at the "
+                    "sweep's smallest β than at its largest")),
     said("KL", "opens the door to reward hacking",
          "a small β invites reward hacking",
          (OVER, "a small β invites reward hacking")),
     said("KL", "Large beta keeps the policy close to the SFT baseline",
          "a large β keeps the policy close to the SFT model",
-         (FAILURES, "large β keeps the policy close to the SFT reference: the larger β, the smaller the KL "
-                    "to it")),
+         (FAILURES, "large β keeps the policy close to the SFT reference: the KL to it is smaller at the "
+                    "sweep's largest β than at its smallest")),
     said("KL", "but slows learning",
          "a large β slows learning",
          (FAILURES, "large β slows learning: after the same 80 updates, held-out pass@1 is lower at the "
@@ -448,7 +449,7 @@ OVER_LONG = [
          not_checkable="no human labels here"),
     said("Process rewards, When it falls down", "the PRM becomes a second proxy reward model and inherits all "
          "the over-optimisation risks of an ORM",
-         "a PRM used as a dense RL reward is itself a learned proxy and gets over-optimised like an ORM",
+         "a PRM used as a dense RL reward is itself a learned proxy, open to all the over-optimisation risks of an ORM",
          (SEEDS_06, "the PRM used as a dense reward is a second proxy and inherits the "
                               "over-optimisation risks of an ORM"),
          (OVER, "the PRM used as a dense reward is a second proxy and inherits the over-optimisation risks "
@@ -546,16 +547,16 @@ SURVEY = [
          (DILEMMAS, "a reward d steps after the decisive action reaches it discounted by γ^d")),
     said("§2.1", "Small value or Q-function estimation errors compound when bootstrapped repeatedly over long "
                  "horizons",
-         "errors of a bootstrapped value estimate compound as the horizon grows",
-         (LEARNING, "small value errors compound when bootstrapped over long horizons: after the same episodes of "
-                    "policy evaluation, TD(0)'s error at the decisive state grows with the horizon faster than Monte "
-                    "Carlo's"),
-         (LEARNING_NOISE, "small value errors compound when bootstrapped over long horizons: after the same episodes "
-                          "of policy evaluation, TD(0)'s error at the decisive state grows with the horizon faster "
-                          "than Monte Carlo's")),
+         "small errors of a bootstrapped value estimate compound as the horizon grows",
+         fix="studies/02_learning.py's check starts both critics at V = 0, so it measures how slowly a whole value "
+             "propagates back, not small errors compounding: start both at the exact value plus a small per-state "
+             "error and compare how TD(0)'s error at the decisive state grows with the horizon against Monte "
+             "Carlo's, over seeds"),
     said("§2.2", "many actions co-occur with success but did not cause it",
-         "correlated but non-causal actions pick up spurious credit",
-         not_checkable="no task plants a correlated but harmless action"),
+         "correlated but non-causal actions may pick up spurious credit",
+         fix="studies/04_hca_tasks.py: on the delayed effect the corridor's actions have an exact gradient of 0; "
+             "measure the credit REINFORCE gives them (its per-step gradient's mean square there, against HCA's), "
+             "intervals over seeds (seconds on CPU)"),
     said("§2.3", "TD bootstrapping methods fail when most states have near-zero estimated value",
          "TD has nothing to bootstrap from when almost every state's value is near zero",
          not_checkable="not isolated from the delay in any run"),
@@ -567,18 +568,10 @@ SURVEY = [
          (DILEMMAS, "pushing γ to 1 preserves the signal's magnitude")),
     said("§3", "The result is high-variance gradient estimates that wash out the signal from the few tokens "
          "that actually mattered.",
-         "with γ = 1 the credit is diluted: the variance grows and the decisive action's signal washes out",
-         (DILEMMAS, "with γ = 1 the credit is diluted: the estimate's variance grows and the signal from the "
-                    "decisive action washes out"),
-         (DILEMMAS_NOISE, "with γ = 1 the credit is diluted: the estimate's variance grows and the signal "
-                          "from the decisive action washes out"),
-         fix="studies/02_dilemmas.py: the return's variance at the key step grows because distractor rewards "
-             "pile up along the corridor, not because one terminal outcome is spread over more actions (and a "
-             "tabular policy has no shared parameters for the corridor's terms to blur). Measure it where the essay "
-             "means it, on the LM (studies/05_critic.py's per-completion gradients under GRPO's broadcast advantage): "
-             "per completion-length bin, the signal-to-noise ratio of the gradient projected on the mean direction "
-             "estimated from the other half of the prompts, and decide on its log-log slope over seeds (< 0: the "
-             "signal washes out)"),
+         "with γ = 1 the credit is diluted: one outcome broadcast to every token gives high-variance gradients that "
+         "wash out the signal of the few tokens that mattered",
+         (CRITIC, "with γ = 1 the credit is diluted: one advantage for every token washes out the signal of the few "
+                  "tokens that mattered, so a longer completion's gradient carries less signal per unit of noise")),
     said("§4.1.1", "multi-step methods reduce the bias that comes from inaccurate value estimates at nearby states",
          "looking further ahead before bootstrapping reduces the bias of an inaccurate critic",
          (DILEMMAS, "multi-step returns reduce the bias of an inaccurate critic: the further GAE looks ahead (the "
@@ -645,7 +638,8 @@ SURVEY = [
                "some goal")),
     said("§4.3.1", "UVFAs enable learning in environments where no single goal would provide enough signal on its own",
          "UVFAs share credit across goals and, with HER, learn where a single goal would not",
-         not_checkable="no held-out-goal test"),
+         (HER, "HER is the ingredient that makes learning possible: DQN+HER learns where the same DQN without "
+               "relabelling fails")),
     said("§4.3.2", "GVF predictions are dense and informative",
          "GVFs give dense auxiliary signal",
          not_checkable="no run implements GVFs"),
@@ -759,8 +753,9 @@ SURVEY = [
     said("§8", "Return-conditional HCA is more appealing",
          "return-conditional HCA is preferable to state-conditional HCA (here: a lower gradient variance "
          "with a learned h)",
-         (HCA, "shortcut: return-conditional HCA is preferable to state-conditional HCA"),
-         (HCA, "delayed effect: return-conditional HCA is preferable to state-conditional HCA")),
+         not_checkable="the essay's reason is conditioning on a scalar return instead of a high-dimensional state; "
+                       "our tasks are tabular with a handful of states, so they cannot show it (the variances are on "
+                       "the 04 page)"),
     said("§8", "HCA can directly determine the relevance of a past action to a particular outcome, regardless "
          "of temporal distance.",
          "HCA judges a past action's relevance whatever its distance in time",
@@ -780,7 +775,7 @@ SURVEY = [
                 "labels)")),
     said("§9", "improves average Pass@1 scores by approximately 5 points on mathematical reasoning tasks "
          "compared to ORM baselines",
-         "Q-RM raises pass@1 by about 5 points over ORM baselines",
+         "Q-RM raises pass@1 by about 5 points over ORM baselines (here: our arithmetic task, at our scale)",
          (OVER, "Q-RM raises pass@1 over an ORM baseline (Chen et al.: by about 5 points)")),
     said("§9", "by approximately 4-5 points compared to token-level PRM counterparts",
          "Q-RM raises pass@1 by about 4-5 points over token-level PRMs",
@@ -790,7 +785,7 @@ SURVEY = [
          "RL with Q-RM converges 12x faster than with an ORM",
          (OVER, "RL with Q-RM converges 12x faster than with an ORM (GSM8K; here GRPO on the learned ORM)")),
     said("§9", "11× faster than step-level PRM on MATH",
-         "RL with Q-RM converges 11x faster than with a step-level PRM on MATH",
+         "RL with Q-RM converges 11x faster than with a step-level PRM on MATH (here: our arithmetic task, at our scale)",
          (OVER, "RL with Q-RM converges 11x faster than with a step-level PRM (MATH)")),
     said("§10", "localizing error to the step where reasoning went astray",
          "a PRM points at the step where a solution first goes wrong",
@@ -856,10 +851,13 @@ SS_GRPO = [
                   "verifier call per rollout) and the steps' text")),
     said("Why it works", "The only extra cost is a forward pass of a tiny model per step, which is negligible "
                          "compared to the LLM's generation cost.",
-         "the only extra cost is one forward pass of a tiny model per step, negligible next to a 7B policy's generation "
-         "(the article's own bound, < 1%, as 'negligible')",
+         "the estimator's forward pass per step is negligible next to a 7B policy's generation (the article's own "
+         "bound, < 1%, as 'negligible')",
          (CREDIT, "the only extra cost is one forward pass of a tiny model per step, negligible next to the LLM's "
-                  "generation (at the article's scale, a 7B policy)"),
+                  "generation (at the article's scale, a 7B policy)")),
+    said("Why it works", "The only extra cost is a forward pass of a tiny model per step, which is negligible "
+                         "compared to the LLM's generation cost.",
+         "that forward pass is the only extra cost",
          (CREDIT, "the only extra cost is the estimator's forward pass, read against its table (1.05x inference "
                   "per rollout; 24 and 28 training hours for GRPO and SS-GRPO)")),
     said("Engineering decisions", "to keep overhead <1% of LLM inference",

@@ -466,20 +466,44 @@ def per_completion_gradients(policy, completions: lm_world.Completions, weights:
     return torch.cat(rows)
 
 
-def variance_by_length(gradients: torch.Tensor, lengths: torch.Tensor, bins: int, min_count: int = 8) -> dict:
+def length_bins(lengths: torch.Tensor, bins: int, min_count: int = 8) -> tuple[list[torch.Tensor], list[float]]:
     """Completions in `bins` length bins of equal width in log length (a bin with fewer than
-    `min_count` completions is dropped); per bin, the mean length and the total variance
-    tr Cov(g) = mean_i ||g_i - mean g||² (n - 1 in the denominator); and the slope of log
-    variance on log length."""
+    `min_count` completions is dropped): each bin's rows and mean length."""
     lengths = lengths.cpu().float()
     edges = np.geomspace(float(lengths.min()), float(lengths.max()) + 1, bins + 1)
     which = np.clip(np.searchsorted(edges, lengths.numpy(), side="right") - 1, 0, bins - 1)
     groups = [torch.from_numpy(np.flatnonzero(which == b)) for b in range(bins)]
     groups = [rows for rows in groups if len(rows) >= max(min_count, 2)]
-    mean_length = [float(lengths[rows].mean()) for rows in groups]
+    return groups, [float(lengths[rows].mean()) for rows in groups]
+
+
+def variance_by_length(gradients: torch.Tensor, lengths: torch.Tensor, bins: int, min_count: int = 8) -> dict:
+    """Per `length_bins` bin, the mean length and the total variance tr Cov(g) = mean_i
+    ||g_i - mean g||² (n - 1 in the denominator); and the slope of log variance on log length."""
+    groups, mean_length = length_bins(lengths, bins, min_count)
     variance = [float(gradients[rows.to(gradients.device)].var(0).sum()) for rows in groups]
     return {"length": mean_length, "variance": variance, "count": [len(rows) for rows in groups],
             "slope": common.loglog_slope(mean_length, variance)}
+
+
+def signal_by_length(gradients: torch.Tensor, lengths: torch.Tensor, group_size: int, bins: int) -> dict:
+    """The update's signal against its noise along its own direction, by completion length: each
+    completion's gradient projected on the mean gradient of the other half of the prompts (a
+    direction its own noise did not pick), then per `length_bins` bin the projection's mean² over
+    its variance (NaN where the mean is not above 0); and the slope of its log on log length
+    (below 0: a longer completion carries less signal per unit of noise)."""
+    prompt = torch.arange(len(gradients), device=gradients.device) // group_size
+    half = prompt % 2 == 0
+    projection = torch.zeros(len(gradients), dtype=torch.float64, device=gradients.device)
+    for rows, other in ((half, ~half), (~half, half)):
+        direction = gradients[other].double().mean(0)
+        projection[rows] = gradients[rows].double() @ direction / direction.norm().clamp(min=1e-12)
+    groups, mean_length = length_bins(lengths, bins)
+    ratio = []
+    for rows in groups:
+        p = projection[rows.to(gradients.device)]
+        ratio.append(float(p.mean() ** 2 / p.var()) if p.mean() > 0 and p.var() > 0 else math.nan)
+    return {"length": mean_length, "snr": ratio, "slope": common.loglog_slope(mean_length, ratio)}
 
 
 def relative_variance(gradients: torch.Tensor, group_size: int) -> float:
@@ -520,7 +544,8 @@ def gradient_variance_study(policy, critic: TokenCritic, tokenizer, rl: grpo.Arg
     RLOO, GRPO, and the warmed-up critic's GAE(γ = 1, λ) per token at each `variance_lambdas`),
     its total variance binned by completion length, and the update's `relative_variance`. Ψ = 1,
     the score Σ_t ∇ log π(y_t) alone, shows what length does by itself: R also changes with length.
-    Also, at --gae-lambda, how far PPO's token advantages spread within a completion."""
+    Also, at --gae-lambda, how far PPO's token advantages spread within a completion, and GRPO's
+    signal against its noise by length (`signal_by_length`)."""
     rng = np.random.default_rng(rl.seed + 17)
     problems = rl.task.sample(args.variance_prompts, rng, exclude=frozenset(p.prompt for p in rl.task.held_out()))
     completions, rewards = grpo.sample_groups(policy, tokenizer, problems, rl,
@@ -542,8 +567,10 @@ def gradient_variance_study(policy, critic: TokenCritic, tokenizer, rl: grpo.Arg
         advantages, _ = token_gae(values, rewards.flatten(), mask, 1.0, lam)
         study[critic_name(lam)] = spread(per_completion_gradients(policy, completions, advantages))
     within = advantage_spread(token_gae(values, rewards.flatten(), mask, 1.0, args.gae_lambda)[0], mask).cpu()
-    return study, {"mean": float(within.mean()), "share_unequal": float((within > 1e-6).float().mean()),
-                   "completions": len(within)}
+    broadcast = grpo.group_advantages(rewards, "grpo").flatten()[:, None] * scores  # one A_i on every token
+    return study, {"ppo_spread": {"mean": float(within.mean()), "share_unequal": float((within > 1e-6).float().mean()),
+                                  "completions": len(within)},
+                   "grpo_signal": signal_by_length(broadcast, completions.lengths, rl.group_size, args.variance_bins)}
 
 
 # ============================================================================================
@@ -568,12 +595,12 @@ def run_seed(initial, tokenizer, args: Args, device) -> dict:
     held_out = rl.task.held_out(rl.eval_problems)
     before = grpo.final_evaluation(initial, tokenizer, rl, held_out, device)
     critics = warmed_critics(initial, tokenizer, rl, args, device)
-    variance, within = gradient_variance_study(initial, critics["separate"]["critic"], tokenizer, rl, args, device)
+    variance, credit = gradient_variance_study(initial, critics["separate"]["critic"], tokenizer, rl, args, device)
     runs = {m: run_method(initial, tokenizer, rl, args, m, held_out, device, critics) for m in args.method_list}
     by_lambda = critic_lambda_runs(initial, tokenizer, rl, args, held_out, device, runs, critics) if "ppo" in runs else {}
     truth = critic_study(initial, tokenizer, args, device, critics, runs, by_lambda)
     return {"seed": args.seed, "rl": rl, "cold_start": before, "runs": without_models(runs),
-            "by_lambda": without_models(by_lambda), "gradient_variance": variance, "ppo_advantage_spread": within,
+            "by_lambda": without_models(by_lambda), "gradient_variance": variance, "token_credit": credit,
             "critic_truth": truth,
             "critic_warmup_losses": {kind: c["losses"] for kind, c in critics.items()}}
 
@@ -741,7 +768,7 @@ def fallback_claim(args: Args, per_seed: list[dict], method: str) -> dict:
 def same_advantage_claim(args: Args, per_seed: list[dict]) -> dict:
     """'Whether using PPO with a terminal reward or GRPO, every token receives the same advantage':
     for PPO, exact on each seed's batch at the cold start (the warmed-up critic's token GAE)."""
-    found = [s["ppo_advantage_spread"] for s in per_seed]
+    found = [s["token_credit"]["ppo_spread"] for s in per_seed]
     return common.claim(
         "over-long-generations, When it falls down", "with PPO and a terminal reward, too, every token of a "
         "generation receives the same advantage signal",
@@ -750,6 +777,22 @@ def same_advantage_claim(args: Args, per_seed: list[dict]) -> dict:
         + ", ".join(f"{f['mean']:.3g}" for f in found) + "; share of completions whose tokens get unequal "
         "advantages " + ", ".join(f"{f['share_unequal']:.0%}" for f in found)
         + " (exact; GRPO's spread is 0 by construction)", all(f["share_unequal"] == 0 for f in found))
+
+
+def dilution_claim(per_seed: list[dict]) -> dict:
+    """Survey §3's dilution: under GRPO's broadcast (γ = 1, one A_i on every token), does the
+    signal along the update's direction fall, per unit of noise, as completions grow? Each seed's
+    log-log slope of that ratio on the length (`signal_by_length`), decided over the seeds."""
+    found = [s["token_credit"]["grpo_signal"] for s in per_seed]
+    falls, text = common.seed_verdict([-f["slope"] for f in found])
+    return common.claim(
+        "survey §3", "with γ = 1 the credit is diluted: one advantage for every token washes out the signal of the "
+        "few tokens that mattered, so a longer completion's gradient carries less signal per unit of noise",
+        f"GRPO's per-completion gradient at the cold start, projected on the mean gradient of the other half of the "
+        f"prompts; per length bin, its mean² over its variance (seed {per_seed[0]['seed']}: "
+        + ", ".join(f"{n:.0f} tokens {r:.3g}" for n, r in zip(found[0]["length"], found[0]["snr"]))
+        + f"); minus its log-log slope on the length, mean [95% interval over {len(found)} seeds]: {text} (> 0: "
+        "it falls)", falls)
 
 
 def memory_claim(runs: dict) -> dict:
@@ -771,7 +814,7 @@ def critic_claims(args: Args, per_seed: list[dict]) -> list[dict]:
     if "grpo" in runs and "ppo" in runs:
         claims = [memory_claim(runs), *claims, prefer_gae_claim(args, per_seed)]
     return (claims + [fallback_claim(args, per_seed, m) for m in CRITICS if m in runs and "grpo" in runs]
-            + [same_advantage_claim(args, per_seed)])
+            + [same_advantage_claim(args, per_seed), dilution_claim(per_seed)])
 
 
 # ============================================================================================

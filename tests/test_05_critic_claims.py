@@ -122,7 +122,9 @@ def fake_seed(i: int, pass_at_1: dict | None = None, net: dict | None = None, sl
                        "relative": relative[name] * (1 + jitter)} for name in names}
     return {"seed": i, "rl": grpo.Args(), "cold_start": {"pass@1": 0.4, "pass@4": 0.7, "pass@16": 0.85},
             "runs": runs, "by_lambda": {0.95: runs["ppo"]}, "gradient_variance": variance, "critic_truth": truth,
-            "ppo_advantage_spread": {"mean": 0.3, "share_unequal": 1.0, "completions": 64}}
+            "token_credit": {"ppo_spread": {"mean": 0.3, "share_unequal": 1.0, "completions": 64},
+                             "grpo_signal": {"length": [5.0, 10.0, 20.0], "snr": [0.04, 0.02, 0.01],
+                                             "slope": -1.0 + jitter}}}
 
 
 def seeds(**changes) -> list[dict]:
@@ -135,7 +137,7 @@ def verdicts(per_seed: list[dict]) -> dict:
             "even with baselines": "baselines", "normalising within the group": "normalising",
             "bias-variance dial": "lambda", "memory footprint": "memory", "systematic lies": "lies",
             "prefer GAE": "prefer", "PPO (critic, GAE)": "fallback critic", "value head on the policy": "fallback head",
-            "with PPO and a terminal reward, too": "same advantage"}
+            "with PPO and a terminal reward, too": "same advantage", "the credit is diluted": "dilution"}
     found = {key: c for c in claims for text, key in keys.items() if text in c["claim"]}
     assert len(found) == len(claims) == len(keys)
     return found
@@ -145,7 +147,8 @@ def test_each_claim_on_its_default_values():
     found = verdicts(seeds())
     assert {key: c["holds"] for key, c in found.items()} == {
         "score": True, "terminal": True, "baselines": True, "normalising": True, "lambda": True, "memory": True,
-        "lies": True, "prefer": None, "fallback critic": True, "fallback head": None, "same advantage": False}
+        "lies": True, "prefer": None, "fallback critic": True, "fallback head": None, "same advantage": False,
+        "dilution": True}
     assert found["prefer"]["measured"].startswith("premise not met: the critic is not trustworthy")
     gap = common.seed_verdict([0.03, 0.05, 0.07])[1]  # GRPO minus PPO, seed by seed
     assert f"GRPO's held-out pass@1 minus that of PPO (critic, GAE) at the same samples, mean [95% interval over 3 " \
@@ -252,7 +255,7 @@ def test_the_critic_study_runs_with_smoke(tmp_path, read_results):
     assert "value_loss" in data["per_seed"][0]["runs"]["ppo"]["history"][0]
     assert [row[0] for row in tables["critic_truth"]["rows"]] == list(data["per_seed"][0]["critic_truth"])
     assert tables["runs"]["rows"][1][2].startswith(f"{data['metrics']['grpo_pass@1']:.3f} [")
-    assert len(data["claims"]) == 11
+    assert len(data["claims"]) == 12
     for name in ("learning_curves.png", "gradient_variance.png", "critic_truth.png"):
         assert (out / name).stat().st_size > 1000
 
@@ -267,5 +270,27 @@ def test_same_advantage_under_ppo_is_no_where_any_completions_tokens_differ():
     per_seed = seeds()
     assert verdicts(per_seed)["same advantage"]["holds"] is False
     for seed in per_seed:
-        seed["ppo_advantage_spread"] = {"mean": 0.0, "share_unequal": 0.0, "completions": 64}
+        seed["token_credit"]["ppo_spread"] = {"mean": 0.0, "share_unequal": 0.0, "completions": 64}
     assert verdicts(per_seed)["same advantage"]["holds"] is True
+
+
+def test_signal_by_length_projects_on_the_other_halfs_direction():
+    """Two prompts of two completions: each half's projection is on the other half's mean gradient."""
+    gradients = torch.tensor([[1.0, 0.0], [3.0, 0.0], [0.0, 2.0], [0.0, 2.0]] * 4)  # prompts 0..7, G = 2
+    lengths = torch.tensor([4, 4, 4, 4] * 2 + [16, 16, 16, 16] * 2)
+    found = ppo.signal_by_length(gradients, lengths, group_size=2, bins=2)
+    # halves: even prompts hold rows [1,0],[3,0]; odd prompts [0,2],[0,2]; directions (2,0) and (0,2)
+    # even rows project on (0,1): 0, so no signal (NaN); odd rows on (1,0): 0 as well
+    assert found["length"] == [4.0, 16.0] and all(math.isnan(r) for r in found["snr"])
+    aligned = torch.tensor([[1.0, 1.0], [3.0, 3.0]] * 8)
+    ratio = ppo.signal_by_length(aligned, lengths, group_size=2, bins=2)["snr"]
+    # a bin's 8 projections alternate c and 3c: mean 2c, variance 8c²/7 (n - 1), so the ratio is 4 / (8/7)
+    assert ratio == pytest.approx([3.5, 3.5])
+
+
+@pytest.mark.parametrize("slopes,holds", [((-1.0, -0.9, -1.1), True), ((0.5, 0.6, 0.4), False), ((-1.0, 1.0, 0.0), None)])
+def test_the_dilution_claim_reads_each_seeds_slope(slopes, holds):
+    per_seed = seeds()
+    for seed, slope in zip(per_seed, slopes):
+        seed["token_credit"]["grpo_signal"]["slope"] = slope
+    assert verdicts(per_seed)["dilution"]["holds"] is holds
