@@ -554,9 +554,8 @@ SURVEY = [
              "Carlo's, over seeds"),
     said("§2.2", "many actions co-occur with success but did not cause it",
          "correlated but non-causal actions may pick up spurious credit",
-         fix="studies/04_hca_tasks.py: on the delayed effect the corridor's actions have an exact gradient of 0; "
-             "measure the credit REINFORCE gives them (its per-step gradient's mean square there, against HCA's), "
-             "intervals over seeds (seconds on CPU)"),
+         (HCA, "correlated but non-causal actions may pick up spurious credit: REINFORCE credits the actions that "
+               "change nothing (their exact gradient is 0)")),
     said("§2.3", "TD bootstrapping methods fail when most states have near-zero estimated value",
          "TD has nothing to bootstrap from when almost every state's value is near zero",
          not_checkable="not isolated from the delay in any run"),

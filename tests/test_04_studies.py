@@ -620,7 +620,7 @@ def hca_run(pg: float, state: float | None, ret: float, profile=None, start=(1.0
             revealed: float = 1.0) -> dict:
     """study_one's result: the variances of PG + V and the learned HCAs; `start`: REINFORCE's and
     state HCA's (exact h) variance at the first action and in all (first, total, first, total)."""
-    estimators = {"PG + V baseline": {"variance": pg}, "return HCA (learned h)": {"variance": ret},
+    estimators = {"PG + V baseline": {"variance": pg}, "return HCA (learned h)": {"variance": ret, "start_state_variance": 0.0},
                   "REINFORCE (no baseline)": {"start_state_variance": start[0], "variance": start[1]},
                   "state HCA (exact h)": {"start_state_variance": start[2], "variance": start[3]}}
     if state is not None:
@@ -745,11 +745,11 @@ def test_hca_claims_in_order_one_conditioning_claim_per_task_with_state_hca():
         "delayed effect: return-conditional HCA is preferable to state-conditional HCA",
         "only the decisive action gets a significantly elevated hindsight ratio: h/π - 1 of the action taken, under "
         "what followed, lies above 0 at the decisive action and above that of the irrelevant actions (whose ratio "
-        "stays near 1)", tasks.distance_claim(distance, 0.5)["claim"],
+        "stays near 1)", tasks.distance_claim(distance, 0.5)["claim"], tasks.spurious_claim(distance[3], 0.5)["claim"],
         "Q(x, a) = E_z[h(a|x,z)/π(a|x) · z]", tasks.DEGRADES, tasks.backward_search_claim(3)["claim"]]
     # per task: lower than PG + V (yes), growing with σ (the same ratio at both: None); then return vs state HCA
     assert [c["holds"] for c in claims] == [True, None, True, None, True, None, True, True, True, True, True, True,
-                                            True]
+                                            True, True]
     assert "σ = 0.5" in claims[8]["measured"]  # the decisive action at the smallest σ
 
 
@@ -855,7 +855,7 @@ def test_hca_tasks_smoke_run_writes_results_and_figures(tmp_path, read_results):
     data = read_results(tmp_path / "results.json")
     for name in ("hca_variance_vs_sigma.png", "hca_hindsight_ratio.png", "hca_learning_curves.png"):
         assert (tmp_path / name).stat().st_size > 1000
-    assert data["metrics"] == common.json_ready(result["metrics"]) and len(data["claims"]) == 13
+    assert data["metrics"] == common.json_ready(result["metrics"]) and len(data["claims"]) == 14
     assert all(np.isfinite(v) for k, v in data["metrics"].items() if k != "tables")
     tables = data["metrics"]["tables"]  # the tables are the metrics: the mean of the seeds
     variance = {(row[0], row[1]): row for row in tables["variance"]["rows"]}
@@ -905,3 +905,15 @@ def test_the_distance_claim_needs_the_decisive_action_elevated_at_every_distance
     assert tasks.distance_claim({3: near, 30: near}, 0.25)["holds"] is True
     claim = tasks.distance_claim({3: near, 30: far}, 0.25)
     assert claim["holds"] is False and "3: return HCA (learned h) +0.5" in claim["measured"] and " | 30: " in claim["measured"]
+
+
+def test_spurious_credit_is_reinforces_variance_off_the_first_state():
+    runs = [hca_run(1.0, 1.0, 1.0, start=(1.0, 4.0 + k, 0.9, 1.0)) for k in (0.0, 0.1, -0.1)]
+    for run in runs:
+        run["estimators"]["return HCA (learned h)"].update(start_state_variance=0.5)
+    claim = tasks.spurious_claim(runs, 0.25)
+    assert claim["holds"] is True and "REINFORCE +3 [" in claim["measured"]  # 4 ± 0.1 in all, 1 at the first state
+    flat = [hca_run(1.0, 1.0, 1.0, start=(1.0, 1.0 + k, 0.9, 1.0)) for k in (0.0, 0.01, -0.01)]
+    for run in flat:
+        run["estimators"]["return HCA (learned h)"].update(start_state_variance=0.5)
+    assert tasks.spurious_claim(flat, 0.25)["holds"] is None  # nothing off the first state the seeds can tell
