@@ -548,10 +548,12 @@ SURVEY = [
     said("§2.1", "Small value or Q-function estimation errors compound when bootstrapped repeatedly over long "
                  "horizons",
          "small errors of a bootstrapped value estimate compound as the horizon grows",
-         fix="studies/02_learning.py's check starts both critics at V = 0, so it measures how slowly a whole value "
-             "propagates back, not small errors compounding: start both at the exact value plus a small per-state "
-             "error and compare how TD(0)'s error at the decisive state grows with the horizon against Monte "
-             "Carlo's, over seeds"),
+         (LEARNING, "small value errors compound when bootstrapped over long horizons: from the exact values plus a "
+                    "small error on every state, TD(0)'s error at the decisive state after the same episodes of "
+                    "policy evaluation grows with the horizon faster than Monte Carlo's"),
+         (LEARNING_NOISE, "small value errors compound when bootstrapped over long horizons: from the exact values plus a "
+                          "small error on every state, TD(0)'s error at the decisive state after the same episodes of "
+                          "policy evaluation grows with the horizon faster than Monte Carlo's")),
     said("§2.2", "many actions co-occur with success but did not cause it",
          "correlated but non-causal actions may pick up spurious credit",
          (HCA, "correlated but non-causal actions may pick up spurious credit: REINFORCE credits the actions that "

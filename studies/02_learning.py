@@ -49,11 +49,14 @@ class Args(common.RunArgs):
     gae_lambda: float = common.arg(0.9, "λ of the GAE learner")
     success: float = common.arg(0.9, "solved once π(take key | key room) reaches this")
     eval_episodes: int = common.arg(800, "policy evaluation alone: episodes the critic learns from, the policy fixed")
+    initial_error: float = common.arg(0.1, "policy evaluation alone: std of the small error each state's value starts "
+                                      "with, around the exact value")
 
     SMOKE = dict(lengths="3,6", learn_seeds=2, max_episodes=64, batch=8, eval_episodes=32)
 
     def __post_init__(self):
         common.require_positive(self, "learn_seeds", "batch", "max_episodes", "actor_lr", "critic_lr", "eval_episodes")
+        common.require(self.initial_error >= 0, "--initial-error must be non-negative")
         common.require(0 <= self.distractor_prob <= 1, "--distractor-prob must be in [0, 1]")
         common.require(self.noise >= 0, "--noise must be non-negative")
         common.require(0 <= self.gae_lambda <= 1, "--gae-lambda must be in [0, 1]")
@@ -72,14 +75,16 @@ def critic_step(V: torch.Tensor, states: torch.Tensor, advantages: torch.Tensor,
 
 
 def evaluation_error(args: Args, L: int, lam: float, seed: int, device) -> float:
-    """Policy evaluation alone: the uniform policy held fixed, the tabular critic moved toward its
-    λ-return (actor_critic's critic) for --eval-episodes episodes; its squared error at the key
-    room against the exact V^π (dynamic programming on the model)."""
+    """Policy evaluation alone: the uniform policy held fixed, the tabular critic started at the
+    exact V^π (dynamic programming on the model) plus a small error of std --initial-error on
+    every state but the terminal one, then moved toward its λ-return (actor_critic's critic) for
+    --eval-episodes episodes; its squared error at the key room against V^π."""
     common.seed_everything(seed)
     env = gae.make_env(args, L, args.batch, seed, device)
     policy = gae.uniform_policy(env)
     truth, _ = gae.exact_truth(env, policy, 1.0)
-    V = torch.zeros(env.num_states + 1, device=device)
+    error = args.initial_error * torch.randn(len(truth), generator=torch.Generator().manual_seed(seed)).to(device)
+    V = truth + error * (torch.arange(len(truth), device=device) < env.num_states)
     for _ in range(args.eval_episodes // args.batch):
         episode = common.play_episodes(env, policy)
         s = episode["states"]
@@ -174,8 +179,9 @@ def compounding_claim(errors: dict, lengths: list[int], episodes: int) -> dict:
     growth = {name: np.subtract(by_L[long], by_L[short]) for name, by_L in errors.items()}
     holds, text = common.seed_verdict(growth[td] - growth[mc])
     return common.claim(
-        "survey §2.1", "small value errors compound when bootstrapped over long horizons: after the same episodes of "
-        "policy evaluation, TD(0)'s error at the decisive state grows with the horizon faster than Monte Carlo's",
+        "survey §2.1", "small value errors compound when bootstrapped over long horizons: from the exact values plus "
+        "a small error on every state, TD(0)'s error at the decisive state after the same episodes of policy "
+        "evaluation grows with the horizon faster than Monte Carlo's",
         f"squared error of V(key room) against the exact V^π (uniform policy) after {episodes:,} episodes, mean of "
         f"the seeds, L = {short} → {long}: " + ", ".join(f"{name} {np.mean(by_L[short]):.3g} → "
                                                    f"{np.mean(by_L[long]):.3g}" for name, by_L in errors.items())
