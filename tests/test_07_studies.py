@@ -551,14 +551,14 @@ def test_claims_need_only_the_methods_they_compare(monkeypatch):
     holding_article(monkeypatch)
     full = claims_per_seed()
     own = {"contrastive", "margin advice", "length", "causal", "overhead"}  # SS-GRPO's alone
-    ARTICLE = ARITHMETIC | {"only cost"}  # the article's numbers: no run needed
-    assert set(verdicts({m: full[m] for m in ("grpo", "prm_grpo", "ss_grpo")})) == ARTICLE | own | {
+    article = ARITHMETIC | {"only cost"}  # the article's numbers: no run needed
+    assert set(verdicts({m: full[m] for m in ("grpo", "prm_grpo", "ss_grpo")})) == article | own | {
         "beats", "share", "most", "cost", "flawed", "slip", "process", "ss flawed", "convergence", "evaluator"}
-    assert set(verdicts({m: full[m] for m in ("ss_grpo", "ss_grpo_signed")})) == ARTICLE | own | {
+    assert set(verdicts({m: full[m] for m in ("ss_grpo", "ss_grpo_signed")})) == article | own | {
         "ss flawed", "causal signed", "signed"}
-    assert set(verdicts({m: full[m] for m in ("grpo", "prm_grpo")})) == ARTICLE | {
+    assert set(verdicts({m: full[m] for m in ("grpo", "prm_grpo")})) == article | {
         "flawed", "slip", "process", "convergence"}
-    assert set(verdicts({m: full[m] for m in ("grpo", "ss_grpo", "grpo_scaled")})) == ARTICLE | own | {
+    assert set(verdicts({m: full[m] for m in ("grpo", "ss_grpo", "grpo_scaled")})) == article | own | {
         "flawed", "slip", "ss flawed", "step size"}
 
 
