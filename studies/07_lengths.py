@@ -559,16 +559,8 @@ def measure(args: Args) -> tuple[Args, list, list, float]:
 def reload(path: str) -> tuple[Args, list, list, float]:
     """A past run's (args, cold-start measurements, runs, seconds), as `measure` returned them."""
     saved = json.loads(Path(path).read_text())
-    return Args(**saved["args"]), nan_for_null(saved["cold_start"]), nan_for_null(saved["runs"]), saved["wall_clock_s"]
-
-
-def nan_for_null(value):
-    """Undo strict JSON's one change: a measurement that was NaN (written null) is NaN again."""
-    if isinstance(value, dict):
-        return {k: nan_for_null(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [nan_for_null(v) for v in value]
-    return math.nan if value is None else value
+    stored = common.stored_numbers({"cold_start": saved["cold_start"], "runs": saved["runs"]})
+    return Args(**saved["args"]), stored["cold_start"], stored["runs"], saved["wall_clock_s"]
 
 
 def main(args: Args) -> dict:
