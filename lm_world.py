@@ -176,6 +176,14 @@ def well_formed(text: str) -> bool:
     return all(STEP_LINE.fullmatch(line) for line in lines[:-1]) and bool(ANSWER_LINE.fullmatch(lines[-1]))
 
 
+def sample_shape(texts: list[str], per_problem: int) -> dict:
+    """Samples grouped `per_problem` at a time: the share that is well-formed, and the mean share
+    of distinct completions within a problem's group."""
+    groups = [texts[i:i + per_problem] for i in range(0, len(texts), per_problem)]
+    return {"distinct": float(np.mean([len(set(g)) / len(g) for g in groups])),
+            "well_formed": float(np.mean([well_formed(t) for t in texts]))}
+
+
 def verify(problem: ChainProblem, completion: str) -> float:
     """The outcome reward: 1 if the completion's last line is exactly "#<answer>", else 0."""
     return float(completion.split("\n")[-1] == f"#{problem.answer}")

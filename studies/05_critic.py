@@ -567,7 +567,7 @@ def gradient_variance_study(policy, critic: TokenCritic, tokenizer, rl: grpo.Arg
         advantages, _ = token_gae(values, rewards.flatten(), mask, 1.0, lam)
         study[critic_name(lam)] = spread(per_completion_gradients(policy, completions, advantages))
     within = advantage_spread(token_gae(values, rewards.flatten(), mask, 1.0, args.gae_lambda)[0], mask).cpu()
-    broadcast = grpo.group_advantages(rewards, "grpo").flatten()[:, None] * scores  # one A_i on every token
+    broadcast = psi[grpo.NAMES["grpo"]][:, None] * scores  # GRPO's: one A_i on every token
     return study, {"ppo_spread": {"mean": float(within.mean()), "share_unequal": float((within > 1e-6).float().mean()),
                                   "completions": len(within)},
                    "grpo_signal": signal_by_length(broadcast, completions.lengths, rl.group_size, args.variance_bins)}

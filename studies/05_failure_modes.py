@@ -288,10 +288,7 @@ def sample_quality(policy, tokenizer, rl: grpo.Args, problems: list, device) -> 
     repeated = [p for p in problems for _ in range(rl.final_samples)]
     _, texts = lm_world.sample(policy, tokenizer, [p.prompt for p in repeated], rl.max_new_tokens,
                              torch.Generator(device).manual_seed(rl.seed + 19), device)
-    groups = [texts[i:i + rl.final_samples] for i in range(0, len(texts), rl.final_samples)]
-    return {"distinct": float(np.mean([len(set(g)) / len(g) for g in groups])),
-            "well_formed": float(np.mean([lm_world.well_formed(t) for t in texts])),
-            "writes_steps": float(np.mean(["\n" in t for t in texts]))}
+    return {**lm_world.sample_shape(texts, rl.final_samples), "writes_steps": float(np.mean(["\n" in t for t in texts]))}
 
 
 def kl_study(tokenizer, rl: grpo.Args, held_out: list, device, sweep: dict) -> dict:

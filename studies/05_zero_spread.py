@@ -173,9 +173,7 @@ def temperature_study(policy, tokenizer, rl: grpo.Args, problems: list, args: Ar
         generator = torch.Generator(device).manual_seed(rl.seed * 1000 + 3)
         _, texts = lm_world.sample(policy, tokenizer, [p.prompt for p in problems for _ in range(args.samples)],
                                    rl.max_new_tokens, generator, device, temperature=T)
-        groups = [texts[i:i + args.samples] for i in range(0, len(texts), args.samples)]
-        found[T] = {"well_formed": float(np.mean([lm_world.well_formed(t) for t in texts])),
-                    "distinct": float(np.mean([len(set(g)) / len(g) for g in groups]))}
+        found[T] = lm_world.sample_shape(texts, args.samples)
     return found
 
 

@@ -530,3 +530,8 @@ def test_a_noisy_demonstration_slips_only_at_the_hard_step_and_goes_on_from_the_
         assert shown.prompt == problem.prompt and all(0 <= v <= task.max_value for v in shown.values)
     slipped = sum(task.demonstration(p, 0.4, np.random.default_rng(i)).slip != 0 for i, p in enumerate(problems))
     assert 0.5 < slipped / len(problems) < 0.7
+
+
+def test_sample_shape_reads_well_formed_and_distinct_shares_per_problem():
+    texts = ["1+2=3\n#3", "1+2=3\n#3", "#3", "oops"]  # two problems of two samples
+    assert lm_world.sample_shape(texts, 2) == {"distinct": 0.75, "well_formed": 0.75}
