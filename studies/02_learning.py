@@ -12,7 +12,7 @@ credit-assignment-problem-survey.txt §2.1, §4.1.1.
     python studies/02_learning.py               # runs/studies/02_learning/
     python studies/02_learning.py --noise 0.5   # noisy rewards: does MC still learn?
 
-The default run took 40 s on 2 CPU cores.
+The default run took 36-48 s on 2 CPU cores.
 
 Figure: episodes_to_solve.png (episodes to success vs L, median and spread over seeds).
 """

@@ -14,7 +14,7 @@ state reveals the action; and a tabular softmax policy learning with each estima
 The gradient study runs --seeds times (each seed its own episodes and classifiers; the first,
 --seed, is the chapter's), and its claims decide on the 95% interval over those seeds.
 
-    python studies/04_hca_tasks.py          # 109 s on 2 CPU cores, beside other jobs
+    python studies/04_hca_tasks.py          # 112-176 s on 2 CPU cores, beside other jobs
 
 Writes runs/studies/04_hca_tasks/: hca_variance_vs_sigma.png (tr Cov of each estimator vs σ,
 per task), hca_hindsight_ratio.png (delayed effect: |h/π - 1| per step, large at step 0 only),

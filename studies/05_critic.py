@@ -20,7 +20,7 @@ critics' warm-up differ), and each claim decides on the 95% interval over them
 noise, GRPO's held-out pass@1 minus PPO's. Where an essay's statement assumes a critic that is
 right (or wrong), the claim says "premise not met" unless the seeds show it.
 
-    python studies/05_critic.py             # 570 s on 2 CPU cores (3 seeds), measured with the other one busy;
+    python studies/05_critic.py             # 390-600 s on 2 CPU cores (3 seeds), beside other jobs;
                                             # writes runs/studies/05_critic/
 Whether the critic pays more as chains grow is studies/07_lengths.py's question (its PPO arms).
 

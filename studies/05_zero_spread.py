@@ -17,7 +17,7 @@ problems come to each problem's success rate; and the cold start's samples at ea
 (whole-game §2, §5, §7.3, §8; over-long-generations: the KL term, "When it falls down"; SS-GRPO's
 checklist).
 
-    python studies/05_zero_spread.py    # 149 s on 2 CPU cores, measured beside other jobs;
+    python studies/05_zero_spread.py    # 98-159 s on 2 CPU cores, beside other jobs;
                                         # writes runs/studies/05_zero_spread/
 
 Figure: zero_spread.png (share of groups with zero spread against G for each policy; share of
