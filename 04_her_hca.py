@@ -8,7 +8,7 @@ hindsight ratio h(a|x,z)/π(a|x) is the credit, ≈ 1 for actions that did not m
 noise drops out of the gradient (breadth).
 
 HER: DQN on (state, goal) on the paper's bit flipping, with and without relabelling ("future",
-k = 4, or "final"); a relabelled transition's reward is recomputed, and
+k = 4; or "final", "episode", "random"); a relabelled transition's reward is recomputed, and
   y = r + γ (1 - done) max_a' Q'(s', g, a'), clipped to [-1/(1-γ), 0].
 HCA: two policy gradients on the delayed effect of common.KeyToDoor (the first action alone
 decides the reward; every reward is noisy, σ), with Z_t = Σ_{k≥t} R_k:
@@ -80,13 +80,19 @@ def hindsight_goal_steps(step: torch.Tensor, length: torch.Tensor, strategy: str
     """For a transition at step t of an episode of T = length steps, the step t' whose achieved
     state s_{t'+1} becomes its goal; -1 keeps the episode's own goal. "future": with probability
     k / (k + 1), t' uniform in [t, T - 1]. "final": with probability 1/2, t' = T - 1 (the paper
-    stores each transition with its goal and with the final one). "none": never, plain DQN."""
+    stores each transition with its goal and with the final one). "episode" and "random": with
+    probability k / (k + 1), t' uniform in [0, T - 1], of the same episode for "episode", of an
+    episode drawn from the whole buffer for "random" (`length` is then that episode's; the caller
+    draws it). "none": never, plain DQN."""
     keep = torch.full_like(step, -1)
     if strategy == "future":
         relabel = uniform(len(step), generator) < k / (k + 1)
         return torch.where(relabel, step + (uniform(len(step), generator) * (length - step)).long(), keep)
     if strategy == "final":
         return torch.where(uniform(len(step), generator) < 0.5, length - 1, keep)
+    if strategy in ("episode", "random"):
+        relabel = uniform(len(step), generator) < k / (k + 1)
+        return torch.where(relabel, (uniform(len(step), generator) * length).long(), keep)
     return keep
 
 
@@ -114,19 +120,24 @@ class EpisodeBuffer:
 
     def sample(self, batch: int, strategy: str, k: int, generator: torch.Generator) -> dict:
         """A minibatch of transitions (s_t, a_t, s_{t+1}): an episode uniformly, a step t uniformly
-        among its steps, the goal from `hindsight_goal_steps`, and the reward recomputed from what
-        was achieved, r = goal_reward(s_{t+1}, goal): 0 exactly when s_{t+1} equals the goal."""
+        among its steps, the goal from `hindsight_goal_steps` (a state achieved in the same episode,
+        or for "random" in an episode drawn uniformly from the buffer), and the reward recomputed
+        from what was achieved, r = goal_reward(s_{t+1}, goal): 0 exactly when s_{t+1} equals the goal."""
         episode = (uniform(batch, generator) * self.size).long()
         length = self.lengths[episode]
         step = (uniform(batch, generator) * length).long()
-        goal_step = hindsight_goal_steps(step, length, strategy, k, generator)
-        goal = torch.where((goal_step >= 0)[:, None], self.states[episode, goal_step.clamp(min=0) + 1],
+        # "random" takes its goals from any stored episode, including this one (the paper's "states
+        # encountered so far in the whole training procedure")
+        goal_episode = (uniform(batch, generator) * self.size).long() if strategy == "random" else episode
+        goal_step = hindsight_goal_steps(step, self.lengths[goal_episode], strategy, k, generator)
+        goal = torch.where((goal_step >= 0)[:, None], self.states[goal_episode, goal_step.clamp(min=0) + 1],
                            self.goals[episode])
         next_state = self.states[episode, step + 1]
         reward = goal_reward(next_state, goal)
         return {"state": self.states[episode, step].float(), "action": self.actions[episode, step],
                 "next_state": next_state.float(), "goal": goal.float(), "reward": reward,
-                "done": (reward == 0).float(), "episode": episode, "step": step, "goal_step": goal_step}
+                "done": (reward == 0).float(), "episode": episode, "step": step, "goal_episode": goal_episode,
+                "goal_step": goal_step}
 
 
 class QNetwork(nn.Module):
@@ -343,10 +354,20 @@ def greedy_success(q_net: QNetwork, num: int, bits: int, generator: torch.Genera
     return float(play_bitflip(q_net, num, bits, 0.0, generator)["success"].float().mean())
 
 
+def success_by_distance(episodes: dict) -> dict:
+    """Per Hamming distance d = 0 .. n from the start state to the goal (the bits to flip): how
+    many of these episodes had it, and how many of those reached their goal."""
+    bits = episodes["goals"].shape[1]
+    distance = (episodes["states"][:, 0] != episodes["goals"]).sum(1)
+    return {"episodes": torch.bincount(distance, minlength=bits + 1).tolist(),
+            "successes": torch.bincount(distance[episodes["success"]], minlength=bits + 1).tolist()}
+
+
 def train_bitflip(args: Args, bits: int, strategy: str, seed: int, device) -> dict:
     """DQN (strategy "none") or DQN+HER on n = bits, for args.cycles * n cycles. Returns the greedy
-    success rate every tenth of training (curve) and at the end, and the share of replayed
-    transitions that carry reward 0 (the density HER manufactures)."""
+    success rate every tenth of training (curve, and by_distance: those evaluations split by the
+    goal's distance) and at the end, and the share of replayed transitions that carry reward 0
+    (the density HER manufactures)."""
     seed_everything(seed)
     play_rng = torch.Generator(device).manual_seed(seed)
     eval_rng = torch.Generator(device).manual_seed(seed + 10_000)  # the test goals: the same all run long
@@ -355,7 +376,7 @@ def train_bitflip(args: Args, bits: int, strategy: str, seed: int, device) -> di
     optimizer = torch.optim.Adam(q_net.parameters(), lr=args.lr)
     buffer = EpisodeBuffer(args.buffer_episodes, bits, device)
     generator = torch.Generator(device).manual_seed(seed)
-    cycles, curve = args.cycles * bits, []
+    cycles, curve, by_distance = args.cycles * bits, [], []
     for cycle in range(1, cycles + 1):
         buffer.add(play_bitflip(q_net, args.envs, bits, args.epsilon, play_rng))
         for _ in range(args.updates):
@@ -366,9 +387,12 @@ def train_bitflip(args: Args, bits: int, strategy: str, seed: int, device) -> di
             optimizer.step()
         polyak_update(target_net, q_net, args.polyak)
         if cycle % max(1, cycles // 10) == 0:
-            curve.append(greedy_success(q_net, args.eval_episodes, bits, eval_rng))
+            evaluated = play_bitflip(q_net, args.eval_episodes, bits, 0.0, eval_rng)
+            curve.append(float(evaluated["success"].float().mean()))
+            by_distance.append(success_by_distance(evaluated))
     replayed = buffer.sample(4096, strategy, args.relabel_k, generator)
-    return {"curve": curve, "final_success": greedy_success(q_net, args.eval_episodes, bits, eval_rng),
+    return {"curve": curve, "by_distance": by_distance,
+            "final_success": greedy_success(q_net, args.eval_episodes, bits, eval_rng),
             "episodes": cycles * args.envs, "reward_share": float((replayed["reward"] == 0).float().mean())}
 
 
@@ -381,7 +405,7 @@ class Args(RunArgs):
     # HER on bit flipping
     bits: int = arg(20, "bit-string length n")
     her_seeds: int = arg(2, "seeds of DQN and of DQN+HER")
-    strategy: str = arg("future", "HER goal-sampling strategy", choices=("future", "final"))
+    strategy: str = arg("future", "HER goal-sampling strategy", choices=("future", "final", "episode", "random"))
     relabel_k: int = arg(4, "HER 'future': a goal is replaced with probability k / (k + 1)")
     envs: int = arg(32, "bit-flip episodes collected in parallel per cycle")
     cycles: int = arg(10, "collect-then-train cycles per bit: n bits get n * cycles cycles")

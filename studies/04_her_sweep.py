@@ -1,18 +1,24 @@
 """04, study: HER against plain DQN as the bit string grows, each relabelling strategy beside.
 
 Bit flipping with n from 5 to 30 bits: DQN, DQN+HER relabelling with "future" (the chapter's
-default) and DQN+HER relabelling with "final"; the chapter's hyperparameters, a budget of 10n
-cycles, three seeds each (a seed gives every learner the same initial network and first
-episodes). The final greedy success against n, the learning curves, and the survey's and the HER
+default) and DQN+HER relabelling with "final" (--strategies adds HER's other two, "episode" and
+"random"); the chapter's hyperparameters, a budget of 10n cycles, three seeds each (a seed gives
+every learner the same initial network and first episodes). The final greedy success against n,
+the learning curves, success on near and far goals over training, and the survey's and the HER
 paper's claims, decided over the seeds: standard RL fails with the sparse reward (DQN against a
 uniformly random policy measured alike, its exact success beside), HER is the ingredient
-(DQN+HER against DQN), "future" against "final" (final success and budget to 90%), and HER's
-signal (every episode holds a rewarded transition once relabelled: exact, on a batch).
+(DQN+HER against DQN), "future" against the best of the other three strategies (final success;
+all four must run), HER as an implicit curriculum (near goals, fewer than n/2 bits to flip,
+reach half their final success before far ones), and HER's signal (every episode holds a
+rewarded transition once relabelled: exact, on a batch).
 
-    python studies/04_her_sweep.py                      # 231 s on 2 CPU cores, beside other jobs
+    python studies/04_her_sweep.py                      # 233 s on 2 CPU cores, beside other jobs
+    python studies/04_her_sweep.py --bits 35,40 --strategies future,final,episode,random --out runs/studies/04_her_sweep_strategies
     python studies/04_her_sweep.py --bits 40,50 --her-seeds 1 --strategies future --out runs/studies/04_her_sweep_large
     python studies/04_her_sweep.py --bits 40 --cycles 25 --her-seeds 1 --strategies future --out runs/studies/04_her_sweep_budget
 
+The second (535 s) compares the four strategies where success is off its ceiling:
+"future" and "final" near 1 up to n = 30, and at n = 50 "future" reaches 0 in this budget (the third).
 The last two go towards the paper's n = 50, with the default budget and with 2.5 times as much.
 Writes runs/studies/04_her_sweep/: her_success_vs_bits.png and results.json, whose table (also
 printed) has the final success of each seed, the share of reward-0 replays and when the mean
@@ -37,7 +43,7 @@ import common  # noqa: E402
 hindsight = importlib.import_module("04_her_hca")
 
 DQN = "DQN"
-STRATEGIES = ("future", "final")
+STRATEGIES = ("future", "final", "episode", "random")
 
 
 def arm_name(strategy: str) -> str:
@@ -54,7 +60,7 @@ class Args(common.RunArgs):
     strategies: str = common.arg("future,final", "HER goal-sampling strategies, each its own DQN+HER learner",
                                  item=str, choices=STRATEGIES)
 
-    SMOKE = dict(bits="4,6", her_seeds=2, cycles=1)
+    SMOKE = dict(bits="4,6", her_seeds=2, cycles=1, strategies=",".join(STRATEGIES))
 
     def __post_init__(self):
         common.require_positive(self, "her_seeds", "cycles")
@@ -104,13 +110,17 @@ def random_success(bits: int) -> float:
 
 def goal_support(lengths: torch.Tensor, bits: int, strategy: str) -> torch.Tensor:
     """[e, t, t']: may the strategy give transition t of episode e the state reached at step t'
-    as its goal? (hindsight_goal_steps' draws: "future" any t ≤ t' < T, "final" t' = T - 1.)"""
+    of the same episode as its goal? (hindsight_goal_steps' draws: "future" any t ≤ t' < T,
+    "final" t' = T - 1, "episode" any t' < T; "random" too, its own episode being one of those it
+    draws from, and other episodes' states add goals beyond this support.)"""
     t, length = torch.arange(bits, device=lengths.device), lengths[:, None, None]
     step, goal = t[None, :, None], t[None, None, :]
     if strategy == "future":
         return (step <= goal) & (goal < length)
     if strategy == "final":
         return (step < length) & (goal == length - 1)
+    if strategy in ("episode", "random"):
+        return (step < length) & (goal < length)
     return torch.zeros(len(lengths), bits, bits, dtype=torch.bool, device=lengths.device)
 
 
@@ -161,14 +171,6 @@ def final_success(runs: list[dict]) -> np.ndarray:
     return np.array([r["final_success"] for r in runs])
 
 
-def budget_to_90(run: dict) -> float:
-    """The share of the budget after which this seed's greedy success first reached 0.9; never:
-    one evaluation past the budget (a lower bound)."""
-    curve = np.asarray(run["curve"])
-    above = np.flatnonzero(curve >= 0.9)
-    return (above[0] + 1 if len(above) else len(curve) + 1) / len(curve)
-
-
 def fails(her: dict, chance: list[float], n: int) -> tuple[bool | None, str]:
     """Is DQN's success at n no better than a random policy's (`chance`, per seed, measured alike)?
     Its excess, seed by seed, is zero (the interval holds 0) below the gain DQN+HER makes over the
@@ -190,13 +192,76 @@ def ablation(her: dict, n: int) -> tuple[bool | None, str]:
     return common.seed_verdict(final_success(her["DQN+HER"][n]) - final_success(her[DQN][n]))
 
 
-def strategy_gaps(her: dict, n: int) -> tuple[list, str]:
-    """"future" against "final" at n, per seed: final success (future's minus final's) and the
-    budget to 90% (final's minus future's: > 0 when "future" gets there first)."""
-    future, final = her["DQN+HER"][n], her["DQN+HER (final)"][n]
-    success = common.seed_verdict(final_success(future) - final_success(final))
-    speed = common.seed_verdict([budget_to_90(b) - budget_to_90(a) for a, b in zip(future, final)])
-    return [success[0], speed[0]], f"n={n} success {success[1]}, budget to 90% {speed[1]}"
+def strategy_gap(her: dict, n: int) -> tuple[bool | None, str]:
+    """At n, per seed: "future"'s final success minus the best of the other strategies' (> 0:
+    "future" works best), and each strategy's mean final success."""
+    success = {s: final_success(her[arm_name(s)][n]) for s in STRATEGIES}
+    best_other = np.max([success[s] for s in STRATEGIES if s != "future"], axis=0)
+    verdict, text = common.seed_verdict(success["future"] - best_other)
+    means = ", ".join(f"{s} {np.mean(by_seed):.3f}" for s, by_seed in success.items())
+    return verdict, f"n={n} {text} (mean final success: {means})"
+
+
+# ============================================================================================
+# The implicit curriculum: success by the goal's distance (bits to flip) over training
+# ============================================================================================
+def near_far_curves(run: dict) -> dict[str, np.ndarray]:
+    """A run's greedy success at each evaluation on near goals (fewer than n/2 bits to flip, n/2
+    being the median distance of a uniform goal) and on far goals (more than n/2); NaN where an
+    evaluation drew no such goal."""
+    episodes = np.array([e["episodes"] for e in run["by_distance"]], dtype=float)  # (evaluations, n + 1)
+    successes = np.array([e["successes"] for e in run["by_distance"]], dtype=float)
+    distance = np.arange(episodes.shape[1])
+    half = (episodes.shape[1] - 1) / 2
+    with np.errstate(invalid="ignore"):
+        return {near_far: successes[:, goals].sum(1) / episodes[:, goals].sum(1)
+                for near_far, goals in (("near", distance < half), ("far", distance > half))}
+
+
+def half_time(curve: np.ndarray) -> float:
+    """The share of the budget at which a success curve (one evaluation per tenth of training)
+    first reaches half its own final value, linear between evaluations (the first evaluation's
+    share if it is there already); NaN if the final value is 0 (nothing learned) or a value is NaN."""
+    if np.isnan(curve).any() or not curve[-1] > 0:
+        return math.nan
+    budget = np.arange(1, len(curve) + 1) / len(curve)
+    first = int(np.argmax(curve >= curve[-1] / 2))
+    if first == 0:
+        return float(budget[0])
+    # the straight line from the last evaluation below half to the first one at or above it
+    below, above = curve[first - 1], curve[first]
+    return float(budget[first - 1] + (curve[-1] / 2 - below) / (above - below) * (budget[first] - budget[first - 1]))
+
+
+def curriculum_gap(runs: list[dict], n: int) -> tuple[bool | None, str | None]:
+    """At n, per seed: the share of the budget by which far goals reach half their final success
+    later than near goals do (> 0: near goals are learned first); None text where a seed learned
+    no near or no far goal."""
+    times = [{near_far: half_time(curve) for near_far, curve in near_far_curves(run).items()} for run in runs]
+    gaps = np.array([t["far"] - t["near"] for t in times])
+    if np.isnan(gaps).any():
+        return None, None
+    verdict, text = common.seed_verdict(gaps)
+    mean = {near_far: np.mean([t[near_far] for t in times]) for near_far in ("near", "far")}
+    return verdict, f"n={n} {text} (near {mean['near']:.2f}, far {mean['far']:.2f} of the budget)"
+
+
+def curriculum_claim(args: Args, her: dict) -> dict:
+    """Survey §7: HER is an implicit curriculum, near goals learned before far ones; DQN+HER
+    ("future", the chapter's) at each n, over the seeds."""
+    statement = ("HER may be viewed as an implicit curriculum: near goals (fewer than n/2 bits to flip) are learned "
+                 "before far ones (more than n/2 bits to flip)")
+    gaps = {n: curriculum_gap(her["DQN+HER"][n], n) for n in args.bit_list}
+    measured = [text for _, text in gaps.values() if text]
+    unlearned = [str(n) for n, (_, text) in gaps.items() if not text]
+    skipped = f"; not at n = {', '.join(unlearned)}, where a seed learned no near or no far goal" if unlearned else ""
+    if not measured:
+        return common.claim("survey §7", statement, "premise not met: at no n did DQN+HER learn both near and far "
+                            "goals on every seed", None)
+    return common.claim("survey §7", statement, "DQN+HER (\"future\"): share of the budget at which far goals' greedy "
+                        "success first reaches half its final value minus near goals' (> 0: near goals first; linear "
+                        f"between the 10 evaluations), mean [95% interval] over {args.her_seeds} seeds: "
+                        + "; ".join(measured) + skipped, tends(*(verdict for verdict, _ in gaps.values())))
 
 
 def density_claim(args: Args, her: dict, random: dict) -> dict:
@@ -219,16 +284,18 @@ def density_claim(args: Args, her: dict, random: dict) -> dict:
 
 
 def strategy_claim(args: Args, her: dict) -> dict:
-    """Survey §7: "future" tends to work best; against "final", at each n, over the seeds."""
-    statement = "among the relabelling strategies, \"future\" tends to work best"
-    if not {"DQN+HER", "DQN+HER (final)"} <= set(her):
-        return common.claim("survey §7", statement, "premise not met: one strategy run (--strategies future,final "
-                            "runs both)", None)
-    verdicts, texts = zip(*(strategy_gaps(her, n) for n in args.bit_list))
-    measured = (f"\"future\" against \"final\" (DQN+HER), mean [95% interval] over {args.her_seeds} seeds: "
-                + "; ".join(texts) + " (> 0: \"future\" better; never reaching 90% counts as one evaluation past "
-                "the budget)")
-    return common.claim("survey §7", statement, measured, tends(*(v for pair in verdicts for v in pair)))
+    """Survey §7: "future" tends to work best of HER's four goal-sampling strategies; against the
+    best of the other three, at each n, over the seeds."""
+    statement = ("among HER's goal-sampling strategies (\"future\", \"final\", \"episode\", \"random\"), "
+                 "\"future\" tends to work best: the highest final success")
+    run = common.as_list(args.strategies, str)
+    if set(run) != set(STRATEGIES):
+        return common.claim("survey §7", statement, f"premise not met: {len(run)} of the {len(STRATEGIES)} strategies "
+                            f"run (--strategies {','.join(STRATEGIES)} runs all)", None)
+    verdicts, texts = zip(*(strategy_gap(her, n) for n in args.bit_list))
+    measured = ("\"future\"'s final success minus the best other strategy's, seed by seed (> 0: \"future\" best), "
+                f"mean [95% interval] over {args.her_seeds} seeds: " + "; ".join(texts))
+    return common.claim("survey §7", statement, measured, tends(*verdicts))
 
 
 def her_claims(args: Args, her: dict, random: dict) -> list[dict]:
@@ -258,28 +325,38 @@ def her_claims(args: Args, her: dict, random: dict) -> list[dict]:
                      else "premise not met: no n ≥ 20 run", sparse),
         common.claim("survey §7", "HER is the ingredient that makes learning possible: DQN+HER learns where the "
                      "same DQN without relabelling fails", f"DQN+HER's (\"future\") final success minus DQN's, "
-                     f"{seeds}: {learns_text}", tends(*(verdict for verdict, _ in learns.values())))]
+                     f"{seeds}: {learns_text}", tends(*(verdict for verdict, _ in learns.values()))),
+        curriculum_claim(args, her)]
 
 
 # ============================================================================================
 # Figure, table, main
 # ============================================================================================
 def plot_her(her: dict, bits: list[int], path) -> None:
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4))
     common.plot_curves(axes[0], np.array(bits), {
         name: np.array([final_success(by_n[n]) for n in bits]).T for name, by_n in her.items()})
     axes[0].plot(bits, [random_success(n) for n in bits], "k:", label="random policy (exact)")
     axes[0].legend(fontsize="small")
     axes[0].set(xlabel="number of bits n", ylabel="final greedy success rate",
                 title="Bit flipping: success vs n", ylim=(-0.05, 1.05))
-    for name, style in zip(her, ("--", "-", ":")):
+    for name, style in zip(her, ("--", "-", ":", "-.", (0, (1, 3)))):
         for n in bits:
             curves = np.array([r["curve"] for r in her[name][n]])
-            axes[1].plot(np.linspace(0.1, 1, curves.shape[1]), curves.mean(0), style, label=f"{name} n={n}")
+            axes[1].plot(np.linspace(0.1, 1, curves.shape[1]), curves.mean(0), linestyle=style, label=f"{name} n={n}")
     axes[1].set(xlabel="fraction of the training budget", ylabel="greedy success rate (mean over seeds)",
                 title="Learning curves (budget grows with n)")
     axes[1].legend(fontsize="x-small", ncol=3)
     axes[1].grid(alpha=0.3)
+    for n in bits:
+        curves = [near_far_curves(r) for r in her["DQN+HER"][n]]
+        for near_far, style in (("near", "-"), ("far", "--")):
+            mean = np.nanmean([c[near_far] for c in curves], 0)
+            axes[2].plot(np.linspace(0.1, 1, len(mean)), mean, style, label=f"n={n} {near_far}")
+    axes[2].set(xlabel="fraction of the training budget", ylabel="greedy success rate (mean over seeds)",
+                title="DQN+HER: near (< n/2 bits to flip) and far (> n/2) goals")
+    axes[2].legend(fontsize="x-small", ncol=2)
+    axes[2].grid(alpha=0.3)
     common.save_figure(fig, path)
 
 

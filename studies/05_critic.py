@@ -9,9 +9,11 @@ completion length does to the gradient's variance under each Ψ.
 Length is the essays' argument: the score Σ_t ∇ log π(y_t) of a T-token completion sums T terms,
 so a terminal reward's gradient grows noisier with T. We measure each completion's gradient under
 each Ψ (torch.func) at the cold start and fit the slope of its variance against the completion
-length; and we ask whether the critic tells the truth: its V at the first token and at each step
-boundary against P(success | prefix) estimated by fresh rollouts from that prefix, and the credit
-V(after a step) - V(before it) it feeds into Ψ against the same difference of the rollout truth.
+length, and put the essay's cause, one R on every token, beside the same R on one token of the
+same completion (a sum of T terms against one); and we ask whether the critic tells the truth:
+its V at the first token and at each step boundary against P(success | prefix) estimated by fresh
+rollouts from that prefix, and the credit V(after a step) - V(before it) it feeds into Ψ against
+the same difference of the rollout truth.
 Beside PPO, GRPO at the same budget, and the training state each holds.
 
 The whole study runs on --seeds seeds (the cold start is the same; prompts, samples and the
@@ -20,7 +22,7 @@ critics' warm-up differ), and each claim decides on the 95% interval over them
 noise, GRPO's held-out pass@1 minus PPO's. Where an essay's statement assumes a critic that is
 right (or wrong), the claim says "premise not met" unless the seeds show it.
 
-    python studies/05_critic.py             # 390-600 s on 2 CPU cores (3 seeds), beside other jobs;
+    python studies/05_critic.py             # about 650 s on 2 CPU cores (3 seeds), beside other jobs;
                                             # writes runs/studies/05_critic/
 Whether the critic pays more as chains grow is studies/07_lengths.py's question (its PPO arms).
 
@@ -59,6 +61,7 @@ METHODS = ("grpo", "ppo", "ppo_head")  # GRPO, and PPO with each kind of critic
 CRITICS = {"ppo": "separate", "ppo_head": "head"}  # the kind of critic each PPO method learns
 NAMES = {"grpo": "GRPO", "ppo": "PPO (critic, GAE)", "ppo_head": "PPO (value head on the policy)"}
 SHORT = {"ppo": "PPO, critic", "ppo_head": "PPO, value head"}  # in the tables, beside their λ
+BARE, ONE_TOKEN = "Ψ = R (no baseline)", "R on one token only"  # the outcome on every token; on one, drawn uniformly
 
 
 @dataclass
@@ -486,6 +489,21 @@ def variance_by_length(gradients: torch.Tensor, lengths: torch.Tensor, bins: int
             "slope": common.loglog_slope(mean_length, variance)}
 
 
+def one_token(mask: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """Per completion, 1 on one of its tokens drawn uniformly and 0 elsewhere, (B, T) on mask's
+    device (a completion with no token gets none). mask: right-padded, its tokens first."""
+    counts = mask.sum(1).cpu()
+    picked = (torch.rand(len(counts), generator=generator) * counts).long().clamp(max=mask.shape[1] - 1)
+    return F.one_hot(picked, mask.shape[1]).to(mask.device) * mask
+
+
+def every_over_one(variance: dict) -> list[float]:
+    """Per length bin, tr Cov with R on every token (Ψ = R) over tr Cov with the same R on one
+    token of each completion (NaN where the latter is 0: no completion in the bin scores)."""
+    every, one = variance[BARE]["variance"], variance[ONE_TOKEN]["variance"]
+    return [e / o if o > 0 else math.nan for e, o in zip(every, one)]
+
+
 def signal_by_length(gradients: torch.Tensor, lengths: torch.Tensor, group_size: int, bins: int) -> dict:
     """The update's signal against its noise along its own direction, by completion length: each
     completion's gradient projected on the mean gradient of the other half of the prompts (a
@@ -543,7 +561,9 @@ def gradient_variance_study(policy, critic: TokenCritic, tokenizer, rl: grpo.Arg
     policy-gradient vector under each Ψ (the outcome R with no baseline, minus the batch mean,
     RLOO, GRPO, and the warmed-up critic's GAE(γ = 1, λ) per token at each `variance_lambdas`),
     its total variance binned by completion length, and the update's `relative_variance`. Ψ = 1,
-    the score Σ_t ∇ log π(y_t) alone, shows what length does by itself: R also changes with length.
+    the score Σ_t ∇ log π(y_t) alone, shows what length does by itself: R also changes with length,
+    which the same R on one token of each completion (`one_token`) holds fixed: the essay's cause
+    is the scalar's reaching every token.
     Also, at --gae-lambda, how far PPO's token advantages spread within a completion, and GRPO's
     signal against its noise by length (`signal_by_length`)."""
     rng = np.random.default_rng(rl.seed + 17)
@@ -555,7 +575,7 @@ def gradient_variance_study(policy, critic: TokenCritic, tokenizer, rl: grpo.Arg
         values = critic(completions)
     # every group baseline is one number per completion: g_i = Ψ_i · s_i with s_i = Σ_t ∇ log π(y_it)
     scores = per_completion_gradients(policy, completions, mask.float())
-    psi = {"Ψ = 1 (the score alone)": torch.ones_like(rewards.flatten()), "Ψ = R (no baseline)": rewards.flatten(),
+    psi = {"Ψ = 1 (the score alone)": torch.ones_like(rewards.flatten()), BARE: rewards.flatten(),
            **{grpo.NAMES[m]: grpo.group_advantages(rewards, m).flatten() for m in ("reinforce", "rloo", "grpo")}}
 
     def spread(g: torch.Tensor) -> dict:  # one (B, D) matrix at a time: they are large
@@ -563,6 +583,8 @@ def gradient_variance_study(policy, critic: TokenCritic, tokenizer, rl: grpo.Arg
                 "relative": relative_variance(g, rl.group_size)}
 
     study = {name: spread(weights[:, None] * scores) for name, weights in psi.items()}
+    picked = one_token(mask, torch.Generator().manual_seed(rl.seed + 19))
+    study[ONE_TOKEN] = spread(per_completion_gradients(policy, completions, picked * rewards.flatten()[:, None]))
     for lam in variance_lambdas(args):
         advantages, _ = token_gae(values, rewards.flatten(), mask, 1.0, lam)
         study[critic_name(lam)] = spread(per_completion_gradients(policy, completions, advantages))
@@ -644,9 +666,9 @@ def length_claims(per_seed: list[dict]) -> list[dict]:
     """Does the variance grow with the length? Each seed's log-log slope of tr Cov against the
     completion length, under the score alone, the bare outcome and each group baseline."""
     n = f"{len(per_seed)} seeds"
-    lengths = [x for s in per_seed for x in s["gradient_variance"]["Ψ = R (no baseline)"]["length"]]
+    lengths = [x for s in per_seed for x in s["gradient_variance"][BARE]["length"]]
     span = f"completion lengths {min(lengths):.0f}-{max(lengths):.0f}" if lengths else "no length bin with enough completions"
-    score, bare = (variance_of(per_seed, name, "slope") for name in ("Ψ = 1 (the score alone)", "Ψ = R (no baseline)"))
+    score, bare = (variance_of(per_seed, name, "slope") for name in ("Ψ = 1 (the score alone)", BARE))
     baselines = {grpo.NAMES[m]: common.seed_verdict(variance_of(per_seed, grpo.NAMES[m], "slope"))
                  for m in ("reinforce", "rloo", "grpo")}
     return [
@@ -666,12 +688,42 @@ def length_claims(per_seed: list[dict]) -> list[dict]:
                      every([verdict for verdict, _ in baselines.values()]))]
 
 
+def cause_claim(per_seed: list[dict]) -> dict:
+    """'Grows roughly linearly with episode length, because the same scalar R_n multiplies every
+    per-token log-probability gradient': on the same completions and the same R, put R on every
+    token (Ψ = R) or on one token drawn uniformly, and per length bin take the ratio of the two
+    variances (`every_over_one`). R's size and its coupling with the completion are the same on
+    both sides, so only the scalar's reaching every term differs; where that is what makes the
+    variance a sum of T per-token terms, the ratio grows roughly linearly with T (`slope_verdict`
+    on each seed's log-log slope). Not the other designs: each length bin's tr Cov over its E[R²]
+    keeps R's coupling with the score (with R ∈ {0, 1}, it is the score's variance over the
+    completions that succeed, which changes with length for reasons of its own); and per-token
+    multipliers independent across tokens with R's second moment give a sum of T terms as well,
+    so setting them beside the one scalar cannot show whether reaching every term makes the sum."""
+    n = f"{len(per_seed)} seeds"
+    first = per_seed[0]["gradient_variance"]
+    bins = ", ".join(f"{x:.0f} tokens {three_digits(r)}" for x, r in zip(first[BARE]["length"], every_over_one(first)))
+    slopes = [common.loglog_slope(s["gradient_variance"][BARE]["length"], every_over_one(s["gradient_variance"]))
+              for s in per_seed]
+    linear, text = common.slope_verdict(slopes)
+    return common.claim(
+        "over-long-generations, Why", "the gradient's variance grows with length because the same scalar R "
+        "multiplies every per-token log-probability gradient, which makes it a sum of T per-token terms: with the "
+        "same R on the same completions, its variance on every token over its variance on one token grows roughly "
+        "linearly with the length T",
+        f"tr Cov at the cold start with R on every token (Ψ = R) over tr Cov with R on one token of each completion "
+        f"(drawn uniformly), per length bin (seed {per_seed[0]['seed']}: {bins}); its log-log slope on the length, "
+        f"mean [95% interval over {n}]: {text} ({LINEAR}); the two slopes apart: Ψ = R "
+        f"{interval(variance_of(per_seed, BARE, 'slope'), 2)}, R on one token "
+        f"{interval(variance_of(per_seed, ONE_TOKEN, 'slope'), 2)}", linear)
+
+
 def relative_claims(args: Args, per_seed: list[dict]) -> list[dict]:
     """Which Ψ lowers the update's noise on the scale of its signal (tr Cov(h) / ||E h||²)? The
     log of one Ψ's over another's, paired on each seed's batch: GRPO against the bare outcome, and
     the warmed-up critic's GAE at the largest λ against the smallest."""
     n = f"{len(per_seed)} seeds"
-    bare, normalised = (variance_of(per_seed, name, "relative") for name in ("Ψ = R (no baseline)", "GRPO"))
+    bare, normalised = (variance_of(per_seed, name, "relative") for name in (BARE, "GRPO"))
     reduced, text = common.seed_verdict(np.log(bare / normalised))
     claims = [common.claim(
         "over-long-generations", "normalising within the group (GRPO) reduces the gradient's variance: the update's "
@@ -965,7 +1017,7 @@ def main(args: Args) -> dict:
     plot_learning_curves(args, per_seed, out / "learning_curves.png")
     plot_variance(per_seed, out / "gradient_variance.png")
     plot_critic_truth(per_seed[0]["critic_truth"], out / "critic_truth.png")
-    claims = length_claims(per_seed) + relative_claims(args, per_seed) + critic_claims(args, per_seed)
+    claims = length_claims(per_seed) + [cause_claim(per_seed)] + relative_claims(args, per_seed) + critic_claims(args, per_seed)
     metrics = collect_metrics(per_seed)
     metrics["tables"] = {"runs": runs_table(args, per_seed), "variance": variance_table(per_seed),
                          "critic_truth": truth_table(per_seed)}

@@ -14,6 +14,15 @@ reward from a weak cold start, and train/serve skew and state blindness at servi
                    never solves, against what fresh draws of the same start solve by luck
   serving          the GRPO policy served with another prompt template, and with a fact missing
 
+Two more parts run where --parts names them (the default, modes, is the list above):
+
+  blame            the GRPO policy's groups on held-out prompts, whole and with the last operation
+                   cut: of the completions right by what the prompt shows, the share that GRPO's
+                   group advantage blames (A < 0), the verifier wanting the whole chain's answer
+  curriculum       from the weak cold start, GRPO whose first --curriculum-share of the updates
+                   draw only --min-steps-operation problems, then the normal mix, against GRPO on the
+                   normal mix throughout, at the same number of completions
+
 The loop is the chapter's `train` with what these modes need: rollouts from older weights, the
 ratio against them, the drift between the two policies, and reference resets.
 
@@ -30,6 +39,8 @@ and metrics are means over the seeds; the figures draw every seed.
                                         # run also trains the two extra cold starts, about 100 s)
     python studies/05_failure_modes.py --reanalyse runs/studies/05_failure_modes/results.json
                                         # the claims again from the stored seeds, nothing trained
+    python studies/05_failure_modes.py --parts blame,curriculum --out runs/studies/05_failure_modes_blame_curriculum
+                                        # the two other parts alone, 3 seeds: 378 s on 2 CPU cores
 
 To fit three seeds in about the time one took, the default staleness study is one policy age (8);
 the paper-scale version adds the oldest rollouts: --stale-lags 8,32 (two more runs a seed). The
@@ -37,10 +48,11 @@ default run (with β = 5 in the KL study) took 1,158 s on 2 CPU cores beside ano
 (an earlier run under a load of 3 to 8 took 1,782 s); with a core to itself a seed takes about
 250 s (the one-seed study, two runs more, took 294 s), about 13 min for the three.
 
-Read beside: credit-assignment-is-the-whole-game.txt §2, §7.1, §7.3, §7.5, §7.9, §7.10, §8;
+Read beside: credit-assignment-is-the-whole-game.txt §1, §2, §7.1, §7.3, §7.5, §7.9, §7.10, §8;
 credit-assignment-over-long-generations.txt (the KL weight; When it falls down).
 Figures: reward_kl.png (the β sweep), staleness.png (pass@1 and clip fraction with stale
-rollouts), support_and_anchor.png (the weak start and its mitigation; the poor reference).
+rollouts), support_and_anchor.png (the weak start and its mitigation; the poor reference),
+curriculum.png (--parts curriculum: the weak start's GRPO with and without easy problems first).
 """
 
 import collections
@@ -66,6 +78,8 @@ grpo = importlib.import_module("05_grpo_rloo")
 
 SERVING_FORMAT = "Q: {prompt}A:\n"  # a prompt template the policy never saw in training
 SERVED = ("as trained", "another template", "last operation missing")  # the skew study's prompts
+PARTS = ("modes", "blame", "curriculum")  # what a run measures (--parts)
+SHOWN = ("whole prompt", "last operation missing")  # the blame study's prompts
 
 
 @dataclass
@@ -87,9 +101,16 @@ class Args(lm_world.LMArgs):
     rft_lr: float = common.arg(1e-3, "AdamW learning rate of the rejection-sampling fine-tune")
     poor_shortcut_prob: float = common.arg(0.9, "share of bare-answer demonstrations in the poor reference's "
                                                 "SFT (the default cold start has --shortcut-prob)")
+    parts: str = common.arg("modes", "what to run, comma-separated: modes (the failure modes above), blame (GRPO's "
+                            "blame with the last operation cut), curriculum (easy problems first, weak start)",
+                            PARTS, item=str)
+    blame_problems: int = common.arg(512, "held-out problems the blame study puts to the GRPO policy, a group of "
+                                     "--group-size completions each, whole and with the last operation cut")
+    curriculum_share: float = common.arg(0.5, "share of the curriculum arm's updates, the first ones, that draw "
+                                         "only the easiest problems (--min-steps operations)")
 
     SMOKE = dict(lm_world.LMArgs.SMOKE_LM, betas="0", sparse_sft_steps=2, rft_rounds=1, rft_n=2, rft_sft_steps=1,
-                 seeds=2)
+                 seeds=2, blame_problems=4)
 
     def __post_init__(self):
         super().__post_init__()
@@ -99,6 +120,10 @@ class Args(lm_world.LMArgs):
         common.require(all(lag > 0 for lag in self.lag_list), "--stale-lags must be positive")
         common.require(all(b >= 0 for b in self.beta_list), "--betas must be non-negative")
         common.require(self.poor_beta >= 0, "--poor-beta must be non-negative")
+        common.require(0 < self.blame_problems <= lm_world.HELD_OUT_SIZE,
+                       f"--blame-problems must be in 1..{lm_world.HELD_OUT_SIZE} (the held-out set's size)")
+        common.require(0 < self.curriculum_share < 1, "--curriculum-share must be in (0, 1): a curriculum starts "
+                       "easy and ends on the normal mix")
 
     @property
     def beta_list(self) -> list[float]:
@@ -107,6 +132,10 @@ class Args(lm_world.LMArgs):
     @property
     def lag_list(self) -> list[int]:
         return common.as_list(self.stale_lags, int)
+
+    @property
+    def part_list(self) -> list[str]:
+        return common.as_list(self.parts, str)
 
 
 # ============================================================================================
@@ -117,13 +146,17 @@ class Setting:
     """How a run departs from the chapter's loop: rollouts from the weights of `lag` updates ago,
     π_old in the ratio being the policy that sampled ('importance') or the current one ('ignore',
     as if on-policy); the KL reference reset to the current policy every `ref_reset` updates (0:
-    never). The default is the chapter's loop."""
+    never); the first `easy_updates` updates drawing only the easiest problems, of --min-steps
+    operations (a curriculum; 0: none). The default is the chapter's loop."""
     lag: int = 0
     ratio: str = "importance"
     ref_reset: int = 0
+    easy_updates: int = 0
 
     @property
     def label(self) -> str:
+        if self.easy_updates:
+            return f"GRPO, {self.easy_updates} easy first"
         return f"GRPO age {self.lag} ({self.ratio})" if self.lag else "GRPO"
 
 
@@ -216,7 +249,8 @@ def train(policy, reference, tokenizer, rl: grpo.Args, held_out: list, device, s
             held_out_eval(step)
         if setting.ref_reset and step and step % setting.ref_reset == 0:
             reference = lm_world.frozen_copy(policy)  # re-anchor: the KL now measures the drift since this update
-        problems = rl.task.sample(rl.prompts, rng, exclude=exclude)
+        easy = step < setting.easy_updates  # the curriculum's first updates: the fewest operations only
+        problems = rl.task.sample(rl.prompts, rng, steps=rl.min_steps if easy else None, exclude=exclude)
         completions, rewards = grpo.sample_groups(worker.model(), tokenizer, problems, rl, generator, device)
         age = worker.age()
         advantages = grpo.token_advantages(rewards, "grpo", completions.completion_mask)
@@ -414,6 +448,62 @@ def poor_reference_study(initial, tokenizer, rl: grpo.Args, args: Args, held_out
     return study
 
 
+def blame_shares(rewards: torch.Tensor, right_given_prompt: torch.Tensor) -> dict:
+    """Where GRPO's blame lands in a batch of groups: `rewards` (N, G) from the verifier,
+    `right_given_prompt` (N, G) true where a completion's answer is the value of the chain its
+    prompt shows. Blamed: a negative group advantage, A_i < 0 (r_i below its group's mean), on
+    every one of its tokens. Returns the verifier's mean reward, the share right given the prompt,
+    the share of those blamed, the share blamed of those wrong given the prompt that the verifier
+    fails too, the share of all blame on completions right given the prompt, and the share of
+    zero-spread groups (NaN where a share has no completion to count)."""
+    blamed = grpo.group_advantages(rewards, "grpo") < 0
+    right, failed = right_given_prompt.bool(), rewards == 0
+
+    def share(of: torch.Tensor, among: torch.Tensor) -> float:
+        return float(of[among].float().mean()) if among.any() else math.nan
+    return {"reward": float(rewards.mean()), "right": float(right.float().mean()),
+            "blamed_right": share(blamed, right), "blamed_wrong": share(blamed, ~right & failed),
+            "blame_on_right": share(right, blamed), "zero_spread": float(grpo.zero_spread(rewards).float().mean())}
+
+
+def blame_study(policy, tokenizer, rl: grpo.Args, problems: list, device) -> dict:
+    """State blindness in the credit (whole-game §1): a group of --group-size completions of each
+    problem from `policy`, its prompt whole or with the last operation cut (the skew study's
+    prompt); the verifier scores the whole chain's answer either way, what the prompt shows
+    decides which completions did right by it. `blame_shares` of each (the same draws for both)."""
+    study = {}
+    for name in SHOWN:
+        shown = [p if name == "whole prompt" else lm_world.ChainProblem(p.start, p.ops[:-1]) for p in problems]
+        # the prompt shows `shown`, the verifier still wants the whole chain's answer
+        served = [dataclasses.replace(p, prompt_format=s.question) for p, s in zip(problems, shown)]
+        completions, rewards = grpo.sample_groups(policy, tokenizer, served, rl,
+                                                  torch.Generator(device).manual_seed(rl.seed + 29), device)
+        texts = lm_world.completion_texts(tokenizer, completions)
+        repeated = [s for s in shown for _ in range(rl.group_size)]
+        right = lm_world.verifier_rewards(repeated, texts, completions.truncated).view_as(rewards)
+        study[name] = blame_shares(rewards.cpu(), right)
+    return study
+
+
+def easy_updates(rl: grpo.Args, args: Args) -> int:
+    """The curriculum arm's first updates, those on the easiest problems (at least one)."""
+    return max(1, round(args.curriculum_share * rl.rl_steps))
+
+
+def curriculum_study(tokenizer, rl: grpo.Args, args: Args, held_out: list, device) -> dict:
+    """Sparse reward's mitigation by a curriculum (whole-game §7.3): from the weak cold start (the
+    sparse-reward study's), GRPO on the normal mix, against GRPO whose first --curriculum-share of
+    the updates draw only problems of --min-steps operations, then the normal mix: the same
+    updates, prompts and group size, so the same number of completions, and the same reference
+    (the weak start)."""
+    weak, _, _ = lm_world.cold_start_policy(dataclasses.replace(args.cold_start, sft_steps=args.sparse_sft_steps),
+                                          device, args.cache, progress=False)
+    easy = easy_updates(rl, args)
+    return {"weak cold start": {"final": grpo.final_evaluation(weak, tokenizer, rl, held_out, device)},
+            "GRPO": run_grpo(weak, tokenizer, rl, held_out, device),
+            "easy first, then GRPO": run_grpo(weak, tokenizer, rl, held_out, device, Setting(easy_updates=easy))}
+
+
 # ============================================================================================
 # Figures: every seed drawn, one colour per run
 # ============================================================================================
@@ -472,6 +562,18 @@ def plot_support_and_anchor(runs: list[dict], budget: int, path) -> None:
         ax.grid(alpha=0.3)
     axes[0].set_title("Sparse reward: a weak cold start")
     axes[1].set_title("KL to a reference that rarely writes the steps")
+    common.save_figure(fig, path)
+
+
+def plot_curriculum(runs: list[dict], path) -> None:
+    """Held-out pass@1 against completions sampled, from the weak cold start: GRPO on the normal
+    mix, and the curriculum arm (easy problems first)."""
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    seed_lines(ax, [seed["curriculum"] for seed in runs], lambda name, run: curve(run))
+    ax.set(xlabel="completions sampled", ylabel="held-out pass@1",
+           title=f"A curriculum from the weak cold start ({len(runs)} seeds)")
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
     common.save_figure(fig, path)
 
 
@@ -786,12 +888,76 @@ def poor_reference_claims(seeds: list[dict], strong: float, reset_every: int) ->
                 f"{over(seeds)}: {rows}; the reset's lead {reset_text}", reset)]
 
 
-def check_claims(rl: grpo.Args, args: Args, seeds: list[dict]) -> list[dict]:
+def blame_key(shown: str, measure: str) -> str:
+    """The metric key of a measure of the blame study (`shown`: one of SHOWN)."""
+    return f"blame[{shown}]_{measure}"
+
+
+def blame_claim(rl: grpo.Args, args: Args, seeds: list[dict]) -> dict:
+    """whole-game §1: with a fact cut from the prompt, GRPO blames completions that did right by
+    what they were shown; with the whole prompt a right completion is never below its group's mean."""
+    cut, whole = (blame_key(shown, "blamed_right") for shown in reversed(SHOWN))
+    blames, text = effect(gap(seeds, cut, whole))
+    premise = bool(np.isfinite(per_seed(seeds, cut)).all() and np.isfinite(per_seed(seeds, whole)).all())
+    rows = "; ".join(f"{shown}: verifier's reward {level(seeds, blame_key(shown, 'reward'))}, right given the "
+                     f"prompt {level(seeds, blame_key(shown, 'right'))}, of those blamed "
+                     f"{level(seeds, blame_key(shown, 'blamed_right'))}" for shown in SHOWN)
+    last = SHOWN[-1]
+    return common.claim(
+        "whole-game §1", "when the policy sees only a truncated window, credit assignment blames the wrong tokens "
+        "because the real cause left the context (here, on the GRPO policy's samples: with the last operation cut "
+        "from the prompt, more of the completions that are right given what the prompt shows get a negative group "
+        "advantage than of the right completions with the whole prompt)",
+        f"{over(seeds)}, {args.blame_problems} held-out problems, {rl.group_size} completions each from the GRPO "
+        f"policy (β = {rl.beta:g}, {rl.rl_steps} updates): {rows}; the excess blame with the operation cut {text}; "
+        f"beside it, of the completions wrong given the cut prompt (verifier 0 too) blamed "
+        f"{level(seeds, blame_key(last, 'blamed_wrong'))}, and the share of all blame on completions right given "
+        f"the prompt {level(seeds, blame_key(last, 'blame_on_right'))}"
+        + ("" if premise else "; premise not met: no completion right given the prompt in a seed"),
+        blames if premise else None)
+
+
+def curriculum_key(name: str, measure: str = "pass@1") -> str:
+    """The metric key of a run of the curriculum study."""
+    return f"curriculum[{name}]_{measure}"
+
+
+def curriculum_claim(rl: grpo.Args, args: Args, seeds: list[dict]) -> dict:
+    """whole-game §7.3: a curriculum on easier items against GRPO alone, at the same completions.
+    Its premise: the easy items are easier for the start (the curriculum's training reward in its
+    easy updates above GRPO's in the same updates on the normal mix)."""
+    easy, arm = easy_updates(rl, args), "easy first, then GRPO"
+    lead, text = effect(gap(seeds, curriculum_key(arm), curriculum_key("GRPO")))
+    easier, easier_text = effect(gap(seeds, curriculum_key(arm, "easy_reward"), curriculum_key("GRPO", "easy_reward")))
+    rewards = (f"the verifier's pass rate on the training completions of the first {easy} updates, easy first "
+               f"{level(seeds, curriculum_key(arm, 'easy_reward'))}, GRPO on the normal mix "
+               f"{level(seeds, curriculum_key('GRPO', 'easy_reward'))}, the easy items' lead {easier_text}")
+    return common.claim(
+        "whole-game §7.3", f"the mitigation: a curriculum on easier items (here, from the weak cold start: GRPO that "
+        f"draws only {rl.min_steps}-step problems for its first {easy} of {rl.rl_steps} updates, then the normal mix, "
+        "ends with higher held-out pass@1 than GRPO on the normal mix throughout, for the same number of completions)",
+        f"{over(seeds)}: pass@1 weak start {level(seeds, curriculum_key('weak cold start'))}; GRPO "
+        f"{level(seeds, curriculum_key('GRPO'))}; easy first, then GRPO {level(seeds, curriculum_key(arm))}; the "
+        f"curriculum's lead {text}; {rewards}; share of completions in zero-spread groups over all updates, GRPO "
+        f"{level(seeds, curriculum_key('GRPO', 'zero_spread'))}, easy first "
+        f"{level(seeds, curriculum_key(arm, 'zero_spread'))}"
+        + ("" if easier else "; premise not met: the weak start is not shown to pass the easy items more often "
+           "than the normal mix"), lead if easier else None)
+
+
+def mode_claims(rl: grpo.Args, args: Args, seeds: list[dict]) -> list[dict]:
     return (beta_claims(rl, args, seeds) + staleness_claims(rl, args, seeds) + kl_claims(rl, args, seeds)
             + [peaked_claim(rl, seeds)]
             + skew_claims(seeds) + sparse_claims(rl, seeds) + [support_claim(rl, seeds)]
             + sparse_mitigation_claims(rl, args, seeds)
             + poor_reference_claims(seeds, args.poor_beta, rl.eval_every))
+
+
+def check_claims(rl: grpo.Args, args: Args, seeds: list[dict]) -> list[dict]:
+    """The claims of the parts the run measured (--parts), in the order of PARTS."""
+    found = {"modes": lambda: mode_claims(rl, args, seeds), "blame": lambda: [blame_claim(rl, args, seeds)],
+             "curriculum": lambda: [curriculum_claim(rl, args, seeds)]}
+    return [claim for part in PARTS if part in args.part_list for claim in found[part]()]
 
 
 # ============================================================================================
@@ -831,12 +997,37 @@ TITLES = {"staleness": "GRPO with stale rollouts (failure mode: async staleness)
           "kl": "KL weight, both sides (failure mode: KL mis-tune):",
           "serving": "The GRPO policy served differently from how it was trained (state mismatch, state blindness):",
           "sparse": "A weak cold start (sparse reward) and its mitigation:",
-          "poor_reference": "GRPO from a poor reference that rarely writes the steps (KL anchoring):"}
+          "poor_reference": "GRPO from a poor reference that rarely writes the steps (KL anchoring):",
+          "blame": "Where GRPO's blame lands, the prompt whole or with its last operation cut (state blindness):",
+          "curriculum": "A curriculum from the weak cold start (sparse reward), at the same completions:"}
 
 
 def tables(rl: grpo.Args, means: dict, names: dict) -> dict:
-    """Each study as the table it prints and the docs show (keys of TITLES), from the means over
-    the seeds; `names`: each study's runs, in order."""
+    """Each study the run measured as the table it prints and the docs show (keys of TITLES), from
+    the means over the seeds; `names`: each study's runs, in order."""
+    found = mode_tables(rl, means, names) if "beta_sweep" in names else {}
+    if "blame" in names:
+        columns = ("reward", "right", "blamed_right", "blamed_wrong", "blame_on_right", "zero_spread")
+        found["blame"] = {"header": ["prompt", "reward", "right by it", "blamed right", "blamed wrong",
+                                     "blame on right", "zero-spread"],
+                          "rows": [[shown, *(percent(means[blame_key(shown, c)]) for c in columns)]
+                                   for shown in names["blame"]]}
+    if "curriculum" in names:
+        found["curriculum"] = {"header": ["policy", "pass@1", f"pass@{rl.final_samples}", "zero-spread",
+                                          "reward, easy updates", "KL"],
+                               "rows": [[name, *(means.get(curriculum_key(name, c), "-") for c in (
+                                   "pass@1", f"pass@{rl.final_samples}", "zero_spread", "easy_reward", "final_kl"))]
+                                   for name in names["curriculum"]]}
+    return found
+
+
+def percent(value: float) -> str:
+    """A share as a table shows it ('-': nothing to count)."""
+    return f"{value:.1%}" if np.isfinite(value) else "-"
+
+
+def mode_tables(rl: grpo.Args, means: dict, names: dict) -> dict:
+    """The failure modes' tables (--parts modes)."""
     k = rl.final_samples
 
     def cell(key: str, percent: bool = False):
@@ -873,6 +1064,8 @@ def tables(rl: grpo.Args, means: dict, names: dict) -> dict:
 
 def report(claims: list[dict], found: dict) -> None:
     for name, title in TITLES.items():
+        if name not in found:
+            continue
         print(f"\n{title}")
         print(common.format_table(found[name]["rows"], found[name]["header"]))
     print("\n" + common.format_claims(claims))
@@ -884,10 +1077,34 @@ def without_models(study: dict) -> dict:
 
 
 def run_seed(args: Args, initial, tokenizer, device) -> tuple[dict, dict]:
-    """Every study at args.seed: the seed's metrics, and its runs without their policies."""
+    """Every part of --parts at args.seed: the seed's metrics, and its runs without their policies.
+    The blame study scores the samples of the failure modes' GRPO policy (trained here)."""
     rl = lm_world.chapter_lm_args(grpo.Args, args)
     print(f"\nseed {args.seed}")
     held_out = rl.task.held_out(rl.eval_problems)
+    metrics, runs, on_policy = {}, {}, None
+    if "modes" in args.part_list:
+        metrics, runs, on_policy = failure_modes(args, rl, initial, tokenizer, held_out, device)
+    if "blame" in args.part_list:
+        on_policy = on_policy or run_grpo(initial, tokenizer, rl, held_out, device)
+        runs["blame"] = blame_study(on_policy["policy"], tokenizer, rl, rl.task.held_out(args.blame_problems), device)
+        metrics |= {blame_key(shown, key): value for shown, row in runs["blame"].items() for key, value in row.items()}
+    if "curriculum" in args.part_list:
+        study = curriculum_study(tokenizer, rl, args, held_out, device)
+        runs["curriculum"] = without_models(study)
+        for name, run in study.items():
+            metrics |= {curriculum_key(name, f"pass@{k}"): run["final"][f"pass@{k}"] for k in rl.ks}
+            if "history" in run:
+                easy = run["history"][:easy_updates(rl, args)]  # the curriculum's easy updates, and the same of GRPO's
+                metrics |= {curriculum_key(name, "zero_spread"): history_mean(run, "zero_spread"),
+                            curriculum_key(name, "final_kl"): run["final_kl"],
+                            curriculum_key(name, "easy_reward"): float(np.mean([h["reward"] for h in easy]))}
+    return metrics, runs
+
+
+def failure_modes(args: Args, rl: grpo.Args, initial, tokenizer, held_out: list, device) -> tuple[dict, dict, dict]:
+    """The failure modes (--parts modes) at args.seed: metrics, runs without their policies, and
+    the on-policy GRPO run (with its policy)."""
     before = grpo.final_evaluation(initial, tokenizer, rl, held_out, device) | sample_quality(
         initial, tokenizer, rl, held_out[:64], device)
     on_policy = run_grpo(initial, tokenizer, rl, held_out, device)
@@ -900,7 +1117,7 @@ def run_seed(args: Args, initial, tokenizer, device) -> tuple[dict, dict]:
     metrics = collect_metrics(rl, before, sweep, stale, skew, kl, sparse, poor)
     runs = {"beta_sweep": without_models(sweep), "staleness": without_models(stale),
             "sparse_reward": without_models(sparse), "poor_reference": without_models(poor)}
-    return metrics, runs
+    return metrics, runs, on_policy
 
 
 def main(args: Args) -> dict:
@@ -910,7 +1127,7 @@ def main(args: Args) -> dict:
     start = time.time()
     args, device, out, initial, tokenizer, info = lm_world.start_lm_run(args)
     rl = lm_world.chapter_lm_args(grpo.Args, args)
-    print(f"05 study: failure modes; policy {info['path']}, device {device}, {args.seeds} seeds")
+    print(f"05 study: failure modes ({args.parts}); policy {info['path']}, device {device}, {args.seeds} seeds")
     seeds, runs = [], []
     for seed in range(args.seed, args.seed + args.seeds):
         metrics, seed_runs = run_seed(dataclasses.replace(args, seed=seed), initial, tokenizer, device)
@@ -919,9 +1136,12 @@ def main(args: Args) -> dict:
     means = {key: float(np.mean([metrics[key] for metrics in seeds])) for key in seeds[0]}
     means["tables"] = tables(rl, means, {study: list(found) for study, found in runs[0].items()})
     claims = check_claims(rl, args, seeds)
-    plot_frontier(runs, means["cold_start_pass@1"], out / "reward_kl.png")
-    plot_staleness(runs, out / "staleness.png")
-    plot_support_and_anchor(runs, rl.rl_steps * rl.prompts * rl.group_size, out / "support_and_anchor.png")
+    if "modes" in args.part_list:
+        plot_frontier(runs, means["cold_start_pass@1"], out / "reward_kl.png")
+        plot_staleness(runs, out / "staleness.png")
+        plot_support_and_anchor(runs, rl.rl_steps * rl.prompts * rl.group_size, out / "support_and_anchor.png")
+    if "curriculum" in args.part_list:
+        plot_curriculum(runs, out / "curriculum.png")
     wall = time.time() - start
     common.write_results(out, args, wall, means, claims, chapter_args=dataclasses.asdict(rl),
                          seeds=[{"seed": args.seed + i, "metrics": metrics, "runs": found}

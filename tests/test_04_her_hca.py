@@ -74,6 +74,58 @@ def test_final_relabelling_uses_the_last_state_half_the_time_and_none_keeps_the_
     assert torch.equal(plain["goal"], played["goals"][plain["episode"]].float())
 
 
+def test_episode_relabelling_uses_any_achieved_state_of_the_same_episode():
+    buffer, played = filled_buffer(seed=4)
+    k = 4
+    batch = buffer.sample(20_000, "episode", k, torch.Generator().manual_seed(5))
+    relabelled = batch["goal_step"] >= 0
+    assert abs(relabelled.float().mean().item() - k / (k + 1)) < 0.01
+    assert torch.equal(batch["goal_episode"], batch["episode"])
+    # transition by transition: a state the same episode achieved at any of its steps, else its own goal
+    for i in range(0, 20_000, 37):
+        e, t, g = batch["episode"][i].item(), batch["step"][i].item(), batch["goal_step"][i].item()
+        assert 0 <= t < played["lengths"][e]
+        expected = played["states"][e, g + 1] if g >= 0 else played["goals"][e]
+        assert g < played["lengths"][e] and torch.equal(batch["goal"][i], expected.float())
+    # unlike "future", states achieved before the transition are goals too
+    assert (batch["goal_step"][relabelled] < batch["step"][relabelled]).any()
+    reached = (batch["next_state"] == batch["goal"]).all(1)
+    assert torch.equal(batch["reward"] == 0, reached) and torch.equal(batch["done"] == 1, reached)
+
+
+def test_episode_and_random_goal_steps_are_uniform_over_the_whole_episode_whatever_the_step():
+    n = 40_000
+    step, length = torch.full((n,), 4), torch.full((n,), 6)
+    for strategy in ("episode", "random"):
+        goal_step = hind.hindsight_goal_steps(step, length, strategy, 1, torch.Generator().manual_seed(2))
+        relabelled = goal_step[goal_step >= 0]
+        assert ((goal_step == -1) | (goal_step >= 0)).all() and abs(len(relabelled) / n - 0.5) < 0.01
+        share = torch.bincount(relabelled, minlength=6).float() / len(relabelled)
+        torch.testing.assert_close(share, torch.full((6,), 1 / 6), atol=0.015, rtol=0)
+
+
+def test_random_relabelling_uses_a_state_achieved_in_any_stored_episode():
+    bits, k = 3, 4
+    buffer = hind.EpisodeBuffer(5, bits, "cpu")
+    buffer.add(numbered_episodes(0, 5, bits))  # states[e, t] = 10 e + t; lengths 1, 2, 3, 1, 2
+    batch = buffer.sample(50_000, "random", k, torch.Generator().manual_seed(6))
+    relabelled = batch["goal_step"] >= 0
+    assert abs(relabelled.float().mean().item() - k / (k + 1)) < 0.01
+    episode, goal_episode, goal_step = batch["episode"], batch["goal_episode"], batch["goal_step"]
+    # the goal's episode: uniform over the stored ones, whichever episode the transition is from
+    pairs = torch.bincount(5 * episode + goal_episode, minlength=25).float() / len(episode)
+    torch.testing.assert_close(pairs, torch.full((25,), 1 / 25), atol=0.006, rtol=0)
+    # the goal is what that episode achieved at step t' < its length, so every achieved state is drawn
+    code = batch["goal"][:, 0].long()
+    assert torch.equal(code[relabelled], 10 * goal_episode[relabelled] + goal_step[relabelled] + 1)
+    assert (goal_step[relabelled] < buffer.lengths[goal_episode[relabelled]]).all()
+    drawn = set(zip(goal_episode[relabelled].tolist(), goal_step[relabelled].tolist()))
+    assert drawn == {(e, t) for e in range(5) for t in range(int(buffer.lengths[e]))}
+    assert torch.equal(code[~relabelled], episode[~relabelled])  # its own goal (the episode's number)
+    reached = (batch["next_state"] == batch["goal"]).all(1)
+    assert torch.equal(batch["reward"] == 0, reached)
+
+
 def test_td_target_is_clipped_to_the_range_of_possible_values():
     bits, gamma = 4, 0.9
     q_net, target_net = hind.QNetwork(bits, 8), hind.QNetwork(bits, 8)
@@ -327,6 +379,7 @@ def test_train_bitflip_wires_q_target_replay_and_greedy_evaluation(monkeypatch):
     assert train[0][1].initial_seed() == 3 and evaluation[0][1].initial_seed() == 10_003
     assert all(e[6] is q_net for e in plays)
     assert result["curve"] == [e[3] for e in evaluation[:-1]] and result["final_success"] == evaluation[-1][3]
+    assert result["by_distance"] == [hind.success_by_distance(e[4]) for e in evaluation[:-1]]  # the curve's episodes
     assert result["episodes"] == cycles * args.envs
     evaluated_after, cycle = [], 0
     for e in events:
@@ -334,6 +387,19 @@ def test_train_bitflip_wires_q_target_replay_and_greedy_evaluation(monkeypatch):
         if e[0] == "play" and e[2] == 0.0:
             evaluated_after.append(cycle)
     assert evaluated_after == [2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 21]
+
+
+def test_success_by_distance_counts_episodes_and_successes_per_bits_to_flip():
+    bits = 5
+    played = hind.play_bitflip(hind.QNetwork(bits, 8), 300, bits, 0.5, torch.Generator().manual_seed(8))
+    counts = hind.success_by_distance(played)
+    episodes, successes = [0] * (bits + 1), [0] * (bits + 1)
+    for e in range(300):
+        d = sum(int(played["states"][e, 0, i] != played["goals"][e, i]) for i in range(bits))
+        episodes[d] += 1
+        successes[d] += int(played["success"][e])
+    assert counts == {"episodes": episodes, "successes": successes}
+    assert sum(counts["successes"]) == int(played["success"].sum()) and 0 < sum(counts["successes"]) < 300
 
 
 def test_bit_flipping_starts_and_goals_are_independent_uniform_bits():

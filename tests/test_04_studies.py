@@ -475,7 +475,7 @@ def test_goal_support_holds_exactly_the_goal_steps_the_chapter_draws():
     bits, generator = 5, torch.Generator().manual_seed(0)
     length = torch.randint(1, bits + 1, (20_000,), generator=generator)
     step = (torch.rand(20_000, generator=generator) * length).long()
-    for strategy in ("future", "final"):
+    for strategy in sweep.STRATEGIES:  # "random"'s draws within its own episode: the length is the episode's
         goal = hind.hindsight_goal_steps(step, length, strategy, 4, generator)
         drawn = goal >= 0
         support = sweep.goal_support(length, bits, strategy)
@@ -506,7 +506,8 @@ def bitflip_episode(start: list, goal: list, flips: list) -> dict:
 def test_rewarded_episodes_turn_a_failure_into_a_success_only_with_relabelling():
     failed = bitflip_episode([0, 0, 0], [1, 1, 1], [0, 1, 0])  # 100, 110, 010: never 111
     succeeded = bitflip_episode([0, 0, 0], [1, 0, 0], [0])  # 100 = the goal after one flip
-    for strategy, expected in (("none", False), ("future", True), ("final", True)):
+    for strategy, expected in (("none", False), ("future", True), ("final", True), ("episode", True),
+                               ("random", True)):
         assert sweep.rewarded_episodes(failed, strategy).tolist() == [expected]
         assert sweep.rewarded_episodes(succeeded, strategy).tolist() == [True]
     # "final" relabels with the last state only: a transition reaching an earlier state does not count
@@ -529,12 +530,6 @@ def test_random_policy_measures_as_the_learners_are_and_relabelling_rewards_ever
     assert random[8]["rewarded"]["DQN"] < 1  # failures to turn into signal
 
 
-def test_budget_to_90_counts_evaluations_and_never_as_one_past_the_budget():
-    assert sweep.budget_to_90({"curve": [0.5, 0.95, 0.8, 1.0]}) == 0.5
-    assert sweep.budget_to_90({"curve": [0.9, 0.0]}) == 0.5
-    assert sweep.budget_to_90({"curve": [0.1, 0.2, 0.3, 0.89]}) == 1.25
-
-
 @pytest.mark.parametrize("verdicts,both,tends", [
     ((True, True), True, True), ((True, None), None, True), ((True, False), False, None),
     ((None, None), None, None), ((False, None), False, False), ((False, False), False, False)])
@@ -548,9 +543,13 @@ def test_both_needs_every_part_and_tends_needs_one_without_a_contrary(verdicts, 
 # --------------------------------------------------------------------------------------------
 def bit_runs(success: dict, reached: int = 2) -> dict:
     """{n: [one run per seed]} from each seed's final success; the curve reaches it at the
-    `reached`-th of 10 evaluations."""
-    return {n: [{"final_success": s, "reward_share": 0.2, "curve": [0.0] * (reached - 1) + [s] * (11 - reached)}
-                for s in seeds] for n, seeds in success.items()}
+    `reached`-th of 10 evaluations, at every distance of the goal alike."""
+    def run(n: int, s: float) -> dict:
+        curve = [0.0] * (reached - 1) + [s] * (11 - reached)
+        return {"final_success": s, "reward_share": 0.2, "curve": curve,
+                "by_distance": [{"episodes": [100] * (n + 1), "successes": [round(100 * c)] * (n + 1)} for c in curve]}
+
+    return {n: [run(n, s) for s in seeds] for n, seeds in success.items()}
 
 
 GOOD_DQN = {5: [1.0, 1.0, 1.0], 20: [0.0, 0.0, 0.0], 30: [0.0, 0.0, 0.0]}
@@ -576,10 +575,11 @@ def her_verdicts(**kwargs) -> list:
 
 def test_her_claims_follow_the_seeds_both_ways():
     # DQN fails beyond 15 bits, HER up to 50 (not run), density, "future" (one strategy), DQN fails from 20, HER
-    # is the ingredient (a tie at n = 5, yes at 20 and 30)
-    assert her_verdicts() == [True, None, True, None, True, True]
+    # is the ingredient (a tie at n = 5, yes at 20 and 30), the curriculum (near and far goals alike: ties)
+    assert her_verdicts() == [True, None, True, None, True, True, None]
     claims = her_claims()
-    assert "n = 50 not run" in claims[1]["measured"] and "premise not met: one strategy run" in claims[3]["measured"]
+    assert "n = 50 not run" in claims[1]["measured"]
+    assert "premise not met: 1 of the 4 strategies run" in claims[3]["measured"]
     assert "n=20 +0 [+0, +0] (random 0, exactly 1.8e-05" in claims[4]["measured"]
     assert "DQN is no better than random from n = 20 on" in claims[0]["measured"]
     # DQN above the random policy at n = 20 on every seed: it does not fail there
@@ -605,15 +605,92 @@ def test_density_claim_is_exact_every_relabelled_episode_must_hold_a_reward():
     assert premise["holds"] is None and premise["measured"].startswith("premise not met")
 
 
-def test_strategy_claim_compares_success_and_speed_at_each_n():
-    assert her_verdicts(final=GOOD_HER)[3] is None  # the same at every n: ties tell nothing
-    worse = {**GOOD_HER, 30: [0.5, 0.6, 0.55]}
-    assert her_verdicts(final=worse)[3] is True
-    assert her_verdicts(final=GOOD_HER, final_reached=6)[3] is True  # "final" reaches 90% later
-    better = {**GOOD_HER, 30: [1.0, 1.0, 1.0]}
-    assert her_verdicts(her=worse, final=better)[3] is False
-    claims = her_claims(final=GOOD_HER, final_reached=6)
-    assert "n=20 success +0 [+0, +0], budget to 90% +0.4 [+0.4, +0.4]" in claims[3]["measured"]
+def strategy_claim(success: dict) -> dict:
+    """strategy_claim on {n: {strategy: each seed's final success}}, all four strategies run."""
+    bits = list(success)
+    her = {sweep.arm_name(s): {n: [{"final_success": v} for v in success[n][s]] for n in bits} for s in sweep.STRATEGIES}
+    args = sweep.Args(bits=",".join(map(str, bits)), her_seeds=3, strategies="random,episode,final,future")
+    return sweep.strategy_claim(args, her)
+
+
+def test_strategy_claim_puts_future_against_the_best_other_strategy_seed_by_seed():
+    ahead = {"future": [0.3, 0.35, 0.32], "final": [0.1, 0.12, 0.09], "episode": [0.2, 0.25, 0.22],
+             "random": [0.0, 0.0, 0.0]}
+    claim = strategy_claim({40: ahead})
+    assert claim["holds"] is True
+    assert "n=40 " + common.seed_verdict([0.1, 0.1, 0.1])[1] in claim["measured"]
+    assert "future 0.323, final 0.103, episode 0.223, random 0.000" in claim["measured"]
+    # the best other strategy, seed by seed: a different one leads on each seed
+    split = {**ahead, "final": [0.4, 0.0, 0.0], "episode": [0.0, 0.4, 0.0]}
+    claim = strategy_claim({40: split})
+    assert claim["holds"] is None and "n=40 " + common.seed_verdict([-0.1, -0.05, 0.32])[1] in claim["measured"]
+    # "episode" ahead on every seed: no; ties (all at the floor) tell nothing, and a tendency is kept
+    assert strategy_claim({40: {**ahead, "episode": [0.5, 0.55, 0.6]}})["holds"] is False
+    floor = dict.fromkeys(sweep.STRATEGIES, [0.0, 0.0, 0.0])
+    assert strategy_claim({50: floor})["holds"] is None
+    assert strategy_claim({40: ahead, 50: floor})["holds"] is True
+    # fewer than the four strategies: premise not met
+    assert her_verdicts(final=GOOD_HER)[3] is None
+    assert "premise not met: 2 of the 4 strategies run" in her_claims(final=GOOD_HER)[3]["measured"]
+
+
+def distance_run(near: list, far: list, n: int = 4) -> dict:
+    """A run whose evaluations split as given: near goals' success (d < n/2) and far goals' (d > n/2),
+    100 goals at each distance; the median distance d = n/2 (even n) succeeds every time, to be left out."""
+    return {"by_distance": [{"episodes": [100] * (n + 1), "successes": [
+        round(100 * a) if d < n / 2 else round(100 * b) if d > n / 2 else 100 for d in range(n + 1)]}
+        for a, b in zip(near, far)]}
+
+
+def test_near_far_curves_pool_the_distances_on_either_side_of_n_over_2():
+    curves = sweep.near_far_curves(distance_run([0.1, 0.5], [0.0, 0.3]))
+    np.testing.assert_allclose(curves["near"], [0.1, 0.5])
+    np.testing.assert_allclose(curves["far"], [0.0, 0.3])
+    # odd n and unequal counts: a pooled rate over d < 2.5 and d > 2.5, against a loop
+    rng = np.random.default_rng(0)
+    episodes = rng.integers(0, 30, (3, 6))
+    successes = rng.integers(0, episodes + 1)
+    run = {"by_distance": [{"episodes": e.tolist(), "successes": s.tolist()} for e, s in zip(episodes, successes)]}
+    curves = sweep.near_far_curves(run)
+    for i in range(3):
+        assert curves["near"][i] == pytest.approx(sum(successes[i, :3]) / sum(episodes[i, :3]))
+        assert curves["far"][i] == pytest.approx(sum(successes[i, 3:]) / sum(episodes[i, 3:]))
+    empty = {"by_distance": [{"episodes": [5, 0, 0, 0, 0], "successes": [5, 0, 0, 0, 0]}]}
+    assert np.isnan(sweep.near_far_curves(empty)["far"]).all()  # no far goal drawn
+
+
+def test_half_time_interpolates_to_half_the_final_success():
+    # half of 0.8 is 0.4: between 0.2 (half the budget) and 0.6 (three quarters), halfway
+    assert sweep.half_time(np.array([0.0, 0.2, 0.6, 0.8])) == pytest.approx(0.625)
+    assert sweep.half_time(np.array([0.9, 1.0])) == 0.5  # there at the first evaluation
+    assert sweep.half_time(np.array([0.0, 1.0, 0.5])) == pytest.approx(1 / 3 + 0.25 / 3)  # the first crossing
+    assert np.isnan(sweep.half_time(np.array([0.0, 0.0])))  # nothing learned
+    assert np.isnan(sweep.half_time(np.array([np.nan, 1.0])))
+
+
+def test_curriculum_claim_asks_whether_near_goals_are_learned_before_far_ones():
+    args = sweep.Args(bits="4,6", her_seeds=3)
+    early = [0.0, 0.6, 1.0, 1.0]
+    late = {0: [0.0, 0.1, 0.9, 1.0], 1: [0.0, 0.2, 0.8, 1.0], 2: [0.0, 0.0, 0.7, 1.0]}
+
+    def claim(near: dict, far: dict, far_at_6: dict | None = None) -> dict:
+        """Each seed's near and far curves at n = 4, and at n = 6 (far_at_6 replacing far there)."""
+        far_at = {4: far, 6: far_at_6 or far}
+        runs = {n: [distance_run(near[s], far_at[n][s], n) for s in range(3)] for n in (4, 6)}
+        return sweep.curriculum_claim(args, {"DQN+HER": runs})
+
+    first = dict.fromkeys(range(3), early)
+    near_first = claim(first, late)
+    assert near_first["holds"] is True and "n=4 +" in near_first["measured"] and "n=6 +" in near_first["measured"]
+    gaps = [sweep.half_time(np.array(late[s])) - sweep.half_time(np.array(early)) for s in range(3)]
+    assert "n=4 " + common.seed_verdict(gaps)[1] in near_first["measured"]
+    assert claim(late, first)["holds"] is False
+    # far goals never learned: not measured there; nowhere: premise not met
+    never = dict.fromkeys(range(3), [0.0, 0.0, 0.0, 0.0])
+    partly = claim(first, late, far_at_6=never)
+    assert partly["holds"] is True and "n=6 " not in partly["measured"] and "not at n = 6" in partly["measured"]
+    nowhere = claim(first, never)
+    assert nowhere["holds"] is None and nowhere["measured"].startswith("premise not met")
 
 
 def hca_run(pg: float, state: float | None, ret: float, profile=None, start=(1.0, 4.0, 0.9, 1.0),
@@ -822,7 +899,7 @@ def test_success_table_reports_each_seed_and_when_the_mean_success_first_reached
     ("studies.04_her_sweep", "--bits", "4,0", "--bits must be positive integers"),
     ("studies.04_her_sweep", "--her-seeds", "0", "--her-seeds must be positive"),
     ("studies.04_her_sweep", "--strategies", "final", "--strategies must hold future"),
-    ("studies.04_her_sweep", "--strategies", "future,episode", "'episode' is not one of future, final"),
+    ("studies.04_her_sweep", "--strategies", "future,best", "'best' is not one of future, final, episode, random"),
 ])
 def test_cli_rejects_bad_values_with_one_line(cli_error, script, flag, value, message):
     assert message in cli_error(script, flag, value)
@@ -832,21 +909,30 @@ def test_her_sweep_smoke_run_writes_results_and_figures(tmp_path, read_results):
     result = sweep.main(sweep.Args(smoke=True, device="cpu", out=str(tmp_path)))
     data = read_results(tmp_path / "results.json")
     assert (tmp_path / "her_success_vs_bits.png").stat().st_size > 1000
-    assert data["metrics"] == common.json_ready(result["metrics"]) and len(data["claims"]) == 6
+    assert data["metrics"] == common.json_ready(result["metrics"]) and len(data["claims"]) == 7
     assert all(np.isfinite(v) for k, v in data["metrics"].items() if k != "tables")
     rows = data["metrics"]["tables"]["success"]["rows"]  # the table is the metrics, n by n
-    learners = ("DQN", "DQN+HER", "DQN+HER (final)")
+    learners = ("DQN", "DQN+HER", "DQN+HER (final)", "DQN+HER (episode)", "DQN+HER (random)")  # the smoke run: all four
     assert [(n, name, mean) for n, name, mean, *_ in rows] == [
         (n, name, data["metrics"][f"bits{n}_success[{name}]"]) for n in (4, 6) for name in learners]
     verdicts = {c["claim"]: c["holds"] for c in data["claims"]}
     # relabelling gives every episode a rewarded transition, at every n, whichever strategy
     assert verdicts["HER turns failed episodes into signal: after relabelling, every episode is a success for some "
                     "goal"] is True
-    assert all(data["random_policy"][str(n)]["rewarded"]["DQN+HER (final)"] == 1.0 for n in (4, 6))
+    assert all(data["random_policy"][str(n)]["rewarded"][name] == 1.0 for n in (4, 6) for name in learners[1:])
     for n in (4, 6):
         her, dqn = data["her"]["DQN+HER"][str(n)][0], data["her"]["DQN"][str(n)][0]
         assert her["reward_share"] > dqn["reward_share"] and her["episodes"] == 32 * n
-        assert len(data["her"]["DQN+HER (final)"][str(n)]) == 2  # the smoke run's seeds
+        assert len(data["her"]["DQN+HER (random)"][str(n)]) == 2  # the smoke run's seeds
+        # each evaluation split by the goal's distance: the chapter's smoke evaluation episodes, n + 1 distances
+        by_distance = her["by_distance"]
+        assert len(by_distance) == len(her["curve"]) and len(by_distance[0]["episodes"]) == n + 1
+        assert [sum(e["successes"]) / sum(e["episodes"]) for e in by_distance] == pytest.approx(her["curve"])
+    # the strategy claim compares all four; the curriculum claim is measured or says why not
+    strategy = next(c for c in data["claims"] if "tends to work best" in c["claim"])
+    assert "future" in strategy["measured"] and "random" in strategy["measured"] and "premise" not in strategy["measured"]
+    curriculum = next(c for c in data["claims"] if "implicit curriculum" in c["claim"])
+    assert "n=" in curriculum["measured"] or curriculum["measured"].startswith("premise not met")
 
 
 def test_hca_tasks_smoke_run_writes_results_and_figures(tmp_path, read_results):

@@ -47,6 +47,41 @@ def test_relative_variance_matches_a_loop_and_its_truth():
     assert math.isnan(ppo.relative_variance(torch.tensor([[1.0, 2.0], [-1.0, -2.0]]), 1))
 
 
+def test_one_token_marks_one_of_each_completions_tokens_uniformly():
+    mask = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1]] * 2000)
+    picked = ppo.one_token(mask, torch.Generator().manual_seed(0))
+    assert picked.sum(1).tolist() == [1, 1, 0, 1] * 2000 and not (picked * (1 - mask)).any()
+    share = picked.view(-1, 4, 4).float().mean(0)  # each row's choice, over its 2000 copies
+    torch.testing.assert_close(share[0], torch.tensor([1 / 3, 1 / 3, 1 / 3, 0]), atol=0.03, rtol=0)
+    torch.testing.assert_close(share[3], torch.full((4,), 0.25), atol=0.03, rtol=0)
+
+
+def test_every_over_one_matches_a_loop_and_is_t_where_the_terms_are_uncorrelated():
+    """R_i Σ_{t < T_i} z_t against R_i z_τ, z ~ N(0, I_4) per token, R_i ∈ {0, 1} with P(R = 1) = 0.1 + T/100:
+    Ψ = R's tr Cov, P(R = 1) · 4T, grows faster than T; over the one token's, P(R = 1) · 4, it is T."""
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(2, 65, 6000)
+    scores = rng.normal(size=(len(lengths), 64, 4)) * (np.arange(64)[None, :] < lengths[:, None])[..., None]
+    rewards = (rng.random(len(lengths)) < 0.1 + lengths / 100).astype(float)[:, None]
+    mask = torch.from_numpy(scores[..., 0] != 0).long()
+    picked = ppo.one_token(mask, torch.Generator().manual_seed(0)).numpy()
+    every, one = rewards * scores.sum(1), rewards * (picked[..., None] * scores).sum(1)
+    variance = {name: ppo.variance_by_length(torch.from_numpy(g), mask.sum(1), 4)
+                for name, g in ((ppo.BARE, every), (ppo.ONE_TOKEN, one))}
+    naive = []
+    for rows in ppo.length_bins(mask.sum(1), 4)[0]:
+        e, o = every[rows.numpy()], one[rows.numpy()]
+        naive.append(sum(((x - e.mean(0)) ** 2).sum() for x in e) / sum(((x - o.mean(0)) ** 2).sum() for x in o))
+    ratio = ppo.every_over_one(variance)
+    assert ratio == pytest.approx(naive)
+    # 1 up to the noise of one token's variance over the few successes of the short bins (±0.15 over data seeds)
+    assert common.loglog_slope(variance[ppo.BARE]["length"], ratio) == pytest.approx(1.0, abs=0.15)
+    assert variance[ppo.BARE]["slope"] > 1.4
+    # a bin where no completion scores has no ratio
+    variance[ppo.ONE_TOKEN]["variance"][0] = 0.0
+    assert math.isnan(ppo.every_over_one(variance)[0])
+
+
 def test_net_error_is_zero_for_a_perfect_estimate_on_average():
     """Rollout estimates p̂ of K draws around a known p: the perfect V's net error averages to 0
     (its mean |error| minus the floor would not, near p = 0 or 1), a V off by 0.2 nets 0.04."""
@@ -96,7 +131,7 @@ def test_any_and_every_over_verdicts():
 
 
 def fake_seed(i: int, pass_at_1: dict | None = None, net: dict | None = None, slopes: dict | None = None,
-              relative: dict | None = None) -> dict:
+              relative: dict | None = None, every_over_one: list | None = None) -> dict:
     """One seed's results as run_seed returns them, with a small seed-to-seed jitter: by default
     the critics are wrong and feed wrong credit, GRPO is ahead of both PPOs, every slope near 1,
     GRPO's relative variance below Ψ = R's, λ = 0.95's below λ = 1's."""
@@ -120,6 +155,10 @@ def fake_seed(i: int, pass_at_1: dict | None = None, net: dict | None = None, sl
                      "values": [0.5], "truth": [0.4], "first_token": [True]} for stage, n in net.items()}
     variance = {name: {"length": [5.0, 10.0], "variance": [1.0, 2.0], "count": [8, 8], "slope": slopes[name] + jitter,
                        "relative": relative[name] * (1 + jitter)} for name in names}
+    # R on one token: Ψ = R's tr Cov over it, 5 then 10 per bin (slope 1) unless `every_over_one` says otherwise
+    ratio = np.array(every_over_one or [5.0, 10.0]) * (1 + jitter * np.array([0.0, 1.0]))
+    variance[ppo.ONE_TOKEN] = {"length": [5.0, 10.0], "variance": list(np.array([1.0, 2.0]) / ratio), "count": [8, 8],
+                               "slope": 0.0, "relative": 300.0}
     return {"seed": i, "rl": grpo.Args(), "cold_start": {"pass@1": 0.4, "pass@4": 0.7, "pass@16": 0.85},
             "runs": runs, "by_lambda": {0.95: runs["ppo"]}, "gradient_variance": variance, "critic_truth": truth,
             "token_credit": {"ppo_spread": {"mean": 0.3, "share_unequal": 1.0, "completions": 64},
@@ -132,8 +171,10 @@ def seeds(**changes) -> list[dict]:
 
 
 def verdicts(per_seed: list[dict]) -> dict:
-    claims = ppo.length_claims(per_seed) + ppo.relative_claims(ppo.Args(), per_seed) + ppo.critic_claims(ppo.Args(), per_seed)
+    claims = (ppo.length_claims(per_seed) + [ppo.cause_claim(per_seed)] + ppo.relative_claims(ppo.Args(), per_seed)
+              + ppo.critic_claims(ppo.Args(), per_seed))
     keys = {"Ψ = 1 (the score alone) it grows": "score", "with a terminal reward": "terminal",
+            "because the same scalar R multiplies": "cause",
             "even with baselines": "baselines", "normalising within the group": "normalising",
             "bias-variance dial": "lambda", "memory footprint": "memory", "systematic lies": "lies",
             "prefer GAE": "prefer", "PPO (critic, GAE)": "fallback critic", "value head on the policy": "fallback head",
@@ -146,7 +187,7 @@ def verdicts(per_seed: list[dict]) -> dict:
 def test_each_claim_on_its_default_values():
     found = verdicts(seeds())
     assert {key: c["holds"] for key, c in found.items()} == {
-        "score": True, "terminal": True, "baselines": True, "normalising": True, "lambda": True, "memory": True,
+        "score": True, "terminal": True, "cause": True, "baselines": True, "normalising": True, "lambda": True, "memory": True,
         "lies": True, "prefer": None, "fallback critic": True, "fallback head": None, "same advantage": False,
         "dilution": True}
     assert found["prefer"]["measured"].startswith("premise not met: the critic is not trustworthy")
@@ -157,12 +198,20 @@ def test_each_claim_on_its_default_values():
 
 def test_the_length_claims_flip_with_their_slopes_and_relative_variances():
     found = verdicts(seeds(slopes={SCORE: 2.0, NO_BASELINE: 1.7, "RLOO": -0.5},
-                           relative={"GRPO": 150.0, "critic GAE λ=0.95": 300.0}))
-    assert {key: found[key]["holds"] for key in ("score", "terminal", "baselines", "normalising", "lambda")} == {
-        "score": False, "terminal": False, "baselines": False, "normalising": False, "lambda": False}
-    # one baseline that cannot tell leaves the claim open; with no signal, no verdict
-    found = verdicts(seeds(slopes={"RLOO": math.nan}, relative={"GRPO": math.nan}))
+                           relative={"GRPO": 150.0, "critic GAE λ=0.95": 300.0}, every_over_one=[5.0, 5.0]))
+    assert {key: found[key]["holds"] for key in ("score", "terminal", "cause", "baselines", "normalising", "lambda")} == {
+        "score": False, "terminal": False, "cause": False, "baselines": False, "normalising": False, "lambda": False}
+    # one baseline that cannot tell leaves the claim open; with no signal, no verdict; no ratio on a seed, no verdict
+    found = verdicts(seeds(slopes={"RLOO": math.nan}, relative={"GRPO": math.nan}, every_over_one=[math.nan, 5.0]))
     assert found["baselines"]["holds"] is None and found["normalising"]["holds"] is None
+    assert found["cause"]["holds"] is None
+
+
+def test_the_cause_claim_shows_the_first_seeds_bins_and_both_slopes():
+    measured = verdicts(seeds(slopes={NO_BASELINE: 1.5}))["cause"]["measured"]
+    assert "(seed 0: 5 tokens 5, 10 tokens 9.9)" in measured  # seed 0's jitter: the second ratio 1% low
+    assert "mean [95% interval over 3 seeds]: 1.00 [0.96, 1.04] (roughly linear" in measured
+    assert measured.endswith("the two slopes apart: Ψ = R 1.50 [1.48, 1.52], R on one token 0.00 [0.00, 0.00]")
 
 
 def test_a_trusted_critic_lets_the_gae_branch_decide_and_leaves_the_fallback_without_its_premise():
@@ -205,6 +254,7 @@ def test_the_metrics_are_the_mean_of_the_seeds():
     assert metrics["grpo_pass@1"] == pytest.approx(0.5) and metrics["ppo_lambda0.95_pass@1"] == pytest.approx(0.45)
     assert metrics["critic[cold start]_net_error"] == pytest.approx(0.1)
     assert metrics["variance_slope[GRPO]"] == pytest.approx(1.0)
+    assert metrics["variance_slope[R on one token only]"] == pytest.approx(0.0)
 
 
 def test_the_tables_read_each_policy_each_psi_and_each_critic_over_the_seeds():
@@ -255,7 +305,9 @@ def test_the_critic_study_runs_with_smoke(tmp_path, read_results):
     assert "value_loss" in data["per_seed"][0]["runs"]["ppo"]["history"][0]
     assert [row[0] for row in tables["critic_truth"]["rows"]] == list(data["per_seed"][0]["critic_truth"])
     assert tables["runs"]["rows"][1][2].startswith(f"{data['metrics']['grpo_pass@1']:.3f} [")
-    assert len(data["claims"]) == 12
+    assert len(data["claims"]) == 13
+    variance = data["per_seed"][0]["gradient_variance"]
+    assert variance[ppo.ONE_TOKEN]["length"] == variance[NO_BASELINE]["length"]
     for name in ("learning_curves.png", "gradient_variance.png", "critic_truth.png"):
         assert (out / name).stat().st_size > 1000
 

@@ -10,6 +10,7 @@ import math
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -222,6 +223,89 @@ def test_unsolved_counts_the_problems_with_no_right_sample_and_which_stay_so():
     assert math.isnan(fm.still_unsolved({"correct": [1]}, {"correct": [0]}))
 
 
+def naive_blame(rewards: list[list[float]], right: list[list[bool]]) -> dict:
+    """`fm.blame_shares` by hand: a completion is blamed where its reward is below its group's mean."""
+    rows = [(r < sum(group) / len(group), r, ok) for group, oks in zip(rewards, right) for r, ok in zip(group, oks)]
+    right_rows = [blamed for blamed, _, ok in rows if ok]
+    wrong_rows = [blamed for blamed, r, ok in rows if not ok and r == 0]
+    blamed_rows = [ok for blamed, _, ok in rows if blamed]
+
+    def mean(xs):
+        return sum(xs) / len(xs) if xs else math.nan
+    return {"reward": mean([r for _, r, _ in rows]), "right": mean([ok for _, _, ok in rows]),
+            "blamed_right": mean(right_rows), "blamed_wrong": mean(wrong_rows), "blame_on_right": mean(blamed_rows),
+            "zero_spread": mean([len(set(group)) == 1 for group in rewards])}
+
+
+@pytest.mark.parametrize("rewards,right", [
+    ([[1, 0, 0, 0], [0, 0, 0, 0], [1, 1, 0, 1]], [[0, 1, 1, 0], [1, 0, 1, 0], [1, 0, 1, 0]]),
+    ([[0, 0, 0], [1, 1, 1]], [[0, 0, 0], [1, 1, 1]]),  # no spread: nobody blamed, no wrong completion failed
+    ([[1, 0], [0, 1]], [[0, 0], [0, 0]]),  # nothing right by its prompt: the blame on it has nothing to count
+])
+def test_the_blame_shares_are_a_naive_loops_over_the_groups(rewards, right):
+    found = fm.blame_shares(torch.tensor(rewards, dtype=torch.float), torch.tensor(right, dtype=torch.bool))
+    expected = naive_blame(rewards, right)
+    assert found.keys() == expected.keys()
+    for key, value in expected.items():
+        assert (math.isnan(found[key]) and math.isnan(value)) or found[key] == pytest.approx(value), key
+
+
+def test_the_blame_study_shows_the_cut_prompt_and_scores_the_whole_chain(monkeypatch):
+    """Each group: its first completion answers the whole chain, the others the chain without its
+    last operation. With the whole prompt the blame lands on the wrong ones; with the cut prompt,
+    on the ones right by what it shows."""
+    problems = [lm_world.ChainProblem(12, (("+", 7), ("*", 3))), lm_world.ChainProblem(5, (("-", 2),))]
+    seen, texts = [], []
+
+    def fake_sample_groups(policy, tokenizer, served, rl, generator, device):
+        seen.append([p.prompt for p in served])
+        texts[:] = [f"#{p.answer if i == 0 else lm_world.ChainProblem(p.start, p.ops[:-1]).answer}"
+                    for p in served for i in range(rl.group_size)]
+        repeated = [p for p in served for _ in range(rl.group_size)]
+        rewards = torch.tensor([lm_world.verify(p, t) for p, t in zip(repeated, texts)])
+        return SimpleNamespace(truncated=torch.zeros(len(texts), dtype=torch.bool)), rewards.view(len(served), -1)
+
+    monkeypatch.setattr(grpo, "sample_groups", fake_sample_groups)
+    monkeypatch.setattr(lm_world, "completion_texts", lambda tokenizer, completions: texts)
+    study = fm.blame_study(None, None, grpo.Args(group_size=3), problems, "cpu")
+    assert seen == [["12+7*3\n", "5-2\n"], ["12+7\n", "5\n"]]
+    assert study["whole prompt"] == pytest.approx({"reward": 1 / 3, "right": 1 / 3, "blamed_right": 0.0,
+                                                   "blamed_wrong": 1.0, "blame_on_right": 0.0, "zero_spread": 0.0})
+    cut = study["last operation missing"]
+    assert [cut[k] for k in ("reward", "right", "blamed_right", "blame_on_right")] == pytest.approx([1 / 3, 2 / 3, 1, 1])
+    assert math.isnan(cut["blamed_wrong"])  # every completion wrong by the cut prompt was the verifier's right one
+
+
+def test_the_curriculum_draws_only_the_easiest_problems_for_its_first_updates(monkeypatch, tmp_path):
+    drawn = []
+    real_sample_groups = grpo.sample_groups
+
+    def spy_sample_groups(model, tokenizer, problems, *rest):
+        drawn.append([len(p.ops) for p in problems])
+        return real_sample_groups(model, tokenizer, problems, *rest)
+
+    monkeypatch.setattr(grpo, "sample_groups", spy_sample_groups)
+    policy, tok = tiny_model(6)
+    rl = loop_args(tmp_path, rl_steps=4, max_steps=3, inner_iters=1)
+    history = fm.train(policy, lm_world.frozen_copy(policy), tok, rl, rl.task.held_out(4), "cpu",
+                       fm.Setting(easy_updates=2))["history"]
+    assert len(history) == 4 and drawn[0] == drawn[1] == [1] * rl.prompts
+    assert max(drawn[2] + drawn[3]) > 1  # then the normal mix of 1 to 3 operations
+
+
+def test_the_curriculum_arm_spends_the_same_completions_from_the_weak_start(monkeypatch, tmp_path):
+    calls = []
+    monkeypatch.setattr(lm_world, "cold_start_policy", lambda config, *rest, **options: (config.sft_steps, None, {}))
+    monkeypatch.setattr(grpo, "final_evaluation", lambda policy, *rest: {"start": policy})
+    monkeypatch.setattr(fm, "run_grpo", lambda initial, tokenizer, rl, held_out, device, *setting:
+                        calls.append((initial, rl, *setting)) or {})
+    rl = loop_args(tmp_path, rl_steps=10)
+    study = fm.curriculum_study(None, rl, fm.Args(sparse_sft_steps=7, curriculum_share=0.3), [], "cpu")
+    assert list(study) == ["weak cold start", "GRPO", "easy first, then GRPO"]
+    assert study["weak cold start"] == {"final": {"start": 7}}
+    assert calls == [(7, rl), (7, rl, fm.Setting(easy_updates=3))]  # the same updates, prompts and group size
+
+
 # ------------------------------------------------------------------ the claims, on constructed seeds
 NOISE = np.array([0.004, -0.003, 0.001, -0.002])  # a small spread over four seeds, mean 0
 
@@ -338,6 +422,81 @@ def test_the_beta_and_kl_claims_need_a_beta_beside_the_default():
     assert len(fm.beta_claims(rl, weaker_only, seeds)) == 2 and len(fm.kl_claims(rl, weaker_only, seeds)) == 1
 
 
+def part_seeds(**changes) -> list[dict]:
+    """Four seeds' metrics of the blame and curriculum parts where both statements hold."""
+    shares = {"reward": 0.02, "right": 0.45, "blamed_wrong": 0.07, "blame_on_right": 0.4}
+    means = {**{f"blame[{shown}]_{key}": value for shown in fm.SHOWN for key, value in shares.items()},
+             "blame[whole prompt]_blamed_right": 0.0, "blame[last operation missing]_blamed_right": 0.06,
+             **{f"curriculum[{name}]_{key}": value for name, key, value in (
+                 ("weak cold start", "pass@1", 0.007), ("GRPO", "pass@1", 0.007), ("easy first, then GRPO", "pass@1",
+                                                                                     0.05),
+                 ("GRPO", "zero_spread", 0.94), ("easy first, then GRPO", "zero_spread", 0.7),
+                 ("GRPO", "easy_reward", 0.008), ("easy first, then GRPO", "easy_reward", 0.1))}} | changes
+    return world(**means)
+
+
+def part_verdicts(seeds: list[dict]) -> list[tuple[str, bool | None]]:
+    rl, args = grpo.Args(beta=0.04, rl_steps=80), fm.Args(parts="blame,curriculum")
+    return [(c["source"], c["holds"]) for c in fm.check_claims(rl, args, seeds)]
+
+
+@pytest.mark.parametrize("changes,found", [
+    ({}, [True, True]),
+    ({"blame[last operation missing]_blamed_right": 0.0, "blame[whole prompt]_blamed_right": 0.06},
+     [False, True]),  # the whole prompt's right completions blamed more often than the cut one's
+    ({"blame[last operation missing]_blamed_right": 0.0}, [None, True]),  # no blame either way: not ruled out
+    ({"curriculum[GRPO]_pass@1": 0.1}, [True, False]),  # GRPO alone ends above easy first
+    ({"curriculum[easy first, then GRPO]_pass@1": 0.007 + np.array([0.3, -0.3, 0.2, -0.2])}, [True, None]),
+])
+def test_the_blame_and_curriculum_claims_decide_on_their_gap_over_seeds(changes, found):
+    assert part_verdicts(part_seeds(**changes)) == list(zip(["whole-game §1", "whole-game §7.3"], found))
+
+
+def test_easy_items_the_start_passes_no_more_often_leave_the_curriculum_claim_without_its_premise():
+    seeds = part_seeds(**{"curriculum[easy first, then GRPO]_easy_reward": 0.008})
+    claim = fm.curriculum_claim(grpo.Args(), fm.Args(), seeds)
+    assert claim["holds"] is None and "premise not met" in claim["measured"]
+
+
+def test_a_seed_with_nothing_right_by_its_prompt_leaves_the_blame_claim_without_its_premise():
+    seeds = part_seeds(**{"blame[last operation missing]_blamed_right": np.array([0.06, math.nan, 0.05, 0.07])})
+    claim = fm.blame_claim(grpo.Args(), fm.Args(), seeds)
+    assert claim["holds"] is None and "premise not met" in claim["measured"]
+
+
+def test_the_claims_follow_the_parts_a_run_measured():
+    seeds = [a | b for a, b in zip(world(), part_seeds())]
+    rl = grpo.Args(beta=0.04, rl_steps=80, eval_every=20)
+
+    def sources(parts: str) -> list[str]:
+        return [c["source"] for c in fm.check_claims(rl, fm.Args(betas="0,0.5", stale_lags="8", parts=parts), seeds)]
+    modes = sources("modes")
+    assert len(modes) == 18 and sources("curriculum,modes,blame") == modes + ["whole-game §1", "whole-game §7.3"]
+    assert sources("curriculum") == ["whole-game §7.3"]
+
+
+def test_a_run_of_the_blame_part_alone_trains_the_grpo_policy_once_and_scores_its_samples(monkeypatch):
+    trained, scored = [], []
+    monkeypatch.setattr(fm, "failure_modes", lambda *a: pytest.fail("the failure modes ran"))
+    monkeypatch.setattr(fm, "run_grpo", lambda initial, *rest: trained.append(initial) or {"policy": "trained"})
+    monkeypatch.setattr(fm, "blame_study", lambda policy, tokenizer, rl, problems, device: scored.append(
+        (policy, len(problems))) or {shown: {"right": 0.5} for shown in fm.SHOWN})
+    metrics, runs = fm.run_seed(fm.Args(parts="blame", blame_problems=6), "cold start", None, "cpu")
+    assert trained == ["cold start"] and scored == [("trained", 6)]
+    assert metrics == {"blame[whole prompt]_right": 0.5, "blame[last operation missing]_right": 0.5}
+    assert list(runs) == ["blame"]
+
+
+def test_a_run_of_the_new_parts_alone_tables_only_them():
+    means = {f"blame[{shown}]_{key}": 0.5 for shown in fm.SHOWN for key in (
+        "reward", "right", "blamed_right", "blamed_wrong", "blame_on_right", "zero_spread")}
+    means |= {"blame[whole prompt]_blamed_right": math.nan, "curriculum[GRPO]_pass@1": 0.1}
+    found = fm.tables(grpo.Args(), means, {"blame": list(fm.SHOWN), "curriculum": ["GRPO"]})
+    assert list(found) == ["blame", "curriculum"]
+    assert found["blame"]["rows"][0][:4] == ["whole prompt", "50.0%", "50.0%", "-"]
+    assert found["curriculum"]["rows"] == [["GRPO", 0.1, "-", "-", "-", "-"]]
+
+
 @pytest.mark.parametrize("verdicts_in,out", [
     ((True, True), True), ((True, None), None), ((None, False), False), ((True, False), False)])
 def test_a_statement_of_parts_holds_where_every_part_does(verdicts_in, out):
@@ -350,6 +509,9 @@ def test_a_statement_of_parts_holds_where_every_part_does(verdicts_in, out):
     ("--rft-n", "0", "--rft-n must be positive"),
     ("--stale-lags", "0,4", "--stale-lags must be positive"),
     ("--seeds", "1", "--seeds must be at least 2"),
+    ("--parts", "modes,luck", "'luck' is not one of modes, blame, curriculum"),
+    ("--curriculum-share", "1", "--curriculum-share must be in (0, 1)"),
+    ("--blame-problems", "513", "--blame-problems must be in 1..512"),
 ])
 def test_cli_rejects_bad_values_with_one_line(cli_error, flag, value, message):
     assert message in cli_error("studies.05_failure_modes", flag, value)
@@ -363,21 +525,25 @@ def run_reanalyse(path) -> subprocess.CompletedProcess:
 def test_the_failure_modes_study_runs_with_smoke(tmp_path, read_results):
     out = tmp_path / "05_failure_modes"
     run = subprocess.run([sys.executable, "studies/05_failure_modes.py", "--smoke", "--cache", str(tmp_path / "cache"),
-                          "--out", str(out), "--stale-lags", "1", "--betas", "0"], cwd=ROOT, capture_output=True,
-                         text=True, timeout=600)
+                          "--out", str(out), "--stale-lags", "1", "--betas", "0", "--parts", "modes,blame,curriculum"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr
     data = read_results(out / "results.json")
     tables, metrics = data["metrics"].pop("tables"), data["metrics"]
     seeds = [seed["metrics"] for seed in data["seeds"]]
     assert [seed["seed"] for seed in data["seeds"]] == [0, 1]
-    # a smoke weak start solves nothing, so no problem is solved by it to be left 'still unsolved' of: all defined
-    assert all(v is not None and np.isfinite(v) for v in metrics.values())
-    assert metrics == pytest.approx({key: np.mean([m[key] for m in seeds]) for key in seeds[0]})
+    # a smoke weak start solves nothing, so no problem is solved by it to be left 'still unsolved' of: all defined;
+    # but a smoke policy may write nothing right by its prompt, whose blame is then undefined (null)
+    assert all(v is not None and np.isfinite(v) for key, v in metrics.items() if not key.startswith("blame["))
+    assert {f"blame[{shown}]_blamed_right" for shown in fm.SHOWN} <= set(metrics)
+    values = {key: [m[key] for m in seeds] for key in seeds[0]}
+    assert metrics == pytest.approx({key: None if None in v else np.mean(v) for key, v in values.items()})
     assert set(tables) == set(fm.TITLES)
     again = run_reanalyse(out / "results.json")  # the claims from the stored seeds, nothing trained
     assert again.returncode == 0 and read_results(out / "results.json")["claims"] == data["claims"]
     runs = data["seeds"][0]["runs"]
-    for name, study in (("staleness", "staleness"), ("sparse", "sparse_reward"), ("poor_reference", "poor_reference")):
+    for name, study in (("staleness", "staleness"), ("sparse", "sparse_reward"), ("poor_reference", "poor_reference"),
+                        ("curriculum", "curriculum")):
         assert [row[:2] for row in tables[name]["rows"]] == [[label, metrics[f"{name}[{label}]_pass@1"]]
                                                              for label in runs[study]]
     assert list(runs["staleness"]) == ["on-policy", "age 1, ignore", "age 1, importance"]
@@ -390,9 +556,14 @@ def test_the_failure_modes_study_runs_with_smoke(tmp_path, read_results):
     assert list(runs["poor_reference"]) == ["poor reference itself", "cold start as reference", "poor reference",
                                             "poor reference, reset"]
     assert runs["poor_reference"]["poor reference, reset"]["history"][1]["kl"] == 0.0  # reset before update 1
-    for name in ("staleness.png", "support_and_anchor.png", "reward_kl.png"):
+    assert list(runs["curriculum"]) == ["weak cold start", "GRPO", "easy first, then GRPO"]
+    assert [row[0] for row in tables["blame"]["rows"]] == list(runs["blame"]) == list(fm.SHOWN)
+    for name in ("staleness.png", "support_and_anchor.png", "reward_kl.png", "curriculum.png"):
         assert (out / name).stat().st_size > 1000
     sources = [c["source"] for c in data["claims"]]
     assert sources.count("whole-game §7.9") == 3 and sources.count("over-long-generations") == 2
-    assert {"whole-game §2", "whole-game §7.1", "whole-game §7.3", "whole-game §7.10", "whole-game §8"} <= set(sources)
+    assert {"whole-game §1", "whole-game §2", "whole-game §7.1", "whole-game §7.3", "whole-game §7.10",
+            "whole-game §8"} <= set(sources)
+    assert sources[-2:] == ["whole-game §1", "whole-game §7.3"]  # the new parts' claims follow the modes'
+    assert data["args"]["parts"] == "modes,blame,curriculum"
     assert all("95% interval over 2 seeds" in c["measured"] for c in data["claims"])
