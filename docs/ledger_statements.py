@@ -44,12 +44,15 @@ REDISTRIBUTION_DISTRACTORS = "studies/03_redistribution_distractors"
 TRANSPORT = "studies/03_transport"
 HCA = "studies/04_hca_tasks"
 HER = "studies/04_her_sweep"
+HER_STRATEGIES = "studies/04_her_sweep_strategies"
 CRITIC = "studies/05_critic"
 FAILURES = "studies/05_failure_modes"
+FAILURES_PARTS = "studies/05_failure_modes_blame_curriculum"
 SEEDS = "studies/05_seeds"
 ZERO = "studies/05_zero_spread"
 OVER = "studies/06_overoptimisation"
 SEEDS_06 = "studies/06_seeds"
+PROGRESS = "studies/06_progress"
 OVER_LENGTH = "studies/06_overoptimisation_length"
 CREDIT = "studies/07_credit"
 LENGTHS = "studies/07_lengths"
@@ -76,9 +79,10 @@ def said(section: str, quote: str, says: str, *answers: tuple[str, str], fix: st
 WHOLE_GAME = [
     said("§1", "Credit assignment then blames the wrong tokens because the real cause left the context.",
          "when the policy sees only a truncated window, the credit lands on the wrong tokens",
-         fix="studies/05_failure_modes.py builds prompts with the last operation dropped: score them with the "
-             "GRPO policy's samples and measure the blame (negative advantage) landing on completions that are "
-             "right given what the prompt shows, intervals over seeds (no training needed)"),
+         (FAILURES_PARTS, "when the policy sees only a truncated window, credit assignment blames the wrong tokens "
+                          "because the real cause left the context (here, on the GRPO policy's samples: with the last "
+                          "operation cut from the prompt, more of the completions that are right given what the prompt "
+                          "shows get a negative group advantage than of the right completions with the whole prompt)")),
     said("§2, §7.2", "The policy finds a cheap correlate of the score.",
          "reward hacking: RL on a learned score finds a cheap correlate of it, e.g. well-formed work with a "
          "wrong final answer (format tricks)",
@@ -242,8 +246,10 @@ WHOLE_GAME = [
                     "buffer first (here: higher held-out pass@1 than GRPO alone for the same number of completions)")),
     said("§7.3", "curriculum on easier items",
          "mitigation of a sparse reward: a curriculum on easier items",
-         fix="studies/05_failure_modes.py: from the weak cold start, an arm that trains on 1-step problems first "
-             "(ChainTask.sample(steps=...)) against GRPO alone at the same completions, intervals over seeds"),
+         (FAILURES_PARTS, "the mitigation: a curriculum on easier items (here, from the weak cold start: GRPO that "
+                          "draws only 1-step problems for its first 40 of 80 updates, then the normal mix, ends with "
+                          "higher held-out pass@1 than GRPO on the normal mix throughout, for the same number of "
+                          "completions)")),
     said("§7.3", "process rewards if judges are trustworthy",
          "mitigation of a sparse reward: process rewards, when the step judge can be trusted",
          (LENGTHS, "process rewards from a trustworthy judge mitigate a sparse reward: each step credited by its own "
@@ -397,9 +403,10 @@ OVER_LONG = [
     said("Why", "because the same scalar R_n multiplies every per-token log-probability gradient in the "
          "episode",
          "the cause: one scalar multiplies every per-token score, so the variance is a sum of T terms",
-         fix="studies/05_critic.py: Ψ = 1 removes the very scalar the essay blames, and Ψ = R's slope is "
-             "inconclusive because R itself changes with length; compare one scalar on every token against per-token "
-             "multipliers on the same samples, or divide each length bin's variance by its E[R²]"),
+         (CRITIC, "the gradient's variance grows with length because the same scalar R multiplies every per-token "
+                  "log-probability gradient, which makes it a sum of T per-token terms: with the same R on the same "
+                  "completions, its variance on every token over its variance on one token grows roughly linearly "
+                  "with the length T")),
     said("KL", "This gives the optimiser a dense, per-step signal even when the scalar reward r(x, y) is "
          "terminal.",
          "the KL term, a sum over tokens, gives a dense per-step signal even when the reward is terminal",
@@ -665,9 +672,11 @@ SURVEY = [
          "correct-and-decisive",
          "progress (the change in P(correct)) tells decisive steps from correct but irrelevant ones, which "
          "step correctness cannot",
-         fix="studies/07_lengths.py: its chains hold one hard (decisive) step among easy ones that are right "
-             "almost surely; estimate each step's progress, the change in P(success | prefix), by rollouts and "
-             "compare how progress and correctness rank the hard step against the easy right ones, over seeds",
+         (PROGRESS, "progress models distinguish between steps that are correct-but-irrelevant and steps that are "
+                    "correct-and-decisive, which step correctness cannot: among the right steps of one-hard-step "
+                    "chains, progress (the change in P(success | prefix)) ranks the decisive step (the hard "
+                    "multiplication, which the policy often gets wrong) above the irrelevant ones (easy additions and "
+                    "subtractions, right almost surely) better than correctness does"),
          how="rephrase"),
     said("§4.5.4", "requires strong inductive biases or large amounts of comparative data",
          "token-level credit needs strong priors or much comparative data",
@@ -731,13 +740,12 @@ SURVEY = [
     said("§7", 'the "future" strategy — sampling goals from states visited later in the same episode — tends '
          "to work best",
          "among relabelling strategies, 'future' tends to work best",
-         fix="studies/04_her_sweep.py runs only 'future' against 'final', and both succeed at every n ≤ 30: add "
-             "the 'episode' and 'random' strategies and compare at n = 40 and 50, where success is off its ceiling, "
-             "intervals over seeds"),
+         (HER_STRATEGIES, "among HER's goal-sampling strategies (\"future\", \"final\", \"episode\", \"random\"), "
+                          "\"future\" tends to work best: the highest final success")),
     said("§7", "may be viewed as a form of implicit curriculum",
          "HER may be viewed as an implicit curriculum (near goals first)",
-         fix="studies/04_her_sweep.py: log success by the goal's distance (bits to flip) over training and ask "
-             "whether near goals are learned before far ones, intervals over seeds (cheap: the runs exist)"),
+         (HER, "HER may be viewed as an implicit curriculum: near goals (fewer than n/2 bits to flip) are learned "
+               "before far ones (more than n/2 bits to flip)")),
     said("§7", "Ablation studies confirm that HER is the crucial ingredient enabling learning in these "
          "environments.",
          "HER is the ingredient that makes learning possible: without it the same learner fails (here: bit "
