@@ -7,15 +7,21 @@ rewards from τ_γ steps on (survey §4.1.4, §6). First on stored random episod
 transport change? one classifier per seed, each on its own episodes), then as the reward of a
 Q-learner, beside TD and RUDDER, as the corridor grows. The learners explore uniformly (ε = 1), so
 that both branches are seen alike. Last, the survey's "distracting rewards limit RUDDER" (§5): TD
-and RUDDER again without the distractors, at the same γ and ε. The claims decide over the seeds
-(02_gae.seed_verdict).
+and RUDDER again without the distractors, at the same γ and ε. Then the survey's "TRT can
+increase the classifier's learning rate without destabilizing the actor-critic" (§6):
+studies/02_learning.py's tabular actor-critic (restated here) learns from TRT's reward at
+--ac-corridor over a sweep of the classifier's learning rate (--classifier-lrs, the chapter's rate
+first); where does its learning curve end at the highest rate, against the chapter's, and does it
+solve sooner? The claims decide over the seeds (common.seed_verdict).
 
-    python studies/03_transport.py      # 69 s on 2 CPU cores
+    python studies/03_transport.py      # 112 s on 2 CPU cores
 
-Figure: transport.png (episodes to solve against the corridor length, with τ_γ; TRT's attention
-and the transported reward on one episode that took the key).
+Figures: transport.png (episodes to solve against the corridor length, with τ_γ; TRT's attention
+and the transported reward on one episode that took the key); classifier_rate.png (the
+actor-critic's learning curves, one per seed and classifier learning rate).
 """
 
+import dataclasses
 import importlib
 import sys
 import time
@@ -25,13 +31,18 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
+from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the chapters and the shared modules
 import common  # noqa: E402
 
+gae = importlib.import_module("02_gae")
 rudder = importlib.import_module("03_rudder")
 
 TRANSPORT_METHODS = ("Q-learning (TD)", "TRT", "RUDDER")
+# studies/02_learning.py's tabular actor-critic, its defaults: actor and critic step sizes, GAE's λ,
+# and "solved" once π(take key | key room) reaches SUCCESS
+ACTOR_LR, CRITIC_LR, GAE_LAMBDA, SUCCESS = 0.1, 0.2, 0.9, 0.9
 
 
 @dataclass
@@ -45,8 +56,13 @@ class Args(common.RunArgs):
     focus: float = common.arg(3.0, "a step is important when it receives this many times the uniform attention")
     scale: float = common.arg(1.0, "share of the distant rewards added at an important step")
     seeds: int = common.arg(5, "seeds per (method, length), and classifiers in the demo: the claims' seeds")
+    classifier_lrs: str = common.arg("3e-3,1e-2,3e-2,1e-1", "TRT classifier learning rates (Adam) under the "
+                                     "actor-critic, ascending: the first the chapter's, the last the raised one",
+                                     item=float)
+    ac_corridor: int = common.arg(20, "corridor length of the actor-critic on TRT's reward")
+    ac_episodes: int = common.arg(1600, "episodes per actor-critic run (it keeps learning once solved: does it fall back?)")
 
-    SMOKE = dict(sweep="4", seeds=1)
+    SMOKE = dict(sweep="4", seeds=1, classifier_lrs="3e-3,3e-2", ac_corridor=12, ac_episodes=32)
 
     def __post_init__(self):
         common.require_positive(self, "width", "seeds")
@@ -54,10 +70,20 @@ class Args(common.RunArgs):
             common.require(0 <= getattr(self, name) <= 1, f"--{name.replace('_', '-')} must be in [0, 1]")
         common.require(0 < self.gamma < 1, "--gamma must be in (0, 1)")
         common.require(all(L > 0 for L in self.sweep_list), "--sweep: corridor lengths must be positive")
+        rates = self.classifier_lr_list
+        common.require(len(rates) >= 2 and 0 < rates[0] and rates == sorted(set(rates)),
+                       "--classifier-lrs: two or more positive rates, ascending")
+        common.require_positive(self, "ac_corridor")
+        common.require(self.ac_episodes >= rudder.Args().learn_batch,
+                       f"--ac-episodes must hold one batch ({rudder.Args().learn_batch} episodes)")
 
     @property
     def sweep_list(self) -> list[int]:
         return common.as_list(self.sweep, int)
+
+    @property
+    def classifier_lr_list(self) -> list[float]:
+        return common.as_list(self.classifier_lrs, float)
 
 
 def chapter_args(args: Args, seed: int | None = None) -> "rudder.Args":
@@ -101,6 +127,52 @@ def quiet_study(args: Args, settings: "rudder.Args", device) -> dict:
                         gamma=args.gamma, distractor_prob=0.0, epsilon=args.epsilon)
 
 
+def actor_critic(env: common.KeyToDoor, rewrite, gamma: float, updates: int) -> list[float]:
+    """studies/02_learning.py's tabular actor-critic (actor_critic, critic_step: taught there),
+    restated to learn from a rewritten reward at γ < 1 for a fixed number of updates. Actor: softmax
+    over tabular logits, stepped along Σ_t Ψ_t ∇log π(a_t|s_t), Ψ = GAE(γ, λ) on rewrite(episode);
+    critic: tabular V moved toward the λ-return Ψ + V. π(take key | key room) after each update."""
+    logits = torch.zeros(env.num_states + 1, 2, device=env.device, requires_grad=True)
+    V = torch.zeros(env.num_states + 1, device=env.device)
+    actor = torch.optim.SGD([logits], lr=ACTOR_LR)
+    curve = []
+    for _ in range(updates):
+        episode = common.play_episodes(env, torch.softmax(logits.detach(), 1))
+        s, a = episode["states"], episode["actions"]
+        advantages = gae.gae(rewrite(episode), V[s], V[episode["next_states"]], episode["ends"], gamma, GAE_LAMBDA)
+        logp = torch.log_softmax(logits, 1)[s, a]
+        actor.zero_grad()
+        # sum over steps, mean over episodes: the key step's share does not shrink with L
+        (-(logp * advantages).sum(0).mean()).backward()
+        actor.step()
+        # V(s) += lr · the mean over the batch's visits of s of Ψ_t (its λ-return - V(s))
+        visits = torch.bincount(s.flatten(), minlength=len(V)).clamp(min=1)
+        V += CRITIC_LR * torch.zeros_like(V).index_add_(0, s.flatten(), advantages.flatten()) / visits
+        curve.append(float(torch.softmax(logits.detach()[0], 0)[1]))
+    return curve
+
+
+def trt_actor_critic(args: Args, settings: "rudder.Args", rate: float, seed: int, device) -> list[float]:
+    """The actor-critic on key-to-door with distractors (--ac-corridor, γ = --gamma), learning from
+    TRT's transported reward, the classifier at Adam learning rate `rate` (the chapter's refits):
+    its learning curve, π(take key | key room) after each update."""
+    common.seed_everything(seed)  # the classifier's initial weights: the same at every rate
+    env = common.KeyToDoor(settings.learn_batch, corridor=args.ac_corridor, distractor_prob=args.distractor_prob,
+                           seed=seed, device=device)
+    shaper = rudder.make_shaper(dataclasses.replace(settings, lr=rate), "TRT", env, args.gamma, seed, device)
+    return actor_critic(env, lambda episode: shaper(episode, env.num_states), args.gamma,
+                        args.ac_episodes // settings.learn_batch)
+
+
+def classifier_rate_study(args: Args, settings: "rudder.Args", device) -> dict:
+    """{classifier learning rate: [one learning curve per seed]}, every rate on the same seeds."""
+    runs = [(rate, settings.seed + i) for rate in args.classifier_lr_list for i in range(settings.sweep_seeds)]
+    curves = {}
+    for rate, seed in tqdm(runs, desc="actor-critic on TRT", leave=False):
+        curves.setdefault(rate, []).append(trt_actor_critic(args, settings, rate, seed, device))
+    return curves
+
+
 def plot_transport(args: Args, transport_sweep: dict, demo: dict, path) -> None:
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
     curves = {m: np.array([by_L[L] for L in args.sweep_list]).T for m, by_L in transport_sweep.items()}
@@ -116,6 +188,18 @@ def plot_transport(args: Args, transport_sweep: dict, demo: dict, path) -> None:
                label="attention received (share)")
     right.set(xlabel="step (0: key room)", title="TRT on one episode that took the key")
     right.legend(fontsize="small")
+    common.save_figure(fig, path)
+
+
+def plot_classifier_rates(curves: dict, batch: int, path) -> None:
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    for (rate, runs), color in zip(curves.items(), plt.rcParams["axes.prop_cycle"].by_key()["color"]):
+        episodes = batch * np.arange(1, len(runs[0]) + 1)
+        for i, curve in enumerate(runs):
+            ax.plot(episodes, curve, color=color, lw=1, alpha=0.7, label=f"classifier lr {rate:g}" if i == 0 else None)
+    ax.axhline(SUCCESS, color="k", ls=":", lw=1, label="solved")
+    ax.set(xlabel="episodes", ylabel="π(take key | key room)", title="Actor-critic on TRT's reward, one line per seed")
+    ax.legend(fontsize="small")
     common.save_figure(fig, path)
 
 
@@ -230,6 +314,88 @@ def distractor_claim(args: Args, settings: "rudder.Args", noisy: dict, quiet: di
                         f"episodes, one batch) in {floored} of {2 * len(lengths) * settings.sweep_seeds} runs", limits)
 
 
+def episodes_to_solve(curve: list[float], batch: int) -> int:
+    """Episodes until π(take key | key room) first reaches SUCCESS (02_learning's "solved"); the
+    run's episodes if never."""
+    reached = np.flatnonzero(np.asarray(curve) >= SUCCESS)
+    return batch * (int(reached[0]) + 1 if len(reached) else len(curve))
+
+
+def largest_drop(curve: list[float]) -> float:
+    """How far the learning curve ever fell below its best so far: max_t (max_{t' ≤ t} π_t' - π_t)."""
+    return float(np.max(np.maximum.accumulate(curve) - curve))
+
+
+def no_harm(harm, tolerance: float) -> tuple[bool | None, str]:
+    """A statement that a change does no harm, on the harm per seed (> 0: worse): no where its
+    interval lies above 0 (measurably worse, common.seed_verdict); yes where it lies below
+    `tolerance` (any harm is smaller than that); else None. With "mean [95% interval]"."""
+    worse, text = common.seed_verdict(harm)
+    if worse:
+        return False, text
+    within, _ = common.seed_verdict(np.subtract(tolerance, harm))
+    return (True if within else None), text
+
+
+def classifier_rate_summary(curves: dict, batch: int) -> tuple[dict, dict]:
+    """Per rate, one value per seed: π(take key | key room) at the end, whether and after how many
+    episodes it reached SUCCESS, its largest drop; and their table (means; episodes: median, range)."""
+    summary = {rate: {"final": [c[-1] for c in runs], "solved": [max(c) >= SUCCESS for c in runs],
+                      "episodes": [episodes_to_solve(c, batch) for c in runs], "drop": [largest_drop(c) for c in runs]}
+               for rate, runs in curves.items()}
+    rows = [[f"{rate:g}", rudder.seed_spread(v["episodes"]), f"{np.mean(v['final']):.3f}", f"{np.mean(v['drop']):.3f}",
+             f"{sum(v['solved'])} of {len(v['solved'])}"] for rate, v in summary.items()]
+    header = ["classifier lr", "episodes to solve", "final π(take key)", "largest drop", "solved"]
+    return summary, {"header": header, "rows": rows}
+
+
+def classifier_rate_metrics(summary: dict) -> dict:
+    """Per rate: the final π(take key | key room) and the largest drop (means of the seeds), the
+    episodes to solve (median)."""
+    metrics = {}
+    for rate, v in summary.items():
+        metrics[f"trt_ac_final_p_key[lr={rate:g}]"] = float(np.mean(v["final"]))
+        metrics[f"trt_ac_largest_drop[lr={rate:g}]"] = float(np.mean(v["drop"]))
+        metrics[f"trt_ac_episodes_to_solve[lr={rate:g}]"] = float(np.median(v["episodes"]))
+    return metrics
+
+
+def classifier_rate_claim(args: Args, summary: dict, budget: int) -> dict:
+    """Survey §6: the classifier's learning rate can rise without destabilising the actor-critic.
+    Per seed, π(take key | key room) after the run at the chapter's rate minus at the highest (> 0:
+    the raised rate left the actor-critic worse): no where that harm is measurable; yes where its
+    interval stays below the spread between seeds at the chapter's rate (std of their final π: how
+    far one seed lies from another with nothing changed). The premise: at the chapter's rate the
+    actor-critic learns (a seed solves). Beside it, the benefit the essay implies: episodes to solve
+    at the chapter's rate minus at the highest (> 0: faster; censored where a run never solved)."""
+    base, high = summary[args.classifier_lr_list[0]], summary[args.classifier_lr_list[-1]]
+    low_rate, high_rate = args.classifier_lr_list[0], args.classifier_lr_list[-1]
+    seeds = len(base["final"])
+    spread = float(np.std(base["final"], ddof=1)) if seeds > 1 else float("nan")
+    holds, harm = no_harm(np.subtract(base["final"], high["final"]), spread)
+    _, speed = censored(*common.seed_verdict(np.subtract(base["episodes"], high["episodes"])),
+                        not all(high["solved"]), not all(base["solved"]))
+    _, drops = common.seed_verdict(np.subtract(high["drop"], base["drop"]))
+    measured = (f"studies/02_learning.py's actor-critic (GAE γ = {args.gamma}, λ = {GAE_LAMBDA}) on TRT's reward, "
+                f"L = {args.ac_corridor}, distractors p = {args.distractor_prob}, {budget:,} episodes, {seeds} seeds. "
+                f"Per classifier lr ({', '.join(f'{rate:g}' for rate in summary)}): final π(take key), mean "
+                + ", ".join(f"{np.mean(v['final']):.3f}" for v in summary.values())
+                + "; solved " + ", ".join(f"{sum(v['solved'])}" for v in summary.values()) + f" of {seeds}"
+                + "; episodes to solve, median " + ", ".join(f"{np.median(v['episodes']):,.0f}" for v in summary.values())
+                + "; the learning curve's largest drop, mean " + ", ".join(f"{np.mean(v['drop']):.2g}"
+                                                                        for v in summary.values())
+                + f". Final π per seed at {low_rate:g}: " + ", ".join(f"{f:.2f}" for f in base["final"])
+                + f"; at {high_rate:g}: " + ", ".join(f"{f:.2f}" for f in high["final"])
+                + f"; at {low_rate:g} minus at {high_rate:g} (> 0: worse at {high_rate:g}), mean [95% interval]: {harm}, "
+                f"against the spread between seeds at {low_rate:g} (std) {spread:.3g}. Largest drop at {high_rate:g} "
+                f"minus at {low_rate:g}: {drops}; episodes to solve at {low_rate:g} minus at {high_rate:g} (> 0: faster "
+                f"at {high_rate:g}): {speed}")
+    if not any(base["solved"]):
+        holds, measured = None, f"premise not met: the actor-critic never solves at {low_rate:g}. {measured}"
+    return common.claim("survey §6", f"TRT's classifier learning rate can rise ({high_rate / low_rate:.0f}x here) "
+                        "without destabilising the actor-critic that learns from its reward", measured, holds)
+
+
 def main(args: Args) -> dict:
     start = time.time()
     args, device, out = common.start_run(args)
@@ -240,16 +406,24 @@ def main(args: Args) -> dict:
     demos = transport_demos(args, settings, device)
     transport_sweep = transport_study(args, settings, device)
     quiet = quiet_study(args, settings, device)
+    curves = classifier_rate_study(args, settings, device)
 
     plot_transport(args, transport_sweep, demos[0], out / "transport.png")
+    plot_classifier_rates(curves, settings.learn_batch, out / "classifier_rate.png")
     metrics, claims = transport_claims(args, settings, transport_sweep, demos, quiet)
+    rates, rate_table = classifier_rate_summary(curves, settings.learn_batch)
+    claims.append(classifier_rate_claim(args, rates, args.ac_episodes // settings.learn_batch * settings.learn_batch))
+    metrics.update(classifier_rate_metrics(rates))
     rows = [[L, *(rudder.seed_spread(by_L[L]) for by_L in transport_sweep.values())] for L in args.sweep_list]
     table = {"header": ["corridor L", *transport_sweep], "rows": rows}
-    metrics["tables"] = {"transport": table}
+    metrics["tables"] = {"transport": table, "classifier_rate": rate_table}
     wall = time.time() - start
-    common.write_results(out, args, wall, metrics, claims, transport_sweep=transport_sweep, without_distractors=quiet)
+    common.write_results(out, args, wall, metrics, claims, transport_sweep=transport_sweep, without_distractors=quiet,
+                         classifier_rate={f"{rate:g}": v for rate, v in rates.items()})
     print(f"\nTransport study (γ = {args.gamma}, distractors), episodes to solve: median (range) of the seeds:")
     print(common.format_table(table["rows"], table["header"]))
+    print(f"\nActor-critic on TRT's reward (L = {args.ac_corridor}) per classifier learning rate, {settings.sweep_seeds} seeds:")
+    print(common.format_table(rate_table["rows"], rate_table["header"]))
     print("\n" + common.format_claims(claims))
     print(f"\nwall clock {wall:.0f} s; results in {out}/")
     return {"metrics": metrics, "claims": claims}

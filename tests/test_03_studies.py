@@ -13,7 +13,9 @@ from test_03_rudder import FakeFitter, FitRecorder, key_to_door_episodes
 
 import common
 
+gae = importlib.import_module("02_gae")
 rudder = importlib.import_module("03_rudder")
+learning = importlib.import_module("studies.02_learning")
 pocket = importlib.import_module("studies.03_pocket_watch")
 inputs = importlib.import_module("studies.03_predictor_inputs")
 trt = importlib.import_module("studies.03_transport")
@@ -394,6 +396,115 @@ def test_distractor_claim_compares_rudders_lead_over_td_with_and_without_distrac
     assert "γ = 0.9, ε = 1.0, distractors p = 0.5 or none" in claim["measured"]
     floored = sum(v == 16 for v in (summary.get("ru", (16,) * 4) + summary.get("quiet_ru", (16,) * 4)))
     assert f"RUDDER at the floor (16 episodes, one batch) in {3 * floored} of 24 runs" in claim["measured"]
+
+
+# --------------------------------------------------------------------------------------------
+# 03_transport: the actor-critic on TRT's reward, over the classifier's learning rate
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("budget", [1600, 96])  # it solves within 1,600 episodes; not within 96
+def test_actor_critic_is_02_learnings_on_the_reward_it_is_given(budget):
+    args = learning.Args(max_episodes=budget)
+    assert (trt.ACTOR_LR, trt.CRITIC_LR, trt.GAE_LAMBDA, trt.SUCCESS) == (args.actor_lr, args.critic_lr,
+                                                                          args.gae_lambda, args.success)
+    expected = learning.actor_critic(args, 3, args.gae_lambda, 7, "cpu")
+    common.seed_everything(7)
+    env = gae.make_env(args, 3, args.batch, 7, "cpu")
+    curve = trt.actor_critic(env, lambda episode: episode["rewards"], 1.0, budget // args.batch)
+    assert trt.episodes_to_solve(curve, args.batch) == expected
+    assert (expected < budget) is (budget == 1600)
+
+
+def test_trt_actor_critic_learns_from_trts_reward_with_the_classifier_at_the_rate(monkeypatch):
+    made, rewritten, ran = [], [], []
+
+    def make_shaper(settings, method, env, gamma, seed, device):
+        made.append((settings.lr, settings.refit_steps, method, env.num_envs, env.corridor, env.distractor_prob,
+                     gamma, seed, float(torch.rand(1))))
+        return lambda episode, num_states: rewritten.append(num_states) or episode["rewards"] + 1
+
+    monkeypatch.setattr(rudder, "make_shaper", make_shaper)
+    monkeypatch.setattr(trt, "actor_critic", lambda env, rewrite, gamma, updates: ran.append((env, rewrite, gamma,
+                                                                                                updates)) or [0.5])
+    args = trt.Args(ac_corridor=6, ac_episodes=44, gamma=0.8, distractor_prob=0.3)
+    assert trt.trt_actor_critic(args, rudder.Args(learn_batch=8, refit_steps=4), 0.05, 3, "cpu") == [0.5]
+    # the classifier's initial weights come from the seed, whatever ran before
+    first_draw = float(torch.rand(1, generator=torch.Generator().manual_seed(3)))
+    assert made == [(0.05, 4, "TRT", 8, 6, 0.3, 0.8, 3, first_draw)]
+    (env, rewrite, gamma, updates), = ran
+    assert (gamma, updates) == (0.8, 5)
+    torch.testing.assert_close(rewrite({"rewards": torch.zeros(2)}), torch.ones(2))
+    assert rewritten == [env.num_states]
+
+
+def test_classifier_rate_study_runs_every_rate_on_the_same_seeds(monkeypatch):
+    monkeypatch.setattr(trt, "trt_actor_critic", lambda args, settings, rate, seed, device: [rate, seed])
+    study = trt.classifier_rate_study(trt.Args(classifier_lrs="0.01,0.1"), rudder.Args(sweep_seeds=2, seed=5), "cpu")
+    assert study == {0.01: [[0.01, 5], [0.01, 6]], 0.1: [[0.1, 5], [0.1, 6]]}
+
+
+def test_episodes_to_solve_and_largest_drop_read_the_learning_curve():
+    assert trt.episodes_to_solve([0.5, 0.7, 0.9, 0.8], 16) == 48
+    assert trt.episodes_to_solve([0.5, 0.7, 0.89], 16) == 48  # never: the run's episodes
+    assert trt.largest_drop([0.5, 0.8, 0.6, 0.9, 0.85]) == pytest.approx(0.2)
+    assert trt.largest_drop([0.5, 0.6, 0.7]) == 0
+
+
+@pytest.mark.parametrize("harm,tolerance,holds", [
+    ((0.1, 0.11, 0.12), 1.0, False),  # measurably worse, however small against the tolerance
+    ((0.0, 0.01, -0.01), 0.1, True),
+    ((-0.5, -0.6, -0.55), 0.01, True),  # better: no harm
+    ((0.0, 0.2, -0.2), 0.05, None),  # the interval reaches beyond the tolerance
+    ((0.1,), 1.0, None),  # one seed
+])
+def test_no_harm_is_no_when_measurably_worse_and_yes_within_the_tolerance(harm, tolerance, holds):
+    verdict, text = trt.no_harm(harm, tolerance)
+    mean, low, high = common.mean_interval(harm)
+    assert verdict is holds and text == f"{mean:+.3g} [{low:+.3g}, {high:+.3g}]"
+
+
+def rate_curves(finals, solve_at=2, updates=4):
+    """One learning curve per seed: 0.5 until update `solve_at`, 0.95 from then on, `final` at the end."""
+    return [[0.5] * solve_at + [0.95] * (updates - solve_at - 1) + [final] for final in finals]
+
+
+@pytest.mark.parametrize("high,holds", [
+    ((0.95, 0.96, 0.97), True),  # the same as at the chapter's rate
+    ((0.5, 0.51, 0.52), False),  # ends unsolved on every seed
+    ((0.96, 0.5, 0.97), None),  # one seed unsolved: within the spread of the seeds
+])
+def test_classifier_rate_claim_compares_the_highest_rate_with_the_first(high, holds):
+    curves = {0.003: rate_curves((0.95, 0.96, 0.97)), 0.01: rate_curves((0.1, 0.1, 0.1)), 0.03: rate_curves(high)}
+    args = trt.Args(classifier_lrs="0.003,0.01,0.03", ac_corridor=9)
+    summary, table = trt.classifier_rate_summary(curves, 16)
+    claim = trt.classifier_rate_claim(args, summary, 64)
+    assert claim["holds"] is holds and claim["source"] == "survey §6"
+    assert claim["claim"] == ("TRT's classifier learning rate can rise (10x here) without destabilising the "
+                              "actor-critic that learns from its reward")
+    harm = np.subtract((0.95, 0.96, 0.97), high)
+    mean, low, top = common.mean_interval(harm)
+    assert (f"at 0.003 minus at 0.03 (> 0: worse at 0.03), mean [95% interval]: {mean:+.3g} [{low:+.3g}, {top:+.3g}], "
+            f"against the spread between seeds at 0.003 (std) {np.std((0.95, 0.96, 0.97), ddof=1):.3g}") in claim["measured"]
+    assert "L = 9, distractors p = 0.5, 64 episodes, 3 seeds. Per classifier lr (0.003, 0.01, 0.03)" in claim["measured"]
+    assert "Final π per seed at 0.003: 0.95, 0.96, 0.97; at 0.03: " + ", ".join(f"{f:.2f}" for f in high) in claim["measured"]
+    assert table["rows"][1] == ["0.01", "48", "0.100", f"{0.85:.3f}", "3 of 3"]
+    metrics = trt.classifier_rate_metrics(summary)
+    assert metrics["trt_ac_episodes_to_solve[lr=0.003]"] == 48 and metrics["trt_ac_final_p_key[lr=0.01]"] == pytest.approx(0.1)
+
+
+def test_classifier_rate_claim_needs_an_actor_critic_that_learns_at_the_first_rate():
+    curves = {0.003: rate_curves((0.6, 0.6, 0.6), solve_at=4), 0.03: rate_curves((0.95, 0.96, 0.97))}
+    summary, _ = trt.classifier_rate_summary(curves, 16)
+    claim = trt.classifier_rate_claim(trt.Args(classifier_lrs="0.003,0.03"), summary, 64)
+    assert claim["holds"] is None and claim["measured"].startswith("premise not met: the actor-critic never solves")
+
+
+@pytest.mark.parametrize("flag,value,message", [
+    ("--classifier-lrs", "0.1,0.01", "--classifier-lrs: two or more positive rates, ascending"),
+    ("--classifier-lrs", "0.01", "--classifier-lrs: two or more positive rates, ascending"),
+    ("--ac-episodes", "8", "--ac-episodes must hold one batch (16 episodes)"),
+])
+def test_transport_flags_refuse_bad_values(cli_error, flag, value, message):
+    assert message in cli_error("studies.03_transport", flag, value)
 
 
 # --------------------------------------------------------------------------------------------
@@ -788,7 +899,11 @@ def test_pocket_watch_smoke_run(tmp_path, read_results):
 
 def test_transport_smoke_run(tmp_path, read_results):
     data = smoke(trt, tmp_path, read_results)
-    assert (tmp_path / "transport.png").stat().st_size > 1000 and len(data["claims"]) == 5
+    assert (tmp_path / "transport.png").stat().st_size > 1000 and len(data["claims"]) == 6
+    assert (tmp_path / "classifier_rate.png").stat().st_size > 1000
+    # the actor-critic on TRT's reward: two rates, one seed, 4 updates of 8 episodes
+    assert [row[0] for row in data["tables"]["classifier_rate"]["rows"]] == ["0.003", "0.03"]
+    assert all(len(v["final"]) == 1 and v["episodes"][0] <= 32 for v in data["classifier_rate"].values())
     # each sweep's result is a whole number of learner updates within the budget (8 episodes each, 32 in all)
     sweeps = [e for by_L in data["transport_sweep"].values() for runs in by_L.values() for e in runs]
     assert len(sweeps) == 3 and all(e % 8 == 0 and 8 <= e <= 32 for e in sweeps)
