@@ -51,6 +51,7 @@ FAILURES_PARTS = "studies/05_failure_modes_blame_curriculum"
 SEEDS = "studies/05_seeds"
 ZERO = "studies/05_zero_spread"
 OVER = "studies/06_overoptimisation"
+OVER_CHECKS = "studies/06_overoptimisation_checks"
 SEEDS_06 = "studies/06_seeds"
 PROGRESS = "studies/06_progress"
 OVER_LENGTH = "studies/06_overoptimisation_length"
@@ -86,9 +87,8 @@ WHOLE_GAME = [
     said("§2, §7.2", "The policy finds a cheap correlate of the score.",
          "reward hacking: RL on a learned score finds a cheap correlate of it, e.g. well-formed work with a "
          "wrong final answer (format tricks)",
-         fix="studies/06_overoptimisation.py format_trick_claim: its gap is lost accuracy, since both arms write worked "
-             "solutions at about the same rate; decide on a quantity that holds accuracy fixed (the worked-form share "
-             "among wrong completions, or the learned score of wrong completions rising while pass@1 falls)"),
+         (OVER_CHECKS, "reward hacking: RL on a learned score finds a cheap correlate of it: the score of wrong work rises "
+                       "(e.g. well-formed work with a wrong final answer)")),
     said("§2, §7.2", "A chat model learns to be sycophantic because preference models like agreement.",
          "preference reward models make a chat model sycophantic",
          not_checkable="needs a preference reward model and a chat task; ours are verifier-scored arithmetic"),
@@ -680,18 +680,16 @@ SURVEY = [
          how="rephrase"),
     said("§4.5.4", "requires strong inductive biases or large amounts of comparative data",
          "token-level credit needs strong priors or much comparative data",
-         fix="studies/06_overoptimisation.py: sweep the number of preference pairs Q-RM trains on and "
-             "measure its localisation of the first wrong step (the AUROC it already computes), intervals over seeds"),
+         (OVER_CHECKS, "token-level credit needs large amounts of comparative data (the half checked here; strong "
+                       "inductive biases are the other): Q-RM trained on more (right, wrong) pairs localises the first "
+                       "wrong step better")),
     said("§4.5.4, §9", "DPO-derived reward models (DPO-RM) tend to assign high rewards to structural tokens like line "
                        "breaks",
          "DPO-implicit rewards pile up on structural tokens such as line breaks",
          not_checkable="no DPO-trained model here"),
     said("§4.6, §9", "Q-RM (token-level credit) can replace GAE within PPO",
          "Q-RM's token-level credit can replace GAE inside PPO (or REINFORCE)",
-         fix=seeds("studies/06_overoptimisation.py rl_claims", "no claim; the run puts Q-RM's credit in place of the "
-                   "outcome advantage, not of GAE within PPO", "held-out pass@1 of PPO with Q-RM token advantages "
-                   "minus PPO with GAE (studies/05_critic.py's PPO)"),
-         metrics=((OVER, "rl[qrm]_pass@1_final"), (OVER, "rl[outcome]_pass@1_final"))),
+         (OVER_CHECKS, "Q-RM's token-level credit can replace GAE inside PPO (or REINFORCE)")),
     said("§5", "TD methods take time exponential in the length of the delay to remove bias",
          "the time TD needs to unlearn its bias grows exponentially with the delay (RUDDER's theorem)",
          (RUDDER, "TD needs time exponential in the delay to remove its bias")),

@@ -28,6 +28,18 @@ the chapter leaves out:
                         wrong) answers, RL on it, and the two fixes: r - b·length (b fitted with
                         correctness held fixed) and the same RM trained on length-balanced pairs
 
+Three checks run alone where --parts names them (the default, study, is all of the above), each on
+the study's labelled solutions and reward models (the same draws, so the same models):
+
+  hacking               the PRM's P(step right) on the wrong steps of wrong held-out completions
+                        (correctness held fixed), before RL, after RL on the PRM and after outcome
+                        GRPO on the verifier: does RL on a learned score find a cheap correlate of it?
+  pairs                 Q-RM trained (the same steps) on the (right, wrong) pairs among the first 3, 6
+                        and 12 (--qrm-samples) solutions of each training problem: its localisation of
+                        the first wrong step against its amount of comparative data
+  ppo                   the chapter's loop (one optimiser step per batch, as studies/05_critic.py's
+                        PPO) with Q-RM's token advantages against GAE on 05's learned critic
+
 Every claim is decided on the 95% interval over the seeds (common.seed_verdict: one value per seed,
 > 0 in the statement's direction) or is exact (counts). To fit three seeds in 15 minutes the
 default run is the chapter's scale, not the full scale of the study's earlier one-seed runs: 8
@@ -38,10 +50,12 @@ completions for 60 updates (the full scale: --rollouts-per-prefix 16 --label-ns 
     python studies/06_overoptimisation.py                # 731 s on 2 CPU cores (3 seeds), beside other jobs
     python studies/06_overoptimisation.py --length-bias --out runs/studies/06_overoptimisation_length
                                            # + 2 preference RMs and 3 RL runs a seed: 1,153 s, beside other jobs
+    python studies/06_overoptimisation.py --parts hacking,pairs,ppo --out runs/studies/06_overoptimisation_checks
+                                           # the three checks alone (3 seeds): 1,024 s, beside other jobs
     python studies/06_overoptimisation.py --reanalyse runs/studies/06_overoptimisation/results.json
                                            # the claims again from the stored seeds, nothing trained
 
-Read beside: credit-assignment-problem-survey.txt §4.5.2, §9, §10; credit-assignment-over-long-generations.txt
+Read beside: credit-assignment-problem-survey.txt §4.5.2, §4.5.4, §4.6, §9, §10; credit-assignment-over-long-generations.txt
 (KL, process rewards, over-optimisation); credit-assignment-is-the-whole-game.txt §2, §6, §7.2, §7.6, §7.7.
 Papers: Lightman et al. 2024; Wang et al. 2024 (Math-Shepherd); Chen et al. 2025 (Q-RM); Gao, Schulman &
 Hilton 2022. Figures (means over the seeds): label_quality.png, best_of_n.png, rl.png, overoptimisation.png,
@@ -77,9 +91,11 @@ from lm_world import (  # noqa: E402
 )
 
 prm = importlib.import_module("06_prm_qrm")
+critic_study = importlib.import_module("studies.05_critic")  # its PPO: the learned token critic and GAE over tokens
 
 RL_METHODS = {**prm.RL_METHODS, "qrm": "Q-RM tokens", "orm": "GRPO on the learned ORM"}
 REWARD_MODELS = ("prm", "orm", "qrm")  # made, then trained, in this order from one random stream
+PARTS = ("study", "hacking", "pairs", "ppo")  # what a run measures (--parts): the study, then checks of their own
 ORM_ARMS = ("kl", "no_kl")  # the over-optimisation runs on the ORM: at --kl-beta, and at β = 0
 LIGHTMAN_N = 1860  # Lightman et al. (2024), best-of-1860 on MATH (their Figure 3)
 LIGHTMAN = {"PRM": 0.782, "ORM": 0.724, "majority vote": 0.696}
@@ -117,9 +133,16 @@ class Args(lm_world.LMArgs):
     length_bias: bool = common.arg(False, "also run the length-bias study: RL on a preference RM that prefers length, "
                                    "raw, length-normalised, and retrained on length-balanced pairs")
     length_steps: int = common.arg(60, "length bias: RL updates on each preference RM")
+    parts: str = common.arg("study", "what to run, comma-separated: study (all of the above), hacking (the PRM's "
+                            "score of the wrong steps written before RL, after RL on it and on the verifier), pairs "
+                            "(Q-RM's localisation against its preference pairs), ppo (Q-RM's token credit against "
+                            "GAE on a learned critic in the same loop)", PARTS, item=str)
+    qrm_samples: str = common.arg("3,6,12", "pairs: solutions sampled per training problem (the chapter's 256), whose "
+                                  "(right, wrong) pairs train a Q-RM each; the chapter's: 6", item=int)
 
     SMOKE = dict(lm_world.LMArgs.SMOKE_LM, seeds=2, rollouts_per_prefix=4, rm_steps=2, rl_steps=2, prompts=2,
-                 label_ns="1,4", bon_samples=4, bon_repeats=2, calibration_solutions=4, overopt_steps=2, length_steps=2)
+                 label_ns="1,4", bon_samples=4, bon_repeats=2, calibration_solutions=4, overopt_steps=2, length_steps=2,
+                 qrm_samples="2,4")
 
     def __post_init__(self):
         super().__post_init__()
@@ -132,6 +155,10 @@ class Args(lm_world.LMArgs):
                        "--label-ns must be in 1..--rollouts-per-prefix")
         common.require(self.rl_method_list and set(self.rl_method_list) <= set(RL_METHODS),
                        f"--rl-methods must be among {','.join(RL_METHODS)}")
+        common.require(self.part_list and set(self.part_list) <= set(PARTS), f"--parts must be among {','.join(PARTS)}")
+        sizes = self.qrm_sample_list
+        common.require(len(sizes) >= 2 and sizes[0] >= 2 and sizes == sorted(set(sizes)),
+                       "--qrm-samples must be at least two increasing sizes, each at least 2 (a right and a wrong one)")
 
     @property
     def label_n_list(self) -> list[int]:
@@ -140,6 +167,14 @@ class Args(lm_world.LMArgs):
     @property
     def rl_method_list(self) -> list[str]:
         return common.as_list(self.rl_methods, str)
+
+    @property
+    def part_list(self) -> list[str]:
+        return common.as_list(self.parts, str)
+
+    @property
+    def qrm_sample_list(self) -> list[int]:
+        return common.as_list(self.qrm_samples, int)
 
 
 def chapter_args(args: Args, seed: int) -> "prm.Args":
@@ -447,13 +482,16 @@ def sample_stats(policy, tokenizer, problems: list, args: lm_world.LMArgs, devic
     return output_stats(repeated, texts, correct, completions.lengths.cpu().numpy())
 
 
-def rl_run(initial, tokenizer, run: "prm.Args", advantage_fn, device, desc: str) -> dict:
+def rl_run(initial, tokenizer, run: "prm.Args", advantage_fn, device, desc: str, judge=None) -> dict:
     """The chapter's loop (`prm.train`) on a copy of the cold start, then what the trained policy
-    writes on the held-out problems (`sample_stats`) and a few examples."""
+    writes on the held-out problems (`sample_stats`), a few examples and, given `judge(policy) ->
+    dict`, its verdict on the trained policy."""
     held_out, start, policy = run.task.held_out(run.eval_problems), time.time(), copy.deepcopy(initial)
     result = prm.train(policy, frozen_copy(initial), tokenizer, run, advantage_fn, held_out, device, desc)
     result.update(wall_clock_s=time.time() - start, examples=what_it_writes(policy, tokenizer, held_out[:2], run, device),
                   final=sample_stats(policy, tokenizer, held_out, run, device))
+    if judge:
+        result["judged"] = judge(policy)
     print(f"  {desc}: held-out pass@1 {result['evals'][0]['pass@1']:.3f} -> {result['evals'][-1]['pass@1']:.3f} in "
           f"{result['wall_clock_s']:.0f} s")
     return result
@@ -672,6 +710,137 @@ def length_bias_study(initial, tokenizer, data: dict, held: dict, run: "prm.Args
         runs[name]["log"] = log
     return {"pairs": len(pairs), "balanced_pairs": len(balanced), "slope": slope, "length_corr": corr, "runs": runs,
             "losses": {"length-preferring RM": biased_losses, "length-balanced RM": balanced_losses}}
+
+
+# ============================================================================================
+# The checks of their own (--parts): the PRM's score of wrong steps after RL on it; Q-RM against its
+# number of pairs; Q-RM's credit in place of GAE
+# ============================================================================================
+
+
+def wrong_step_scores(probs: torch.Tensor, ends: torch.Tensor, problems: list, texts: list[str], correct) -> dict:
+    """The PRM's P(step right) (probs, (B, T), read where each step ends) on the wrong steps of the
+    wrong samples (the first line that differs from the worked solution and every line after it;
+    a right bare answer differs from it too, but is right), pooled: a score that correctness
+    cannot raise. With pass@1 and the share of the wrong samples in worked form (the format trick)."""
+    correct = np.asarray(correct, bool)
+    wrong = [probs[i][ends[i][:len(gold)]][~torch.tensor(gold)] for i, gold in
+             enumerate(prm.gold_step_labels(p, t) for p, t in zip(problems, texts)) if not correct[i]]
+    wrong = torch.cat(wrong).numpy() if wrong else np.array([])
+    form = np.array([worked_form(t) for t in texts], bool)
+    return {"pass@1": float(correct.mean()), "wrong_steps": len(wrong), "wrong_step_score": mean_or_nan(wrong),
+            "worked_form_of_wrong": mean_or_nan(form[~correct])}
+
+
+def prm_judge(prm_model, tokenizer, run: "prm.Args", device):
+    """judge(policy) -> `wrong_step_scores` of its `eval_samples` completions of each held-out problem
+    (sampled as `sample_stats` samples them: the same completions its numbers describe)."""
+    problems = [p for p in run.task.held_out(run.eval_problems) for _ in range(run.eval_samples)]
+
+    def judge(policy) -> dict:
+        r, texts = sample(policy, tokenizer, [p.prompt for p in problems], run.max_new_tokens,
+                          torch.Generator(device).manual_seed(run.seed + 6), device)
+        probs = torch.sigmoid(prm.reward_model_logits(prm_model, r)).cpu()
+        ends = lm_world.step_end_tokens(tokenizer, r.completion_ids, r.completion_mask).cpu()
+        return wrong_step_scores(probs, ends, problems, texts, verifier_rewards(problems, texts, r.truncated).numpy())
+    return judge
+
+
+def hacking_study(initial, tokenizer, models: dict, run: "prm.Args", device) -> dict:
+    """RL on the PRM's steps and on the verifier (outcome GRPO), the same prompts and seed; the PRM
+    judges the cold start's held-out completions and each trained policy's."""
+    judge = prm_judge(models["prm"], tokenizer, run, device)
+    runs = {method: rl_run(initial, tokenizer, run, advantages_of(method, models, tokenizer, run.group_size), device,
+                           f"RL {method}", judge) for method in ("outcome", "prm")}
+    return {"cold_start": judge(initial), "runs": runs}
+
+
+def nested_pairs(problems: list, rewards, per_problem: int, first: int) -> list[tuple[int, int]]:
+    """The (right, wrong) pairs among the first `first` of each problem's `per_problem` consecutive
+    solutions: a smaller set is part of every larger one."""
+    return [(win, lose) for win, lose in prm.preference_pairs(problems, rewards)
+            if win % per_problem < first and lose % per_problem < first]
+
+
+def train_qrm(policy, r: Completions, pairs: list[tuple[int, int]], run: "prm.Args"):
+    """A Q-RM (the chapter's loss, steps, minibatch size and stream) on `pairs` of rows of r, its
+    head initialised alike whatever the pairs: only the data differs between the sweep's Q-RMs."""
+    torch.manual_seed(run.seed + 13)
+    qrm, pairs = prm.make_scorer(policy), torch.tensor(pairs, dtype=torch.long).view(-1, 2)
+    if not len(pairs):  # nothing to learn from: the scorer stays as made
+        return qrm.eval()
+
+    def loss(model, rows):
+        win, lose = pairs[rows, 0], pairs[rows, 1]
+        return prm.qrm_loss(prm.batch_scores(model, r, win), r.completion_mask[win], prm.batch_scores(model, r, lose),
+                            r.completion_mask[lose], run.qrm_beta, run.qrm_gamma)
+
+    prm.fit_scorer(qrm, loss, len(pairs), run, np.random.default_rng(run.seed + 3), f"Q-RM, {len(pairs)} pairs")
+    return qrm
+
+
+def pairs_study(policy, tokenizer, models: dict, run: "prm.Args", sizes: list[int], device) -> dict:
+    """max(sizes) cold-start solutions of each of `label_prompts` fresh training problems; for each s
+    of `sizes`, a Q-RM on the pairs among the first s of each (`nested_pairs`) and its localisation
+    of the first wrong step on the held-out failures (the chapter's `credit_study`), beside the
+    chapter's own Q-RM's (on the labelled solutions)."""
+    rng, n = np.random.default_rng(run.seed + 12), max(sizes)
+    exclude = frozenset(p.prompt for p in run.task.held_out())
+    problems = [p for p in run.task.sample(run.label_prompts, rng, exclude=exclude) for _ in range(n)]
+    r, texts = sample(policy, tokenizer, [p.prompt for p in problems], run.max_new_tokens,
+                      torch.Generator(device).manual_seed(run.seed + 12), device, chunk=1024)
+    rewards = verifier_rewards(problems, texts, r.truncated)
+    held = prm.held_out_samples(policy, tokenizer, models, run, device)
+    name = "Q-RM (mean Z of the step)"
+    chapter = prm.credit_study(held)
+    sweep = []
+    for s in sizes:
+        pairs = nested_pairs(problems, rewards, n, s)
+        held["z"] = prm.reward_model_logits(train_qrm(policy, r, pairs, run), held["completions"]).cpu()
+        sweep.append({"samples": s, "pairs": len(pairs), **prm.credit_study(held)["results"][name]})
+        print(f"  Q-RM on {len(pairs)} pairs ({s} solutions a problem): AUROC {sweep[-1]['auroc']:.3f}")
+    return {"solutions": chapter["solutions"], "chapter": chapter["results"][name], "sweep": sweep}
+
+
+def gae_advantage_fn(critic, ppo, max_grad_norm: float):
+    """studies/05_critic.py's PPO advantages: GAE(γ = 1, ppo.gae_lambda) on the critic's V, whitened
+    over the batch's tokens; the critic then takes its value step toward A_t + V(s_t) on the same
+    batch (after the advantages are read, so the policy's step sees the critic as 05's does)."""
+    optimizer = torch.optim.AdamW(critic.trained_parameters(), lr=ppo.critic_lr, weight_decay=0.0)
+
+    def advantage_fn(completions: Completions, rewards, problems) -> torch.Tensor:
+        mask = completions.completion_mask
+        with torch.no_grad():
+            values = critic(completions)
+        advantages, targets = critic_study.token_gae(values, rewards.flatten().float(), mask, 1.0, ppo.gae_lambda)
+        critic_study.value_step(critic, optimizer, completions, targets, 1, max_grad_norm)
+        return critic_study.whiten(advantages, mask)
+    return advantage_fn
+
+
+def ppo_study(initial, tokenizer, models: dict, run: "prm.Args", args: Args, device) -> dict:
+    """The chapter's loop (one optimiser step per batch, as studies/05_critic.py's PPO) from the cold
+    start, the same prompts and seed, with each token's advantage from Q-RM's credit
+    (`token_advantages`) or from GAE on 05's learned critic (a copy of the policy's trunk, warmed up
+    on the cold start's samples with 05's settings)."""
+    ppo = lm_world.chapter_lm_args(critic_study.Args, args)
+    critic = critic_study.TokenCritic(initial).to(device)
+    warm_up = critic_study.warm_up_critic(critic, initial, tokenizer, run, ppo, device)
+    return {"qrm": rl_run(initial, tokenizer, run, qrm_advantage_fn(models["qrm"], run.group_size), device, "RL qrm"),
+            "gae": rl_run(initial, tokenizer, run, gae_advantage_fn(critic, ppo, run.max_grad_norm), device, "RL GAE"),
+            "gae_lambda": ppo.gae_lambda, "critic_warmup_losses": warm_up}
+
+
+def run_checks(policy, tokenizer, args: Args, seed: int, device) -> dict:
+    """The checks of --parts but the study, with one seed, on the labelled solutions and reward models
+    of the study's seed (the same draws, so the same models)."""
+    run = chapter_args(args, seed)
+    common.seed_everything(seed)
+    models = train_reward_models(policy, tokenizer, prm.label_study(policy, tokenizer, run, device), run)
+    checks = {"hacking": lambda: hacking_study(policy, tokenizer, models, run, device),
+              "pairs": lambda: pairs_study(policy, tokenizer, models, run, args.qrm_sample_list, device),
+              "ppo": lambda: ppo_study(policy, tokenizer, models, run, args, device)}
+    return {"seed": seed, "rl_steps": run.rl_steps, **{part: checks[part]() for part in PARTS[1:] if part in args.part_list}}
 
 
 # ============================================================================================
@@ -975,20 +1144,60 @@ def rl_claims(args: Args, seeds: list[dict]) -> list[dict]:
                               "token-level PRMs)", "the PRM's step rewards (step-level)", lambda s: s["runs"]["prm"],
                               claimed=0.04)]
     if "prm" in methods:  # the chapter's: a dense reward better than outcome-only? a second proxy?
-        claims += prm.rl_claims(chapter_args(args, args.seed), *(s["runs"] for s in seeds)) + [format_trick_claim(seeds)]
+        claims += prm.rl_claims(chapter_args(args, args.seed), *(s["runs"] for s in seeds))
     return claims
 
 
-def format_trick_claim(seeds: list[dict]) -> dict:
-    hacked, honest = ([s["runs"][m]["final"] for s in seeds] for m in ("prm", "outcome"))
-    share = "worked_form_wrong_share"
-    holds, text = over_seeds([a[share] - b[share] for a, b in zip(hacked, honest)])
-    return claim("whole-game §2, §7.2", "reward hacking: RL on a learned score finds a cheap correlate of it, "
-                 "well-formed work with a wrong final answer (format tricks)", "share of held-out completions in worked "
-                 f"form with a wrong answer after RL on the learned PRM {mean_of([a[share] for a in hacked]):.3f} "
-                 f"(pass@1 {mean_of([a['pass@1'] for a in hacked]):.3f}) minus after outcome GRPO on the verifier "
-                 f"{mean_of([b[share] for b in honest]):.3f} (pass@1 {mean_of([b['pass@1'] for b in honest]):.3f}): "
-                 f"{text} ({legend(seeds)})", holds)
+def hacking_claim(seeds: list[dict]) -> dict:
+    """Does RL on the PRM teach the policy to write wrong steps the PRM scores higher? The PRM's
+    score of wrong steps (`wrong_step_scores`: correctness held fixed) after RL on it, minus before
+    RL and minus after RL on the verifier (the same updates, blind to the PRM), per seed."""
+    found = [s["hacking"] for s in seeds]
+    before, honest, hacked = ([f["cold_start"] for f in found], *([f["runs"][m]["judged"] for f in found]
+                                                                  for m in ("outcome", "prm")))
+    rose, rose_text = over_seeds([a["wrong_step_score"] - b["wrong_step_score"] for a, b in zip(hacked, before)])
+    above, above_text = over_seeds([a["wrong_step_score"] - b["wrong_step_score"] for a, b in zip(hacked, honest)])
+
+    def arm(name: str, judged: list[dict]) -> str:
+        return (f"{name} {mean_of([j['wrong_step_score'] for j in judged]):.3f} (pass@1 "
+                f"{mean_of([j['pass@1'] for j in judged]):.3f}, wrong ones in worked form "
+                f"{mean_of([j['worked_form_of_wrong'] for j in judged]):.3f})")
+
+    return claim("whole-game §2, §7.2", "reward hacking: RL on a learned score finds a cheap correlate of it: the score "
+                 "of wrong work rises (e.g. well-formed work with a wrong final answer)", "the PRM's P(step right) on the "
+                 "wrong steps of wrong held-out completions (the first line off the worked solution and every line after "
+                 f"it; {mean_of([j['wrong_steps'] for j in hacked]):.0f} a seed after RL on the "
+                 f"PRM): {arm('after RL on the PRM', hacked)}, {arm('before RL', before)}, "
+                 f"{arm('after outcome GRPO on the verifier', honest)}; after RL on the PRM minus before RL "
+                 f"{rose_text}, minus after outcome GRPO {above_text} ({legend(seeds)}; {seeds[0]['rl_steps']} updates "
+                 "each)", every(rose, above))
+
+
+def pairs_claim(seeds: list[dict]) -> dict:
+    """Does Q-RM localise the first wrong step better when it learns from more pairs? Its AUROC
+    trained on the most pairs minus on the fewest, per seed."""
+    sweeps = [s["pairs"]["sweep"] for s in seeds]
+    holds, text = over_seeds([w[-1]["auroc"] - w[0]["auroc"] for w in sweeps])
+    sizes = ", ".join(f"{row['samples']} ({row['pairs']:.0f} pairs) {row['auroc']:.3f}" for row in seed_mean(sweeps))
+    chapter = seed_mean([s["pairs"]["chapter"] for s in seeds])
+    return claim("survey §4.5.4", "token-level credit needs large amounts of comparative data (the half checked here; "
+                 "strong inductive biases are the other): Q-RM trained on more (right, wrong) pairs localises the first "
+                 "wrong step better", f"AUROC of Q-RM's mean Z of each step for the first wrong step, over "
+                 f"{mean_of([s['pairs']['solutions'] for s in seeds]):.0f} failed held-out solutions a seed, Q-RM "
+                 f"trained (the same steps) on the pairs among the first s solutions of each of the chapter's training "
+                 f"problems, s = {sizes} (means); most pairs minus fewest {text} ({legend(seeds)}); the chapter's Q-RM "
+                 f"on the labelled solutions {chapter['auroc']:.3f}", holds)
+
+
+def ppo_claim(seeds: list[dict]) -> dict:
+    """Q-RM's token credit in place of GAE: held-out pass@1 at the end, Q-RM minus GAE, per seed."""
+    qrm, gae = ([final_pass(s["ppo"][m]) for s in seeds] for m in ("qrm", "gae"))
+    holds, text = over_seeds(np.subtract(qrm, gae))
+    return claim("survey §4.6, §9", "Q-RM's token-level credit can replace GAE inside PPO (or REINFORCE)", "held-out "
+                 f"pass@1 after {seeds[0]['rl_steps']} updates of the chapter's loop (one optimiser step per batch, "
+                 f"as studies/05_critic.py's PPO), the same prompts: Q-RM's token advantages {mean_of(qrm):.3f} minus "
+                 f"GAE(λ = {seeds[0]['ppo']['gae_lambda']:g}) on a learned critic (05's, warmed up on the cold start) "
+                 f"{mean_of(gae):.3f}: {text} ({legend(seeds)}; above 0: Q-RM does better, below: worse)", holds)
 
 
 def rises_at_every_step(seeds: list[dict]) -> tuple[bool | None, str]:
@@ -1136,9 +1345,14 @@ def preference_claims(seeds: list[dict]) -> list[dict]:
     return claims
 
 
+CHECK_CLAIMS = {"hacking": hacking_claim, "pairs": pairs_claim, "ppo": ppo_claim}
+
+
 def check_claims(args: Args, seeds: list[dict]) -> list[dict]:
-    return (label_claims(seeds) + rerank_claims(seeds) + prm.credit_claims(*(s["held"]["credit"] for s in seeds))
-            + rl_claims(args, seeds) + overoptimisation_claims(seeds) + length_claims(seeds))
+    """The claims of the parts the seeds hold (--parts), the study's first."""
+    study = (label_claims(seeds) + rerank_claims(seeds) + prm.credit_claims(*(s["held"]["credit"] for s in seeds))
+             + rl_claims(args, seeds) + overoptimisation_claims(seeds) + length_claims(seeds)) if "held" in seeds[0] else []
+    return study + [claim_of(seeds) for part, claim_of in CHECK_CLAIMS.items() if part in seeds[0]]
 
 
 def metrics_of(args: Args, m: dict) -> dict:
@@ -1319,16 +1533,53 @@ def tables_of(run: "prm.Args", args: Args, m: dict) -> dict:
             **overoptimisation_tables(m), **length_tables(args, m)}
 
 
-def main(args: Args) -> dict:
-    if args.reanalyse:
-        return {"claims": common.reanalyse(args, lambda run, stored: check_claims(run, stored["seeds"]))}
-    start = time.time()
-    args, device, out, policy, tokenizer, info = lm_world.start_lm_run(args)
-    print(f"06 study: the reward models on {args.seeds} seeds; policy {info['path']}, device {device}")
-    seeds = []
-    for seed in range(args.seed, args.seed + args.seeds):
-        print(f"seed {seed}")
-        seeds.append(run_seed(policy, tokenizer, args, seed, device))
+def hacking_results(args: Args, m: dict, rl_steps: int) -> tuple[dict, dict]:
+    """--parts hacking: the metrics (means over the seeds) and the table."""
+    judged = {"cold start": m["cold_start"], **{RL_METHODS[k]: r["judged"] for k, r in m["runs"].items()}}
+    keys = ("pass@1", "wrong_steps", "wrong_step_score", "worked_form_of_wrong")
+    return ({f"hacking[{name}]_{k}": j[k] for name, j in judged.items() for k in keys},
+            table(f"The PRM's score of the wrong steps each policy writes on the held-out problems ({args.eval_samples} "
+                  f"samples each; RL: {rl_steps} updates)", ["policy", "pass@1", "wrong steps",
+                                                             "PRM's P(step right) on wrong steps",
+                                                             "wrong ones in worked form"],
+                  [[name, *(j[k] for k in keys)] for name, j in judged.items()]))
+
+
+def pairs_results(m: dict) -> tuple[dict, dict]:
+    """--parts pairs: the metrics (means over the seeds) and the table."""
+    metrics = {f"qrm_pairs[s={row['samples']}]_{k}": row[k] for row in m["sweep"] for k in ("pairs", "auroc", "top1")}
+    metrics.update(qrm_pairs_failed_solutions=m["solutions"], qrm_chapter_auroc=m["chapter"]["auroc"])
+    return metrics, table(f"Q-RM's localisation of the first wrong step on {m['solutions']:.0f} failed held-out solutions, "
+                          "against its (right, wrong) pairs", ["solutions per training problem", "pairs", "AUROC", "top-1"],
+                          [[row["samples"], row["pairs"], row["auroc"], row["top1"]] for row in m["sweep"]])
+
+
+def ppo_results(m: dict) -> tuple[dict, dict]:
+    """--parts ppo: the metrics (means over the seeds) and the table."""
+    names = {"qrm": "Q-RM's token credit", "gae": f"GAE (λ = {m['gae_lambda']:g}) on a learned critic"}
+    metrics = {}
+    for k in names:
+        metrics.update({f"ppo[{k}]_pass@1_start": m[k]["evals"][0]["pass@1"], f"ppo[{k}]_pass@1_final": final_pass(m[k])})
+    steps = [e["step"] for e in m["qrm"]["evals"]]
+    return metrics, table("Held-out pass@1 through the chapter's loop with each token-level advantage",
+                          ["advantages", *(f"update {s}" for s in steps)],
+                          [[name, *(e["pass@1"] for e in m[k]["evals"])] for k, name in names.items()])
+
+
+def checks_results(args: Args, seeds: list[dict]) -> dict:
+    """The metrics (means over the seeds) and tables of the checks the seeds hold."""
+    m, metrics, tables = seed_mean(seeds), {}, {}
+    found = {"hacking": lambda: hacking_results(args, m["hacking"], seeds[0]["rl_steps"]),
+             "pairs": lambda: pairs_results(m["pairs"]), "ppo": lambda: ppo_results(m["ppo"])}
+    for part in PARTS[1:]:
+        if part in m:
+            part_metrics, tables[f"{part}_check"] = found[part]()
+            metrics.update(part_metrics)
+    return {**metrics, "tables": tables}
+
+
+def study_results(args: Args, seeds: list[dict], out: Path) -> dict:
+    """The whole study's figures, metrics (means over the seeds) and tables."""
     m, run = seed_mean(seeds), chapter_args(args, args.seed)
     plot_label_quality(m["data"], out / "label_quality.png")
     plot_best_of_n(m["held"], out / "best_of_n.png")
@@ -1336,11 +1587,28 @@ def main(args: Args) -> dict:
     plot_overoptimisation(m["fits"], out / "overoptimisation.png")
     if m["length"]:
         plot_length_bias(m["length"], m["arms"]["no_kl"], out / "length_bias.png")
+    return {**metrics_of(args, m), "tables": tables_of(run, args, m)}
+
+
+def main(args: Args) -> dict:
+    if args.reanalyse:
+        return {"claims": common.reanalyse(args, lambda run, stored: check_claims(run, stored["seeds"]))}
+    start = time.time()
+    args, device, out, policy, tokenizer, info = lm_world.start_lm_run(args)
+    print(f"06 study: {args.parts} on {args.seeds} seeds; policy {info['path']}, device {device}")
+    study, checks = "study" in args.part_list, set(args.part_list) - {"study"}
+    seeds = []
+    for seed in range(args.seed, args.seed + args.seeds):
+        print(f"seed {seed}")
+        seeds.append({**(run_seed(policy, tokenizer, args, seed, device) if study else {}),
+                      **(run_checks(policy, tokenizer, args, seed, device) if checks else {})})
     claims = check_claims(args, seeds)
-    metrics = {**metrics_of(args, m), "tables": tables_of(run, args, m)}
+    found = study_results(args, seeds, out) if study else {"tables": {}}
+    checked = checks_results(args, seeds)
+    metrics = {**found, **checked, "tables": {**found["tables"], **checked["tables"]}}
     wall = time.time() - start
-    common.write_results(out, args, wall, metrics, claims, chapter_args=dataclasses.asdict(run), seeds=seeds,
-                         cold_start_info={k: v for k, v in info.items() if k != "sft_losses"})
+    common.write_results(out, args, wall, metrics, claims, chapter_args=dataclasses.asdict(chapter_args(args, args.seed)),
+                         seeds=seeds, cold_start_info={k: v for k, v in info.items() if k != "sft_losses"})
     prm.report(metrics["tables"], claims)
     print(f"\nwall clock {wall:.0f} s; results in {out}/")
     return {"metrics": metrics, "claims": claims}

@@ -557,6 +557,111 @@ def test_length_bias_study_trains_on_the_biased_and_balanced_pairs_and_runs_rl_o
 
 
 
+# ------------------------------------- --parts hacking, pairs, ppo: wrong steps' score, Q-RM's pairs, Q-RM for GAE
+def test_wrong_step_scores_pool_the_prms_score_on_the_steps_the_gold_labels_call_wrong():
+    """RIGHT has no wrong step; SLIP's go wrong from its line 1 on, the bare "#5" at its only line; the
+    bare "#4" differs from the worked solution too, but is right: not a wrong step."""
+    texts, problems, correct = [RIGHT, SLIP, "#5", "#4"], [PROBLEM, PROBLEM, SMALL, SMALL], [1.0, 0.0, 0.0, 1.0]
+    r = hand_completions([q.prompt for q in problems], texts)
+    ends = lm_world.step_end_tokens(TOK, r.completion_ids, r.completion_mask)
+    assert [e[e >= 0].tolist() for e in ends] == [step_ends_by_hand(t) for t in texts]
+    probs = torch.arange(r.completion_mask.numel(), dtype=torch.float).view(r.completion_mask.shape) / 100
+    found = overopt.wrong_step_scores(probs, ends, problems, texts, correct)
+    wrong = [float(probs[1, e]) for e in step_ends_by_hand(SLIP)[1:]] + [float(probs[2, 2])]
+    assert found == {"pass@1": 0.5, "wrong_steps": 4, "wrong_step_score": pytest.approx(np.mean(wrong)),
+                     "worked_form_of_wrong": 0.5}  # SLIP in worked form, "#5" a bare answer
+
+
+def test_the_prm_judges_the_very_samples_sample_stats_describes(monkeypatch):
+    """The same prompts and the same generator seed as `sample_stats`, the PRM read on those completions."""
+    texts = {PROBLEM.prompt: [(SLIP, False)] * 2, SMALL.prompt: [(SMALL_SLIP, False)] * 2}
+    drawn, real_sample = [], fake_sampler(monkeypatch, {k: v * 2 for k, v in texts.items()}, modules=(overopt,))
+    fake = overopt.sample
+
+    def seeded(policy, tokenizer, prompts, budget, generator, device, chunk=512):
+        drawn.append((list(prompts), generator.initial_seed()))
+        return fake(policy, tokenizer, prompts, budget, generator, device)
+
+    monkeypatch.setattr(overopt, "sample", seeded)
+    given = fake_reward_models(monkeypatch)
+    run = HandArgs(hand_problems=(PROBLEM, SMALL), eval_problems=2, eval_samples=2, seed=3)
+    judged = overopt.prm_judge("PRM", TOK, run, "cpu")(POLICY)
+    overopt.sample_stats(POLICY, TOK, run.task.held_out(2), run, "cpu")
+    assert drawn[0] == drawn[1] == ([PROBLEM.prompt] * 2 + [SMALL.prompt] * 2, 9)
+    problems, done = [PROBLEM, PROBLEM, SMALL, SMALL], [SLIP, SLIP, SMALL_SLIP, SMALL_SLIP]
+    r = hand_completions([q.prompt for q in problems], done)
+    ends = lm_world.step_end_tokens(TOK, r.completion_ids, r.completion_mask)
+    assert judged == overopt.wrong_step_scores(torch.sigmoid(given["PRM"]), ends, problems, done, [0.0] * 4)
+    assert real_sample == [drawn[0][0]] * 2
+
+
+def test_hacking_study_runs_rl_on_the_prm_and_on_the_verifier_and_judges_each_and_the_cold_start(monkeypatch):
+    calls = []
+    monkeypatch.setattr(overopt, "prm_judge", lambda model, tok, run, device: lambda policy: f"{model} on {policy}")
+
+    def rl_spy(initial, tokenizer, run, advantage_fn, device, desc, judge=None):
+        calls.append((desc, advantage_fn))
+        return {"judged": judge(f"{desc} policy")}
+
+    monkeypatch.setattr(overopt, "rl_run", rl_spy)
+    found = overopt.hacking_study(POLICY, TOK, {"prm": "PRM", "orm": "ORM", "qrm": "QRM"},
+                                  HandArgs(group_size=2), "cpu")
+    assert found == {"cold_start": f"PRM on {POLICY}", "runs": {"outcome": {"judged": "PRM on RL outcome policy"},
+                                                               "prm": {"judged": "PRM on RL prm policy"}}}
+    assert [desc for desc, _ in calls] == ["RL outcome", "RL prm"] and calls[0][1] is prm.outcome_advantage_fn
+
+
+def test_nested_pairs_keep_the_first_solutions_of_each_problem():
+    problems, rewards = [PROBLEM] * 3 + [SMALL] * 3, torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 0.0])
+    assert overopt.nested_pairs(problems, rewards, 3, 3) == prm.preference_pairs(problems, rewards) == [
+        (0, 1), (0, 2), (4, 3), (4, 5)]
+    assert overopt.nested_pairs(problems, rewards, 3, 2) == [(0, 1), (4, 3)]
+
+
+def test_the_sweeps_q_rms_start_alike_and_learn_the_chapters_loss_on_their_pairs(monkeypatch):
+    data, fitted = labelled_data(), []
+    r, policy = data["completions"], lm_pins.tiny_model(0)[0]
+
+    def fit_spy(scorer, loss, n_items, args, rng, desc):
+        fitted.append((n_items, loss(scorer, torch.arange(n_items)).item(), rng.random()))
+
+    monkeypatch.setattr(prm, "fit_scorer", fit_spy)
+    run = prm.Args(seed=4)
+    first, second, untrained = (overopt.train_qrm(policy, r, pairs, run) for pairs in ([(0, 1)], [(0, 1), (3, 4)], []))
+    for a, b in ((first, second), (first, untrained)):
+        assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+    win, lose = torch.tensor([0, 3]), torch.tensor([1, 4])
+    expected = prm.qrm_loss(prm.batch_scores(second, r, win), r.completion_mask[win], prm.batch_scores(second, r, lose),
+                            r.completion_mask[lose], run.qrm_beta, run.qrm_gamma)
+    stream = np.random.default_rng(run.seed + 3).random()  # each fit draws the chapter's minibatch stream
+    assert len(fitted) == 2 and fitted[0][0] == 1 and fitted[1] == (2, pytest.approx(expected.item()), stream)
+
+
+def test_pairs_study_trains_one_q_rm_per_size_on_nested_pairs_and_reads_each_ones_localisation(monkeypatch):
+    solutions = {PROBLEM.prompt: [(SLIP, False), (RIGHT, False), (SLIP, False)],
+                 SMALL.prompt: [(SMALL_RIGHT, False), (SMALL_SLIP, False), (SMALL_SLIP, False)]}
+    fake_sampler(monkeypatch, solutions, modules=(overopt,))
+    held = {"completions": "held-out completions", "z": "the chapter's Q-RM"}
+    monkeypatch.setattr(prm, "held_out_samples", lambda policy, tok, models, run, device: held)
+    trained = []
+
+    def train_spy(policy, r, pairs, run):
+        trained.append(pairs)
+        return f"Q-RM on {len(pairs)}"
+
+    monkeypatch.setattr(overopt, "train_qrm", train_spy)
+    monkeypatch.setattr(prm, "reward_model_logits", lambda model, completions: torch.tensor(float(model[-1])))
+    auroc = {"the chapter's Q-RM": 0.5, 2.0: 0.6, 4.0: 0.7}  # by the z each credit study sees
+    monkeypatch.setattr(prm, "credit_study", lambda h: {"solutions": 5, "results": {"Q-RM (mean Z of the step)": {
+        "auroc": auroc[h["z"] if isinstance(h["z"], str) else float(h["z"])], "top1": 0.1}}})
+    run = HandArgs(hand_problems=(PROBLEM, SMALL), label_prompts=2)
+    found = overopt.pairs_study(POLICY, TOK, {}, run, [2, 3], "cpu")
+    assert trained == [[(1, 0), (3, 4)], [(1, 0), (1, 2), (3, 4), (3, 5)]]
+    assert found == {"solutions": 5, "chapter": {"auroc": 0.5, "top1": 0.1},
+                     "sweep": [{"samples": 2, "pairs": 2, "auroc": 0.6, "top1": 0.1},
+                               {"samples": 3, "pairs": 4, "auroc": 0.7, "top1": 0.1}]}
+
+
 # ------------------------------------------------------------------------------- the seeds' mean
 def test_seed_mean_averages_the_numbers_and_keeps_what_every_seed_shares():
     seeds = [{"n": 4, "x": 1.0, "runs": [{"step": 10, "p": 0.2, "text": "a"}], "missing": None, "gone": None},
@@ -636,39 +741,79 @@ def test_rerank_format_and_calibration_verdicts_decide_over_the_seeds(change, ex
     assert "2: " in claims[0]["measured"] and "8: " in claims[0]["measured"]  # every N's interval shown
 
 
-def rl_seed(i, reach=(24, 22, 1), qrm_final=0.6, orm_final=0.45, prm_final=0.5, shares=(0.5, 0.2), rose=True) -> dict:
-    """Updates to halfway (the learned ORM's run, PRM, Q-RM; None: never), held-out pass@1 at the end of each run
-    (Q-RM's spread the other way round, so that its gains have a spread), the share of well-formed
-    wrong answers after the PRM's run and outcome GRPO's."""
-    def run(final: float, share: float = 0.2, seed: int = i) -> dict:
+def rl_seed(i, reach=(24, 22, 1), qrm_final=0.6, orm_final=0.45, prm_final=0.5, rose=True) -> dict:
+    """Updates to halfway (the learned ORM's run, PRM, Q-RM; None: never) and held-out pass@1 at the end of each run
+    (Q-RM's spread the other way round, so that its gains have a spread)."""
+    def run(final: float, seed: int = i) -> dict:
         evals = [{"step": 0, "pass@1": 0.25}, {"step": 18, "pass@1": 0.6}, {"step": 36, "pass@1": spread(final, seed)}]
-        return {"evals": evals, "final": stats_of(worked_form_wrong_share=spread(share, i))}
+        return {"evals": evals, "final": stats_of()}
 
     updates = dict(zip(("orm", "prm", "qrm"), (None if r is None else r + i if r > 1 else r for r in reach)))
     return {"rl_steps": 36, "speed": {"start": 0.2, "target": 0.6 if rose else 0.2, "updates": updates},
-            "runs": {"outcome": run(0.5, shares[1]), "prm": run(prm_final, shares[0]), "qrm": run(qrm_final, seed=2 - i),
-                     "orm": run(orm_final)}}
+            "runs": {"outcome": run(0.5), "prm": run(prm_final), "qrm": run(qrm_final, seed=2 - i), "orm": run(orm_final)}}
 
 
 @pytest.mark.parametrize("change,expected", [
-    ({}, [True, True, True, True, True]),  # 24x and 22x faster, +15 and +10 points, more format tricks
-    ({"reach": (24, 22, 4)}, [False, True, False, True, True]),  # 6x and 5.5x
-    ({"reach": (24, 22, None)}, [False, True, False, True, True]),  # Q-RM never halfway: slower still, a no stands
-    ({"reach": (24, None, 4)}, [False, True, None, True, True]),  # the PRM never: its ratio may lie higher
-    ({"reach": (None, 22, 4)}, [None, True, False, True, True]),  # the ORM run never: its ratio may lie higher
-    ({"reach": (24, None, 1)}, [True, True, True, True, True]),  # ... and a yes stands
-    ({"rose": False}, [None, True, None, True, True]),  # outcome GRPO never rose: no halfway mark
-    ({"qrm_final": 0.46}, [True, None, True, False, True]),  # +1 point over the ORM: within the noise
-    ({"shares": (0.2, 0.2)}, [True, True, True, True, None]),
+    ({}, [True, True, True, True]),  # 24x and 22x faster, +15 and +10 points
+    ({"reach": (24, 22, 4)}, [False, True, False, True]),  # 6x and 5.5x
+    ({"reach": (24, 22, None)}, [False, True, False, True]),  # Q-RM never halfway: slower still, a no stands
+    ({"reach": (24, None, 4)}, [False, True, None, True]),  # the PRM never: its ratio may lie higher
+    ({"reach": (None, 22, 4)}, [None, True, False, True]),  # the ORM run never: its ratio may lie higher
+    ({"reach": (24, None, 1)}, [True, True, True, True]),  # ... and a yes stands
+    ({"rose": False}, [None, True, None, True]),  # outcome GRPO never rose: no halfway mark
+    ({"qrm_final": 0.46}, [True, None, True, False]),  # +1 point over the ORM: within the noise
 ])
 def test_rl_verdicts_decide_over_the_seeds(change, expected):
     seeds = three(rl_seed, **change)
     claims = overopt.rl_claims(overopt.Args(), seeds)
-    assert verdicts([claims[k] for k in (0, 1, 2, 3, -1)]) == expected
-    assert "12x faster" in claims[0]["claim"] and "11x faster" in claims[2]["claim"] and "format" in claims[-1]["claim"]
+    assert verdicts(claims[:4]) == expected
+    assert "12x faster" in claims[0]["claim"] and "11x faster" in claims[2]["claim"]
     assert "ORM baseline" in claims[1]["claim"] and "learned ORM" in claims[1]["measured"]
     chapter = prm.rl_claims(overopt.chapter_args(overopt.Args(), 0), *(s["runs"] for s in seeds))
-    assert claims[4:-1] == chapter  # the chapter's own, on the same runs
+    assert claims[4:] == chapter  # the chapter's own, on the same runs; reward hacking is --parts hacking's
+
+
+def judged_of(score: float, pass_at_1: float = 0.3) -> dict:
+    return {"pass@1": pass_at_1, "wrong_steps": 400, "wrong_step_score": score, "worked_form_of_wrong": 0.8}
+
+
+def hacking_seed(i, hacked=0.6, before=0.4, honest=0.45, aurocs=(0.5, 0.55, 0.6), qrm=0.2, gae=0.4) -> dict:
+    """The PRM's score of wrong steps after RL on it (± 0.01 over the seeds), before RL and after outcome
+    GRPO; Q-RM's AUROC trained on 3, 6 and 12 solutions a problem (the largest ± 0.01); held-out pass@1
+    at the end with Q-RM's advantages (± 0.01) and with GAE's."""
+    sweep = [{"samples": n, "pairs": 100 * n + i, "auroc": a, "top1": 0.2} for n, a in zip((3, 6, 12), aurocs)]
+    sweep[-1]["auroc"] = spread(aurocs[-1], i)
+
+    def run(final: float) -> dict:
+        return {"evals": [{"step": 0, "pass@1": 0.25}, {"step": 36, "pass@1": final}]}
+
+    return {"seed": i, "rl_steps": 36,
+            "hacking": {"cold_start": judged_of(before), "runs": {"outcome": {"judged": judged_of(honest, 0.45)},
+                                                                  "prm": {"judged": judged_of(spread(hacked, i), 0.2)}}},
+            "pairs": {"solutions": 900, "chapter": {"auroc": 0.48, "top1": 0.2}, "sweep": sweep},
+            "ppo": {"qrm": run(spread(qrm, i)), "gae": run(gae), "gae_lambda": 0.95}}
+
+
+@pytest.mark.parametrize("change,expected", [
+    ({}, [True, True, False]),
+    ({"hacked": 0.44, "honest": 0.5}, [False, True, False]),  # above the cold start, below the verifier's run
+    ({"hacked": 0.44, "honest": 0.38}, [True, True, False]),
+    ({"hacked": 0.4, "honest": 0.3}, [None, True, False]),  # no rise over the cold start shown
+    ({"aurocs": (0.6, 0.55, 0.5)}, [True, False, False]),  # fewer pairs localise better
+    ({"aurocs": (0.5, 0.6, 0.5)}, [True, None, False]),  # the ends alike: only the largest against the smallest counts
+    ({"qrm": 0.45}, [True, True, True]),  # Q-RM's credit ends above GAE's
+    ({"qrm": 0.4}, [True, True, None]),  # level: not shown either way
+])
+def test_the_checks_verdicts_decide_over_the_seeds(change, expected):
+    seeds = three(hacking_seed, **change)
+    claims = overopt.check_claims(overopt.Args(parts="hacking,pairs,ppo"), seeds)
+    assert claims == [overopt.hacking_claim(seeds), overopt.pairs_claim(seeds), overopt.ppo_claim(seeds)]
+    assert verdicts(claims) == expected
+    assert "cheap correlate" in claims[0]["claim"] and "comparative data" in claims[1]["claim"]
+    assert "replace GAE" in claims[2]["claim"] and "λ = 0.95" in claims[2]["measured"]
+    assert "minus before RL" in claims[0]["measured"] and "minus after outcome GRPO" in claims[0]["measured"]
+    assert "3 (300 pairs)" not in claims[1]["measured"] and "3 (301 pairs)" in claims[1]["measured"]  # pairs: means
+    assert overopt.check_claims(overopt.Args(), [{k: s[k] for k in ("seed", "pairs")} for s in seeds]) == [claims[1]]
 
 
 def test_rl_claims_need_the_outcome_baseline_and_skip_missing_methods():
@@ -813,6 +958,10 @@ def test_check_claims_are_the_studys_claims_in_order():
     ("--rm-steps", "0", "--rm-steps must be positive"),
     ("--length-steps", "0", "--length-steps must be positive"),
     ("--seeds", "1", "--seeds must be at least 2"),
+    ("--parts", "study,gae", "argument --parts: 'gae' is not one of study"),
+    ("--qrm-samples", "6,3", "--qrm-samples must be at least two increasing sizes"),
+    ("--qrm-samples", "1,6", "--qrm-samples must be at least two increasing sizes"),
+    ("--qrm-samples", "6", "--qrm-samples must be at least two increasing sizes"),
 ])
 def test_cli_rejects_bad_values_with_one_line(cli_error, flag, value, message):
     assert message in cli_error("studies.06_overoptimisation", flag, value)
@@ -866,6 +1015,30 @@ def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path, read
     args, device, _, policy, tokenizer, _ = lm_world.start_lm_run(args)
     again = common.json_ready(overopt.run_seed(policy, tokenizer, args, 1, device))
     assert json.dumps(timeless(again)) == json.dumps(timeless(data["seeds"][1]))
+
+
+def test_the_checks_smoke_run_writes_their_own_results_and_reanalyses_them(tmp_path, read_results):
+    args = overopt.Args(smoke=True, device="cpu", out=str(tmp_path / "out"), cache=str(tmp_path / "cache"),
+                        parts="hacking,pairs,ppo")
+    first = overopt.main(args)
+    data = read_results(tmp_path / "out" / "results.json")
+    assert [c["claim"] for c in first["claims"]] == [c["claim"] for c in overopt.check_claims(args, three(hacking_seed))]
+    seeds, tables = data["seeds"], data["metrics"]["tables"]
+    assert [s["seed"] for s in seeds] == [0, 1] and set(seeds[0]) == {"seed", "rl_steps", "hacking", "pairs", "ppo"}
+    assert [row["samples"] for row in seeds[0]["pairs"]["sweep"]] == [2, 4]  # the smoke sizes
+    for s in seeds:  # each policy judged on the very samples its written stats describe
+        assert all(r["judged"]["pass@1"] == r["final"]["pass@1"] for r in s["hacking"]["runs"].values())
+        assert len(s["ppo"]["critic_warmup_losses"]) == 1 and s["ppo"]["gae_lambda"] == 0.95  # 05's smoke warm-up, its λ
+    assert set(tables) == {"hacking_check", "pairs_check", "ppo_check"}
+    assert [row[0] for row in tables["hacking_check"]["rows"]] == ["cold start", *(overopt.RL_METHODS[m]
+                                                                                   for m in ("outcome", "prm"))]
+    metrics = data["metrics"]
+    assert tables["hacking_check"]["rows"][2][3] == metrics[f"hacking[{overopt.RL_METHODS['prm']}]_wrong_step_score"]
+    assert tables["pairs_check"]["rows"][1][2] == metrics["qrm_pairs[s=4]_auroc"] == pytest.approx(
+        np.mean([s["pairs"]["sweep"][1]["auroc"] for s in seeds]))
+    assert tables["ppo_check"]["rows"][1][-1] == metrics["ppo[gae]_pass@1_final"]
+    again = overopt.main(overopt.Args(reanalyse=str(tmp_path / "out" / "results.json")))["claims"]  # nothing trained
+    assert again == data["claims"] and read_results(tmp_path / "out" / "results.json") == data
 
 
 def timeless(tree):
