@@ -91,7 +91,6 @@ from lm_world import (  # noqa: E402
 )
 
 prm = importlib.import_module("06_prm_qrm")
-critic_study = importlib.import_module("studies.05_critic")  # its PPO: the learned token critic and GAE over tokens
 
 RL_METHODS = {**prm.RL_METHODS, "qrm": "Q-RM tokens", "orm": "GRPO on the learned ORM"}
 REWARD_MODELS = ("prm", "orm", "qrm")  # made, then trained, in this order from one random stream
@@ -103,6 +102,9 @@ LENGTH_RUNS = ("length-preferring RM", "same RM, length-normalised", "RM on leng
 # the KL arm's β: in a pilot (one seed, 60 updates at 3x the chapter's learning rate) the chapter's β = 0.04 let the
 # policy drift 12 nats from the reference (β = 0: 40); 0.3 held it within 3, a KL constraint that constrains
 KL_BETA = 0.3
+# the ppo part's critic, with studies/05_critic.py's settings (its --gae-lambda, --critic-lr; --critic-warmup below)
+GAE_LAMBDA = 0.95  # GAE's λ over tokens (γ = 1)
+CRITIC_LR = 1e-3  # the critic's AdamW learning rate
 
 
 @dataclass
@@ -139,16 +141,19 @@ class Args(lm_world.LMArgs):
                             "GAE on a learned critic in the same loop)", PARTS, item=str)
     qrm_samples: str = common.arg("3,6,12", "pairs: solutions sampled per training problem (the chapter's 256), whose "
                                   "(right, wrong) pairs train a Q-RM each; the chapter's: 6", item=int)
+    critic_warmup: int = common.arg(10, "ppo: the critic's value-only updates on the cold start's samples before RL "
+                                    "(studies/05_critic.py's)")
 
     SMOKE = dict(lm_world.LMArgs.SMOKE_LM, seeds=2, rollouts_per_prefix=4, rm_steps=2, rl_steps=2, prompts=2,
                  label_ns="1,4", bon_samples=4, bon_repeats=2, calibration_solutions=4, overopt_steps=2, length_steps=2,
-                 qrm_samples="2,4")
+                 qrm_samples="2,4", critic_warmup=1)
 
     def __post_init__(self):
         super().__post_init__()
         common.require_positive(self, "rollouts_per_prefix", "rm_steps", "rl_steps", "prompts", "bon_samples",
                                 "bon_repeats", "calibration_solutions", "overopt_steps", "overopt_lr", "kl_beta",
                                 "speed_window", "length_steps")
+        common.require(self.critic_warmup >= 0, "--critic-warmup must be non-negative")
         common.require(self.seeds >= 2, "--seeds must be at least 2: a verdict needs an interval over seeds")
         common.require(self.seed + self.seeds - 1 <= common.SEED_BOUNDS[1], "--seed + --seeds - 1 must be a valid seed")
         common.require(all(0 < n <= self.rollouts_per_prefix for n in self.label_n_list),
@@ -802,19 +807,90 @@ def pairs_study(policy, tokenizer, models: dict, run: "prm.Args", sizes: list[in
     return {"solutions": chapter["solutions"], "chapter": chapter["results"][name], "sweep": sweep}
 
 
-def gae_advantage_fn(critic, ppo, max_grad_norm: float):
-    """studies/05_critic.py's PPO advantages: GAE(γ = 1, ppo.gae_lambda) on the critic's V, whitened
-    over the batch's tokens; the critic then takes its value step toward A_t + V(s_t) on the same
-    batch (after the advantages are read, so the policy's step sees the critic as 05's does)."""
-    optimizer = torch.optim.AdamW(critic.trained_parameters(), lr=ppo.critic_lr, weight_decay=0.0)
+# PPO's learned token critic and GAE over tokens, taught in studies/05_critic.py: a compact copy of
+# what the ppo part needs (its separate critic, γ = 1, one value step a batch), pinned to 05's by the tests
+class TokenCritic(torch.nn.Module):
+    """V(x, y_<t) of each completion token: a linear head, zero at first, on the last hidden state of
+    a copy of the policy's trunk."""
+
+    def __init__(self, policy):
+        super().__init__()
+        self.trunk = copy.deepcopy(policy.base_model)
+        self.head = torch.nn.Linear(lm_world.head_width(policy), 1)  # drawn, then zeroed: 05's random stream
+        torch.nn.init.zeros_(self.head.weight)
+        torch.nn.init.zeros_(self.head.bias)
+
+    def forward(self, completions: Completions) -> torch.Tensor:
+        """V(s_t), (B, T): position P-1+t has read x and y_<t."""
+        mask = completions.attention_mask
+        hidden = self.trunk(input_ids=completions.sequences, attention_mask=mask,
+                            position_ids=lm_world.positions_from_mask(mask)).last_hidden_state
+        return self.head(hidden.float()).squeeze(-1)[:, completions.prompt_length - 1:-1]
+
+
+def token_gae(values: torch.Tensor, rewards: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """GAE(γ = 1, GAE_LAMBDA) over the tokens of each row, the outcome R (B,) on the last token and
+    V = 0 after it. Returns the advantages and the critic's targets A_t + V(s_t), (B, T), 0 on padding."""
+    mask = mask.float()
+    values = values * mask
+    still_going = F.pad(mask[:, 1:], (0, 1))  # a token follows this one
+    # δ_t = r_t + V(s_{t+1}) - V(s_t), r_t = R on the last token, 0 before it
+    deltas = (mask - still_going) * rewards[:, None] + F.pad(values[:, 1:], (0, 1)) * still_going - values
+    advantages, running = torch.zeros_like(deltas), torch.zeros_like(deltas[:, 0])
+    for t in reversed(range(deltas.shape[1])):
+        # A_t = δ_t + λ A_{t+1}
+        running = deltas[:, t] + GAE_LAMBDA * running
+        advantages[:, t] = running
+    return advantages * mask, (advantages + values) * mask
+
+
+def whiten(advantages: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Advantages to mean 0, std 1 over the batch's completion tokens."""
+    real = advantages[mask]
+    return torch.where(mask, (advantages - real.mean()) / (real.std() + 1e-8), 0.0) if real.numel() > 1 else advantages
+
+
+def value_step(critic: TokenCritic, optimizer, completions: Completions, targets: torch.Tensor,
+               max_grad_norm: float) -> float:
+    """One optimiser step of ½ (V(s_t) - target_t)², the mean over completion tokens; returns the loss."""
+    mask = completions.completion_mask
+    loss = 0.5 * torch.where(mask, (critic(completions) - targets) ** 2, 0.0).sum() / mask.sum().clamp(min=1)
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(critic.parameters(), max_grad_norm)
+    optimizer.step()
+    return loss.item()
+
+
+def warm_up_critic(critic: TokenCritic, policy, tokenizer, run: "prm.Args", updates: int, device) -> list[float]:
+    """`updates` value steps on fresh groups of the policy's samples, toward the Monte Carlo return R on
+    every token (γ = 1), before RL: a critic at V = 0 would make the first updates plain REINFORCE."""
+    rng, generator = np.random.default_rng(run.seed + 11), torch.Generator(device).manual_seed(run.seed + 11)
+    optimizer = torch.optim.AdamW(critic.parameters(), lr=CRITIC_LR, weight_decay=0.0)
+    exclude, losses = frozenset(p.prompt for p in run.task.held_out()), []
+    for _ in range(updates):
+        problems = [p for p in run.task.sample(run.prompts, rng, exclude=exclude) for _ in range(run.group_size)]
+        completions, texts = sample(policy, tokenizer, [p.prompt for p in problems], run.max_new_tokens, generator,
+                                    device)
+        rewards = verifier_rewards(problems, texts, completions.truncated).to(device)
+        targets = rewards[:, None] * completions.completion_mask
+        losses.append(value_step(critic, optimizer, completions, targets, run.max_grad_norm))
+    return losses
+
+
+def gae_advantage_fn(critic: TokenCritic, max_grad_norm: float):
+    """studies/05_critic.py's PPO advantages: GAE on the critic's V, whitened over the batch's tokens;
+    the critic then takes its value step toward A_t + V(s_t) on the same batch (after the advantages
+    are read, so the policy's step sees the critic as 05's does)."""
+    optimizer = torch.optim.AdamW(critic.parameters(), lr=CRITIC_LR, weight_decay=0.0)
 
     def advantage_fn(completions: Completions, rewards, problems) -> torch.Tensor:
         mask = completions.completion_mask
         with torch.no_grad():
             values = critic(completions)
-        advantages, targets = critic_study.token_gae(values, rewards.flatten().float(), mask, 1.0, ppo.gae_lambda)
-        critic_study.value_step(critic, optimizer, completions, targets, 1, max_grad_norm)
-        return critic_study.whiten(advantages, mask)
+        advantages, targets = token_gae(values, rewards.flatten().float(), mask)
+        value_step(critic, optimizer, completions, targets, max_grad_norm)
+        return whiten(advantages, mask)
     return advantage_fn
 
 
@@ -823,12 +899,11 @@ def ppo_study(initial, tokenizer, models: dict, run: "prm.Args", args: Args, dev
     start, the same prompts and seed, with each token's advantage from Q-RM's credit
     (`token_advantages`) or from GAE on 05's learned critic (a copy of the policy's trunk, warmed up
     on the cold start's samples with 05's settings)."""
-    ppo = lm_world.chapter_lm_args(critic_study.Args, args)
-    critic = critic_study.TokenCritic(initial).to(device)
-    warm_up = critic_study.warm_up_critic(critic, initial, tokenizer, run, ppo, device)
+    critic = TokenCritic(initial).to(device)
+    warm_up = warm_up_critic(critic, initial, tokenizer, run, args.critic_warmup, device)
     return {"qrm": rl_run(initial, tokenizer, run, qrm_advantage_fn(models["qrm"], run.group_size), device, "RL qrm"),
-            "gae": rl_run(initial, tokenizer, run, gae_advantage_fn(critic, ppo, run.max_grad_norm), device, "RL GAE"),
-            "gae_lambda": ppo.gae_lambda, "critic_warmup_losses": warm_up}
+            "gae": rl_run(initial, tokenizer, run, gae_advantage_fn(critic, run.max_grad_norm), device, "RL GAE"),
+            "gae_lambda": GAE_LAMBDA, "critic_warmup_losses": warm_up}
 
 
 def run_checks(policy, tokenizer, args: Args, seed: int, device) -> dict:

@@ -39,6 +39,7 @@ from lm_pins import hand_completions
 
 prm = importlib.import_module("06_prm_qrm")
 overopt = importlib.import_module("studies.06_overoptimisation")
+critic05 = importlib.import_module("studies.05_critic")  # what the ppo part restates, pinned here
 
 
 # ------------------------------------------------- what the chapter leaves out: ORM, aggregation, Q-RM in RL
@@ -951,6 +952,68 @@ def test_check_claims_are_the_studys_claims_in_order():
         + overopt.rl_claims(args, seeds) + overopt.overoptimisation_claims(seeds) + overopt.length_claims(seeds))
 
 
+# ------------------------------------------------------------------------------ the copy of 05's critic (ppo)
+def test_the_critics_settings_are_05s_defaults_and_smoke_values():
+    assert (overopt.GAE_LAMBDA, overopt.CRITIC_LR) == (critic05.Args().gae_lambda, critic05.Args().critic_lr)
+    assert overopt.Args().critic_warmup == critic05.Args().critic_warmup
+    smoke = (common.apply_smoke(script.Args(smoke=True)).critic_warmup for script in (overopt, critic05))
+    assert len(set(smoke)) == 1
+
+
+def test_gae_and_whitening_copies_give_05s_numbers():
+    g = torch.Generator().manual_seed(0)
+    lengths = torch.tensor([7, 1, 4, 0, 7])  # full, one token, padded, empty
+    mask = torch.arange(7)[None] < lengths[:, None]
+    values, rewards = torch.randn(5, 7, generator=g), torch.rand(5, generator=g)
+    for copied, original in zip(overopt.token_gae(values, rewards, mask),
+                                critic05.token_gae(values, rewards, mask, 1.0, critic05.Args().gae_lambda)):
+        assert torch.equal(copied, original)
+    advantages = torch.randn(5, 7, generator=g)
+    assert torch.equal(overopt.whiten(advantages, mask), critic05.whiten(advantages, mask))
+    one = torch.zeros(5, 7, dtype=torch.bool)
+    one[0, 0] = True  # a single token: left as it is
+    assert torch.equal(overopt.whiten(advantages, one), critic05.whiten(advantages, one))
+
+
+def parity_reward(problems, texts, truncated):
+    """A reward that varies on a random model's samples (the verifier gives it 0 everywhere)."""
+    return torch.tensor([float((len(t) + p.start) % 2) for p, t in zip(problems, texts)]) * (~truncated).float()
+
+
+def test_the_critic_copy_reads_warms_up_and_steps_as_05s(monkeypatch):
+    """The same random stream at construction, the same warm-up losses (05's with 2 updates), then the
+    same V, value loss and parameters after one value step on the same batch and targets."""
+    monkeypatch.setattr(critic05.grpo, "verifier_rewards", parity_reward)
+    monkeypatch.setattr(overopt, "verifier_rewards", parity_reward)
+    policy, tok = lm_pins.tiny_model(2)
+    run = dataclasses.replace(prm.Args(), prompts=2, group_size=4, max_new_tokens=10, max_grad_norm=0.5)
+    ppo = critic05.Args(critic_warmup=2)
+    ids, mask = lm_world.encode_prompts(tok, ["1+2\n", "45*2\n", "7\n"])
+    completions = lm_world.sample_completions(policy, ids, mask, 10, tok.eos_token_id, tok.pad_token_id,
+                                            torch.Generator().manual_seed(0))
+    targets = torch.rand(completions.completion_mask.shape, generator=torch.Generator().manual_seed(1))
+    critics, states, warm_ups, values, losses = [], [], [], [], []
+    for critic_of, warm_up, step in (
+            (critic05.TokenCritic, lambda c: critic05.warm_up_critic(c, policy, tok, run, ppo, "cpu"),
+             lambda c, o: critic05.value_step(c, o, completions, targets, 1, 0.5)),
+            (overopt.TokenCritic, lambda c: overopt.warm_up_critic(c, policy, tok, run, 2, "cpu"),
+             lambda c, o: overopt.value_step(c, o, completions, targets, 0.5))):
+        torch.manual_seed(7)
+        critic = critic_of(policy)
+        critics.append(critic)
+        states.append(torch.get_rng_state())  # what the head's draw left for whatever comes next
+        warm_ups.append(warm_up(critic))
+        with torch.no_grad():
+            values.append(critic(completions))
+        losses.append(step(critic, torch.optim.AdamW(critic.parameters(), lr=overopt.CRITIC_LR, weight_decay=0.0)))
+    assert torch.equal(states[0], states[1])
+    assert warm_ups[0] == warm_ups[1] and any(loss > 0 for loss in warm_ups[0])
+    assert torch.equal(values[0], values[1]) and values[0].abs().sum() > 0
+    assert losses[0] == losses[1]
+    for a, b in zip(critics[0].parameters(), critics[1].parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
 # ------------------------------------------------------------------------------ CLI and smoke
 @pytest.mark.parametrize("flag,value,message", [
     ("--label-ns", "1,32", "--label-ns must be in 1..--rollouts-per-prefix"),
@@ -962,6 +1025,7 @@ def test_check_claims_are_the_studys_claims_in_order():
     ("--qrm-samples", "6,3", "--qrm-samples must be at least two increasing sizes"),
     ("--qrm-samples", "1,6", "--qrm-samples must be at least two increasing sizes"),
     ("--qrm-samples", "6", "--qrm-samples must be at least two increasing sizes"),
+    ("--critic-warmup", "-1", "--critic-warmup must be non-negative"),
 ])
 def test_cli_rejects_bad_values_with_one_line(cli_error, flag, value, message):
     assert message in cli_error("studies.06_overoptimisation", flag, value)
