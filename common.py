@@ -129,7 +129,8 @@ def parse_args(args_class: type[ArgsT], argv: list[str] | None = None) -> ArgsT:
     parser = _OneLineErrors(description=(sys.modules[args_class.__module__].__doc__ or "").split("\n")[0],
                             formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     for f in dataclasses.fields(args_class):
-        meta, options = f.metadata, {"default": f.default, "help": f.metadata.get("help", "")}
+        # argparse reads % in a help as a format sign ("95%" would crash --help)
+        meta, options = f.metadata, {"default": f.default, "help": f.metadata.get("help", "").replace("%", "%%")}
         if isinstance(f.default, bool):
             options["action"] = argparse.BooleanOptionalAction
         elif meta.get("item"):

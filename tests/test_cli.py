@@ -87,16 +87,25 @@ def test_flag_specific_checks_name_the_right_flag(cli_error, script, argv, messa
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
-def test_a_missing_device_or_an_unusable_out_folder_ends_the_run_in_one_line(tmp_path, script):
+def test_a_missing_device_or_an_unusable_out_folder_ends_the_run_in_one_line(tmp_path, capsys, script):
+    """In this process, through the script's own main (a new Python per case would cost seconds)."""
     (tmp_path / "a_file").write_text("x")
     cache = ["--cache", str(tmp_path / "cache")] if is_lm(script) else []
-    runs = [subprocess.Popen([sys.executable, path_of(script), "--smoke", *cache, *argv], cwd=ROOT, text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            for argv in (["--device", "meta", "--out", str(tmp_path / "out")], ["--out", str(tmp_path / "a_file")])]
-    for run, message in zip(runs, ("--device meta: this machine cannot run on it", "cannot make a folder there")):
-        _, err = run.communicate(timeout=120)
+    for argv, message in ((["--device", "meta", "--out", str(tmp_path / "out")], "--device meta: this machine cannot "
+                                                                                  "run on it"),
+                          (["--out", str(tmp_path / "a_file")], "cannot make a folder there")):
+        with pytest.raises(SystemExit) as stop:
+            MODULES[script].main(common.parse_args(MODULES[script].Args, ["--smoke", *cache, *argv]))
+        err = capsys.readouterr().err
         lines = err.strip().splitlines()
-        assert run.returncode == 2 and len(lines) == 1 and message in lines[0], err
+        assert stop.value.code == 2 and len(lines) == 1 and message in lines[0], err
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_every_script_prints_its_help(capsys, script):
+    with pytest.raises(SystemExit) as stop:
+        common.parse_args(MODULES[script].Args, ["--help"])
+    assert stop.value.code == 0 and "--seed" in capsys.readouterr().out
 
 
 def test_ctrl_c_ends_in_one_line_and_leaves_no_half_written_cache(tmp_path):
