@@ -247,8 +247,8 @@ WHOLE_GAME = [
                     "buffer first (here: higher held-out pass@1 than GRPO alone for the same number of completions)")),
     said("§7.3", "curriculum on easier items",
          "mitigation of a sparse reward: a curriculum on easier items",
-         (FAILURES_PARTS, "the mitigation: a curriculum on easier items (here, from the weak cold start: GRPO that "
-                          "draws only 1-step problems for its first 40 of 80 updates, then the normal mix, ends with "
+         (FAILURES_PARTS, "the mitigation: a curriculum on easier items (here, from a weak cold start of 200 SFT steps: "
+                          "GRPO that draws only 1-step problems for its first 40 of 80 updates, then the normal mix, ends with "
                           "higher held-out pass@1 than GRPO on the normal mix throughout, for the same number of "
                           "completions)")),
     said("§7.3", "process rewards if judges are trustworthy",

@@ -19,15 +19,17 @@ Two more parts run where --parts names them (the default, modes, is the list abo
   blame            the GRPO policy's groups on held-out prompts, whole and with the last operation
                    cut: of the completions right by what the prompt shows, the share that GRPO's
                    group advantage blames (A < 0), the verifier wanting the whole chain's answer
-  curriculum       from the weak cold start, GRPO whose first --curriculum-share of the updates
-                   draw only --min-steps-operation problems, then the normal mix, against GRPO on the
-                   normal mix throughout, at the same number of completions
+  curriculum       from a weak cold start (--curriculum-sft-steps of SFT: the fewest at which the
+                   easy problems are easier for it while the normal mix stays sparse), GRPO whose
+                   first --curriculum-share of the updates draw only --min-steps-operation problems,
+                   then the normal mix, against GRPO on the normal mix throughout, at the same
+                   number of completions
 
 The loop is the chapter's `train` with what these modes need: rollouts from older weights, the
 ratio against them, the drift between the two policies, and reference resets.
 
 Every study runs at --seeds seeds (--seed, --seed + 1, ...: each its own prompts, samples and
-evaluation draws; the three cold starts are trained once and shared). Each claim takes one
+evaluation draws; the cold starts are trained once and shared). Each claim takes one
 quantity per seed, a difference paired by seed in the statement's direction, and decides on its
 95% interval over the seeds (common.seed_verdict): yes where it lies above 0, no where it lies
 below 0 (the seeds show the reverse), else inconclusive; a 'none'
@@ -40,7 +42,7 @@ and metrics are means over the seeds; the figures draw every seed.
     python studies/05_failure_modes.py --reanalyse runs/studies/05_failure_modes/results.json
                                         # the claims again from the stored seeds, nothing trained
     python studies/05_failure_modes.py --parts blame,curriculum --out runs/studies/05_failure_modes_blame_curriculum
-                                        # the two other parts alone, 3 seeds: 378 s on 2 CPU cores
+                                        # the two other parts alone, 3 seeds: 293 s on 2 CPU cores (shared)
 
 To fit three seeds in about the time one took, the default staleness study is one policy age (8);
 the paper-scale version adds the oldest rollouts: --stale-lags 8,32 (two more runs a seed). The
@@ -80,6 +82,18 @@ SERVING_FORMAT = "Q: {prompt}A:\n"  # a prompt template the policy never saw in 
 SERVED = ("as trained", "another template", "last operation missing")  # the skew study's prompts
 PARTS = ("modes", "blame", "curriculum")  # what a run measures (--parts)
 SHOWN = ("whole prompt", "last operation missing")  # the blame study's prompts
+# The curriculum's cold start, chosen by its premise alone (never by the curriculum's outcome): the
+# smallest SFT budget of the ladder 60, 100, 150, 200, 300 at which (a) the start passes 1-step
+# problems more often than the normal mix (the 95% interval of the difference over problems above
+# 0, in two draws: 256 and 512 problems, 8 completions each, prompts outside the held-out set) and
+# (b) the normal mix stays sparse (more than half of the groups of 8 without reward spread, the
+# sparse-reward study's premise). Measured (pass rate 1-step vs mix, difference; mix zero-spread):
+#   60   0.006 vs 0.007, -0.001 [-0.006, +0.004]; 0.95   (the sparse-reward study's start: (a) fails)
+#   100  0.019 vs 0.014, +0.005 [-0.003, +0.014]; 0.90   second draw 0.016 vs 0.013, +0.003 [-0.003, +0.009]; 0.90
+#   150  0.027 vs 0.025, +0.002 [-0.008, +0.012]; 0.81   second draw 0.031 vs 0.024, +0.007 [-0.001, +0.014]; 0.83
+#   200  0.039 vs 0.026, +0.012 [+0.001, +0.023]; 0.82   second draw 0.038 vs 0.024, +0.014 [+0.006, +0.022]; 0.83
+#   300  0.052 vs 0.030, +0.022 [+0.009, +0.035]; 0.81   second draw 0.049 vs 0.033, +0.016 [+0.007, +0.025]; 0.77
+CURRICULUM_SFT_STEPS = 200
 
 
 @dataclass
@@ -87,7 +101,7 @@ class Args(lm_world.LMArgs):
     out: str = common.arg("runs/studies/05_failure_modes", "output folder for figures and results.json")
     reanalyse: str = common.reanalyse_arg()
     seeds: int = common.arg(3, "seeds, --seed, --seed + 1, ...: each draws its own prompts, samples and evaluations "
-                            "(the cold starts are shared); the claims decide on their 95% interval over the seeds")
+                            "(the cold starts are shared); the claims decide on their confidence interval over the seeds")
     betas: str = common.arg("0,0.5,5", "KL weights β beside the chapter's --beta (the KL study; the largest is "
                             "its 'too strong' side)", item=float, empty=True)
     poor_beta: float = common.arg(0.5, "β of the poor-reference study (beside it, the same β anchored to the "
@@ -95,6 +109,8 @@ class Args(lm_world.LMArgs):
     stale_lags: str = common.arg("8", "the policy ages of the async-staleness study (8,32: the paper-scale "
                                  "version)", item=int)
     sparse_sft_steps: int = common.arg(60, "SFT steps of the weak cold start of the sparse-reward study")
+    curriculum_sft_steps: int = common.arg(CURRICULUM_SFT_STEPS, "SFT steps of the curriculum study's cold start "
+                                           "(see CURRICULUM_SFT_STEPS for why this many)")
     rft_rounds: int = common.arg(2, "rounds of rejection sampling into SFT (best-of-N, then fine-tune)")
     rft_n: int = common.arg(32, "completions per problem in a rejection-sampling round, N")
     rft_sft_steps: int = common.arg(25, "fine-tuning steps on the kept completions, per round")
@@ -109,13 +125,14 @@ class Args(lm_world.LMArgs):
     curriculum_share: float = common.arg(0.5, "share of the curriculum arm's updates, the first ones, that draw "
                                          "only the easiest problems (--min-steps operations)")
 
-    SMOKE = dict(lm_world.LMArgs.SMOKE_LM, betas="0", sparse_sft_steps=2, rft_rounds=1, rft_n=2, rft_sft_steps=1,
-                 seeds=2, blame_problems=4)
+    SMOKE = dict(lm_world.LMArgs.SMOKE_LM, betas="0", sparse_sft_steps=2, curriculum_sft_steps=2, rft_rounds=1,
+                 rft_n=2, rft_sft_steps=1, seeds=2, blame_problems=4)
 
     def __post_init__(self):
         super().__post_init__()
         common.require(self.seeds >= 2, "--seeds must be at least 2: the claims decide on an interval over seeds")
-        common.require_positive(self, "sparse_sft_steps", "rft_rounds", "rft_n", "rft_sft_steps", "rft_lr")
+        common.require_positive(self, "sparse_sft_steps", "curriculum_sft_steps", "rft_rounds", "rft_n",
+                                "rft_sft_steps", "rft_lr")
         common.require(0 <= self.poor_shortcut_prob <= 1, "--poor-shortcut-prob must be in [0, 1]")
         common.require(all(lag > 0 for lag in self.lag_list), "--stale-lags must be positive")
         common.require(all(b >= 0 for b in self.beta_list), "--betas must be non-negative")
@@ -491,12 +508,12 @@ def easy_updates(rl: grpo.Args, args: Args) -> int:
 
 
 def curriculum_study(tokenizer, rl: grpo.Args, args: Args, held_out: list, device) -> dict:
-    """Sparse reward's mitigation by a curriculum (whole-game §7.3): from the weak cold start (the
-    sparse-reward study's), GRPO on the normal mix, against GRPO whose first --curriculum-share of
-    the updates draw only problems of --min-steps operations, then the normal mix: the same
-    updates, prompts and group size, so the same number of completions, and the same reference
-    (the weak start)."""
-    weak, _, _ = lm_world.cold_start_policy(dataclasses.replace(args.cold_start, sft_steps=args.sparse_sft_steps),
+    """Sparse reward's mitigation by a curriculum (whole-game §7.3): from a weak cold start
+    (--curriculum-sft-steps of SFT: easy problems easier for it, the mix still sparse), GRPO on the
+    normal mix, against GRPO whose first --curriculum-share of the updates draw only problems of
+    --min-steps operations, then the normal mix: the same updates, prompts and group size, so the
+    same number of completions, and the same reference (the weak start)."""
+    weak, _, _ = lm_world.cold_start_policy(dataclasses.replace(args.cold_start, sft_steps=args.curriculum_sft_steps),
                                           device, args.cache, progress=False)
     easy = easy_updates(rl, args)
     return {"weak cold start": {"final": grpo.final_evaluation(weak, tokenizer, rl, held_out, device)},
@@ -933,9 +950,10 @@ def curriculum_claim(rl: grpo.Args, args: Args, seeds: list[dict]) -> dict:
                f"{level(seeds, curriculum_key(arm, 'easy_reward'))}, GRPO on the normal mix "
                f"{level(seeds, curriculum_key('GRPO', 'easy_reward'))}, the easy items' lead {easier_text}")
     return common.claim(
-        "whole-game §7.3", f"the mitigation: a curriculum on easier items (here, from the weak cold start: GRPO that "
-        f"draws only {rl.min_steps}-step problems for its first {easy} of {rl.rl_steps} updates, then the normal mix, "
-        "ends with higher held-out pass@1 than GRPO on the normal mix throughout, for the same number of completions)",
+        "whole-game §7.3", f"the mitigation: a curriculum on easier items (here, from a weak cold start of "
+        f"{args.curriculum_sft_steps} SFT steps: GRPO that draws only {rl.min_steps}-step problems for its first "
+        f"{easy} of {rl.rl_steps} updates, then the normal mix, ends with higher held-out pass@1 than GRPO on the "
+        "normal mix throughout, for the same number of completions)",
         f"{over(seeds)}: pass@1 weak start {level(seeds, curriculum_key('weak cold start'))}; GRPO "
         f"{level(seeds, curriculum_key('GRPO'))}; easy first, then GRPO {level(seeds, curriculum_key(arm))}; the "
         f"curriculum's lead {text}; {rewards}; share of completions in zero-spread groups over all updates, GRPO "

@@ -293,14 +293,14 @@ def test_the_curriculum_draws_only_the_easiest_problems_for_its_first_updates(mo
     assert max(drawn[2] + drawn[3]) > 1  # then the normal mix of 1 to 3 operations
 
 
-def test_the_curriculum_arm_spends_the_same_completions_from_the_weak_start(monkeypatch, tmp_path):
+def test_the_curriculum_arm_spends_the_same_completions_from_its_own_weak_start(monkeypatch, tmp_path):
     calls = []
     monkeypatch.setattr(lm_world, "cold_start_policy", lambda config, *rest, **options: (config.sft_steps, None, {}))
     monkeypatch.setattr(grpo, "final_evaluation", lambda policy, *rest: {"start": policy})
     monkeypatch.setattr(fm, "run_grpo", lambda initial, tokenizer, rl, held_out, device, *setting:
                         calls.append((initial, rl, *setting)) or {})
     rl = loop_args(tmp_path, rl_steps=10)
-    study = fm.curriculum_study(None, rl, fm.Args(sparse_sft_steps=7, curriculum_share=0.3), [], "cpu")
+    study = fm.curriculum_study(None, rl, fm.Args(sparse_sft_steps=5, curriculum_sft_steps=7, curriculum_share=0.3), [], "cpu")
     assert list(study) == ["weak cold start", "GRPO", "easy first, then GRPO"]
     assert study["weak cold start"] == {"final": {"start": 7}}
     assert calls == [(7, rl), (7, rl, fm.Setting(easy_updates=3))]  # the same updates, prompts and group size
@@ -454,8 +454,9 @@ def test_the_blame_and_curriculum_claims_decide_on_their_gap_over_seeds(changes,
 
 def test_easy_items_the_start_passes_no_more_often_leave_the_curriculum_claim_without_its_premise():
     seeds = part_seeds(**{"curriculum[easy first, then GRPO]_easy_reward": 0.008})
-    claim = fm.curriculum_claim(grpo.Args(), fm.Args(), seeds)
+    claim = fm.curriculum_claim(grpo.Args(), fm.Args(curriculum_sft_steps=150), seeds)
     assert claim["holds"] is None and "premise not met" in claim["measured"]
+    assert "from a weak cold start of 150 SFT steps" in claim["claim"]  # the start it measured, named
 
 
 def test_a_seed_with_nothing_right_by_its_prompt_leaves_the_blame_claim_without_its_premise():
@@ -511,6 +512,7 @@ def test_a_statement_of_parts_holds_where_every_part_does(verdicts_in, out):
     ("--seeds", "1", "--seeds must be at least 2"),
     ("--parts", "modes,luck", "'luck' is not one of modes, blame, curriculum"),
     ("--curriculum-share", "1", "--curriculum-share must be in (0, 1)"),
+    ("--curriculum-sft-steps", "0", "--curriculum-sft-steps must be positive"),
     ("--blame-problems", "513", "--blame-problems must be in 1..512"),
 ])
 def test_cli_rejects_bad_values_with_one_line(cli_error, flag, value, message):
