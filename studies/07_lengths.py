@@ -439,7 +439,7 @@ def check_claims(args: Args, analysis: dict, cold: list) -> list[dict]:
         measured = (f"gain over flat GRPO in held-out pass@1, mean [95% interval over {args.repeats} seeds], by "
                     "length: " + "; ".join(f"{n}: {g['mean']:+.3f} [{g['low']:+.3f}, {g['high']:+.3f}]"
                                           for n, g in by_length.items())
-                    + f"; smallest detectable gap {args.detectable_gap:.3f}")
+                    + f"; the gap the design was planned to detect (the pilot's) {args.detectable_gap:.3f}")
         growth = analysis["growth"][arm]
         measured += (f"; growth from {min(by_length)} to {max(by_length)} steps, seed by seed: {growth['mean']:+.3f} "
                      f"[{growth['low']:+.3f}, {growth['high']:+.3f}]")
@@ -463,8 +463,8 @@ def mitigation_claim(args: Args, arm: str, by_length: dict, inside: bool) -> dic
     return common.claim("whole-game §7.3", f"process rewards from a trustworthy judge mitigate a sparse reward: "
                         f"{MITIGATION[arm]} beats flat GRPO at the longest chain ({longest} steps)",
                         f"gain in held-out pass@1 at {longest} steps {gain['mean']:+.3f} [95% interval over "
-                        f"{args.repeats} seeds: {gain['low']:+.3f}, {gain['high']:+.3f}]; smallest detectable gap "
-                        f"{args.detectable_gap:.3f}" + ("" if inside else " (premise not met: the cold start is "
+                        f"{args.repeats} seeds: {gain['low']:+.3f}, {gain['high']:+.3f}]; the gap the design was planned "
+                        f"to detect (the pilot's) {args.detectable_gap:.3f}" + ("" if inside else " (premise not met: the cold start is "
                                                           "outside 0.1-0.7 at some length)"), holds)
 
 

@@ -422,8 +422,19 @@ def gaps_with(**changes):
 ])
 def test_claims_td_vs_mc_is_decided_over_the_seeds_at_the_longest_length(study, holds):
     claims = gae_script.estimator_claims(CLAIM_ARGS, study, gaps_with())
-    assert len(claims) == 2 and claims[0]["holds"] is holds
+    assert len(claims) == 3 and claims[0]["holds"] is holds
     assert "L=10" in claims[0]["measured"] and "100 episodes" in claims[0]["measured"]
+
+
+@pytest.mark.parametrize("study,holds", [
+    (seeded_study(TD_BIASED, MC_UNBIASED), True),
+    (seeded_study(TD_BIASED, (0.01, 0.012, 0.011, 0.009)), False),  # MC biased
+    (seeded_study(TD_BIASED, MC_UNBIASED, td_var=(0.9, 0.95, 0.92, 0.9)), False),  # MC no noisier than TD
+    (seeded_study((0.08, 0.02, 0.09, 0.01), MC_UNBIASED), True),  # TD's bias unclear: the pair says nothing, MC yes
+])
+def test_the_monte_carlo_half_is_decided_on_its_own_numbers(study, holds):
+    claims = gae_script.estimator_claims(CLAIM_ARGS, study, gaps_with())
+    assert "honest but noisy" in claims[1]["claim"] and claims[1]["holds"] is holds
 
 
 def test_claims_td_vs_mc_reports_each_part_with_its_interval():
@@ -478,7 +489,7 @@ def test_smoke_run_writes_results_and_figures(tmp_path, read_results):
     data = read_results(tmp_path / "results.json")
     for name in ("bias_variance_lambda.png", "bias_variance_nstep.png"):
         assert (tmp_path / name).stat().st_size > 1000
-    assert data["metrics"] == common.json_ready(result["metrics"]) and len(data["claims"]) == 2
+    assert data["metrics"] == common.json_ready(result["metrics"]) and len(data["claims"]) == 3
     metrics = data["metrics"]
     tables = metrics.pop("tables")
     assert all(np.isfinite(v) for v in metrics.values())

@@ -117,7 +117,7 @@ UP, DOWN = [0.05, 0.06, 0.07], [-0.05, -0.06, -0.07]
     (0, "k4", "auroc_outcome", 0.6, True), (0, "k2", "auroc_outcome", 0.6, False),
     (1, "k8", "auroc_outcome", 0.6, True), (1, "frozen", "auroc_outcome", 0.6, False),
     (2, "no_clip", "log_ratio", 0.01, True), (2, "clip", "log_ratio", 0.01, False),
-    (3, "clip", "pass@1", 0.4, True), (3, "no_clip", "pass@1", 0.4, False),
+    (3, "no_clip", "regression", 0.0, True), (3, "clip", "regression", 0.0, False),
 ])
 def test_each_claim_says_yes_and_no_with_its_own_numbers(index, arm, key, base, holds):
     args = lab.Args()
