@@ -672,9 +672,8 @@ def length_claims(per_seed: list[dict]) -> list[dict]:
     baselines = {grpo.NAMES[m]: common.seed_verdict(variance_of(per_seed, grpo.NAMES[m], "slope"))
                  for m in ("reinforce", "rloo", "grpo")}
     return [
-        common.claim("over-long-generations", "the same scalar multiplies every per-token log-probability gradient, "
-                     "so the gradient's variance is a sum of T per-token terms: with Ψ = 1 (the score alone) it grows "
-                     "linearly with the episode's length T",
+        common.claim("over-long-generations", "the score alone (Ψ = 1) is a sum of T per-token terms: its variance "
+                     "grows linearly with the episode's length T",
                      f"Ψ = 1: log-log slope of tr Cov by length bin, mean [95% interval over {n}]: {interval(score, 2)} "
                      f"({LINEAR}) over {span}", common.slope_verdict(score)[0]),
         common.claim("over-long-generations", "with a terminal reward the gradient's variance grows roughly linearly "
@@ -847,16 +846,21 @@ def dilution_claim(per_seed: list[dict]) -> dict:
         "it falls)", falls)
 
 
+# "roughly doubles": nearer 2x than no growth (1x) or tripling (3x), the midpoints, as common.ROUGHLY_LINEAR for a slope
+ROUGHLY_DOUBLE = (1.5, 2.5)
+
+
 def memory_claim(runs: dict) -> dict:
     """The bytes of the training state, the same on every seed."""
     mib = {m: runs[m]["state_bytes"] / 2**20 for m in ("grpo", "ppo", "ppo_head") if m in runs}
-    ratio = mib["ppo"] / mib["grpo"]
+    ratio, (low, high) = mib["ppo"] / mib["grpo"], ROUGHLY_DOUBLE
     head = f"; a value head on the policy instead: {mib['ppo_head']:.2f} MiB" if "ppo_head" in mib else ""
     return common.claim(
         "over-long-generations", "PPO's critic, a copy of the policy, roughly doubles the memory footprint "
-        "(here: training state 1.5-2.5x GRPO's)",
+        "(here: the training state, against GRPO's)",
         f"parameters, gradients, Adam moments and reference: PPO {mib['ppo']:.2f} MiB, GRPO {mib['grpo']:.2f} MiB "
-        f"({ratio:.2f}x){head}", 1.5 <= ratio <= 2.5)
+        f"({ratio:.2f}x; roughly double: within {low:g}-{high:g}x, nearer 2x than 1x or 3x){head}",
+        low <= ratio <= high)
 
 
 def critic_claims(args: Args, per_seed: list[dict]) -> list[dict]:

@@ -173,7 +173,7 @@ def seeds(**changes) -> list[dict]:
 def verdicts(per_seed: list[dict]) -> dict:
     claims = (ppo.length_claims(per_seed) + [ppo.cause_claim(per_seed)] + ppo.relative_claims(ppo.Args(), per_seed)
               + ppo.critic_claims(ppo.Args(), per_seed))
-    keys = {"Ψ = 1 (the score alone) it grows": "score", "with a terminal reward": "terminal",
+    keys = {"the score alone (Ψ = 1) is a sum": "score", "with a terminal reward": "terminal",
             "because the same scalar R multiplies": "cause",
             "even with baselines": "baselines", "normalising within the group": "normalising",
             "bias-variance dial": "lambda", "memory footprint": "memory", "systematic lies": "lies",
