@@ -119,11 +119,10 @@ WHOLE_GAME = [
                     "cold start: more than half of GRPO's sampled completions sit in groups with zero reward spread, "
                     "A = 0)")),
     said("§2", "early training needs a cold-start policy that can occasionally succeed",
-         "from a cold start that can occasionally succeed, RL on the sparse verifier learns",
-         (SEEDS, "from a cold start that can occasionally succeed, GRPO on the sparse verifier reward learns: "
-                 "held-out pass@1 rises above the cold start's"),
-         (SEEDS, "from a cold start that can occasionally succeed, RLOO on the sparse verifier reward learns: "
-                 "held-out pass@1 rises above the cold start's")),
+         "early training needs a cold start that can occasionally succeed (here: RL on the sparse verifier gains more "
+         "from a start that often succeeds than from one that almost never does)",
+         (FAILURES, "the mitigation: an SFT cold start on successful traces (here: GRPO gains more held-out pass@1 "
+                    "from the default cold start, 1000 SFT steps on demonstrations, than from the weak one, 60)")),
     said("§3", "reducing variance without (in the classic argument) introducing bias into the policy gradient",
          "a baseline that does not depend on the action lowers the policy gradient's variance",
          (GRADIENT, "a baseline that does not depend on the action lowers the variance of the policy "
@@ -183,7 +182,10 @@ WHOLE_GAME = [
          "learn it",
          (ZERO, "a per-prompt group baseline gets the prompt's difficulty for free, where one baseline for all "
                 "prompts must learn it: with nothing learned, the mean of the other completions in the prompt's group "
-                "(RLOO's) lies closer to the prompt's success rate than the mean reward over all prompts")),
+                "(RLOO's) lies closer to the prompt's success rate than the mean reward over all prompts (here: at the cold start)"),
+         (ZERO, "a per-prompt group baseline gets the prompt's difficulty for free, where one baseline for all "
+                "prompts must learn it: with nothing learned, the mean of the other completions in the prompt's group "
+                "(RLOO's) lies closer to the prompt's success rate than the mean reward over all prompts (here: after GRPO)")),
     said("§5", r"Monte Carlo (MC) return: $\Psi_t = G_t$. Honest about the episode. Noisy.",
          "the Monte Carlo return is unbiased but noisy",
          (GAE, "the Monte Carlo return (λ = 1) is honest but noisy: no bias, more variance than one-step TD's")),
@@ -227,9 +229,13 @@ WHOLE_GAME = [
          (SEEDS_06, "prefer a verifiable check to a learned score: RL with the verifier in the "
                               "reward ends above RL on the learned PRM alone (PRM steps, verifier on the answer step)")),
     said("§7.2", "KL-to-ref; remove cheap heuristic bonuses",
-         "against reward hacking, keep KL to the reference and drop cheap heuristic bonuses",
+         "against reward hacking, keep KL to the reference",
          (OVER, "against reward hacking keep KL to the reference (the half checked here: no reward here has "
-                "a cheap heuristic bonus to remove)")),
+                "a cheap heuristic bonus to remove)"), how="rephrase"),
+    said("§7.2", "KL-to-ref; remove cheap heuristic bonuses",
+         "against reward hacking, drop cheap heuristic bonuses",
+         not_checkable="no reward here has a heuristic bonus to remove (the verifier, the learned ORM, PRM and Q-RM "
+                       "score the answer or its steps only)", how="new"),
     said("§7.3", "Gradients tiny; learning only after rare successes; cold start fails.",
          "with a sparse terminal reward and a cold start that rarely succeeds, most groups carry no signal "
          "and RL does not get off the ground",
@@ -283,7 +289,7 @@ WHOLE_GAME = [
          (FAILURES, "KL too weak: the quality of the samples collapses (here: at β = 0 fewer completions are "
                     "well-formed than at the default β and than the reference, the cold start, writes)")),
     said("§7.5", "Wrong KL coefficient or wrong reference.",
-         "a wrong reference model is one cause of KL trouble: KL to a reference that never writes the needed "
+         "a wrong reference model is one cause of KL trouble: KL to a reference that rarely writes the needed "
          "steps holds the policy back",
          (FAILURES, "a wrong reference: KL to an SFT model that rarely writes the steps holds the policy "
                     "back from the behaviour that pays (here, GRPO at β = 0.5: lower held-out pass@1 than the same β "
@@ -432,8 +438,8 @@ OVER_LONG = [
     said("GRPO", "the critic is itself a copy of the policy, which roughly doubles memory footprint",
          "PPO's critic, a copy of the policy, roughly doubles the memory; GRPO, without it, saves that (the copy adds "
          "the trained state of parameters, gradients and Adam moments, not the reference)",
-         (CRITIC, "PPO's critic, a copy of the policy, roughly doubles the memory footprint (here: training state "
-                  "1.5-2.5x GRPO's)"),
+         (CRITIC, "PPO's critic, a copy of the policy, roughly doubles the memory footprint (here: the training "
+                  "state, against GRPO's)"),
          how="rephrase"),
     said("GRPO", "Each token in response i receives the same advantage A_i.",
          "every token of a response gets the same advantage A_i",
@@ -491,7 +497,7 @@ OVER_LONG = [
     said("Over-optimisation", "can score well on the reward model while containing incorrect information",
          "well-formatted but wrong answers can score well on a learned reward model",
          (OVER, "format hacking: well-formed outputs can score well on a learned reward model while being "
-                "wrong")),
+                "wrong (the form, not the answer, earning the score)")),
     said("When it falls down", "will penalise all 600 tokens equally",
          "with one outcome reward under GRPO, a chain whose only error comes late penalises all its tokens "
          "equally, the right ones before the error included",
@@ -508,8 +514,6 @@ OVER_LONG = [
          "learns better than flat credit (here: at 16 steps)",
          (LENGTHS, "process rewards from a trustworthy judge mitigate a sparse reward: each step credited by "
                    "its own gold correctness beats flat GRPO at the longest chain (16 steps)"),
-         (LENGTHS, "uniform token-level weighting wastes the policy's capacity to learn which decisions matter: "
-                   "crediting each step by its own correctness gains more over flat GRPO as chains grow"),
          how="rephrase"),
     said("When it falls down", "assigns step scores that reflect the label distribution, not a ground-truth "
          "value function",
@@ -531,7 +535,7 @@ OVER_LONG = [
                 "medium-difficulty examples (prompts binned by their own pass rate after GRPO: below 1/3 hard, above "
                 "2/3 easy)")),
     said("When it falls down", "the KL penalty actively discourages the RL policy from exploring that space",
-         "KL anchoring to an SFT reference that never writes the needed traces holds the policy back",
+         "KL anchoring to an SFT reference that rarely writes the needed traces discourages the policy from exploring them",
          (FAILURES, "a wrong reference: KL to an SFT model that rarely writes the steps holds the policy "
                     "back from the behaviour that pays (here, GRPO at β = 0.5: lower held-out pass@1 than the same β "
                     "anchored to the cold start)")),
@@ -542,7 +546,7 @@ OVER_LONG = [
                   "gradient's variance grows with the completion's length (log-log slope above 0)")),
     said("When it falls down", "The model may converge to surface-level formatting of long chains rather than "
                                "substantively better reasoning.",
-         "training may reward looking like a long derivation rather than reasoning better",
+         "the model may converge to the surface form of long chains rather than better reasoning",
          not_checkable="needs long chain-of-thought training"),
 ]
 
@@ -557,18 +561,24 @@ SURVEY = [
                  "horizons",
          "small errors of a bootstrapped value estimate compound as the horizon grows",
          (LEARNING, "small value errors compound when bootstrapped over long horizons: from the exact values plus a "
-                    "small error on every state, TD(0)'s error at the decisive state after the same episodes of "
-                    "policy evaluation grows with the horizon faster than Monte Carlo's"),
+                    "small error on every state, the part of TD(0)'s error at the decisive state that the small errors "
+                    "cause, after the same episodes of policy evaluation, grows with the horizon"),
          (LEARNING_NOISE, "small value errors compound when bootstrapped over long horizons: from the exact values plus a "
-                          "small error on every state, TD(0)'s error at the decisive state after the same episodes of "
-                          "policy evaluation grows with the horizon faster than Monte Carlo's")),
+                          "small error on every state, the part of TD(0)'s error at the decisive state that the small errors "
+                          "cause, after the same episodes of policy evaluation, grows with the horizon")),
     said("§2.2", "many actions co-occur with success but did not cause it",
          "correlated but non-causal actions may pick up spurious credit",
          (HCA, "correlated but non-causal actions may pick up spurious credit: REINFORCE credits the actions that "
                "change nothing (their exact gradient is 0)")),
     said("§2.3", "TD bootstrapping methods fail when most states have near-zero estimated value",
-         "TD has nothing to bootstrap from when almost every state's value is near zero",
-         not_checkable="not isolated from the delay in any run"),
+         "TD bootstrapping fails when almost every state's estimated value is near zero (here: slowed, since "
+         "within our budget it never fails outright)",
+         (LEARNING, "TD bootstrapping fails when most states have near-zero estimated value: started from V = 0 (every "
+                    "state's estimate zero), the TD(0) actor-critic needs more episodes to learn to take the key than "
+                    "started from the exact values V^π, at the same corridor length"),
+         (LEARNING_NOISE, "TD bootstrapping fails when most states have near-zero estimated value: started from V = 0 (every "
+                          "state's estimate zero), the TD(0) actor-critic needs more episodes to learn to take the key than "
+                          "started from the exact values V^π, at the same corridor length")),
     said("§3", "$γ^{999} ≈ 0.00043$",
          "with γ = 0.999 over 1,000 tokens, γ^999 ≈ 0.00043",
          (DILEMMAS, "with γ = 0.999, γ^999 ≈ 0.00043")),
@@ -635,12 +645,13 @@ SURVEY = [
          (TRANSPORT, "transport augments a few critical steps and leaves the rest unchanged")),
     said("§4.1.5", "have been the most successful methods",
          "transport methods (TVT, TRT) have worked best, ahead of RUDDER",
-         (TRANSPORT, "transport methods (TVT, TRT) are more successful than RUDDER")),
+         not_checkable="a statement about the published record across tasks; one toy comparison cannot check it (TRT "
+                       "against RUDDER on key-to-door is measured in studies/03_transport.py, TVT not at all)"),
     said("§4.2.1", "Only the 3 decisive actions will have significantly elevated ratios.",
-         "HCA gives irrelevant actions a hindsight ratio near 1 and only the decisive one a ratio far from 1",
+         "only the decisive actions get significantly elevated hindsight ratios; the irrelevant ones stay near 1",
          (HCA, "only the decisive action gets a significantly elevated hindsight ratio: h/π - 1 of the action "
                "taken, under what followed, lies above 0 at the decisive action and above that of the irrelevant "
-               "actions (whose ratio stays near 1)")),
+               "actions, whose mean h/π - 1 is zero (their ratio stays near 1)")),
     said("§4.2.2", "giving the agent a steady stream of positive examples to learn from",
          "HER turns failed episodes into signal: every episode is a success for some goal",
          (HER, "HER turns failed episodes into signal: after relabelling, every episode is a success for "
@@ -758,8 +769,7 @@ SURVEY = [
          "Q(x, a) = E_z[h(a | x, z) / π(a | x) · z]",
          (HCA, "Q(x, a) = E_z[h(a|x,z)/π(a|x) · z]")),
     said("§8", "Return-conditional HCA is more appealing",
-         "return-conditional HCA is preferable to state-conditional HCA (here: a lower gradient variance "
-         "with a learned h)",
+         "return-conditional HCA is more appealing than state-conditional HCA",
          not_checkable="the essay's reason is conditioning on a scalar return instead of a high-dimensional state; "
                        "our tasks are tabular with a handful of states, so they cannot show it (the variances are on "
                        "the 04 page)"),
@@ -767,7 +777,8 @@ SURVEY = [
          "of temporal distance.",
          "HCA judges a past action's relevance whatever its distance in time",
          (HCA, "HCA judges a past action's relevance whatever its distance in time: the decisive action's "
-               "hindsight ratio is elevated, above the irrelevant ones', at every distance from its reward")),
+               "hindsight ratio is elevated, above the irrelevant ones', at every distance from its reward, and does "
+               "not fade as that distance grows")),
     said("§8", "the spurious contributions that cause HCA to degrade toward the REINFORCE estimator",
          "when the later state reveals the action, state-conditional HCA degrades toward REINFORCE",
          (HCA, "when the later state reveals the action, state HCA degrades toward REINFORCE")),
@@ -789,7 +800,7 @@ SURVEY = [
          not_checkable="the comparison is with token-level PRMs; ours scores steps (the step-level comparison, "
                        "a different statement, is measured in studies/06_overoptimisation.py)"),
     said("§9", "RL training with Q-RM converges 12× faster than ORM on GSM8K",
-         "RL with Q-RM converges 12x faster than with an ORM",
+         "RL with Q-RM converges 12x faster than with an ORM (on GSM8K)",
          (OVER, "RL with Q-RM converges 12x faster than with an ORM (GSM8K; here GRPO on the learned ORM)")),
     said("§9", "11× faster than step-level PRM on MATH",
          "RL with Q-RM converges 11x faster than with a step-level PRM on MATH (here: our arithmetic task, at our scale)",
@@ -800,11 +811,11 @@ SURVEY = [
          (OVER, "a PRM localises the error to the step where reasoning went astray")),
     said("§10", 'the "min" aggregation strategy tends to outperform mean aggregation because it catches the '
          "first error",
-         "for best-of-N, min aggregation of step scores beats mean aggregation",
+         "for best-of-N, min aggregation of step scores tends to beat mean aggregation",
          (OVER, "for best-of-N, min aggregation of step scores outperforms mean aggregation (it catches the "
                 "first error)")),
     said("§10", "PRMs require step boundaries to be well-defined",
-         "PRMs need well-defined steps and do not transfer across domains",
+         "PRMs need well-defined steps, tend to be domain-specific and may not transfer across domains",
          not_checkable="one domain with explicit step delimiters"),
 ]
 
@@ -872,7 +883,7 @@ SS_GRPO = [
          (CREDIT, "the tiny estimator keeps the overhead below 1% of LLM inference, as the article's other overhead "
                   "figures say")),
     said("Engineering decisions", "avoiding sequence-length dependence",
-         "mean-pooling makes the weight independent of the step's length",
+         "a fixed-size (mean-pooled) step representation avoids dependence on the step's length",
          (CREDIT, "mean-pooling makes the step weight independent of the step's length: w(s) is uncorrelated "
                   "with the step's token count")),
     said("Engineering decisions", "The policy loss applies the same clipping as PPO but with per-step advantages, "

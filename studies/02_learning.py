@@ -4,15 +4,19 @@ The actor is a softmax over tabular logits, stepped along Σ_t Ψ_t ∇log π(a_
 Ψ = GAE(γ = 1, λ): MC at λ = 1, TD(0) at λ = 0, GAE in between. The critic is a tabular V moved
 toward the λ-return Ψ + V. Measured: episodes until π(take key | key room) reaches --success, for
 each corridor length L, against the survey's §2.1 claim that small value errors compound when
-bootstrapped over long horizons (TD(0)'s cost should grow with L faster than MC's); and, the
-policy held uniform, each critic's error at the key room against the exact value after
---eval-episodes episodes, the error itself as L grows. Read beside:
-credit-assignment-problem-survey.txt §2.1, §4.1.1.
+bootstrapped over long horizons (TD(0)'s cost should grow with L faster than MC's); the policy
+held uniform, TD(0)'s error at the key room against the exact value after --eval-episodes
+episodes, started from the exact values plus a small error and from the exact values alone (the
+part the small errors cause, as L grows; MC beside it); and, against §2.3's claim that TD
+bootstrapping fails when most states' estimated value is near zero, TD(0)'s episodes to solve
+with its critic started at V = 0 (every state) and at the exact V^π, the delay held fixed.
+Read beside: credit-assignment-problem-survey.txt §2.1, §2.3, §4.1.1.
 
-    python studies/02_learning.py               # runs/studies/02_learning/
-    python studies/02_learning.py --noise 0.5   # noisy rewards: does MC still learn?
+    python studies/02_learning.py        # runs/studies/02_learning/
+    # noisy rewards: does MC still learn?
+    python studies/02_learning.py --noise 0.5 --out runs/studies/02_learning_noise
 
-The default run took 36-48 s on 2 CPU cores.
+The default run took 42 s on 2 CPU cores (one thread; the noise run 58 s, the machine shared).
 
 Figure: episodes_to_solve.png (episodes to success vs L, median and spread over seeds).
 """
@@ -20,7 +24,7 @@ Figure: episodes_to_solve.png (episodes to success vs L, median and spread over 
 import importlib
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -93,16 +97,25 @@ def evaluation_error(args: Args, L: int, lam: float, seed: int, device) -> float
     return float((V[0] - truth[0]) ** 2)
 
 
-def actor_critic(args: Args, L: int, lam: float, seed: int, device) -> int:
+def start_values(env, exact: bool) -> torch.Tensor:
+    """The critic's start: 0 on every state (nothing to bootstrap from), or the exact V^π of the
+    actor's first policy, the uniform one (dynamic programming on the model)."""
+    if exact:
+        return gae.exact_truth(env, gae.uniform_policy(env), 1.0)[0].clone()
+    return torch.zeros(env.num_states + 1, device=env.device)
+
+
+def actor_critic(args: Args, L: int, lam: float, seed: int, device, exact_start: bool = False) -> int:
     """Episodes until π(take key | key room) ≥ args.success (args.max_episodes if never).
 
     Actor: softmax over tabular logits, policy-gradient step with Ψ = GAE(γ=1, λ).
-    Critic: tabular V moved toward the λ-return Ψ + V (MC target at λ = 1, TD(0) at λ = 0).
+    Critic: tabular V moved toward the λ-return Ψ + V (MC target at λ = 1, TD(0) at λ = 0),
+    started at 0, or at the exact V^π of the first policy with exact_start.
     """
     common.seed_everything(seed)
     env = gae.make_env(args, L, args.batch, seed, device)
     logits = torch.zeros(env.num_states + 1, 2, device=device, requires_grad=True)
-    V = torch.zeros(env.num_states + 1, device=device)
+    V = start_values(env, exact_start)
     actor = torch.optim.SGD([logits], lr=args.actor_lr)
     for episodes in range(args.batch, args.max_episodes + 1, args.batch):
         episode = common.play_episodes(env, torch.softmax(logits.detach(), 1))
@@ -130,10 +143,21 @@ def learning_study(args: Args, device) -> dict:
     return results
 
 
+def exact_start_study(args: Args, device) -> dict:
+    """{L: episodes to solve, one per seed} for TD(0) with its critic started at the exact V^π."""
+    return {L: [actor_critic(args, L, 0.0, args.seed + i, device, exact_start=True) for i in range(args.learn_seeds)]
+            for L in tqdm(args.length_list, desc="TD(0) from V^π", leave=False)}
+
+
+TD_EXACT = "TD(0) (λ=0) from V^π exactly"  # policy evaluation's TD(0) without the small initial error
+
+
 def evaluation_study(args: Args, device) -> dict:
-    """{learner: {L: the critic's squared error at the key room, one per seed}} for MC and TD(0)."""
-    return {name: {L: [evaluation_error(args, L, lam, args.seed + i, device) for i in range(args.learn_seeds)]
-                   for L in args.length_list} for name, lam in (("MC (λ=1)", 1.0), ("TD(0) (λ=0)", 0.0))}
+    """{learner: {L: the critic's squared error at the key room, one per seed}} for MC and TD(0)
+    started from V^π plus the small error, and TD(0) started from V^π exactly (the same episodes)."""
+    arms = (("MC (λ=1)", args, 1.0), ("TD(0) (λ=0)", args, 0.0), (TD_EXACT, replace(args, initial_error=0.0), 0.0))
+    return {name: {L: [evaluation_error(setting, L, lam, args.seed + i, device) for i in range(args.learn_seeds)]
+                   for L in args.length_list} for name, setting, lam in arms}
 
 
 def plot_learning(learning: dict, lengths: list[int], path):
@@ -171,22 +195,47 @@ def learning_claims(learning: dict, lengths: list[int], budget: int) -> list[dic
 
 
 def compounding_claim(errors: dict, lengths: list[int], episodes: int) -> dict:
-    """Survey §2.1 on the value itself: per seed, TD(0)'s squared error at the key room at the
-    longest L minus at the shortest, minus the same for MC, both critics after the same episodes
-    of policy evaluation (> 0: bootstrapping's error grows faster), decided over the seeds."""
-    td, mc = "TD(0) (λ=0)", "MC (λ=1)"
+    """Survey §2.1 on the value itself: does the small initial errors' effect on TD(0) grow with
+    the horizon? Per seed, TD(0)'s squared error at the key room started from V^π plus the small
+    error minus started from V^π exactly, on the same episodes (the part the small errors cause),
+    at the longest L minus at the shortest (> 0: they compound), decided over the seeds. MC, whose
+    error comes from its returns' variance, is context only."""
+    td = "TD(0) (λ=0)"
     short, long = min(lengths), max(lengths)
-    growth = {name: np.subtract(by_L[long], by_L[short]) for name, by_L in errors.items()}
-    holds, text = common.seed_verdict(growth[td] - growth[mc])
+    caused = {L: np.subtract(errors[td][L], errors[TD_EXACT][L]) for L in (short, long)}
+    holds, text = common.seed_verdict(caused[long] - caused[short])
     return common.claim(
         "survey §2.1", "small value errors compound when bootstrapped over long horizons: from the exact values plus "
-        "a small error on every state, TD(0)'s error at the decisive state after the same episodes of policy "
-        "evaluation grows with the horizon faster than Monte Carlo's",
+        "a small error on every state, the part of TD(0)'s error at the decisive state that the small errors cause, "
+        "after the same episodes of policy evaluation, grows with the horizon",
         f"squared error of V(key room) against the exact V^π (uniform policy) after {episodes:,} episodes, mean of "
         f"the seeds, L = {short} → {long}: " + ", ".join(f"{name} {np.mean(by_L[short]):.3g} → "
                                                    f"{np.mean(by_L[long]):.3g}" for name, by_L in errors.items())
-        + f"; TD(0)'s growth minus MC's per seed, mean [95% interval over {len(growth[td])} seeds]: {text}"
+        + f"; the small errors' part (TD(0) minus TD(0) from V^π exactly) {np.mean(caused[short]):.3g} → "
+        f"{np.mean(caused[long]):.3g}; its growth per seed, mean [95% interval over {len(caused[long])} seeds]: {text}"
         + ("" if len(lengths) > 1 else "; needs two corridor lengths"), holds if len(lengths) > 1 else None)
+
+
+def near_zero_claim(from_zero: dict, from_exact: dict, lengths: list[int], budget: int) -> dict:
+    """Survey §2.3: does TD bootstrapping fail when most states' estimated value is near zero?
+    The delay held fixed (the longest L), per seed, TD(0)'s episodes to solve with its critic
+    started at V = 0 minus started at the exact V^π (> 0: the zeros cost episodes), decided over
+    the seeds. A run at the budget is a lower bound: from V = 0 it can confirm the cost, from V^π
+    refute it, no more."""
+    long = max(lengths)
+    holds, gap = common.seed_verdict(np.subtract(from_zero[long], from_exact[long]))
+    censored = {"from V = 0": max(from_zero[long]) >= budget, "from V^π": max(from_exact[long]) >= budget}
+    if (censored["from V = 0"] and holds is not True) or (censored["from V^π"] and holds is not False):
+        holds = None
+    medians = "; ".join(f"L = {L}: from V = 0 {seed_spread(from_zero[L])}, from V^π {seed_spread(from_exact[L])}"
+                        for L in lengths)
+    return common.claim(
+        "survey §2.3", "TD bootstrapping fails when most states have near-zero estimated value: started from V = 0 "
+        "(every state's estimate zero), the TD(0) actor-critic needs more episodes to learn to take the key than "
+        "started from the exact values V^π, at the same corridor length",
+        f"TD(0)'s episodes to solve, median (range) of the seeds, {medians}; at L = {long}, from V = 0 minus from "
+        f"V^π per seed, mean [95% interval over {len(from_zero[long])} seeds]: {gap}"
+        + (" (a run at the budget: censored)" if any(censored.values()) else ""), holds)
 
 
 def seed_spread(values: list[float]) -> str:
@@ -208,17 +257,22 @@ def main(args: Args) -> dict:
     learning = learning_study(args, device)
     plot_learning(learning, args.length_list, out / "episodes_to_solve.png")
 
+    from_exact = exact_start_study(args, device)
     errors = evaluation_study(args, device)
     claims = learning_claims(learning, args.length_list, args.max_episodes) + [
-        compounding_claim(errors, args.length_list, args.eval_episodes)]
+        compounding_claim(errors, args.length_list, args.eval_episodes),
+        near_zero_claim(learning["TD(0) (λ=0)"], from_exact, args.length_list, args.max_episodes)]
     metrics = {f"L{L}_episodes_to_solve[{name}]": float(np.median(by_L[L]))
                for L in args.length_list for name, by_L in learning.items()}
+    metrics |= {f"L{L}_episodes_to_solve[TD(0) (λ=0) from V^π]": float(np.median(from_exact[L]))
+                for L in args.length_list}
     metrics |= {f"L{L}_value_error[{name}]": float(np.mean(by_L[L])) for L in args.length_list
                 for name, by_L in errors.items()}
     table = learning_table(learning, args.length_list)
     metrics["tables"] = {"episodes_to_solve": table}
     wall = time.time() - start
-    common.write_results(out, args, wall, metrics, claims, episodes_to_solve=learning, value_error=errors)
+    common.write_results(out, args, wall, metrics, claims, episodes_to_solve=learning, value_error=errors,
+                         td_from_exact_values=from_exact)
     print(f"\nEpisodes to solve, median (range) of {args.learn_seeds} seed(s) (budget {args.max_episodes:,}):")
     print(common.format_table(table["rows"], table["header"]))
     print("\n" + common.format_claims(claims))

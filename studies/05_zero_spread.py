@@ -17,7 +17,7 @@ problems come to each problem's success rate; and the cold start's samples at ea
 (whole-game §2, §5, §7.3, §8; over-long-generations: the KL term, "When it falls down"; SS-GRPO's
 checklist).
 
-    python studies/05_zero_spread.py    # 98-159 s on 2 CPU cores, beside other jobs;
+    python studies/05_zero_spread.py    # 132 s on 2 CPU cores, beside other jobs;
                                         # writes runs/studies/05_zero_spread/
 
 Figure: zero_spread.png (share of groups with zero spread against G for each policy; share of
@@ -324,26 +324,22 @@ def baseline_errors(correct: list[int], n: int, G: int) -> tuple[float, float]:
     return float(spread), float(p_q.mean() / (G - 1))
 
 
-def difficulty_claim(rl: grpo.Args, args: Args, seeds: list[dict]) -> dict:
-    """whole-game §5: does a group baseline carry each prompt's difficulty without learning it,
-    where one baseline for all prompts does not? Per seed, the all-problems baseline's error
-    minus the group's (> 0: the group's is closer), at the cold start and after GRPO; yes where
-    both intervals over seeds lie above 0."""
-    G, parts, verdicts = rl.group_size, [], []
-    for policy in WHEN:
-        errors = [baseline_errors(s[policy]["correct"], args.samples, G) for s in seeds]
-        holds, text = decide([every - group for every, group in errors])
-        verdicts.append(holds)
-        parts.append(f"{policy}: one baseline {np.mean([e for e, _ in errors]):.4f}, the group's "
-                     f"{np.mean([g for _, g in errors]):.4f}, the difference {text}")
+def difficulty_claim(rl: grpo.Args, args: Args, seeds: list[dict], policy: str) -> dict:
+    """whole-game §5 under `policy`: does a group baseline carry each prompt's difficulty without
+    learning it, where one baseline for all prompts does not? Per seed, the all-problems
+    baseline's error minus the group's (> 0: the group's is closer), decided over seeds."""
+    G = rl.group_size
+    errors = [baseline_errors(s[policy]["correct"], args.samples, G) for s in seeds]
+    holds, text = decide([every - group for every, group in errors])
     return common.claim(
         "whole-game §5", "a per-prompt group baseline gets the prompt's difficulty for free, where one baseline for "
         "all prompts must learn it: with nothing learned, the mean of the other completions in the prompt's group "
-        "(RLOO's) lies closer to the prompt's success rate than the mean reward over all prompts",
-        f"mean squared error against each of {args.problems} training problems' success rate ({args.samples} "
-        f"completions each; unbiased), the mean reward over all problems against the mean of the other {G - 1} in "
-        f"a group of G = {G}, mean of the seeds, and per seed their difference, mean [95% interval over "
-        f"{len(seeds)} seeds]: " + "; ".join(parts), both(*verdicts))
+        f"(RLOO's) lies closer to the prompt's success rate than the mean reward over all prompts (here: {WHEN[policy]})",
+        f"mean squared error against each of {args.problems} training problems' success rate {WHEN[policy]} "
+        f"({args.samples} completions each; unbiased), the mean reward over all problems against the mean of the "
+        f"other {G - 1} in a group of G = {G}, mean of the seeds: one baseline {np.mean([e for e, _ in errors]):.4f}, "
+        f"the group's {np.mean([g for _, g in errors]):.4f}; per seed their difference, mean [95% interval over "
+        f"{len(seeds)} seeds]: {text}", holds)
 
 
 def entropy_claim(args: Args, seeds: list[dict]) -> dict:
@@ -372,8 +368,8 @@ def entropy_claim(args: Args, seeds: list[dict]) -> dict:
 
 def check_claims(rl: grpo.Args, args: Args, seeds: list[dict]) -> list[dict]:
     return (vanish_claims(rl, seeds) + most_claims(rl, args, seeds) + group_size_claims(args, seeds)
-            + [medium_claim(rl, args, seeds, policy) for policy in WHEN] + [difficulty_claim(rl, args, seeds),
-                                                                             entropy_claim(args, seeds)])
+            + [medium_claim(rl, args, seeds, policy) for policy in WHEN]
+            + [difficulty_claim(rl, args, seeds, policy) for policy in WHEN] + [entropy_claim(args, seeds)])
 
 
 # ---------------------------------------------------------------------------- the report

@@ -12,7 +12,8 @@ the chapter leaves out:
                         nearer the value P(success | prefix) or its hard label's mean, pass@N?
   best-of-N             rerank the cold start's held-out samples by PRM-min, -mean, -product (a
                         whole solution's score from its steps'), ORM, Q-RM and majority vote,
-                        against Lightman et al.'s MATH numbers; how well-formed wrong answers score
+                        against Lightman et al.'s MATH numbers; how wrong answers in worked form score
+                        against wrong answers in any other form
   dense RL              outcome GRPO, the PRM's steps (and, with --rl-methods, the PRM with the
                         verifier on the last step), Q-RM's Z as per-token advantages (A_t =
                         (Z_t - mean) / std over the group's tokens) and GRPO on the learned
@@ -47,9 +48,9 @@ rollouts per prefix, 200 reward-model steps, 32 held-out samples per problem, RL
 completions for 60 updates (the full scale: --rollouts-per-prefix 16 --label-ns 1,2,4,8,16
 --rm-steps 400 --bon-samples 64 --prompts 16 --rl-steps 80 --overopt-steps 120 --length-steps 80).
 
-    python studies/06_overoptimisation.py                # 731 s on 2 CPU cores (3 seeds), beside other jobs
+    python studies/06_overoptimisation.py                # 784 s on 2 CPU cores (3 seeds), beside other jobs
     python studies/06_overoptimisation.py --length-bias --out runs/studies/06_overoptimisation_length
-                                           # + 2 preference RMs and 3 RL runs a seed: 1,153 s, beside other jobs
+                                           # + 2 preference RMs and 3 RL runs a seed: 1,046 s, beside other jobs
     python studies/06_overoptimisation.py --parts hacking,pairs,ppo --out runs/studies/06_overoptimisation_checks
                                            # the three checks alone (3 seeds): 1,024 s, beside other jobs
     python studies/06_overoptimisation.py --reanalyse runs/studies/06_overoptimisation/results.json
@@ -461,13 +462,21 @@ def output_stats(problems: list, texts: list[str], correct, lengths) -> dict:
 
 
 def format_scores(scores: np.ndarray, texts: list[str], correct) -> dict:
-    """How a learned score rates well-formed wrong answers: the share of the samples in worked form
-    with a wrong answer whose score reaches the median right sample's."""
+    """How a learned score rates well-formed wrong answers against wrong answers of any other form:
+    for the wrong samples in worked form and those not in it, how many, their mean score and the
+    share reaching the median right sample's score (the form's own effect is the difference)."""
     form, correct = np.array([worked_form(t) for t in texts], bool), np.asarray(correct, bool)
-    wrong = scores[form & ~correct]
     bar = float(np.median(scores[correct])) if correct.any() else math.nan
-    return {"formed_wrong": int(len(wrong)), "median_right": bar,
-            "share_reaching_median_right": mean_or_nan(wrong >= bar) if len(wrong) and correct.any() else math.nan}
+
+    def of(wrong: np.ndarray) -> dict:
+        return {"count": int(len(wrong)), "mean": mean_or_nan(wrong),
+                "share_reaching_median_right": mean_or_nan(wrong >= bar) if len(wrong) and correct.any() else math.nan}
+
+    formed, other = of(scores[form & ~correct]), of(scores[~form & ~correct])
+    return {"formed_wrong": formed["count"], "median_right": bar,
+            "share_reaching_median_right": formed["share_reaching_median_right"], "formed_wrong_mean": formed["mean"],
+            "unformed_wrong": other["count"], "unformed_wrong_mean": other["mean"],
+            "unformed_share_reaching_median_right": other["share_reaching_median_right"]}
 
 
 def what_it_writes(policy, tokenizer, problems: list, args: lm_world.LMArgs, device, samples: int = 3) -> list[str]:
@@ -1124,13 +1133,23 @@ def rerank_claims(seeds: list[dict]) -> list[dict]:
 
 
 def format_claim(seeds: list[dict]) -> dict:
+    """Does the form earn the score? Wrong answers in worked form against wrong answers not in it:
+    comparing only the former with the right ones would pass any score that errs on wrong answers."""
     found = [s["held"]["format"] for s in seeds]
-    holds, text = over_seeds([f["share_reaching_median_right"] for f in found])
+    counts = ", ".join(f"{f['formed_wrong']} and {f['unformed_wrong']}" for f in found)
+    holds, text = over_seeds([f["share_reaching_median_right"] - f["unformed_share_reaching_median_right"]
+                              for f in found])
+    premise = ("" if all(f["formed_wrong"] and f["unformed_wrong"] for f in found) else
+               "; premise not met: a seed has no wrong answer in worked form, or none outside it to compare with")
     return claim("over-long-generations (Gao et al.)", "format hacking: well-formed outputs can score well on a learned "
-                 "reward model while being wrong", f"held-out cold-start samples in worked form with a wrong answer "
-                 f"({mean_of([f['formed_wrong'] for f in found]):.0f} a seed): the share whose PRM-min score reaches "
-                 f"the median right sample's ({mean_of([f['median_right'] for f in found]):.3f}) {text} "
-                 f"({legend(seeds)})", holds)
+                 "reward model while being wrong (the form, not the answer, earning the score)", "held-out cold-start "
+                 f"samples with a wrong answer, in worked form and not in it, per seed: {counts}; the share whose PRM-min "
+                 f"score reaches the median right sample's ({mean_of([f['median_right'] for f in found]):.3f}), in "
+                 f"worked form minus not in it {text} ({legend(seeds)}; in worked form "
+                 f"{mean_of([f['share_reaching_median_right'] for f in found]):.3f}, not in it "
+                 f"{mean_of([f['unformed_share_reaching_median_right'] for f in found]):.3f}); mean PRM-min score, in "
+                 f"worked form {mean_of([f['formed_wrong_mean'] for f in found]):.3f}, not in it "
+                 f"{mean_of([f['unformed_wrong_mean'] for f in found]):.3f}" + premise, holds if not premise else None)
 
 
 def calibration_claim(seeds: list[dict]) -> dict:
@@ -1364,14 +1383,18 @@ def writes(stats: dict) -> str:
             f"lines past the worked solution, pass@1 {stats['pass@1']:.3f}")
 
 
-def pads_claim(seeds: list[dict], reward: str, correlations: list[float], finals: list[dict]) -> dict:
-    cold = [s["held"]["stats"] for s in seeds]
-    rated, rated_text = over_seeds(correlations)
+def pads_claim(seeds: list[dict], reward: str, score: str, finals: list[dict]) -> dict:
+    """"Rates longer higher" within right and within wrong answers (over all samples the longer are
+    more often right, so length would stand for correctness), and the padding RL on the score adds."""
+    cold, corr = [s["held"]["stats"] for s in seeds], [s["held"]["length_corr"][score] for s in seeds]
+    right, right_text = over_seeds([c["right"] for c in corr])
+    wrong, wrong_text = over_seeds([c["wrong"] for c in corr])
     padded, padded_text = over_seeds([padding_growth(f, c) for f, c in zip(finals, cold)])
     return claim("over-long-generations (Gao et al.)", f"reward models rate longer responses higher, so policies learn "
-                 f"to pad ({reward})", f"r(score, tokens) on the cold start's held-out samples {rated_text}; characters "
-                 f"past the worked solution after RL minus before {padded_text} ({legend(seeds)}); cold start "
-                 f"{writes(seed_mean(cold))} -> {writes(seed_mean(finals))}", every(rated, padded))
+                 f"to pad ({reward})", f"r(score, tokens) on the cold start's held-out samples, within right answers "
+                 f"{right_text}, within wrong {wrong_text} (all samples {mean_of([c['all'] for c in corr]):.2f}); "
+                 f"characters past the worked solution after RL minus before {padded_text} ({legend(seeds)}); cold "
+                 f"start {writes(seed_mean(cold))} -> {writes(seed_mean(finals))}", every(right, wrong, padded))
 
 
 def length_claims(seeds: list[dict]) -> list[dict]:
@@ -1385,9 +1408,9 @@ def length_claims(seeds: list[dict]) -> list[dict]:
                     f"{mean_of(r('ORM', 'wrong')):.2f}); PRM-min {mean_of(r('PRM-min')):.2f}; Q-RM "
                     f"{mean_of(r('Q-RM (mean Z)')):.2f}", holds)]
     if all("qrm" in s["runs"] for s in seeds):
-        claims.append(pads_claim(seeds, "Q-RM's token credit as the reward", r("Q-RM (mean Z)"),
+        claims.append(pads_claim(seeds, "Q-RM's token credit as the reward", "Q-RM (mean Z)",
                                  [s["runs"]["qrm"]["final"] for s in seeds]))
-    claims.append(pads_claim(seeds, "the ORM as the reward, β = 0", r("ORM"), [s["arms"]["no_kl"]["final"] for s in seeds]))
+    claims.append(pads_claim(seeds, "the ORM as the reward, β = 0", "ORM", [s["arms"]["no_kl"]["final"] for s in seeds]))
     return claims + (preference_claims(seeds) if all(isinstance(s["length"], dict) for s in seeds) else [])
 
 

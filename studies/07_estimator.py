@@ -11,9 +11,12 @@ the same cold start, prompts and seeds; six arms, each trained on every seed:
   frozen               "Re-train the estimator every N policy updates to avoid distribution shift." K = 8, its
                        estimator refitted every N updates as the chapter does, but only within its first
                        --freeze-after updates, then read as it is; against the K = 8 arm (retrained throughout):
-                       the held-out AUROCs of w(s) on each final policy's own samples, and held-out pass@1. The
-                       two are the same run until update --freeze-after; the verdict reads the AUROC for right
-                       against failed solutions, what w(s) is trained to fit (the first wrong step's is shown).
+                       the held-out AUROCs of w(s) on each final policy's own samples, and held-out pass@1. Both
+                       take the same Adam steps in all (the frozen arm's fewer refits each take --est-iters scaled
+                       by the retrained arm's refits over its own: by default 20 steps at each of 4 against 10 at
+                       each of 8), so the two differ in which policy's rollouts the estimator learns from, not in
+                       how much it learns; the verdict reads the AUROC for right against failed solutions, what
+                       w(s) is trained to fit (the first wrong step's is shown).
   clip, no clip        "The policy loss applies the same clipping as PPO but with per-step advantages, preserving
                        stability." The chapter takes one optimiser pass per batch (μ = 1: the ratio is 1 and the
                        clip never acts); these take --passes passes over each batch with PPO's clipped surrogate on
@@ -27,7 +30,7 @@ claim decides on an effect measured once per seed (common.seed_verdict on its 95
 Shrunk from the chapter to fit about 10 minutes: 40 updates of 64 completions (the chapter: 80 of 128),
 warm-up 10 updates (20), held-out pass@1 every 10 updates (20).
 
-    python studies/07_estimator.py      # 523-584 s on 2 CPU cores beside other jobs (3 seeds, 6 arms; a run 15-59 s
+    python studies/07_estimator.py      # 673 s on 2 CPU cores beside other jobs (3 seeds, 6 arms; a run 15-42 s
                                         # as the load varies); runs/studies/07_estimator/
     python studies/07_estimator.py --reanalyse runs/studies/07_estimator/results.json  # claims again, nothing trained
 
@@ -91,6 +94,13 @@ class Args(ssg.Args):
                        f"--seed + --repeats - 1 must be at most {common.SEED_BOUNDS[1]}")
         common.require(self.freeze_after < self.rl_steps, "--freeze-after must be below --rl-steps (or nothing freezes)")
         common.require(self.passes >= 2, "--passes must be at least 2: on the first pass the ratio is 1")
+        common.require(self.est_iters * self.refits(self.rl_steps) % self.refits(self.freeze_after) == 0,
+                       "--est-iters x the refits in --rl-steps must be a multiple of the refits in --freeze-after "
+                       "(the frozen arm's refits share the retrained arm's Adam steps equally)")
+
+    def refits(self, updates: int) -> int:
+        """The estimator's refits in the first `updates` updates: at updates 0, N, 2N, ... (N = --retrain-every)."""
+        return -(-updates // self.retrain_every)
 
     @property
     def seeds(self) -> list[int]:
@@ -98,12 +108,15 @@ class Args(ssg.Args):
 
     def chapter_args(self, arm: str, seed: int) -> ssg.Args:
         """The chapter's settings for one arm and seed: at K = 2 and 4, the same completions per update and per
-        estimator minibatch as at --group-size (prompts x K and groups x K fixed)."""
+        estimator minibatch as at --group-size (prompts x K and groups x K fixed); the frozen arm's refits, fewer,
+        take the retrained arm's Adam steps in all."""
         K = SMALL_GROUPS.get(arm, self.group_size)
         scale = self.group_size // K
+        iters = self.est_iters * self.refits(self.rl_steps) // self.refits(self.freeze_after) if arm == "frozen" \
+            else self.est_iters
         shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(ssg.Args)}
         return ssg.Args(**shared | {"seed": seed, "group_size": K, "prompts": self.prompts * scale,
-                                    "est_groups": self.est_groups * scale})
+                                    "est_groups": self.est_groups * scale, "est_iters": iters})
 
 
 # ============================================================================================
@@ -111,7 +124,8 @@ class Args(ssg.Args):
 # ============================================================================================
 class FrozenCredit(ssg.Credit):
     """The chapter's SS-GRPO credit whose estimator is refitted (every N updates, as the chapter's) only within its
-    first `freeze_after` updates; after them w(s) is read as it is, trained on the early policy's rollouts only."""
+    first `freeze_after` updates; after them w(s) is read as it is, trained on the early policy's rollouts only
+    (its args' est_iters, from Args.chapter_args, give it the retrained arm's Adam steps in all)."""
 
     def __init__(self, base: ssg.Credit, freeze_after: int):
         super().__init__(base.method, base.tokenizer, base.args, base.estimator, base.args.seed)
@@ -281,13 +295,14 @@ def retrain_claim(numbers: dict, args: Args) -> dict:
         f"final policy's samples the estimator retrained every N = {args.retrain_every} updates tells right from "
         f"failed solutions better than one frozen after its first {args.freeze_after} updates",
         f"held-out AUROC of w(s) for right against failed solutions (steps of the trained policy's own samples; what "
-        f"w is trained to fit), retrained ({np.mean(retrained['estimator_steps']):.0f} Adam steps) "
-        f"{np.mean(retrained['auroc_outcome']):.3f} minus frozen ({np.mean(frozen['estimator_steps']):.0f} Adam steps) "
+        f"w is trained to fit), retrained ({np.mean(retrained['estimator_steps']):.0f} Adam steps, {args.est_iters} "
+        f"every {args.retrain_every} updates) {np.mean(retrained['auroc_outcome']):.3f} minus frozen "
+        f"({np.mean(frozen['estimator_steps']):.0f} Adam steps, all within its first {args.freeze_after} updates) "
         f"{np.mean(frozen['auroc_outcome']):.3f}: {text}; the same for the first wrong step's AUROC (retrained "
         f"{np.mean(retrained['localisation_auroc']):.3f}, frozen {np.mean(frozen['localisation_auroc']):.3f}): "
         f"{located}; held-out pass@1 (retrained {np.mean(retrained['pass@1']):.3f}, frozen "
         f"{np.mean(frozen['pass@1']):.3f}): {passed} (mean [95% interval over {len(frozen['pass@1'])} seeds]; "
-        f"{args.rl_steps} updates, K = {args.group_size}; the two are the same run until update {args.freeze_after})",
+        f"{args.rl_steps} updates, K = {args.group_size})",
         holds)
 
 

@@ -181,6 +181,32 @@ def test_actor_critic_counts_as_solved_on_reaching_the_success_level_not_only_on
     assert replay_by_hand(args, 0.0, updates) == [0.5] and result == args.batch
 
 
+def test_actor_critic_started_exactly_bootstraps_from_v_pi_of_the_uniform_policy(monkeypatch):
+    args = learning_args(batch=6, max_episodes=12, seed=0)
+    _, updates = record_actor_critic_from_exact(monkeypatch, args)
+    env, episode, seen = updates[0]["env"], updates[0]["episode"], updates[0]["gae"]
+    V = exact_values(env).float()
+    torch.testing.assert_close(seen["values"], V[episode["states"]], atol=1e-5, rtol=0)
+    torch.testing.assert_close(seen["next_values"], V[episode["next_states"]], atol=1e-5, rtol=0)
+    assert torch.equal(learning_script.start_values(env, exact=False), torch.zeros(env.num_states + 1))
+
+
+def record_actor_critic_from_exact(monkeypatch, args):
+    """record_actor_critic's spy on TD(0) at L = 4, seed 9, its critic started at the exact V^π."""
+    run = learning_script.actor_critic
+    monkeypatch.setattr(learning_script, "actor_critic", lambda *a: run(*a, exact_start=True))
+    return record_actor_critic(monkeypatch, args, 4, 0.0, seed=9)
+
+
+def test_exact_start_study_runs_td0_from_v_pi_for_every_length_and_seed(monkeypatch):
+    def fake_actor_critic(args, L, lam, seed, device, exact_start=False):
+        return (L, lam, seed, exact_start)
+
+    monkeypatch.setattr(learning_script, "actor_critic", fake_actor_critic)
+    got = learning_script.exact_start_study(learning_args(lengths="3,7", learn_seeds=2, seed=5), "cpu")
+    assert got == {L: [(L, 0.0, 5, True), (L, 0.0, 6, True)] for L in (3, 7)}
+
+
 def test_learning_study_runs_each_learner_at_its_lambda_for_every_length_and_seed(monkeypatch):
     def fake_actor_critic(args, L, lam, seed, device):
         return (L, lam, seed)
@@ -377,7 +403,8 @@ def test_learning_smoke_run_writes_results_and_figures(tmp_path, read_results):
     result = learning_script.main(args)
     data = read_results(tmp_path / "results.json")
     assert (tmp_path / "episodes_to_solve.png").stat().st_size > 1000
-    assert data["metrics"] == common.json_ready(result["metrics"]) and len(data["claims"]) == 2
+    assert data["metrics"] == common.json_ready(result["metrics"]) and len(data["claims"]) == 3
+    assert [c["source"] for c in data["claims"]] == ["survey §2.1", "survey §2.1", "survey §2.3"]
     metrics = data["metrics"]
     table = metrics.pop("tables")["episodes_to_solve"]
     assert all(np.isfinite(v) for v in metrics.values())
@@ -399,16 +426,60 @@ def test_policy_evaluation_starts_at_the_exact_value_plus_a_small_error():
     assert learning_script.evaluation_error(exact, 2, 1.0, 3, "cpu") == 0.0
 
 
-def fake_errors(td=(0.01, 5.0), mc=(0.01, 0.02), spread=(1.0, 1.1, 0.9)):
-    return {"MC (λ=1)": {5: [mc[0] * k for k in spread], 80: [mc[1] * k for k in spread]},
-            "TD(0) (λ=0)": {5: [td[0] * k for k in spread], 80: [td[1] * k for k in spread]}}
+def fake_errors(td=(0.01, 5.0), exact=(0.01, 0.02), mc=(0.01, 0.02), spread=(1.0, 1.1, 0.9)):
+    """Policy evaluation's squared errors at L = 5 and 80, one per seed: TD(0) from V^π plus the small
+    error, from V^π exactly, and MC; each pair times each factor of `spread`."""
+    return {name: {5: [a * k for k in spread], 80: [b * k for k in spread]}
+            for name, (a, b) in (("MC (λ=1)", mc), ("TD(0) (λ=0)", td), (learning_script.TD_EXACT, exact))}
+
+
+def test_evaluation_study_starts_one_td0_arm_exactly_on_the_same_seeds(monkeypatch):
+    monkeypatch.setattr(learning_script, "evaluation_error",
+                        lambda args, L, lam, seed, device: (args.initial_error, L, lam, seed))
+    got = learning_script.evaluation_study(learning_args(lengths="3,7", learn_seeds=2, seed=5), "cpu")
+    assert got == {name: {L: [(error, L, lam, 5), (error, L, lam, 6)] for L in (3, 7)} for name, error, lam in (
+        ("MC (λ=1)", 0.1, 1.0), ("TD(0) (λ=0)", 0.1, 0.0), (learning_script.TD_EXACT, 0.0, 0.0))}
 
 
 @pytest.mark.parametrize("errors,holds", [
-    (fake_errors(), True),  # TD(0)'s error grows, MC's barely
-    (fake_errors(td=(0.01, 0.02), mc=(0.01, 5.0)), False),  # MC's grows faster
-    (fake_errors(td=(0.01, 0.02), mc=(0.01, 0.02)), None),  # alike: no named size ruled out
+    (fake_errors(), True),  # the small errors' part of TD(0)'s error grows with L
+    (fake_errors(td=(0.01, 5.0), exact=(0.0, 5.0)), False),  # the growth is all TD(0)'s own noise: the part shrinks
+    (fake_errors(td=(0.02, 0.03), exact=(0.01, 0.02)), None),  # the part stays the same: no named size ruled out
+    (fake_errors(td=(0.01, 0.5), mc=(0.01, 5.0)), True),  # MC's faster growth is context, not the verdict
 ])
-def test_the_compounding_claim_reads_tds_error_growth_minus_mcs(errors, holds):
+def test_the_compounding_claim_reads_the_growth_of_what_the_small_errors_add_to_tds_error(errors, holds):
     claim = learning_script.compounding_claim(errors, [5, 80], 800)
     assert claim["holds"] is holds and "after 800 episodes" in claim["measured"]
+
+
+def test_the_compounding_claim_reports_each_arm_and_the_small_errors_part():
+    measured = learning_script.compounding_claim(fake_errors(), [5, 80], 800)["measured"]
+    mean, low, high = common.mean_interval(np.multiply([4.98], [1.0, 1.1, 0.9]))
+    assert "MC (λ=1) 0.01 → 0.02" in measured and "TD(0) (λ=0) 0.01 → 5" in measured
+    assert "(TD(0) minus TD(0) from V^π exactly) 0 → 4.98" in measured
+    assert f"over 3 seeds]: {mean:+.3g} [{low:+.3g}, {high:+.3g}]" in measured
+
+
+def fake_starts(zero=(1536, 7536), exact=(1000, 1100), spread=(0.95, 1.0, 1.05)):
+    """TD(0)'s episodes to solve at L = 5 and 80 from V = 0 and from V^π, one per seed."""
+    return [{5: [a * k for k in spread], 80: [min(b * k, 20_000) for k in spread]} for a, b in (zero, exact)]
+
+
+@pytest.mark.parametrize("starts,holds", [
+    (fake_starts(), True),  # the zeros cost episodes on every seed
+    (fake_starts(zero=(1000, 1100), exact=(1536, 7536)), False),  # the exact start is the slower one
+    (fake_starts(zero=(1000, 1100), exact=(1000, 1100)), None),  # alike: no named size ruled out
+    (fake_starts(zero=(1000, 20_000)), True),  # never solved from V = 0: a lower bound, still above
+    (fake_starts(zero=(1000, 1100), exact=(1000, 20_000)), False),  # V^π never solves: a lower bound, still slower
+    (fake_starts(zero=(1000, 20_000), exact=(1000, 20_000)), None),  # neither solved: nothing measured
+])
+def test_the_near_zero_claim_decides_episodes_from_zero_minus_from_v_pi_at_the_longest_length(starts, holds):
+    claim = learning_script.near_zero_claim(*starts, [5, 80], 20_000)
+    assert claim["holds"] is holds and claim["source"] == "survey §2.3"
+
+
+def test_the_near_zero_claim_reports_both_starts_at_every_length():
+    measured = learning_script.near_zero_claim(*fake_starts(zero=(1000, 20_000)), [5, 80], 20_000)["measured"]
+    assert "L = 5: from V = 0 1,000 (950-1,050), from V^π 1,000 (950-1,050)" in measured
+    assert "L = 80: from V = 0 20,000 (19,000-20,000), from V^π 1,100 (1,045-1,155)" in measured
+    assert measured.endswith("(a run at the budget: censored)")

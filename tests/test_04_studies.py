@@ -589,9 +589,16 @@ def test_her_claims_follow_the_seeds_both_ways():
     noisy = {**GOOD_DQN, 30: [0.0, 0.3, 0.0]}
     assert her_verdicts(dqn=noisy)[0::4] == [True, True]  # DQN+HER's gain ≈ 0.99 bounds the interval
     assert her_verdicts(dqn=noisy, her={**GOOD_HER, 30: [0.4, 0.4, 0.4]})[0::4] == [None, None]
-    # HER the ingredient: no where DQN+HER is worse and better nowhere, None where mixed
-    assert her_verdicts(her={5: [0.5, 0.4, 0.6], 20: [0.0, 0.0, 0.0], 30: [0.0, 0.0, 0.0]})[5] is False
-    assert her_verdicts(her={**GOOD_HER, 5: [0.5, 0.4, 0.6]})[5] is None
+    # HER the ingredient: only where DQN fails (n = 5, where it learns, drops out), both halves at each n
+    assert "Not at n = 5, where DQN learns" in claims[5]["measured"]
+    assert her_verdicts(her={**GOOD_HER, 5: [0.5, 0.4, 0.6]})[5] is True  # HER worse where DQN learns: not said
+    at_chance, chance = {**GOOD_DQN, 20: [0.02, 0.03, 0.025]}, {**CHANCE, 20: [0.02, 0.03, 0.025]}
+    worse = {**GOOD_HER, 20: [0.0, 0.0, 0.0]}  # below DQN where DQN is at chance: no there, yes at 30: mixed
+    assert her_verdicts(dqn=at_chance, her=worse, chance=chance)[5] is None
+    assert her_verdicts(dqn=at_chance, her={**worse, 30: [0.0] * 3}, chance=chance)[5] is False
+    learning = {**GOOD_DQN, 20: [0.5, 0.6, 0.55], 30: [0.5, 0.6, 0.55]}  # DQN learns at every n: premise not met
+    premise = her_claims(dqn=learning)[5]
+    assert premise["holds"] is None and premise["measured"].startswith("premise not met")
     # n = 50 run: "up to 50" is DQN+HER against DQN there
     at_50 = {"dqn": {5: [1.0] * 3, 50: [0.0] * 3}, "chance": {5: [0.1] * 3, 50: [0.0] * 3}}
     assert her_verdicts(her={5: [1.0] * 3, 50: [0.9, 0.8, 0.95]}, **at_50)[1] is True
@@ -702,8 +709,8 @@ def hca_run(pg: float, state: float | None, ret: float, profile=None, start=(1.0
                   "state HCA (exact h)": {"start_state_variance": start[2], "variance": start[3]}}
     if state is not None:
         estimators["state HCA (learned h)"] = {"variance": state}
-    profile = profile or {"state HCA (learned h)": [1.0, 0.1, 0.1, 5.0],
-                          "return HCA (learned h)": [0.5, 0.05, 0.1, 5.0]}
+    profile = profile or {"state HCA (learned h)": [1.0, 0.0, 0.0, 5.0],  # the corridor's elevation 0
+                          "return HCA (learned h)": [0.5, 0.0, 0.0, 5.0]}
     return {"estimators": estimators, "hindsight_ratio": profile, "hindsight_elevation": profile,
             "first_action_revealed": revealed}
 
@@ -753,17 +760,28 @@ def test_decisive_claim_compares_the_first_action_with_the_corridor_per_seed():
     def verdict(*profiles: dict) -> bool | None:
         return tasks.decisive_claim([hca_run(1.0, 1.0, 1.0, profile=p) for p in profiles], 0.25)["holds"]
 
-    sharp = {"state HCA (learned h)": [1.0, 0.1, 0.1, 9.0], "return HCA (learned h)": [0.5, 0.05, 0.1, 9.0],
+    sharp = {"state HCA (learned h)": [1.0, 0.01, -0.01, 9.0], "return HCA (learned h)": [0.5, 0.02, -0.01, 9.0],
              "state HCA (exact h)": [0.0, 1.0, 1.0, 0.0]}  # the exact h is not judged; the last step is not corridor
-    sharp2 = {**sharp, "return HCA (learned h)": [0.45, 0.04, 0.06, 0.0]}
-    assert verdict(sharp, sharp2, sharp) is True
+    sharp2 = {**sharp, "return HCA (learned h)": [0.45, -0.01, 0.0, 0.0]}
+    sharp3 = {**sharp, "return HCA (learned h)": [0.48, 0.0, -0.01, 0.0]}
+    assert verdict(sharp, sharp2, sharp3) is True
     flat = {**sharp, "return HCA (learned h)": [0.05, 0.1, 0.1, 9.0]}  # below the corridor on every seed
     assert verdict(flat, flat, flat) is False
     lowered = {**sharp, "return HCA (learned h)": [-0.5, -0.9, -0.8, 9.0]}  # above the corridor, but below 1
     assert verdict(lowered, lowered, lowered) is False
     assert verdict(sharp, flat, sharp2) is None
-    measured = tasks.decisive_claim([hca_run(1.0, 1.0, 1.0, profile=sharp)] * 3, 0.25)["measured"]
-    assert "return HCA (learned h) +0.5 [+0.5, +0.5], +0.425 [+0.425, +0.425] (corridor +0.075)" in measured
+    # the irrelevant actions elevated too, if far less than the decisive one: their ratio is not near 1
+    raised = {**sharp, "return HCA (learned h)": [0.5, 0.05, 0.1, 9.0]}
+    raised2 = {**sharp, "return HCA (learned h)": [0.5, 0.06, 0.1, 9.0]}
+    assert verdict(raised, raised2, raised) is False
+    # the corridor's interval holds 0 but reaches past the decisive action's elevation: cannot tell
+    wide = [{**sharp, "return HCA (learned h)": [0.1, c, c, 9.0]} for c in (0.3, -0.3, 0.02)]
+    assert verdict(*wide) is None
+    measured = tasks.decisive_claim([hca_run(1.0, 1.0, 1.0, profile=p) for p in (sharp, sharp2, sharp3)],
+                                    0.25)["measured"]
+    first, above, corridor = (common.seed_verdict(v)[1] for v in
+                              ([0.5, 0.45, 0.48], [0.495, 0.455, 0.485], [0.005, -0.005, -0.005]))
+    assert f"return HCA (learned h) {first}, {above}, corridor {corridor}" in measured
 
 
 def test_first_action_shares_split_the_trace_between_the_first_state_and_the_rest():
@@ -821,8 +839,8 @@ def test_hca_claims_in_order_one_conditioning_claim_per_task_with_state_hca():
         "shortcut: return-conditional HCA is preferable to state-conditional HCA",
         "delayed effect: return-conditional HCA is preferable to state-conditional HCA",
         "only the decisive action gets a significantly elevated hindsight ratio: h/π - 1 of the action taken, under "
-        "what followed, lies above 0 at the decisive action and above that of the irrelevant actions (whose ratio "
-        "stays near 1)", tasks.distance_claim(distance, 0.5)["claim"], tasks.spurious_claim(distance[3], 0.5)["claim"],
+        "what followed, lies above 0 at the decisive action and above that of the irrelevant actions, whose mean "
+        "h/π - 1 is zero (their ratio stays near 1)", tasks.distance_claim(distance, 0.5)["claim"], tasks.spurious_claim(distance[3], 0.5)["claim"],
         "Q(x, a) = E_z[h(a|x,z)/π(a|x) · z]", tasks.DEGRADES, tasks.backward_search_claim(3)["claim"]]
     # per task: lower than PG + V (yes), growing with σ (the same ratio at both: None); then return vs state HCA
     assert [c["holds"] for c in claims] == [True, None, True, None, True, None, True, True, True, True, True, True,
@@ -983,14 +1001,29 @@ def test_backward_search_on_key_to_door_reaches_one_state_per_depth_forward_two(
     assert f"[{', '.join(['1'] * (depth - 1) + ['2'])}]" in claim["measured"]
 
 
-def test_the_distance_claim_needs_the_decisive_action_elevated_at_every_distance():
-    sharp = {"return HCA (learned h)": [0.5, 0.05, 0.1, 9.0], "state HCA (learned h)": [1.0, 0.1, 0.1, 9.0]}
+def test_the_distance_claim_needs_the_decisive_action_elevated_at_every_distance_and_not_fading():
+    sharp = {"return HCA (learned h)": [0.5, 0.0, 0.0, 9.0], "state HCA (learned h)": [1.0, 0.0, 0.0, 9.0]}
     flat = {**sharp, "return HCA (learned h)": [0.05, 0.1, 0.1, 9.0]}  # below its corridor on every seed
     near = [hca_run(1.0, 1.0, 1.0, profile=sharp) for _ in range(3)]
     far = [hca_run(1.0, 1.0, 1.0, profile=flat) for _ in range(3)]
     assert tasks.distance_claim({3: near, 30: near}, 0.25)["holds"] is True
     claim = tasks.distance_claim({3: near, 30: far}, 0.25)
     assert claim["holds"] is False and "3: return HCA (learned h) +0.5" in claim["measured"] and " | 30: " in claim["measured"]
+
+    def at(*firsts: float) -> list[dict]:
+        return [hca_run(1.0, 1.0, 1.0, profile={**sharp, "return HCA (learned h)": [f, 0.0, 0.0, 9.0]}) for f in firsts]
+
+    # still elevated at 30, but fading (0.5 -> 0.1 on every seed): no, the method shown as such
+    claim = tasks.distance_claim({3: at(0.5, 0.48, 0.46), 10: at(0.3, 0.28, 0.26), 30: at(0.1, 0.09, 0.11)}, 0.25)
+    fall = common.seed_verdict([0.4, 0.39, 0.35])[1]
+    assert claim["holds"] is False and f"the first's at 3 minus at 30 (> 0: fades with distance; zero below the " \
+        f"first's at 3): return HCA (learned h) {fall} (no); state HCA (learned h) +0 [+0, +0] (yes)" in claim["measured"]
+    # a rise is no fade; a fall the seeds cannot tell from 0 nor bound below the signal: inconclusive
+    assert tasks.distance_claim({3: at(0.3, 0.28, 0.26), 30: at(0.5, 0.48, 0.46)}, 0.25)["holds"] is True
+    assert tasks.distance_claim({3: at(0.5, 0.48, 0.46), 30: at(0.9, 0.05, 0.5)}, 0.25)["holds"] is None
+    # one distance: nothing to compare
+    one = tasks.distance_claim({3: near}, 0.25)
+    assert one["holds"] is None and "one distance only" in one["measured"]
 
 
 def test_spurious_credit_is_reinforces_variance_off_the_first_state():

@@ -285,17 +285,28 @@ def test_baseline_errors_are_unbiased_for_the_spread_of_difficulties_and_the_gro
     ([[4, 4, 4, 4], [4, 5, 4, 3], [3, 4, 4, 5]], False),  # every problem at 1/2: the mean reward is the best guess
 ])
 def test_the_difficulty_claim_compares_the_group_baseline_with_one_for_all(correct, holds):
-    claim = zs.difficulty_claim(RL, ARGS, made_seeds(counts(default=correct, after=correct)))
-    assert claim["holds"] is holds and "difficulty for free" in claim["claim"]
+    claim = zs.difficulty_claim(RL, ARGS, made_seeds(counts(default=correct, after=correct)), "after GRPO")
+    assert claim["holds"] is holds and "difficulty for free" in claim["claim"] and "(here: after GRPO)" in claim["claim"]
     assert "the mean of the other 3 in a group of G = 4" in claim["measured"]
+
+
+def test_each_policy_gets_its_own_difficulty_verdict():
+    """Hard and easy problems at the cold start, every problem at 1/2 after GRPO: one claim says
+    yes, the other no, each from its own policy's counts."""
+    seeds = made_seeds(counts(default=[[0, 8, 1, 7], [0, 8, 0, 8], [1, 7, 0, 8]],
+                              after=[[4, 4, 4, 4], [4, 5, 4, 3], [3, 4, 4, 5]]))
+    cold, after = (zs.difficulty_claim(RL, ARGS, seeds, policy) for policy in zs.WHEN)
+    assert (cold["holds"], after["holds"]) == (True, False)
+    assert "(here: at the cold start)" in cold["claim"] and "success rate at the cold start" in cold["measured"]
 
 
 def test_check_claims_gives_every_claim_once():
     seeds = with_temperatures(made_seeds(counts(), bins={"cold start": BINS, "after GRPO": BINS}),
                               {0.25: (0.9, 0.2), 1.0: (0.9, 0.5), 2.0: (0.5, 0.9)})
     claims = zs.check_claims(RL, ARGS, seeds)
-    assert len(claims) == 10 and len({c["claim"] for c in claims}) == 10
+    assert len(claims) == 11 and len({c["claim"] for c in claims}) == 11
     assert [c["source"] for c in by_claim(claims, "medium-difficulty")] == ["over-long-generations"] * 2
+    assert [c["source"] for c in by_claim(claims, "difficulty for free")] == ["whole-game §5"] * 2
 
 
 # ------------------------------------------------------------------ CLI and smoke run
@@ -316,7 +327,7 @@ def test_the_zero_spread_study_runs_with_smoke(tmp_path, read_results):
     assert run.returncode == 0, run.stderr
     data = read_results(out / "results.json")
     table = data["metrics"].pop("tables")["zero_spread"]
-    assert len(data["claims"]) == 9 and len(data["seeds"]) == 2  # one G: no G = 8 against 4
+    assert len(data["claims"]) == 10 and len(data["seeds"]) == 2  # one G: no G = 8 against 4
     assert set(data["zero_spread"]) == set(zs.POLICIES)
     assert table["rows"] == [[name, int(steps), row["pass@1"], f"{row['2']:.0%}"]
                              for name, strata in data["zero_spread"].items() for steps, row in strata.items()]

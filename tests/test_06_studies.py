@@ -229,17 +229,21 @@ def test_held_out_study_pairs_every_score_with_its_own_sample(monkeypatch):
     step_means = [[float(z[i, ([-1] + ends[i])[k] + 1:ends[i][k] + 1].mean()) for k in range(len(ends[i]))] for i in failed]
     assert credit["results"]["Q-RM (mean Z of the step)"] == pytest.approx(
         lm_world.localisation([np.array(m) for m in step_means], wrong))
-    assert held["format"] == pytest.approx(overopt.format_scores(np.array(scores["PRM-min"]), texts, correct))
+    assert held["format"] == pytest.approx(overopt.format_scores(np.array(scores["PRM-min"]), texts, correct), nan_ok=True)
     assert held["calibration"] == "calibration" and "example" not in credit
 
 
 # ------------------------------------------------------------------ what well-formed wrong answers score, calibration
-def test_format_scores_count_the_well_formed_wrong_answers_that_reach_the_median_right_one():
+def test_format_scores_count_the_wrong_answers_of_each_form_that_reach_the_median_right_one():
     texts = [SLIP, "12+7=19\n#19", "#51", RIGHT, SMALL_RIGHT, "3+1=5\n#5"]  # three well-formed wrong, one bare wrong
     correct = np.array([0, 0, 0, 1, 1, 0])
     scores = np.array([0.9, 0.1, 0.99, 0.5, 0.7, 0.6])  # the right ones' median: 0.6
     found = overopt.format_scores(scores, texts, correct)
-    assert found == {"formed_wrong": 3, "median_right": pytest.approx(0.6), "share_reaching_median_right": pytest.approx(2 / 3)}
+    assert found == pytest.approx({"formed_wrong": 3, "median_right": 0.6, "share_reaching_median_right": 2 / 3,
+                                   "formed_wrong_mean": 1.6 / 3, "unformed_wrong": 1, "unformed_wrong_mean": 0.99,
+                                   "unformed_share_reaching_median_right": 1.0})
+    all_formed = overopt.format_scores(scores, texts[:2] + [SLIP] + texts[3:], correct)  # no bare wrong answer left
+    assert all_formed["unformed_wrong"] == 0 and math.isnan(all_formed["unformed_share_reaching_median_right"])
     assert math.isnan(overopt.format_scores(scores, texts, np.zeros(6))["share_reaching_median_right"])  # no right one
 
 
@@ -710,9 +714,10 @@ def test_label_noise_verdicts_are_exact(change, expected):
 LEVELS = {"PRM-min": 0.6, "PRM-mean": 0.5, "PRM-product": 0.45, "ORM": 0.5, "majority vote": 0.4, "oracle (pass@N)": 0.9}
 
 
-def rerank_seed(i, levels=None, at_2=None, share=0.3, calibration_gap=0.05) -> dict:
+def rerank_seed(i, levels=None, at_2=None, share=0.3, unformed=(30, 0.1), calibration_gap=0.05) -> dict:
     """Best-of-N accuracy 0.3 at N = 1 for all; at N = 2 and 8 LEVELS (changed by `levels`, and at N = 2
-    only by `at_2`), PRM-min's ± 0.01 over the seeds; the format share and the calibration gap as given."""
+    only by `at_2`), PRM-min's ± 0.01 over the seeds; the calibration gap as given; the share of wrong
+    answers reaching the median right one's score, in worked form (± 0.01) and not in it (count, share)."""
     at = {**LEVELS, **(levels or {})}
     curves = {name: {1: 0.3, 2: {**at, **(at_2 or {})}[name], 8: at[name]} for name in at}
     curves["PRM-min"] = {n: spread(v, i) if n > 1 else v for n, v in curves["PRM-min"].items()}
@@ -720,7 +725,9 @@ def rerank_seed(i, levels=None, at_2=None, share=0.3, calibration_gap=0.05) -> d
                    "to_value": 0.03 + spread(calibration_gap, i), "to_label_mean": 0.03}
     return {"label_n": 4, "held": {"ns": [1, 2, 8], "curves": curves, "calibration": calibration,
                                    "format": {"formed_wrong": 40, "median_right": 0.7,
-                                              "share_reaching_median_right": spread(share, i)}}}
+                                              "share_reaching_median_right": spread(share, i), "formed_wrong_mean": 0.5,
+                                              "unformed_wrong": unformed[0], "unformed_wrong_mean": 0.4,
+                                              "unformed_share_reaching_median_right": unformed[1]}}}
 
 
 @pytest.mark.parametrize("change,expected", [
@@ -730,7 +737,9 @@ def rerank_seed(i, levels=None, at_2=None, share=0.3, calibration_gap=0.05) -> d
     ({"levels": {"majority vote": 0.65}}, [True, False, False, True, True, True]),  # majority vote ahead of both
     ({"levels": {"PRM-mean": 0.7}}, [True, True, True, False, True, True]),  # mean ahead of min
     ({"at_2": {"ORM": 0.6}}, [None, True, True, True, True, True]),  # ahead at N = 8 but not shown at N = 2
-    ({"share": 0.0}, [True, True, True, True, None, True]),  # no well-formed wrong answer reaches the right ones
+    ({"unformed": (30, 0.3)}, [True, True, True, True, None, True]),  # wrong answers reach it as often in any form
+    ({"share": 0.0}, [True, True, True, True, False, True]),  # only wrong answers not in worked form reach it
+    ({"unformed": (0, math.nan)}, [True, True, True, True, None, True]),  # every wrong answer in worked form
     ({"calibration_gap": -0.05}, [True, True, True, True, True, False]),  # nearer the value than the label's mean
 ])
 def test_rerank_format_and_calibration_verdicts_decide_over_the_seeds(change, expected):
@@ -740,6 +749,7 @@ def test_rerank_format_and_calibration_verdicts_decide_over_the_seeds(change, ex
             "ORM beats majority" in claims[2]["claim"], "mean aggregation" in claims[3]["claim"],
             "format" in claims[4]["claim"], "label distribution" in claims[5]["claim"]] == [True] * 6
     assert "2: " in claims[0]["measured"] and "8: " in claims[0]["measured"]  # every N's interval shown
+    assert ("premise not met" in claims[4]["measured"]) is (change.get("unformed", (1,))[0] == 0)
 
 
 def rl_seed(i, reach=(24, 22, 1), qrm_final=0.6, orm_final=0.45, prm_final=0.5, rose=True) -> dict:
@@ -888,12 +898,13 @@ def test_overoptimisation_verdicts_decide_over_the_seeds(change, expected):
     assert ("premise not met" in claims[5]["measured"]) is (claims[2]["holds"] is not True)  # the fall's own verdict
 
 
-def length_seed(i, orm_r=0.4, qrm_r=0.8, qrm_pad=20.0, orm_pad=0.0, study=True, biased_r=0.5, raw=(26.0, 3.5, 0.25),
-                normalised=(22.0, 0.6, 0.3), balanced=(22.0, 3.6, 0.2)) -> dict:
+def length_seed(i, orm_r=0.4, qrm_r=0.8, within=(0.1, 0.3), qrm_pad=20.0, orm_pad=0.0, study=True, biased_r=0.5,
+                raw=(26.0, 3.5, 0.25), normalised=(22.0, 0.6, 0.3), balanced=(22.0, 3.6, 0.2)) -> dict:
     """The cold start: 13 tokens, 0.5 characters past the worked solution, pass@1 0.3; each RL run's
-    (tokens, characters past, pass@1) ± 0.01 over the seeds; r(score, tokens) as given."""
+    (tokens, characters past, pass@1) ± 0.01 over the seeds; r(score, tokens) over all samples as given,
+    within the right and within the wrong ones `within`, each ± 0.01."""
     def corr(r: float) -> dict:
-        return {"all": spread(r, i), "right": 0.1, "wrong": 0.3}
+        return {"all": spread(r, i), "right": spread(within[0], i), "wrong": spread(within[1], i)}
 
     def final(tokens: float, chars: float, gold: float) -> dict:
         return stats_of(length=spread(tokens, i), excess_chars=spread(chars, i), pass_at_1=spread(gold, i))
@@ -909,8 +920,11 @@ def length_seed(i, orm_r=0.4, qrm_r=0.8, qrm_pad=20.0, orm_pad=0.0, study=True, 
 @pytest.mark.parametrize("change,expected", [
     ({}, [True, True, None, True, True, False]),  # the ORM's run does not pad; the balanced RM pads as much
     ({"orm_pad": 2.0}, [True, True, True, True, True, False]),
-    ({"orm_r": -0.2}, [False, True, False, True, True, False]),
+    ({"orm_r": -0.2}, [False, True, None, True, True, False]),  # the pads claim reads r within right and within wrong
     ({"qrm_pad": 0.0}, [True, None, None, True, True, False]),
+    ({"within": (0.0, 0.3)}, [True, None, None, True, True, False]),  # not shown within the right answers
+    ({"within": (0.1, -0.3)}, [True, False, False, True, True, False]),  # shorter wrong answers score higher
+    ({"within": (-0.3, -0.3), "orm_pad": 2.0}, [True, False, False, True, True, False]),  # only correctness tracks length
     ({"raw": (13.0, 3.5, 0.25)}, [True, True, None, None, True, False]),  # no growth in tokens shown
     ({"raw": (26.0, 3.5, 0.4)}, [True, True, None, False, True, False]),  # they grow, but so does gold
     ({"biased_r": 0.0}, [True, True, None, None, True, False]),

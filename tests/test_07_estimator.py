@@ -25,6 +25,8 @@ def test_every_k_gets_the_same_completions_per_update_and_per_estimator_minibatc
     shapes = {arm: study.chapter_args(arm, seed=5) for arm in lab.ARMS}
     assert [(a.group_size, a.prompts, a.est_groups) for a in shapes.values()] == [
         (2, 32, 16), (4, 16, 8), (8, 8, 4), (8, 8, 4), (8, 8, 4), (8, 8, 4)]
+    # the frozen arm refits at updates 0, 5, 10, 15 (of 20) against 0, 5, ..., 35 (of 40): as many Adam steps in all
+    assert [a.est_iters for a in shapes.values()] == [10, 10, 10, 20, 10, 10]
     assert all(a.seed == 5 and a.rl_steps == study.rl_steps and a.retrain_every == study.retrain_every
                for a in shapes.values())
 
@@ -144,6 +146,7 @@ def test_the_clip_claims_lack_their_premise_where_the_clip_never_acted():
 @pytest.mark.parametrize("flag,value,message", [
     ("--group-size", "6", "--group-size must be a multiple of 4 above 4"),
     ("--freeze-after", "40", "--freeze-after must be below --rl-steps"),
+    ("--freeze-after", "15", "--est-iters x the refits in --rl-steps must be a multiple of the refits in"),
     ("--passes", "1", "--passes must be at least 2"),
     ("--repeats", "0", "--repeats must be positive"),
     ("--clip-eps", "0", "--clip-eps must be positive"),
@@ -163,8 +166,9 @@ def test_smoke_run_writes_results_figure_and_table(tmp_path, read_results):
     smoke = common.apply_smoke(args)
     runs = data["runs"]
     assert all(len(r) == smoke.repeats for r in runs.values())
-    assert runs["frozen"][0]["estimator_steps"] == smoke.freeze_after * smoke.est_iters  # refitted every update, then not
-    assert runs["k8"][0]["estimator_steps"] == smoke.rl_steps * smoke.est_iters
+    assert runs["k8"][0]["estimator_steps"] == smoke.rl_steps * smoke.est_iters  # refitted every update
+    assert runs["frozen"][0]["estimator_steps"] == runs["k8"][0]["estimator_steps"]  # as many steps, in its first
+    assert sum("estimator_loss" in e for e in runs["frozen"][0]["credit"]) == smoke.freeze_after  # updates only
     assert all("log_ratio" in h for arm in ("clip", "no_clip") for h in runs[arm][0]["history"])
     assert data["metrics"]["k2_seed0_localisation_auroc"] == runs["k2"][0]["probe"]["localisation_auroc"]
     again = lab.main(lab.Args(reanalyse=str(tmp_path / "out" / "results.json")))["claims"]  # nothing trained
