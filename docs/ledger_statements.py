@@ -674,8 +674,13 @@ SURVEY = [
          "with an ORM, all tokens of a response share one advantage under GRPO or RLOO",
          (CH05, PER_TOKEN), how="rephrase"),
     said("§4.5.2", "PRMs also do not distinguish between correct but irrelevant steps and correct and decisive steps",
-         "a PRM scores a correct but useless step like a correct decisive one",
-         not_checkable="no task with correct but useless (restating) steps"),
+         "a PRM, measuring step correctness, scores a correct but irrelevant step like a correct decisive one",
+         (PROGRESS, "PRMs also do not distinguish between correct but irrelevant steps and correct and decisive steps: "
+                    "among the right steps of one-hard-step chains, a PRM's step label, the gold step correctness or "
+                    "Math-Shepherd's automatic label from Monte Carlo rollouts (1 if any of the first N rollouts through "
+                    "the step reaches the right answer), ranks the decisive step (the hard multiplication, which the "
+                    "policy often gets wrong) neither above nor below the irrelevant ones (easy additions and "
+                    "subtractions, right almost surely): AUROC 0.5")),
     said("§4.5.2", "a step might be labeled \"correct\" because a lucky rollout happened to reach the right answer",
          "automatic Monte Carlo step labels are noisy: a lucky rollout can mark a wrong step correct",
          (OVER, "automatic (Monte Carlo) step labels are noisy: a step may be labelled correct because a lucky rollout "

@@ -3,6 +3,7 @@
 Survey §4.5.3: a progress model scores a step by the change it makes in the chance of reaching a
 right answer, so "they distinguish between steps that are correct-but-irrelevant and steps that
 are correct-and-decisive", where a step's correctness, the same for every right step, cannot.
+Survey §4.5.2, the other side: "PRMs also do not distinguish" the two, gold or Monte Carlo labelled.
 The task holds both kinds of right step by design (studies/07_lengths.py's task and cold start):
 every chain holds one hard step (its one multiplication, at a random place) among easy ones
 (additions and subtractions), and the cold start learned from demonstrations that get the hard
@@ -22,14 +23,16 @@ by its operation, not by its progress. No RL: the cold-start policy is the prove
                (its soft label) and its hard label (any of the first --label-n rollouts right)
   accuracy     each step's own accuracy after its right prefix (line k of the rollouts from V_k's
                prefix): the premise, that the hard step is harder than the easy ones
-Verdict: per seed (other chains and rollouts), AUROC(progress) - AUROC(correctness), decided by
-common.seed_verdict over --repeats seeds; premise not met where the hard step is not the less
-accurate on some seed.
+Verdicts: per seed (other chains and rollouts), AUROC(progress) - AUROC(correctness), decided by
+common.seed_verdict over --repeats seeds; the PRM's labels at chance: correctness exactly (0.5 on
+every seed), the Math-Shepherd label's AUROC - 0.5 by seed_verdict's zero rule on both sides, zero
+within the least one seed's steps tell from chance. Premise of both: the hard step is the less
+accurate on every seed.
 
 Read beside: credit-assignment-problem-survey.txt §4.5.2-4.5.3; 06_prm_qrm.py (Math-Shepherd labels).
 
     python studies/06_progress.py --smoke                   # seconds
-    python studies/06_progress.py     # 87-109 s on 2 CPU cores (3 seeds, beside other jobs);
+    python studies/06_progress.py     # 87-109 s on 2 CPU cores (3 seeds, beside other jobs; last 106 s);
                                       # writes runs/studies/06_progress/
 Without runs/cold_start/ the first run trains studies/07_lengths.py's cold start (about 20 min), cached for both.
 """
@@ -38,6 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import math
 import sys
 import time
 from dataclasses import dataclass
@@ -161,13 +165,23 @@ def by_seed(values: list[float]) -> str:
     return "/".join(f"{v:.3f}" for v in values)
 
 
+def aurocs(per_seed: list[dict]) -> dict[str, list[float]]:
+    """Each score's AUROC for the hard step, one per seed."""
+    return {name: [s["auroc"][name] for s in per_seed] for name in SCORES}
+
+
+def decisive(per_seed: list[dict]) -> bool:
+    """The premise, exact: the hard step's own accuracy below the easy steps' on every seed."""
+    return all(s["hard_accuracy"] < s["easy_accuracy"] for s in per_seed)
+
+
 def progress_claim(args: Args, per_seed: list[dict]) -> dict:
     """Does progress rank the decisive step above the irrelevant right ones better than correctness?
     AUROC(progress) - AUROC(correctness), one per seed, by common.seed_verdict; the premise, exact:
     the hard step's own accuracy below the easy steps' on every seed."""
-    auroc = {name: [s["auroc"][name] for s in per_seed] for name in SCORES}
+    auroc = aurocs(per_seed)
     holds, text = common.seed_verdict(np.subtract(auroc["progress"], auroc["correctness"]))
-    premise = all(s["hard_accuracy"] < s["easy_accuracy"] for s in per_seed)
+    premise = decisive(per_seed)
 
     seed_names = "/".join(str(s["seed"]) for s in per_seed)
     measured = (f"AUROC for the hard step among the right steps of {args.problems} chains of {args.steps} steps per "
@@ -186,6 +200,53 @@ def progress_claim(args: Args, per_seed: list[dict]) -> dict:
                         "decisive step (the hard multiplication, which the policy often gets wrong) above the "
                         "irrelevant ones (easy additions and subtractions, right almost surely) better than "
                         "correctness does", measured, holds if premise else None)
+
+
+def detectable_auroc(hard: int, easy: int) -> float:
+    """The least |AUROC - 0.5| one seed's steps tell from chance: the Mann-Whitney test at 95% on
+    `hard` decisive and `easy` irrelevant steps, untied scores."""
+    # under chance, AUROC's standard error is sqrt((n_1 + n_2 + 1) / (12 n_1 n_2))
+    return common.t_quantile(hard + easy - 2) * math.sqrt((hard + easy + 1) / (12 * hard * easy))
+
+
+def chance_verdict(excess: list[float], detectable: float) -> tuple[bool | None, str]:
+    """Is AUROC - 0.5 zero? yes where its 95% interval over seeds holds 0 and lies within
+    ±detectable, no where it excludes 0 (ranking the decisive step lower tells it apart too), else
+    None: common.seed_verdict's rule for a zero, on both sides."""
+    holds, text = common.seed_verdict(excess, zero_below=detectable)
+    mirrored, _ = common.seed_verdict(-np.asarray(excess), zero_below=detectable)
+    return (holds if holds == mirrored else None), text
+
+
+def prm_claim(args: Args, per_seed: list[dict]) -> dict:
+    """Does a PRM's step label leave the decisive step tied with the irrelevant right ones? The gold
+    correctness, exact (AUROC 0.5 on every seed); Math-Shepherd's automatic label, AUROC - 0.5 per
+    seed by chance_verdict; yes only if both, no if either tells the steps apart. Same premise as
+    progress_claim."""
+    auroc = aurocs(per_seed)
+    gold = all(a == 0.5 for a in auroc["correctness"])
+    detectable = detectable_auroc(args.problems, args.problems * (args.steps - 1))
+    automatic, text = chance_verdict(np.subtract(auroc["Math-Shepherd label"], 0.5), detectable)
+    holds = False if False in (gold, automatic) else None if automatic is None else True
+    tied = "1 on every right step: all tied, chance on every seed, exact" if gold else "not chance on every seed"
+
+    measured = (f"AUROC for the hard step among the right steps of {args.problems} chains of {args.steps} steps per "
+                f"seed, seeds {'/'.join(str(s['seed']) for s in per_seed)}: gold correctness "
+                f"{by_seed(auroc['correctness'])} ({tied}); "
+                f"Math-Shepherd's label (any of {args.label_n} rollouts through the step right) "
+                f"{by_seed(auroc['Math-Shepherd label'])}, minus 0.5, mean [95% interval over {len(per_seed)} seeds]: "
+                f"{text} (chance: the interval holds 0 within ±{detectable:.3f}, the least one seed's "
+                f"{args.problems} hard and {args.problems * (args.steps - 1)} easy steps tell from chance); progress "
+                f"{by_seed(auroc['progress'])}")
+    if not decisive(per_seed):
+        measured += "; premise not met: the hard step is not the less accurate on every seed"
+    return common.claim("survey §4.5.2", "PRMs also do not distinguish between correct but irrelevant steps and "
+                        "correct and decisive steps: among the right steps of one-hard-step chains, a PRM's step "
+                        "label, the gold step correctness or Math-Shepherd's automatic label from Monte Carlo "
+                        "rollouts (1 if any of the first N rollouts through the step reaches the right answer), ranks "
+                        "the decisive step (the hard multiplication, which the policy often gets wrong) neither above "
+                        "nor below the irrelevant ones (easy additions and subtractions, right almost surely): AUROC "
+                        "0.5", measured, holds if decisive(per_seed) else None)
 
 
 def plot(args: Args, per_seed: list[dict], path: Path) -> None:
@@ -237,7 +298,7 @@ def main(args: Args) -> dict:
           f"per prefix; policy {info['path']} ({'trained now' if info['trained_now'] else 'cached'}), device {device}")
     per_seed = [run_seed(policy, tokenizer, args, args.seed + i, device)
                 for i in tqdm(range(args.repeats), desc="seeds")]
-    claims = [progress_claim(args, per_seed)]
+    claims = [progress_claim(args, per_seed), prm_claim(args, per_seed)]
     plot(args, per_seed, out / "progress.png")
     metrics = metrics_of(per_seed)
     wall = time.time() - start

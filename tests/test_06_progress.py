@@ -3,6 +3,7 @@ sampler whose behaviour is known, progress against a naive loop, the rankings, t
 ways and its premise, the CLI and a smoke run."""
 
 import importlib
+import itertools
 
 import numpy as np
 import pytest
@@ -100,9 +101,9 @@ def test_the_math_shepherd_label_is_the_chapters_on_the_prefixes_through_each_st
         assert labels[p].tolist() == prm.math_shepherd_labels(success[p, 1:4], 1.0, 4)[:-1]
 
 
-def seed_result(seed, progress_auroc, hard=0.3, easy=0.99):
+def seed_result(seed, progress_auroc, hard=0.3, easy=0.99, label=0.5, correctness=0.5):
     return {"seed": seed, "auroc": {"progress": progress_auroc, "value after the step": 0.6,
-                                    "Math-Shepherd label": 0.5, "correctness": 0.5},
+                                    "Math-Shepherd label": label, "correctness": correctness},
             "hard_accuracy": hard, "easy_accuracy": easy, "progress_hard": 0.5, "progress_easy": 0.0}
 
 
@@ -118,6 +119,33 @@ def test_the_claim_both_ways_and_its_premise(aurocs, hard, holds, word):
     assert made["holds"] is holds and common.verdict_word(made) == word
     assert made["source"] == "survey §4.5.3" and "correct-but-irrelevant" in made["claim"]
     assert f"progress {lab.by_seed(aurocs)}, correctness 0.500/0.500/0.500" in made["measured"]
+
+
+def test_the_least_detectable_auroc_is_the_mann_whitney_null_spread():
+    # every way to place 2 hard steps among 5 untied scores: AUROC's variance is (2 + 3 + 1) / (12 * 2 * 3)
+    ranks = [np.isin(np.arange(5), placed) for placed in itertools.combinations(range(5), 2)]
+    values = [lm_world.auroc(np.flatnonzero(h), np.flatnonzero(~h)) for h in ranks]
+    assert np.var(values) == pytest.approx(1 / 12)
+    assert lab.detectable_auroc(2, 3) == pytest.approx(common.t_quantile(3) * np.sqrt(1 / 12))
+    assert lab.detectable_auroc(64, 448) == pytest.approx(0.0759, abs=1e-4)
+
+
+@pytest.mark.parametrize("labels,gold,hard,holds,word", [
+    ((0.49, 0.50, 0.51), 0.5, 0.3, True, "yes"),  # chance, within the least detectable
+    ((0.555, 0.561, 0.556), 0.5, 0.3, False, "no"),  # the default run's: the label tells the steps apart
+    ((0.45, 0.44, 0.46), 0.5, 0.3, False, "no"),  # ranking the decisive step lower tells it apart too
+    ((0.3, 0.5, 0.75), 0.5, 0.3, None, "inconclusive"),
+    ((0.49, 0.50, 0.51), 0.6, 0.3, False, "no"),  # the gold label not tied
+    ((0.49, 0.50, 0.51), 0.5, 0.995, None, "premise not met"),
+])
+def test_the_prm_claim_both_ways_on_both_labels_and_its_premise(labels, gold, hard, holds, word):
+    per_seed = [seed_result(i, 0.99, hard=hard if i == 1 else 0.3, label=a, correctness=gold)
+                for i, a in enumerate(labels)]
+    made = lab.prm_claim(args_for(problems=64), per_seed)
+    assert made["holds"] is holds and common.verdict_word(made) == word
+    assert made["source"] == "survey §4.5.2" and "correct but irrelevant" in made["claim"]
+    assert f"Math-Shepherd's label (any of 1 rollouts through the step right) {lab.by_seed(labels)}" in made["measured"]
+    assert ("all tied, chance on every seed, exact" in made["measured"]) is (gold == 0.5)
 
 
 @pytest.mark.parametrize("argv,message", [
@@ -143,7 +171,7 @@ def test_smoke_run_writes_results_a_figure_and_the_claim_and_repeats_exactly(tmp
 
     first, second = run("a"), run("b")
     assert (tmp_path / "a" / "progress.png").stat().st_size > 1000
-    assert len(first["claims"]) == 1 and first["claims"][0]["source"] == "survey §4.5.3"
+    assert [c["source"] for c in first["claims"]] == ["survey §4.5.3", "survey §4.5.2"]
     assert first["metrics"] == second["metrics"] and first["claims"] == second["claims"]
     rows = first["metrics"]["tables"]["progress"]["rows"]
     assert [row[0] for row in rows] == [0, 1, "mean"] and all(row[-1] == 0.5 for row in rows)
