@@ -276,9 +276,10 @@ WHOLE_GAME = [
     said("§7.4", "Mitigation: Process rewards",
          "mitigation of entangled credit: process rewards put the blame on the wrong step and take it off "
          "the right ones",
-         (CREDIT, "mitigation of entangled credit: process rewards (the gold step verifier's, PRM-GRPO) put "
-                  "more blame on the first wrong step than on the right steps before it, and push a right solution's "
-                  "flawed step down"),
+         (CREDIT, "mitigation of entangled credit: process rewards (the gold step verifier's, PRM-GRPO) put the "
+                  "blame on the wrong step and take it off the right ones: more blame on the first wrong step than "
+                  "on the right steps before it, less blame on those right steps than GRPO gives, and a right "
+                  "solution's flawed step pushed down"),
          how="rephrase"),
     said("§7.5", "Either policy stuck near SFT (KL too strong)",
          "too strong a KL keeps the policy stuck near the SFT model",
@@ -501,8 +502,9 @@ OVER_LONG = [
     said("When it falls down", "will penalise all 600 tokens equally",
          "with one outcome reward under GRPO, a chain whose only error comes late penalises all its tokens "
          "equally, the right ones before the error included",
-         (CREDIT, "GRPO penalises the right steps before a single slip as much as the slip: every token of a "
-                  "failed completion gets its A_i < 0"),
+         (CREDIT, "GRPO penalises the right steps before a single slip as much as the slip, in a mixed group (a "
+                  "failed completion in a group with a success): every token of the failed completion gets its A_i "
+                  "< 0"),
          how="re-point"),
     said("When it falls down", "Whether using PPO with a terminal reward or GRPO, every token in a generation "
          "receives the same advantage signal.",
@@ -834,15 +836,20 @@ SS_GRPO = [
          (CREDIT, "a flawed step in a chain that still reaches the right answer is reinforced by GRPO")),
     said("The Problem", "a correct step followed by a single arithmetic slip gets penalized",
          "GRPO penalises a correct step that a later slip spoils",
-         (CREDIT, "GRPO penalises the right steps before a single slip as much as the slip: every token of a "
-                  "failed completion gets its A_i < 0")),
+         (CREDIT, "GRPO penalises the right steps before a single slip as much as the slip, in a mixed group (a "
+                  "failed completion in a group with a success): every token of the failed completion gets its A_i "
+                  "< 0")),
     said("The Problem", "The result is slow convergence, reward hacking, and brittle reasoning.",
          "the broadcast slows convergence: step-level credit should converge faster",
          (CREDIT, "the broadcast of one advantage slows convergence: the gold step credit (PRM-GRPO) reaches "
                   "GRPO's halfway mark in fewer samples")),
     said("The Problem", "The result is slow convergence, reward hacking, and brittle reasoning.",
-         "the broadcast causes reward hacking and brittle reasoning",
-         not_checkable="no measure of hacking or brittleness in 07 (the verifier cannot be hacked)"),
+         "the broadcast causes reward hacking",
+         not_checkable="no measure of hacking in 07 (the verifier cannot be hacked)"),
+    said("The Problem", "The result is slow convergence, reward hacking, and brittle reasoning.",
+         "the broadcast causes brittle reasoning",
+         (CREDIT, "flat credit (GRPO's broadcast) makes reasoning brittle: more of its right answers are reached "
+                  "through a wrong line than under step credit (the gold PRM-GRPO)"), how="new"),
     said("The Problem", "for a 1000-token rollout, per-step evaluation multiplies inference cost by 1000×",
          "scoring each token's prefix of a 1,000-token rollout separately takes 1,000 times the evaluator calls",
          (CREDIT, "for a 1000-token rollout, per-step evaluation multiplies inference cost by 1000x, read as "
@@ -885,12 +892,15 @@ SS_GRPO = [
                   "per rollout; 24 and 28 training hours for GRPO and SS-GRPO)")),
     said("Engineering decisions", "to keep overhead <1% of LLM inference",
          "the estimator keeps the overhead below 1% of LLM inference (checked against the article's own 5% and 1.05x)",
-         (CREDIT, "the tiny estimator keeps the overhead below 1% of LLM inference, as the article's other overhead "
-                  "figures say")),
+         (CREDIT, "the tiny estimator keeps the overhead below 1% of LLM inference, read as the article's own "
+                  "stated overheads (each below it)")),
     said("Engineering decisions", "avoiding sequence-length dependence",
          "a fixed-size (mean-pooled) step representation avoids dependence on the step's length",
-         (CREDIT, "mean-pooling makes the step weight independent of the step's length: w(s) is uncorrelated "
-                  "with the step's token count")),
+         (CREDIT, "a mean-pooled, fixed-size step representation avoids dependence on the step's length: the same "
+                  "step's tokens repeated k times get the same w(s) (its estimator, as its code builds it)"),
+         (CREDIT, "a mean-pooled, fixed-size step representation avoids dependence on the step's length: the same "
+                  "step's tokens repeated k times get the same w(s) (this run's trained estimators: learned "
+                  "positions, the prompt in each row)")),
     said("Engineering decisions", "The policy loss applies the same clipping as PPO but with per-step advantages, "
                                   "preserving stability.",
          "clipping as in PPO keeps training with per-step advantages stable",
@@ -926,8 +936,9 @@ SS_GRPO = [
          "the estimator costs about 2 ms per step",
          not_checkable="hardware- and scale-specific"),
     said("Trade-offs", "For very long rollouts (>5000 tokens), the estimator's cost becomes non-negligible",
-         "for rollouts over 5,000 tokens the estimator's cost matters; chunk steps into windows",
-         not_checkable="our rollouts are under 150 tokens"),
+         "for rollouts over 5,000 tokens the estimator's cost becomes non-negligible",
+         (CREDIT, "for very long rollouts (>5000 tokens) the estimator's cost becomes non-negligible (FLOPs against"
+                  " a 7B policy's generation, attention included)")),
     said("Trade-offs", "The estimator adds ~1M parameters",
          "the estimator has about 1M parameters (its own StepValueEstimator)",
          (CREDIT, "the estimator adds ~1M parameters")),
