@@ -716,19 +716,23 @@ def weak_kl_claim(rl: grpo.Args, seeds: list[dict]) -> dict:
 
 def peaked_claim(rl: grpo.Args, seeds: list[dict]) -> dict:
     """whole-game §8: after GRPO at the default β (optimising pass@1), are a problem's samples
-    less diverse (fewer distinct completions) and more often right than the cold start's? Both
+    peaked (fewer distinct completions than the cold start's) and usually right (more often right
+    than the cold start, and right more often than not: held-out pass@1 above 1/2)? Each part
     decided over seeds."""
     distinct, after = "cold_start_distinct", f"kl_study[beta={rl.beta:g}]_distinct"
+    trained = f"grpo_beta{rl.beta:g}_pass@1"
     fewer, fewer_text = effect(gap(seeds, distinct, after))
-    right, right_text = effect(gap(seeds, f"grpo_beta{rl.beta:g}_pass@1", "cold_start_pass@1"))
+    right, right_text = effect(gap(seeds, trained, "cold_start_pass@1"))
+    # "usually": right on more than half the held-out samples, pass@1 - 1/2 > 0
+    usually, usually_text = effect(per_seed(seeds, trained) - 0.5)
     return common.claim(
         "whole-game §8", "optimisation pressure on pass@1 can make a model peaked-and-usually-right: after GRPO a "
         "problem's samples are less diverse (fewer distinct completions among them) and more often right than at "
-        "the cold start",
+        "the cold start, and right more often than not (held-out pass@1 above 1/2)",
         f"{over(seeds)}: share of distinct completions among a problem's {rl.final_samples}, cold start "
         f"{level(seeds, distinct)}, after GRPO (β = {rl.beta:g}) {level(seeds, after)}, the fall {fewer_text}; "
-        f"held-out pass@1 {level(seeds, 'cold_start_pass@1')} -> {level(seeds, f'grpo_beta{rl.beta:g}_pass@1')}, "
-        f"the rise {right_text}", both(fewer, right))
+        f"held-out pass@1 {level(seeds, 'cold_start_pass@1')} -> {level(seeds, trained)}, "
+        f"the rise {right_text}; pass@1 after GRPO minus 1/2 {usually_text}", both(fewer, right, usually))
 
 
 def kl_claims(rl: grpo.Args, args: Args, seeds: list[dict]) -> list[dict]:
@@ -790,9 +794,12 @@ def skew_claims(seeds: list[dict]) -> list[dict]:
     skew, skew_text = effect(gap(seeds, served["as trained"], served["another template"]))
     falls, falls_text = effect(gap(seeds, served["as trained"], served["last operation missing"]))
     below, below_text = effect(gap(seeds, "cold_start_pass@1", served["last operation missing"]))
-    return [common.claim("whole-game §7.10", "train/serve skew is silent poison: a serving-time prompt built by "
+    # The runs store the harm only (no error count or well-formed share of the skewed serving),
+    # so the claim decides the poison and names the essay's "silent" as untested.
+    return [common.claim("whole-game §7.10", "train/serve skew poisons serving: a serving-time prompt built by "
                          "another template than training's lowers held-out pass@1 (the fix, one builder for both, is "
-                         "the as-trained number)",
+                         "the as-trained number; the essay's 'silent', no error and well-formed outputs, is not "
+                         "measured here)",
                          f"{over(seeds)}: as trained {level(seeds, served['as trained'])}; served as "
                          f"{SERVING_FORMAT!r} {level(seeds, served['another template'])}; the fall {skew_text}", skew),
             common.claim("whole-game §7.1", "state blindness: when the context drops a fact the answer needs, "

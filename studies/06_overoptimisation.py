@@ -1103,13 +1103,21 @@ def label_claims(seeds: list[dict]) -> list[dict]:
                   any(f > 0 for f in fp) and any(f > 0 for f in fn))]
 
 
-def best_of_n_gap(seeds: list[dict], better: str, worse: str) -> tuple[bool | None, str]:
-    """better's best-of-N accuracy minus worse's at each N > 1, decided over the seeds at each N: yes
-    if it holds at every N, no if it fails at one."""
+def tends(*verdicts: bool | None) -> bool | None:
+    """A tendency across settings: yes if it holds somewhere and fails nowhere, no if it fails
+    somewhere and holds nowhere, else None (mixed, or no setting can tell)."""
+    if True in verdicts:
+        return None if False in verdicts else True
+    return False if False in verdicts else None
+
+
+def best_of_n_gaps(seeds: list[dict], better: str, worse: str) -> tuple[list, str]:
+    """better's best-of-N accuracy minus worse's at each N > 1, decided over the seeds at each N: the
+    verdict at each N (the caller combines them: `every` N or a tendency, `tends`), and their text."""
     ns = [n for n in seeds[0]["held"]["ns"] if n > 1]
     found = {n: over_seeds([s["held"]["curves"][better][n] - s["held"]["curves"][worse][n] for s in seeds])
              for n in ns}
-    return every(*(v for v, _ in found.values())), ", ".join(f"{n}: {text}" for n, (_, text) in found.items())
+    return [v for v, _ in found.values()], ", ".join(f"{n}: {text}" for n, (_, text) in found.items())
 
 
 def rerank_claims(seeds: list[dict]) -> list[dict]:
@@ -1117,18 +1125,19 @@ def rerank_claims(seeds: list[dict]) -> list[dict]:
     claims = []
     for better, worse in (("PRM-min", "ORM"), ("PRM-min", "majority vote"), ("ORM", "majority vote")):
         a = better.split("-")[0]
-        holds, text = best_of_n_gap(seeds, better, worse)
+        verdicts, text = best_of_n_gaps(seeds, better, worse)
         claims.append(claim("Lightman et al. 2024", f"best-of-N: {a} beats {worse} at the same test-time compute, at "
                             f"every N (best-of-{LIGHTMAN_N} on MATH: {100 * LIGHTMAN[a]:.1f}% vs "
                             f"{100 * LIGHTMAN[worse]:.1f}%)",
                             f"best-of-N accuracy, {better} minus {worse}, at N = {text} ({legend(seeds)}); at N = {N}: "
                             f"{better} {curves[better][N]:.3f}, {worse} {curves[worse][N]:.3f}, oracle "
-                            f"{curves['oracle (pass@N)'][N]:.3f}", holds))
-    holds, text = best_of_n_gap(seeds, "PRM-min", "PRM-mean")
-    claims.append(claim("survey §10", "for best-of-N, min aggregation of step scores outperforms mean aggregation (it "
-                        "catches the first error)", f"best-of-N accuracy, PRM-min minus PRM-mean, at N = {text} "
-                        f"({legend(seeds)}); at N = {N}: min {curves['PRM-min'][N]:.3f}, mean "
-                        f"{curves['PRM-mean'][N]:.3f}, product {curves['PRM-product'][N]:.3f}", holds))
+                            f"{curves['oracle (pass@N)'][N]:.3f}", every(*verdicts)))
+    verdicts, text = best_of_n_gaps(seeds, "PRM-min", "PRM-mean")
+    claims.append(claim("survey §10", "for best-of-N, min aggregation of step scores tends to outperform mean "
+                        "aggregation (it catches the first error)", f"best-of-N accuracy, PRM-min minus PRM-mean, at N = "
+                        f"{text} ({legend(seeds)}; a tendency: yes if above 0 at some N and below at none); at N = {N}: "
+                        f"min {curves['PRM-min'][N]:.3f}, mean {curves['PRM-mean'][N]:.3f}, product "
+                        f"{curves['PRM-product'][N]:.3f}", tends(*verdicts)))
     return claims + [format_claim(seeds), calibration_claim(seeds)]
 
 
@@ -1181,12 +1190,14 @@ def convergence(runs: dict, window: int) -> dict:
     return {"target": float(target), "start": first, "updates": {m: updates_to_reach(c, target) for m, c in curves.items()}}
 
 
-def speed_claim(seeds: list[dict], slow: str, fast: str, claimed: float, statement: str) -> dict:
+def speed_claim(seeds: list[dict], slow: str, fast: str, claimed: float, statement: str, window: int) -> dict:
     """Chen et al.'s convergence speed: updates to the halfway mark (`convergence`), slow over fast, per
     seed, minus the paper's ratio. A run that never gets there counts as getting there at the last
     update, so the true ratio may lie higher (slow never there) or lower (fast never there): a yes
-    stands only if it cannot lie lower, a no only if it cannot lie higher."""
-    ratios, lower, higher, counts = [], False, False, []
+    stands only if it cannot lie lower, a no only if it cannot lie higher. The curves are trailing
+    means over `window` updates, so a fast arm that the claimed ratio puts within `window` updates of
+    the start cannot be timed apart from one a few times slower: below that resolution, no verdict."""
+    ratios, lower, higher, counts, claimed_at = [], False, False, [], []
     for s in seeds:
         speed, steps = s["speed"], s["rl_steps"]
         if speed["target"] <= speed["start"]:
@@ -1194,6 +1205,7 @@ def speed_claim(seeds: list[dict], slow: str, fast: str, claimed: float, stateme
         a, b = speed["updates"][slow], speed["updates"][fast]
         lower, higher = lower or b is None, higher or a is None
         ratios.append((steps if a is None else a) / max(steps if b is None else b, 1))
+        claimed_at.append((steps if a is None else a) / claimed)
         counts.append(f"{slow} {a}, {fast} {b}")
     source = "Chen et al. 2025 (Q-RM)"
     if len(ratios) < 2:
@@ -1201,10 +1213,16 @@ def speed_claim(seeds: list[dict], slow: str, fast: str, claimed: float, stateme
                      "seeds, so there is no halfway mark to time", None)
     holds, text = over_seeds(np.subtract(ratios, claimed))
     censored = (holds is True and lower) or (holds is False and higher)
-    return claim(source, statement, "updates to halfway from the cold start's training pass rate to outcome GRPO's "
-                 f"final, per seed: {'; '.join(counts)} (None: never there, counted at the last update); ratio "
-                 f"{slow}/{fast} {per_seed(ratios)}; minus {claimed} {text} ({legend(seeds)})"
-                 + ("; censored: the ratio may lie on the other side" if censored else ""), None if censored else holds)
+    # the claimed ratio puts the fast arm at slow / claimed updates: inside the trailing window, it is blurred
+    unresolved = min(claimed_at) < window
+    measured = (f"updates to halfway from the cold start's training pass rate to outcome GRPO's final, per seed: "
+                f"{'; '.join(counts)} (None: never there, counted at the last update); ratio {slow}/{fast} "
+                f"{per_seed(ratios)}; minus {claimed} {text} ({legend(seeds)})")
+    if unresolved:
+        return claim(source, statement, f"{measured}; cannot resolve {claimed}x: it would put {fast} at "
+                     f"{per_seed(claimed_at)} updates, inside the {window}-update trailing mean the timing reads", None)
+    return claim(source, statement, measured + ("; censored: the ratio may lie on the other side" if censored else ""),
+                 None if censored else holds)
 
 
 def final_pass(run: dict) -> float:
@@ -1227,13 +1245,13 @@ def rl_claims(args: Args, seeds: list[dict]) -> list[dict]:
     claims = []
     if {"qrm", "orm"} <= methods:
         claims.append(speed_claim(seeds, "orm", "qrm", 12, "RL with Q-RM converges 12x faster than with an ORM "
-                                  "(GSM8K; here GRPO on the learned ORM)"))
+                                  "(GSM8K; here GRPO on the learned ORM)", args.speed_window))
         claims.append(gain_claim(seeds, "Q-RM raises pass@1 over an ORM baseline (Chen et al.: by about 5 points)",
                                  "GRPO on the learned ORM (the same β, learning rate and updates)",
                                  lambda s: s["runs"]["orm"], claimed=0.05))
     if {"qrm", "prm"} <= methods:
         claims += [speed_claim(seeds, "prm", "qrm", 11, "RL with Q-RM converges 11x faster than with a step-level "
-                               "PRM (MATH)"),
+                               "PRM (MATH)", args.speed_window),
                    gain_claim(seeds, "Q-RM raises pass@1 over PRM baselines (Chen et al.: by about 4-5 points over "
                               "token-level PRMs)", "the PRM's step rewards (step-level)", lambda s: s["runs"]["prm"],
                               claimed=0.04)]
@@ -1267,11 +1285,21 @@ def hacking_claim(seeds: list[dict]) -> dict:
                  "each)", every(rose, above))
 
 
+def premise_of(shown: bool | None, quantity: str, text: str) -> str:
+    """The measured text's note on a premise decided over the seeds: none where it is shown, "premise
+    not met" only where it is shown absent (its interval below 0), "not shown" where the interval holds 0."""
+    if shown is None:
+        return f"; inconclusive: {quantity} {text} is not shown (nor shown absent)"
+    return "" if shown else f"; premise not met: {quantity} {text} lies below 0"
+
+
 def pairs_claim(seeds: list[dict]) -> dict:
     """Does Q-RM localise the first wrong step better when it learns from more pairs? Its AUROC
-    trained on the most pairs minus on the fewest, per seed."""
+    trained on the most pairs minus on the fewest, per seed; the premise: with the most pairs it
+    localises at all (AUROC above chance, 0.5)."""
     sweeps = [s["pairs"]["sweep"] for s in seeds]
     holds, text = over_seeds([w[-1]["auroc"] - w[0]["auroc"] for w in sweeps])
+    localises, localises_text = over_seeds([w[-1]["auroc"] - 0.5 for w in sweeps])
     sizes = ", ".join(f"{row['samples']} ({row['pairs']:.0f} pairs) {row['auroc']:.3f}" for row in seed_mean(sweeps))
     chapter = seed_mean([s["pairs"]["chapter"] for s in seeds])
     return claim("survey §4.5.4", "token-level credit needs large amounts of comparative data (the half checked here; "
@@ -1280,25 +1308,36 @@ def pairs_claim(seeds: list[dict]) -> dict:
                  f"{mean_of([s['pairs']['solutions'] for s in seeds]):.0f} failed held-out solutions a seed, Q-RM "
                  f"trained (the same steps) on the pairs among the first s solutions of each of the chapter's training "
                  f"problems, s = {sizes} (means); most pairs minus fewest {text} ({legend(seeds)}); the chapter's Q-RM "
-                 f"on the labelled solutions {chapter['auroc']:.3f}", holds)
+                 f"on the labelled solutions {chapter['auroc']:.3f}"
+                 + premise_of(localises, "Q-RM's localisation with the most pairs, AUROC minus 0.5,", localises_text),
+                 holds if localises else None)
 
 
 def ppo_claim(seeds: list[dict]) -> dict:
-    """Q-RM's token credit in place of GAE: held-out pass@1 at the end, Q-RM minus GAE, per seed."""
+    """Q-RM's token credit in place of GAE: held-out pass@1 at the end, Q-RM minus GAE, per seed; and
+    whether PPO on Q-RM's credit learns at all (its pass@1 at the end minus the cold start's)."""
     qrm, gae = ([final_pass(s["ppo"][m]) for s in seeds] for m in ("qrm", "gae"))
+    cold = [s["ppo"]["qrm"]["evals"][0]["pass@1"] for s in seeds]  # update 0: the cold start, the same problems
+    learns, learns_text = over_seeds(np.subtract(qrm, cold))
+    _, gae_learns_text = over_seeds(np.subtract(gae, cold))
     holds, text = over_seeds(np.subtract(qrm, gae))
     return claim("survey §4.6, §9", "Q-RM's token-level credit can replace GAE inside PPO (or REINFORCE)", "held-out "
                  f"pass@1 after {seeds[0]['rl_steps']} updates of the chapter's loop (one optimiser step per batch, "
                  f"as studies/05_critic.py's PPO), the same prompts: Q-RM's token advantages {mean_of(qrm):.3f} minus "
                  f"GAE(λ = {seeds[0]['ppo']['gae_lambda']:g}) on a learned critic (05's, warmed up on the cold start) "
-                 f"{mean_of(gae):.3f}: {text} ({legend(seeds)}; above 0: Q-RM does better, below: worse)", holds)
+                 f"{mean_of(gae):.3f}: {text}; learns: Q-RM minus the cold start ({mean_of(cold):.3f}) {learns_text}, "
+                 f"GAE minus the cold start {gae_learns_text} ({legend(seeds)}); yes needs Q-RM to learn and to beat GAE "
+                 "measurably: the statement names no margin within which matching GAE counts, and 3 seeds' spread "
+                 "gives none to trust", every(learns, holds))
 
 
 def rises_at_every_step(seeds: list[dict]) -> tuple[bool | None, str]:
-    """Does the ORM's score rise monotonically along the β = 0 run (KL grows with the updates)? Its
-    change between consecutive evaluations, per seed: yes where every step's interval over seeds
-    lies above 0, no where one lies below 0."""
-    steps = np.transpose([np.diff([p["proxy"] for p in s["arms"]["no_kl"]["points"]]) for s in seeds])
+    """Does the ORM's score rise monotonically with KL along the β = 0 run? Each seed's evaluations
+    ordered by their KL (not by update: KL can fall between updates), the score's change from each to
+    the next in that order: yes where every step's interval over seeds lies above 0, no where one
+    lies below 0."""
+    by_kl = [sorted(s["arms"]["no_kl"]["points"], key=lambda p: p["kl"]) for s in seeds]
+    steps = np.transpose([np.diff([p["proxy"] for p in points]) for points in by_kl])
     verdicts, texts = zip(*(over_seeds(step) for step in steps))
     return every(*verdicts), ", ".join(texts)
 
@@ -1316,7 +1355,7 @@ def overoptimisation_claims(seeds: list[dict]) -> list[dict]:
               f"{m['proxy_end']:.3f}")
     return [claim("over-long-generations (Gao et al.)", "optimising a learned proxy: the proxy rises monotonically with "
                   "KL while the gold reward peaks and then degrades", f"GRPO on the learned ORM at β = 0: {course}. The "
-                  f"ORM's score from each evaluation to the next (KL grows with the updates) {rank_text}; gold at the "
+                  f"ORM's score from each evaluation to the next in order of KL {rank_text}; gold at the "
                   "picked update "
                   f"minus at the start {rise_text}, minus at the end {fall_text} ({legend(seeds)})",
                   every(rank, rise, fall)),
@@ -1328,21 +1367,47 @@ def overoptimisation_claims(seeds: list[dict]) -> list[dict]:
                   "GRPO on the learned ORM at β = 0, stopped at the update that the verifier's pass rate on the "
                   "training batches (problems apart from the held-out ones reported) picks: held-out gold there minus "
                   f"at the end {fall_text} ({legend(seeds)}); {course}", fall),
-            gao_claim(seeds), *kl_claims(seeds, fall)]
+            *gao_claims(seeds), *kl_claims(seeds, fall)]
 
 
-def gao_claim(seeds: list[dict]) -> dict:
+def within_bon(rl: dict, bon: dict) -> dict:
+    """Gao et al.'s best-of-N form fitted to the RL run's evaluations inside the KL range that the
+    best-of-N sweep spans (its small-to-medium KL), and how many evaluations (d > 0) it had."""
+    d, gain = np.asarray(rl["d"]), np.asarray(rl["gain"])
+    keep = d <= max(bon["d"])
+    return {**fit_gao(d[keep], gain[keep], "bon"), "points": int(np.sum(keep & (d > 0)))}
+
+
+def gao_claims(seeds: list[dict]) -> list[dict]:
+    """gold ≈ d(α − βd), d = sqrt(KL), for small to medium KL: fitted per seed to best-of-N on the ORM
+    (the setting of the form), and to RL on the ORM at β = 0 within best-of-N's KL range; α, β > 0
+    decided over the seeds' coefficients."""
     fits = [s["fits"] for s in seeds]
-    alpha, alpha_text = over_seeds([f["rl"]["fit_bon"]["alpha"] for f in fits])
-    beta, beta_text = over_seeds([f["rl"]["fit_bon"]["beta"] for f in fits])
-    bon, kl = seed_mean([f["bon"]["fit_bon"] for f in fits]), max(max(f["rl"]["d"]) for f in fits) ** 2
-    return claim("over-long-generations", "gold ≈ α·sqrt(KL) − β·KL for small to medium KL (α, β > 0: the gold rises, "
-                 "peaks and falls as KL grows)", "the held-out gold gain of GRPO on the learned ORM at β = 0 against "
-                 f"d = sqrt(KL) (KL up to {kl:.0f} nats), fitted per seed with this form, d(α − βd): α {alpha_text}, β "
-                 f"{beta_text} ({legend(seeds)}), R² {mean_of([f['rl']['fit_bon']['r2'] for f in fits]):.2f}; Gao et "
-                 f"al.'s RL form d(α − β log d): R² {mean_of([f['rl']['fit_rl']['r2'] for f in fits]):.2f}. Best-of-N on "
-                 f"the ORM, this form: α {bon['alpha']:.3f}, β {bon['beta']:.3f}, R² {bon['r2']:.2f} (means)",
-                 every(alpha, beta))
+    statement = "gold ≈ α·sqrt(KL) − β·KL for small to medium KL (α, β > 0: the gold rises, peaks and falls as KL grows)"
+    bon = [f["bon"]["fit_bon"] for f in fits]
+    alpha, alpha_text = over_seeds([b["alpha"] for b in bon])
+    beta, beta_text = over_seeds([b["beta"] for b in bon])
+    kl_bon = max(fits[0]["bon"]["d"]) ** 2
+    claims = [claim("over-long-generations (Gao et al.)", f"{statement}: best-of-N", "the held-out gold gain of "
+                    f"best-of-N on the learned ORM against d = sqrt(KL), KL = log N − (N−1)/N up to {kl_bon:.2f} nats, "
+                    f"fitted per seed: α {alpha_text}, β {beta_text} ({legend(seeds)}), R² "
+                    f"{mean_of([b['r2'] for b in bon]):.2f}", every(alpha, beta))]
+    rl = [within_bon(f["rl"], f["bon"]) for f in fits]
+    points = [r["points"] for r in rl]
+    whole = (f"the whole run (KL up to {max(max(f['rl']['d']) for f in fits) ** 2:.0f} nats): α "
+             f"{mean_of([f['rl']['fit_bon']['alpha'] for f in fits]):.3f}, β "
+             f"{mean_of([f['rl']['fit_bon']['beta'] for f in fits]):.3f}, R² "
+             f"{mean_of([f['rl']['fit_bon']['r2'] for f in fits]):.2f} (means, not decided: past small-to-medium KL)")
+    head = (f"the held-out gold gain of GRPO on the learned ORM at β = 0 against d = sqrt(KL), fitted per seed on its "
+            f"evaluations with KL up to best-of-N's {kl_bon:.2f} nats ({per_seed(points)} a seed past the start)")
+    if min(points) < 2:
+        return claims + [claim("over-long-generations (Gao et al.)", f"{statement}: RL", f"{head}: two coefficients "
+                               f"need 2 evaluations; cannot fit without denser early evaluations; {whole}", None)]
+    alpha, alpha_text = over_seeds([r["alpha"] for r in rl])
+    beta, beta_text = over_seeds([r["beta"] for r in rl])
+    return claims + [claim("over-long-generations (Gao et al.)", f"{statement}: RL", f"{head}: α {alpha_text}, β "
+                           f"{beta_text} ({legend(seeds)}), R² {mean_of([r['r2'] for r in rl]):.2f}; {whole}",
+                           every(alpha, beta))]
 
 
 def kl_claims(seeds: list[dict], fell: bool | None) -> list[dict]:
@@ -1429,8 +1494,8 @@ def preference_claims(seeds: list[dict]) -> list[dict]:
                     f"after minus before {grew_text}, pass@1 after minus before {gained_text} (no gain: not above 0) "
                     f"({legend(seeds)}); cold start {writes(seed_mean(cold))} -> {writes(seed_mean(raw))}",
                     every(grew, none_shown(gained), tracks))]
-    premise = "" if padded else (f"; premise not met: the unfixed RM's padding gain {padded_text} is not shown, so "
-                                 "there is nothing to mitigate")
+    premise = premise_of(padded, "the unfixed RM's padding gain (characters past the worked solution, after RL "
+                         "minus before)", padded_text)
     for name, fix in ((LENGTH_RUNS[1], "length-normalise the reward (the RM's fitted length trend removed)"),
                       (LENGTH_RUNS[2], "train the RM on length-balanced preferences")):
         fixed = runs[name]

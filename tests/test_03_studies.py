@@ -101,12 +101,27 @@ def test_shaping_study_keeps_the_argmax_and_a_value_potential_leaves_no_future_r
     assert study["decisive_states"] == 2  # the key room (and its unreachable twin with the key)
     assert study["argmax_kept"] is True and study["identity_gap"] < 1e-12
     assert study["value_potential_future_max"] < 1e-12
+    # a potential of the position cannot tell the key's holders apart: half the door's 1 is left
+    assert study["position_potential_future_min"] == pytest.approx(0.5)
     # without shaping, the future reward expected after the key room is the door's 1 and the distractors
     env = common.KeyToDoor(1, corridor=4, distractor_prob=0.5)
     P, R = env.model()
     uniform = torch.full_like(R, 0.5)
     _, Q = common.evaluate_policy(P, R, uniform, 1.0)
     assert float((Q - R)[0, 1]) == pytest.approx(1 + 4 * 0.5 * env.distractor)
+
+
+def test_position_potential_leaves_the_least_future_reward_a_potential_of_the_position_can():
+    P, R = common.KeyToDoor(1, corridor=3).model()
+    V, _ = common.evaluate_policy(P, R, torch.full_like(R, 0.5), 1.0)
+    potential = red.position_potential(P, V)
+    assert torch.equal(potential[0:-1:2], potential[1::2]) and potential[-1] == 0  # blind to the key
+    best = red.shaping_future_max(P, R, potential)
+    assert best == pytest.approx(0.5)  # half the gap the door's reward makes between the key's holders
+    for shift in (-0.1, 0.1):  # any other value at a position leaves more
+        moved = potential.clone()
+        moved[2:4] += shift
+        assert red.shaping_future_max(P, R, moved) > best
 
 
 def test_redistribution_properties_of_the_optimal_redistribution_and_of_none():
@@ -130,6 +145,8 @@ def test_redistribution_properties_of_the_optimal_redistribution_and_of_none():
     exact = float(((Q - R)[episode["states"], episode["actions"]] ** 2).mean())
     assert got["future_mean_square[original]"] == pytest.approx(exact, abs=0.02)
     assert got["mc_variance_at_key[redistributed]"] == pytest.approx(got["mc_variance_at_key[original]"], rel=1e-5)
+    assert got["mc_variance_all_steps[optimal]"] == pytest.approx(got["mc_variance_all_steps[redistributed]"])
+    assert got["reward_mean_by_step"] == pytest.approx(optimal.mean(1).tolist())
     # the distractors still to come are as noisy after redistribution as before
     assert got["mc_variance_all_steps[redistributed]"] == pytest.approx(got["mc_variance_all_steps[original]"], rel=0.05)
     assert got["optimal_key_action[redistributed]"] == got["optimal_key_action[original]"] == 1
@@ -168,43 +185,53 @@ def test_redistribution_study_measures_a_predictor_per_seed_on_its_own_stored_ep
 
 
 def seed_properties(future=(1e-4, -1e-4, 5e-5), exact=(0.0, 0.0, 0.0), future_r=(0.48, 0.49, 0.5), steps=0.0,
-                    steps_r=0.0, actions=(1, 1, 1), value=1.0, key=0.5, elsewhere=0.01):
+                    steps_r=0.0, steps_opt=None, actions=(1, 1, 1), value=1.0, key=0.5, elsewhere=0.01,
+                    off=(0.002, -0.003, 0.001)):
     """One seed's properties per entry of `future` (the learned r̃'s mean square of the expected
     future reward), `exact` (the exact optimum's), `future_r` (r's), `actions` (its optimal key
-    action), and the rest alike."""
+    action), `off` (its largest mean r̃_t after the key step), and the rest alike (`steps_opt`, the
+    exact optimum's Monte Carlo variance: `steps` unless given)."""
     return [{"expected_future_max[redistributed]": abs(f), "expected_future_max[original]": 1.0,
              "future_mean_square[redistributed]": f, "future_mean_square[optimal]": e,
              "future_mean_square[original]": f_r,
              "mc_variance_at_key[redistributed]": 0.0, "mc_variance_at_key[original]": 0.0,
              "mc_variance_all_steps[redistributed]": steps + 0.01 * k, "mc_variance_all_steps[original]": steps_r,
+             "mc_variance_all_steps[optimal]": steps if steps_opt is None else steps_opt,
              "optimal_key_action[redistributed]": a, "optimal_key_action[original]": 1,
              "optimal_start_value[redistributed]": value, "optimal_start_value[original]": 1.0,
-             "reward_spread_by_step": [key + 0.01 * k, elsewhere, elsewhere / 2]}
-            for k, (f, e, f_r, a) in enumerate(zip(future, exact, future_r, actions))]
+             "reward_spread_by_step": [key + 0.01 * k, elsewhere, elsewhere / 2], "reward_mean_by_step": [1.0, o / 2, o]}
+            for k, (f, e, f_r, a, o) in enumerate(zip(future, exact, future_r, actions, off))]
 
-SHAPING = {"decisive_states": 2, "argmax_kept": True, "identity_gap": 1e-16, "value_potential_future_max": 0.0}
+SHAPING = {"decisive_states": 2, "argmax_kept": True, "identity_gap": 1e-16, "value_potential_future_max": 0.0,
+           "position_potential_future_min": 0.5}
 
 
 @pytest.mark.parametrize("seeds,shaping,verdicts", [
-    (seed_properties(), SHAPING, [True, True, True, None, True, True, False]),
-    (seed_properties(future=(0.06, 0.05, 0.07)), SHAPING, [True, None, None, None, True, True, False]),  # a leftover
-    (seed_properties(future=(0.02, -0.02, 0.01)), SHAPING, [True, None, None, None, True, True, False]),  # too wide
+    (seed_properties(), SHAPING, [True, True, True, None, True, True, True]),
+    (seed_properties(future=(0.06, 0.05, 0.07)), SHAPING, [True, None, None, None, True, True, True]),  # a leftover
+    (seed_properties(future=(0.02, -0.02, 0.01)), SHAPING, [True, None, None, None, True, True, True]),  # too wide
     (seed_properties(future=(1e-4, -1e-4, 5e-5), future_r=(0.49, 0.49, 0.49)), SHAPING,
-     [True, None, None, None, True, True, False]),  # r's seeds agree exactly: no resolution to call anything zero
-    (seed_properties(exact=(0.06, 0.05, 0.07)), SHAPING, [True, False, False, None, True, True, False]),  # the optimum's
+     [True, None, None, None, True, True, True]),  # r's seeds agree exactly: no resolution to call anything zero
+    (seed_properties(exact=(0.06, 0.05, 0.07)), SHAPING, [True, False, False, None, True, True, True]),  # the optimum's
     (seed_properties(future=(0.06, 0.05, 0.07), exact=(0.06, 0.05, 0.07)), SHAPING,
-     [True, False, False, None, True, True, False]),
-    (seed_properties(future=(0.01,), actions=(1,)), SHAPING, [None, None, None, None, True, True, False]),  # one seed
-    (seed_properties(steps=0.1, steps_r=0.2), SHAPING, [True, True, True, True, True, True, False]),
-    (seed_properties(steps=0.3, steps_r=0.2), SHAPING, [True, True, True, False, True, True, False]),
+     [True, False, False, None, True, True, True]),
+    (seed_properties(future=(0.01,), actions=(1,), off=(0.0,)), SHAPING,
+     [None, None, None, None, True, True, True]),  # one seed
+    (seed_properties(steps=0.1, steps_r=0.2), SHAPING, [True, True, True, True, True, True, True]),  # r̃*'s
+    (seed_properties(steps=0.3, steps_r=0.2, steps_opt=0.1), SHAPING, [True, True, True, False, True, True, True]),
     (seed_properties(future=(0.06, 0.05, 0.07), steps=0.1, steps_r=0.2), SHAPING,
-     [True, None, None, None, True, True, False]),  # lower, but not an optimal redistribution: premise not met
-    (seed_properties(actions=(1, 0, 1)), SHAPING, [True, True, True, None, False, True, False]),  # one seed's policy
-    (seed_properties(value=1.06), SHAPING, [True, True, True, None, True, True, False]),  # values: shown, not decided
-    (seed_properties(key=0.0, elsewhere=0.05), SHAPING, [False, True, True, None, True, True, False]),  # not at the key
-    (seed_properties(), dict(SHAPING, argmax_kept=False), [True, True, True, None, True, False, False]),
-    (seed_properties(), dict(SHAPING, identity_gap=1e-6), [True, True, True, None, True, False, False]),
-    (seed_properties(), dict(SHAPING, value_potential_future_max=0.5), [True, True, True, None, True, True, True]),
+     [True, None, None, None, True, True, True]),  # as r̃*'s, but not an optimal redistribution: premise not met
+    (seed_properties(actions=(1, 0, 1)), SHAPING, [True, True, True, None, False, True, True]),  # one seed's policy
+    (seed_properties(value=1.06), SHAPING, [True, True, True, None, True, True, True]),  # values: shown, not decided
+    (seed_properties(key=0.0, elsewhere=0.05), SHAPING, [False, True, True, None, True, True, True]),  # not at the key
+    (seed_properties(off=(0.05, 0.06, 0.05)), SHAPING, [False, True, True, None, True, True, True]),  # r̃ off zero
+    (seed_properties(off=(0.3, -0.4, 0.2)), SHAPING, [None, True, True, None, True, True, True]),  # too wide to say
+    (seed_properties(), dict(SHAPING, argmax_kept=False), [True, True, True, None, True, False, True]),
+    (seed_properties(), dict(SHAPING, identity_gap=1e-6), [True, True, True, None, True, False, True]),
+    (seed_properties(), dict(SHAPING, position_potential_future_min=1e-12),  # a potential of the position suffices
+     [True, True, True, None, True, True, False]),
+    (seed_properties(), dict(SHAPING, value_potential_future_max=0.5),  # r̃* does not reach zero either
+     [True, True, True, None, True, True, False]),
 ])
 def test_redistribution_claims_verdicts_follow_the_numbers(seeds, shaping, verdicts):
     metrics, claims = red.redistribution_claims(seeds, shaping)
@@ -244,7 +271,19 @@ def test_redistribution_claim_on_mc_variance_says_premise_not_met_in_a_determini
     assert claims[3]["holds"] is None and claims[3]["measured"].startswith("premise not met:")
     assert "deterministic" in claims[3]["measured"]
     _, claims = red.redistribution_claims(seed_properties(steps=0.1, steps_r=0.2), SHAPING)
-    assert "premise not met" not in claims[3]["measured"] and "all steps 0.11 vs 0.2" in claims[3]["measured"]
+    assert "premise not met" not in claims[3]["measured"]
+    assert "all steps, learned r̃ 0.11, exact optimal r̃* (dynamic programming on the true model, same episodes) 0.1, " \
+        "r 0.2" in claims[3]["measured"]
+    mean, low, high = common.mean_interval([0.0, 0.01, 0.02])
+    assert f"r̃*'s over all steps per seed, mean [95% interval]: {mean:+.3g} [{low:+.3g}, {high:+.3g}]" \
+        in claims[3]["measured"]
+
+
+def test_redistribution_claim_on_the_jump_shows_the_largest_mean_elsewhere_and_its_bar():
+    _, claims = red.redistribution_claims(seed_properties(), SHAPING)
+    mean, low, high = common.mean_interval([0.002, -0.003, 0.001])
+    assert (f"(sign kept) per seed: {mean:+.3g} [{low:+.3g}, {high:+.3g}], near zero where the interval holds 0 and "
+            "stays below the key step's spread 0.51") in claims[0]["measured"]
 
 
 # --------------------------------------------------------------------------------------------

@@ -316,7 +316,7 @@ def world(**changes) -> list[dict]:
     means = {
         "cold_start_pass@1": 0.27, "cold_start_well_formed": 0.95, "cold_start_distinct": 0.5,
         "grpo_beta0_pass@1": 0.47, "grpo_beta0_kl": 0.05, "grpo_beta0_reward_rise": 0.3,
-        "grpo_beta0.04_pass@1": 0.5, "grpo_beta0.04_kl": 0.03, "grpo_beta0.04_reward_rise": 0.25,
+        "grpo_beta0.04_pass@1": 0.6, "grpo_beta0.04_kl": 0.03, "grpo_beta0.04_reward_rise": 0.25,
         "grpo_beta0.5_pass@1": 0.27, "grpo_beta0.5_kl": 0.01, "grpo_beta0.5_reward_rise": 0.1,  # stuck
         "kl_study[beta=0]_well_formed": 0.8, "kl_study[beta=0.04]_well_formed": 0.97,  # collapses at β = 0
         "kl_study[beta=0]_distinct": 0.4, "kl_study[beta=0.04]_distinct": 0.4,  # GRPO's samples less diverse
@@ -367,16 +367,17 @@ def test_in_a_world_where_every_statement_holds_every_claim_says_yes():
 @pytest.mark.parametrize("words,changes", [
     ("more aggressive", {"grpo_beta0_reward_rise": 0.05}),                # β = 0 rises less than the largest
     ("KL to it is smaller", {"grpo_beta0.5_kl": 0.06}),                    # 0.5 drifts further than β = 0
-    ("slows learning", {"grpo_beta0.5_pass@1": 0.55}),
+    ("slows learning", {"grpo_beta0.5_pass@1": 0.7}),
     ("stays stuck", {"grpo_beta0.5_pass@1": 0.4}),                         # a gain: it moved
     ("stays stuck", {"grpo_beta0.5_pass@1": 0.2}),                         # a loss: it moved too
     ("collapses (here: at β = 0", {"kl_study[beta=0]_well_formed": 0.965}),  # below the default, not the cold start
     ("unstable", {"staleness[age 8, ignore]_worst_regression": 0.0}),
     ("limit the off-policy lag", {"staleness[age 8, ignore]_pass@1": 0.6}),
     ("importance ratios", {"staleness[age 8, importance]_pass@1": 0.3}),
-    ("silent poison", {"served[another template]_pass@1": 0.6}),
+    ("train/serve skew", {"served[another template]_pass@1": 0.6}),
     ("peaked-and-usually-right", {"kl_study[beta=0.04]_distinct": 0.6}),   # more diverse than the cold start
     ("peaked-and-usually-right", {"grpo_beta0.04_pass@1": 0.2}),           # less often right
+    ("peaked-and-usually-right", {"grpo_beta0.04_pass@1": 0.4}),           # more often right, but not usually
     ("state blindness", {"served[last operation missing]_pass@1": 0.35}),  # below the trained, above the cold start
     ("most trajectories", {"sparse[GRPO]_zero_spread": 0.3}),
     ("cold start fails", {"sparse[GRPO]_pass@1": 0.2}),                    # the weak start gains
@@ -400,6 +401,16 @@ def test_each_claim_says_no_where_its_quantity_runs_the_other_way(words, changes
 def test_an_effect_the_seeds_cannot_tell_from_zero_is_inconclusive(words, key, mean):
     spread = mean + np.array([0.3, -0.3, 0.2, -0.2])
     assert verdict(world(**{key: spread}), words) is None
+
+
+def test_right_about_half_the_time_leaves_usually_right_undecided_though_pass1_rose():
+    about_half = 0.5 + np.array([0.05, -0.05, 0.03, -0.03])  # well above the cold start, 1/2 in the interval
+    seeds = world(**{"grpo_beta0.04_pass@1": about_half})
+    assert verdict(seeds, "peaked-and-usually-right") is None
+    claim = next(c for c in fm.check_claims(grpo.Args(beta=0.04), fm.Args(betas="0,0.5", stale_lags="8"), seeds)
+                 if "usually-right" in c["claim"])
+    rise = fm.effect(fm.gap(seeds, "grpo_beta0.04_pass@1", "cold_start_pass@1"))[0]
+    assert rise is True and "pass@1 after GRPO minus 1/2" in claim["measured"]
 
 
 def test_solving_fewer_than_luck_still_fixes_no_support_and_losing_ground_still_fails():

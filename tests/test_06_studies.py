@@ -737,6 +737,8 @@ def rerank_seed(i, levels=None, at_2=None, share=0.3, unformed=(30, 0.1), calibr
     ({"levels": {"majority vote": 0.65}}, [True, False, False, True, True, True]),  # majority vote ahead of both
     ({"levels": {"PRM-mean": 0.7}}, [True, True, True, False, True, True]),  # mean ahead of min
     ({"at_2": {"ORM": 0.6}}, [None, True, True, True, True, True]),  # ahead at N = 8 but not shown at N = 2
+    ({"at_2": {"PRM-mean": 0.6}}, [True, True, True, True, True, True]),  # min vs mean: a tendency, level at N = 2
+    ({"at_2": {"PRM-mean": 0.7}}, [True, True, True, None, True, True]),  # ... mean ahead at N = 2: mixed
     ({"unformed": (30, 0.3)}, [True, True, True, True, None, True]),  # wrong answers reach it as often in any form
     ({"share": 0.0}, [True, True, True, True, False, True]),  # only wrong answers not in worked form reach it
     ({"unformed": (0, math.nan)}, [True, True, True, True, None, True]),  # every wrong answer in worked form
@@ -746,7 +748,7 @@ def test_rerank_format_and_calibration_verdicts_decide_over_the_seeds(change, ex
     claims = overopt.rerank_claims(three(rerank_seed, **change))
     assert verdicts(claims) == expected
     assert ["PRM beats ORM" in claims[0]["claim"], "PRM beats majority" in claims[1]["claim"],
-            "ORM beats majority" in claims[2]["claim"], "mean aggregation" in claims[3]["claim"],
+            "ORM beats majority" in claims[2]["claim"], "tends to outperform mean" in claims[3]["claim"],
             "format" in claims[4]["claim"], "label distribution" in claims[5]["claim"]] == [True] * 6
     assert "2: " in claims[0]["measured"] and "8: " in claims[0]["measured"]  # every N's interval shown
     assert ("premise not met" in claims[4]["measured"]) is (change.get("unformed", (1,))[0] == 0)
@@ -776,12 +778,22 @@ def rl_seed(i, reach=(24, 22, 1), qrm_final=0.6, orm_final=0.45, prm_final=0.5, 
 ])
 def test_rl_verdicts_decide_over_the_seeds(change, expected):
     seeds = three(rl_seed, **change)
-    claims = overopt.rl_claims(overopt.Args(), seeds)
+    claims = overopt.rl_claims(overopt.Args(speed_window=1), seeds)  # one-update timing: every ratio resolved
     assert verdicts(claims[:4]) == expected
     assert "12x faster" in claims[0]["claim"] and "11x faster" in claims[2]["claim"]
     assert "ORM baseline" in claims[1]["claim"] and "learned ORM" in claims[1]["measured"]
     chapter = prm.rl_claims(overopt.chapter_args(overopt.Args(), 0), *(s["runs"] for s in seeds))
     assert claims[4:] == chapter  # the chapter's own, on the same runs; reward hacking is --parts hacking's
+
+
+@pytest.mark.parametrize("window,expected", [(1, [False, False]), (3, [None, False]), (4, [None, None])])
+def test_a_speed_up_below_the_timings_resolution_gets_no_verdict(window, expected):
+    """The ORM run halfway at 24-26 updates, the PRM's at 33-35, Q-RM's at 8-10 (3-4x faster: a no once
+    resolved): 12x would put Q-RM at 2-2.2 updates, 11x at 3-3.2; a trailing mean over more updates blurs it."""
+    claims = overopt.rl_claims(overopt.Args(speed_window=window), three(rl_seed, reach=(24, 33, 8)))
+    assert [claims[0]["holds"], claims[2]["holds"]] == expected
+    for found, unresolved in zip((claims[0], claims[2]), (e is None for e in expected)):
+        assert ("cannot resolve" in found["measured"]) is unresolved
 
 
 def judged_of(score: float, pass_at_1: float = 0.3) -> dict:
@@ -810,10 +822,13 @@ def hacking_seed(i, hacked=0.6, before=0.4, honest=0.45, aurocs=(0.5, 0.55, 0.6)
     ({"hacked": 0.44, "honest": 0.5}, [False, True, False]),  # above the cold start, below the verifier's run
     ({"hacked": 0.44, "honest": 0.38}, [True, True, False]),
     ({"hacked": 0.4, "honest": 0.3}, [None, True, False]),  # no rise over the cold start shown
-    ({"aurocs": (0.6, 0.55, 0.5)}, [True, False, False]),  # fewer pairs localise better
-    ({"aurocs": (0.5, 0.6, 0.5)}, [True, None, False]),  # the ends alike: only the largest against the smallest counts
-    ({"qrm": 0.45}, [True, True, True]),  # Q-RM's credit ends above GAE's
+    ({"aurocs": (0.7, 0.6, 0.58)}, [True, False, False]),  # fewer pairs localise better
+    ({"aurocs": (0.5, 0.7, 0.6)}, [True, True, False]),  # only the largest against the smallest counts
+    ({"aurocs": (0.6, 0.55, 0.5)}, [True, None, False]),  # at chance with the most pairs: localisation not shown
+    ({"aurocs": (0.2, 0.3, 0.4)}, [True, None, False]),  # below chance with the most pairs: premise not met
+    ({"qrm": 0.45}, [True, True, True]),  # Q-RM's credit learns and ends above GAE's
     ({"qrm": 0.4}, [True, True, None]),  # level: not shown either way
+    ({"qrm": 0.2, "gae": 0.1}, [True, True, False]),  # above GAE, but below its own cold start (0.25): no
 ])
 def test_the_checks_verdicts_decide_over_the_seeds(change, expected):
     seeds = three(hacking_seed, **change)
@@ -824,6 +839,10 @@ def test_the_checks_verdicts_decide_over_the_seeds(change, expected):
     assert "replace GAE" in claims[2]["claim"] and "λ = 0.95" in claims[2]["measured"]
     assert "minus before RL" in claims[0]["measured"] and "minus after outcome GRPO" in claims[0]["measured"]
     assert "3 (300 pairs)" not in claims[1]["measured"] and "3 (301 pairs)" in claims[1]["measured"]  # pairs: means
+    most = [s["pairs"]["sweep"][-1]["auroc"] - 0.5 for s in seeds]
+    assert ("premise not met" in claims[1]["measured"]) is (max(most) < -0.05)  # shown below chance only
+    assert ("inconclusive" in claims[1]["measured"]) is bool(abs(np.mean(most)) < 0.05)
+    assert "learns: Q-RM minus the cold start (0.250)" in claims[2]["measured"]
     assert overopt.check_claims(overopt.Args(), [{k: s[k] for k in ("seed", "pairs")} for s in seeds]) == [claims[1]]
 
 
@@ -856,46 +875,62 @@ def test_convergence_reads_the_smoothed_training_pass_rate_at_one_update_resolut
 ARM = {"gold_rise": 0.1, "gold_fall": 0.2, "proxy_rise": 0.3, "proxy_kl_rank_r": 0.9, "gold_end": 0.1}
 
 
-def orm_seed(i, free=None, kl=None, forms=(0.5, 0.9), alpha=0.3, beta=0.1, lost=0.3, kept=0.2) -> dict:
-    """The ORM's two runs (summary numbers ± 0.01 over the seeds: ARM for β = 0, changed by `free`;
-    a small fall and a high end for β = 0.3, changed by `kl`), the β = 0 run's fit of d(α - βd),
-    the worked-form share lost at β = 0 and kept by the KL."""
+def gains(d, alpha: float, beta: float) -> list[float]:
+    return [x * (alpha - beta * x) for x in d]
+
+
+def orm_seed(i, free=None, kl=None, bon=(0.35, 0.25), alpha=0.3, beta=0.1, rl_d=(0.0, 0.5, 1.0, 4.0), lost=0.3,
+             kept=0.2) -> dict:
+    """The ORM's two runs (summary numbers ± 0.01 over the seeds: ARM for β = 0, changed by `free`,
+    its evaluations' ORM score and KL in update order; a small fall and a high end for β = 0.3, changed
+    by `kl`), the gold gains of best-of-N (d up to 1) and of the β = 0 run (at `rl_d`) on d(α - βd)
+    with the given coefficients ± 0.01, the worked-form share lost at β = 0 and kept by the KL."""
     def arm(values: dict, form_share: float) -> dict:
         proxies = values.pop("proxy_points", (0.2, 0.4, 0.6, 0.8))  # the ORM's score at each evaluation
+        kls = values.pop("kl_points", (0.0, 1.0, 2.0, 3.0))  # and the KL there
         summary = {"peak_step": 10, "gold_start": 0.3, "gold_peak": 0.4, "proxy_start": 0.2, "proxy_end": 0.8,
                    "kl_end": 20.0, **{k: spread(v, i) for k, v in values.items()}}
         return {"summary": summary, "final": stats_of(worked_form_share=spread(form_share, i), pass_at_1=0.1),
-                "points": [{"proxy": spread(p, (i + k) % 3)} for k, p in enumerate(proxies)]}  # steps vary by seed
+                "points": [{"proxy": spread(p, (i + k) % 3), "kl": q} for k, (p, q) in enumerate(zip(proxies, kls))]}
 
-    fit = {"rl": {"d": [0.0, 1.0, 4.0], "fit_bon": {"alpha": spread(alpha, i), "beta": spread(beta, i), "r2": forms[0]},
-                  "fit_rl": {"alpha": 0.1, "beta": 0.1, "r2": forms[1]}},
-           "bon": {"fit_bon": {"alpha": 0.35, "beta": 0.25, "r2": 0.98}}}
+    bon_d, (a, b) = [0.0, 0.5, 1.0], (spread(v, i) for v in bon)
+    whole = {"alpha": -0.1, "beta": 0.0, "r2": 0.5}  # the whole run's fit: shown, never decided
+    fit = {"rl": {"d": list(rl_d), "gain": gains(rl_d, spread(alpha, i), spread(beta, i)), "fit_bon": whole,
+                  "fit_rl": whole},
+           "bon": {"d": bon_d, "gain": gains(bon_d, a, b), "fit_bon": {"alpha": a, "beta": b, "r2": 0.98}}}
     return {"kl_beta": 0.3, "held": {"stats": stats_of(worked_form_share=0.5)}, "fits": fit,
             "arms": {"no_kl": arm({**ARM, **(free or {})}, 0.5 - lost),
                      "kl": arm({**ARM, "gold_fall": 0.05, "gold_end": 0.3, **(kl or {})}, 0.5 - lost + kept)}}
 
 
 @pytest.mark.parametrize("change,expected", [
-    ({}, [True, True, True, True, True, True, True]),
-    ({"free": {"proxy_points": (0.2, 0.6, 0.4, 0.8)}}, [False, True, True, True, True, True, True]),  # one step falls
-    ({"free": {"proxy_points": (0.2, 0.6, 0.6, 0.8)}}, [None, True, True, True, True, True, True]),  # one step flat
-    ({"free": {"gold_rise": 0.0}}, [None, True, True, True, True, True, True]),  # no rise to a peak shown
-    ({"free": {"gold_fall": 0.0}}, [None, None, None, True, False, None, True]),  # no fall: nothing for KL to save
-    ({"free": {"gold_fall": -0.1}}, [False, False, False, True, False, None, True]),  # the gold ends above its pick
-    ({"free": {"proxy_rise": -0.1}}, [True, False, True, True, True, True, True]),
-    ({"alpha": -0.1}, [True, True, True, False, True, True, True]),  # the fit's α is negative
-    ({"kl": {"gold_fall": 0.2}}, [True, True, True, True, None, True, True]),  # β = 0.3 falls as far
-    ({"kl": {"gold_end": 0.1}}, [True, True, True, True, True, None, True]),  # and ends no higher
-    ({"lost": 0.0}, [True, True, True, True, True, True, None]),  # β = 0 kept its form: no gibberish shown
-    ({"lost": -0.3}, [True, True, True, True, True, True, False]),  # more well-formed than the cold start
+    ({}, [True, True, True, True, True, True, True, True]),
+    ({"free": {"proxy_points": (0.2, 0.6, 0.4, 0.8)}}, [False, True, True, True, True, True, True, True]),  # one falls
+    ({"free": {"proxy_points": (0.2, 0.6, 0.6, 0.8)}}, [None, True, True, True, True, True, True, True]),  # one flat
+    ({"free": {"proxy_points": (0.2, 0.6, 0.4, 0.8), "kl_points": (0.0, 2.0, 1.0, 3.0)}},
+     [True, True, True, True, True, True, True, True]),  # it fell between updates, but so did KL: rises with KL
+    ({"free": {"gold_rise": 0.0}}, [None, True, True, True, True, True, True, True]),  # no rise to a peak shown
+    ({"free": {"gold_fall": 0.0}}, [None, None, None, True, True, False, None, True]),  # no fall: nothing to save
+    ({"free": {"gold_fall": -0.1}}, [False, False, False, True, True, False, None, True]),  # ends above its pick
+    ({"free": {"proxy_rise": -0.1}}, [True, False, True, True, True, True, True, True]),
+    ({"bon": (-0.1, 0.25)}, [True, True, True, False, True, True, True, True]),  # best-of-N's α is negative
+    ({"alpha": -0.1}, [True, True, True, True, False, True, True, True]),  # the RL fit's α is negative
+    ({"beta": 0.0}, [True, True, True, True, None, True, True, True]),  # no fall within the range: β not shown
+    ({"rl_d": (0.0, 0.5, 2.0, 4.0)}, [True, True, True, True, None, True, True, True]),  # one evaluation in range
+    ({"kl": {"gold_fall": 0.2}}, [True, True, True, True, True, None, True, True]),  # β = 0.3 falls as far
+    ({"kl": {"gold_end": 0.1}}, [True, True, True, True, True, True, None, True]),  # and ends no higher
+    ({"lost": 0.0}, [True, True, True, True, True, True, True, None]),  # β = 0 kept its form: no gibberish shown
+    ({"lost": -0.3}, [True, True, True, True, True, True, True, False]),  # more well-formed than the cold start
 ])
 def test_overoptimisation_verdicts_decide_over_the_seeds(change, expected):
     claims = overopt.overoptimisation_claims(three(orm_seed, **change))
     assert verdicts(claims) == expected
     assert ["monotonically" in claims[0]["claim"], "over-optimises" in claims[1]["claim"],
-            "stop early" in claims[2]["claim"], "sqrt(KL)" in claims[3]["claim"], "small β" in claims[4]["claim"],
-            "KL to the reference" in claims[5]["claim"], "gibberish" in claims[6]["claim"]] == [True] * 7
-    assert ("premise not met" in claims[5]["measured"]) is (claims[2]["holds"] is not True)  # the fall's own verdict
+            "stop early" in claims[2]["claim"], "best-of-N" in claims[3]["claim"], "sqrt(KL)" in claims[4]["claim"]
+            and claims[4]["claim"].endswith(": RL"), "small β" in claims[5]["claim"],
+            "KL to the reference" in claims[6]["claim"], "gibberish" in claims[7]["claim"]] == [True] * 8
+    assert ("premise not met" in claims[6]["measured"]) is (claims[2]["holds"] is not True)  # the fall's own verdict
+    assert ("cannot fit" in claims[4]["measured"]) is (change.get("rl_d", (0, 0, 1))[2] > 1)  # beyond best-of-N's range
 
 
 def length_seed(i, orm_r=0.4, qrm_r=0.8, within=(0.1, 0.3), qrm_pad=20.0, orm_pad=0.0, study=True, biased_r=0.5,
@@ -928,7 +963,8 @@ def length_seed(i, orm_r=0.4, qrm_r=0.8, within=(0.1, 0.3), qrm_pad=20.0, orm_pa
     ({"raw": (13.0, 3.5, 0.25)}, [True, True, None, None, True, False]),  # no growth in tokens shown
     ({"raw": (26.0, 3.5, 0.4)}, [True, True, None, False, True, False]),  # they grow, but so does gold
     ({"biased_r": 0.0}, [True, True, None, None, True, False]),
-    ({"raw": (26.0, 0.5, 0.25)}, [True, True, None, True, None, None]),  # longer but no padding: nothing to mitigate
+    ({"raw": (26.0, 0.5, 0.25)}, [True, True, None, True, None, None]),  # longer, padding not shown: cannot tell
+    ({"raw": (26.0, 0.2, 0.25)}, [True, True, None, True, None, None]),  # padding shown to shrink: nothing to mitigate
     ({"normalised": (22.0, 3.6, 0.3)}, [True, True, None, True, False, False]),
 ])
 def test_length_verdicts_decide_over_the_seeds(change, expected):
@@ -936,7 +972,10 @@ def test_length_verdicts_decide_over_the_seeds(change, expected):
     assert verdicts(claims) == expected
     assert ["Q-RM" in claims[1]["claim"], "ORM" in claims[2]["claim"], "normalise" in claims[4]["claim"],
             "balanced" in claims[5]["claim"]] == [True] * 4
-    assert ("premise not met" in claims[4]["measured"]) is (expected[4] is None)
+    padding = change.get("raw", (0, 3.5))[1] - 0.5  # the unfixed RM's, after RL minus the cold start's
+    for fix in claims[4:]:
+        assert ("premise not met" in fix["measured"]) is (padding < 0)  # shown absent
+        assert ("inconclusive: the unfixed RM's padding gain" in fix["measured"]) is (padding == 0)  # not shown
 
 
 def test_length_claims_without_the_study_keep_the_correlation_and_the_rl_runs():

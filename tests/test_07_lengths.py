@@ -156,18 +156,32 @@ def test_growth_is_each_seeds_gain_at_the_longest_minus_at_the_shortest(tmp_path
     assert growth["mean"] == pytest.approx(np.mean([(0.4 - 0.1) - (0.2 - 0.1), (0.3 - 0.1) - (0.2 - 0.2)]))
 
 
-@pytest.mark.parametrize("longest,inside,holds", [
-    (interval(0.2, 0.1), True, True),  # the interval at the longest chain lies above 0
-    (interval(-0.2, 0.1), True, False),  # below 0
-    (interval(0.0, 0.05), True, None),  # round 0: no size is ruled out
-    (interval(0.1, 0.15), True, None),  # holds 0
-    (interval(0.2, 0.1), False, None),  # the cold start outside its window: premise not met
+SPARSE = (True, "most groups lack spread")
+
+
+@pytest.mark.parametrize("longest,inside,sparse,holds", [
+    (interval(0.2, 0.1), True, SPARSE, True),  # the interval at the longest chain lies above 0
+    (interval(-0.2, 0.1), True, SPARSE, False),  # below 0
+    (interval(0.0, 0.05), True, SPARSE, None),  # round 0: no size is ruled out
+    (interval(0.1, 0.15), True, SPARSE, None),  # holds 0
+    (interval(0.2, 0.1), False, SPARSE, None),  # the cold start outside its window: premise not met
+    (interval(0.2, 0.1), True, (None, "few groups lack spread"), None),  # the reward not shown sparse
 ])
-def test_the_mitigation_claim_reads_the_longest_chains_interval(tmp_path, longest, inside, holds):
+def test_the_mitigation_claim_reads_the_longest_chains_interval(tmp_path, longest, inside, sparse, holds):
     args = dataclasses.replace(smoke_args(tmp_path), detectable_gap=0.1)
-    found = lab.mitigation_claim(args, "own", {2: interval(0.5, 0.01), 3: longest}, inside)
-    assert found["holds"] is holds and "at 3 steps" in found["measured"]
+    found = lab.mitigation_claim(args, "own", {2: interval(0.5, 0.01), 3: longest}, inside, sparse)
+    assert found["holds"] is holds and "at 3 steps" in found["measured"] and sparse[1] in found["measured"]
     assert ("premise not met" in found["measured"]) is not inside
+    assert ("is not shown" in found["measured"]) is not sparse[0]
+
+
+@pytest.mark.parametrize("pass1,sparse", [((0.2, 0.18), None), ((0.02, 0.021), True), ((0.05, 0.2), None)])
+def test_the_sparse_premise_is_the_expected_zero_spread_share_at_the_longest_chain(tmp_path, pass1, sparse):
+    args = dataclasses.replace(smoke_args(tmp_path), group_size=8)  # lengths 2, 3; groups of 8 as in the sweep
+    records = [r | {"pass@1": p} for s, p in enumerate(pass1) for r in cold(s, {3: 1.0})] + cold(0, {2: 1.0})
+    met, text = lab.sparse_premise(args, records)
+    share = [p**args.group_size + (1 - p)**args.group_size for p in pass1]
+    assert met is sparse and ", ".join(f"{v:.3f}" for v in share) in text
 
 
 def cold(seed: int, variance: dict) -> list[dict]:
