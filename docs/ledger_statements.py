@@ -152,7 +152,8 @@ WHOLE_GAME = [
          "reward-to-go over a tool graph credits everything earlier in time, irrelevant retries included",
          not_checkable="no tool-call graph here"),
     said("§4", r"A sequence-level advantage $\hat{A}(x,y)$ often multiplies every token's logprob gradient",
-         "for an LM one sequence-level advantage multiplies every token's log-probability gradient",
+         "for an LM one sequence-level advantage often multiplies every token's log-probability gradient (here: in "
+         "all four group estimators)",
          (CH05, PER_TOKEN), how="rephrase"),
     said("§5", "Yes, and episodes are long / rewards semi-dense: prefer GAE",
          "with a value model you trust and long or semi-dense episodes, GAE is the better choice",
@@ -199,9 +200,12 @@ WHOLE_GAME = [
          (SEEDS, "PPO's clipping limits how far token probabilities move in one update")),
     said("§6", "fluent, helpful initialization collapses into high-reward gibberish the RM likes",
          "without KL to the reference, optimising a learned reward turns a fluent model into high-reward "
-         "gibberish (read here as: samples that lose their worked form)",
+         "gibberish (two readings: samples that lose their worked form; a learned score that rises while the "
+         "answers fail)",
          (OVER, "without KL to the reference, optimising a learned reward turns a fluent model into "
                 "high-reward gibberish"),
+         (OVER, "optimising a learned reward model over-optimises it: its score rises while the true quality "
+                "(the verifier's, on held-out problems) falls"),
          how="re-point"),
     said("§6", "a wrong search query early poisons later book calls",
          "in tool-use RL one bad early tool call poisons the later ones, and tool-result tokens must be masked",
@@ -276,10 +280,10 @@ WHOLE_GAME = [
     said("§7.4", "Mitigation: Process rewards",
          "mitigation of entangled credit: process rewards put the blame on the wrong step and take it off "
          "the right ones",
-         (CREDIT, "mitigation of entangled credit: process rewards (the gold step verifier's, PRM-GRPO) put the "
-                  "blame on the wrong step and take it off the right ones: more blame on the first wrong step than "
-                  "on the right steps before it, less blame on those right steps than GRPO gives, and a right "
-                  "solution's flawed step pushed down"),
+         (CREDIT, "mitigation of entangled credit: process rewards (the gold step verifier's, PRM-GRPO, with "
+                  "DeepSeekMath's reward-to-go process advantage) put the blame on the wrong step and take it off "
+                  "the right ones: more blame on the first wrong step than on the right steps before it, less blame "
+                  "on those right steps than GRPO gives, and a right solution's flawed step pushed down"),
          how="rephrase"),
     said("§7.5", "Either policy stuck near SFT (KL too strong)",
          "too strong a KL keeps the policy stuck near the SFT model",
@@ -851,19 +855,19 @@ SS_GRPO = [
                   "GRPO's halfway mark in fewer samples")),
     said("The Problem", "The result is slow convergence, reward hacking, and brittle reasoning.",
          "the broadcast causes reward hacking",
-         not_checkable="no measure of hacking in 07 (the verifier cannot be hacked)"),
+         not_checkable="07's verifier cannot be hacked, and 06 has no broadcast against step credit on one learned "
+                       "reward (an arm of 06's loop could add it)"),
     said("The Problem", "The result is slow convergence, reward hacking, and brittle reasoning.",
          "the broadcast causes brittle reasoning",
          (CREDIT, "flat credit (GRPO's broadcast) makes reasoning brittle: more of its right answers are reached "
                   "through a wrong line than under step credit (the gold PRM-GRPO)"), how="new"),
     said("The Problem", "for a 1000-token rollout, per-step evaluation multiplies inference cost by 1000×",
-         "scoring each token's prefix of a 1,000-token rollout separately takes 1,000 times the evaluator calls",
+         "evaluating every step of a 1,000-token rollout separately multiplies the inference cost by 1,000 (two "
+         "readings of the cost: evaluator calls, and tokens processed)",
          (CREDIT, "for a 1000-token rollout, per-step evaluation multiplies inference cost by 1000x, read as "
-                  "evaluator calls (one per token)")),
-    said("The Problem", "for a 1000-token rollout, per-step evaluation multiplies inference cost by 1000×",
-         "scoring each token's prefix of a 1,000-token rollout separately processes 1,000 times the tokens",
+                  "evaluator calls (one per token)"),
          (CREDIT, "for a 1000-token rollout, per-step evaluation multiplies inference cost by 1000x, read as "
-                  "tokens processed")),
+                  "tokens processed"), how="rephrase"),
     said("Mechanics", "we can infer step-level advantages by comparing the final outcome of a rollout against "
          "a counterfactual baseline constructed from other rollouts in the same group",
          "SS-GRPO infers step-level advantages: in a right solution its flawed step gets less credit than "
@@ -876,8 +880,8 @@ SS_GRPO = [
     said("Checklist", "Monitor the entropy of step weights; if it collapses to uniform, increase the "
          "contrastive margin.",
          "if the step weights' entropy collapses to uniform, raising the contrastive margin helps",
-         (CREDIT, "if the entropy of the step weights collapses to uniform, increasing the contrastive "
-                  "margin helps")),
+         not_checkable="no loss here has a margin to raise (the article's code and this chapter's estimator_loss "
+                       "regress on the min-max reward); the condition is met: the weights' entropy is near uniform"),
     said("Why it works", "The estimator learns to identify steps that are causally correlated with success.",
          "the learned weight picks out the steps that drive success",
          (CREDIT, "SS-GRPO: the estimator learns to identify steps causally correlated with success")),
@@ -934,7 +938,8 @@ SS_GRPO = [
                        "table, 1.05x, agrees with its text)"),
     said("Performance", "SS-GRPO (ours)77.5%",
          "SS-GRPO beats GRPO (here: at our scale, same samples and updates)",
-         (CREDIT, "SS-GRPO beats GRPO (its table: 77.5% against 72.3%)")),
+         (CREDIT, "SS-GRPO beats GRPO (here: at our scale; its table's 5.2 points at 7B on GSM8K are not a size that "
+                  "carries over)")),
     said("Performance", "SS-GRPO achieves 97% of the accuracy gain of a full PRM",
          "SS-GRPO recovers 97% of the step-credit gain over GRPO (here: at our scale)",
          (CREDIT, "SS-GRPO recovers 97% of the PRM's accuracy gain over GRPO")),
