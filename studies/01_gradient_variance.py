@@ -8,22 +8,23 @@ the mean g, for two Ψ (flat: R; reward-to-go: γ^(T-t) R), each without and wit
 baseline b. A reference batch of games comes first: its mean Ψ is b (so b does not depend on the
 actions it is measured on, the classic argument's premise) and its mean gradient without b the
 direction the bias is measured along. Then --batches independent batches, each its own games: the
-claims decide on their 95% t-intervals over these batches (common.seed_verdict).
+claims decide on their 95% t-intervals over these batches (common.seed_verdict), the bias claim exactly.
 
 - over-long-generations (Why long generations make credit assignment hard): the terminal-reward
   estimator's variance "grows roughly linearly with episode length": the log-log slope of flat's
   tr Cov against rally length, per batch, as studies/07_lengths.py's variance_claim decides it;
 - whole-game §3, a baseline reduces variance: tr Cov without minus with b, per batch;
-- whole-game §3, without introducing bias: the mean gradient with b minus without, along the
-  reference direction, per batch; no bias where its interval holds 0 and lies within the smallest
-  change of the gradient along that direction that the batches can detect.
+- whole-game §3, without introducing bias: exactly, Σ_a π(a|s) b ∇ log π(a|s) = b ∇ Σ_a π(a|s) = 0 at
+  every state of the reference batch, to float32 precision, on the trained policy (score_identity);
+  for context, the mean gradient with b minus without along the reference direction, per batch,
+  and whether the batches could detect a bias of the gradient's size at all.
 
-    python studies/01_gradient_variance.py                # 169 s on 2 shared CPU cores
+    python studies/01_gradient_variance.py                # 102 s on 2 shared CPU cores, one thread
     python studies/01_gradient_variance.py --gamma 0.99 --out runs/studies/01_gradient_variance_gamma_099
-                                                          # the policy and the reward-to-go at γ = 0.99: 147 s
+                                                          # the policy and the reward-to-go at γ = 0.99: 116 s
 
 About half the time trains the policy (1.25M frames), the rest measures 7 batches (the reference
-and 6), some 10 s each.
+and 6), some 10 s each, and replays the reference's games for the identity.
 
 Writes gradient_variance.png (tr Cov per length bin, log-log, every batch) and results.json.
 """
@@ -55,6 +56,7 @@ VARIANCE_ESTIMATORS = {
     "rtg, no baseline": "Ψ_t = γ^(T-t) R",
     "rtg - mean": "Ψ_t = G_t - b",
 }
+REFERENCE_SEED = 20_000  # the reference batch's games: seed + this, clear of the training seeds and the batches'
 PAIRS = {"flat": ("flat, no baseline", "flat - mean"), "rtg": ("rtg, no baseline", "rtg - mean")}  # without b, with
 
 
@@ -212,7 +214,7 @@ def batches_study(args: Args, setting: pong.Args, policy: pong.PixelPolicy, devi
     """The reference batch (its mean Ψ the baselines, its mean gradient without them each Ψ's
     direction), then --batches independent ones, each with its mean gradients along those
     directions (`along_gradient`)."""
-    seed = args.seed + 20_000
+    seed = args.seed + REFERENCE_SEED
     reference, means = gradient_variance_study(setting, policy, seed, args.variance_frames, device)
     directions = {family: means[without] / means[without].norm() for family, (without, _) in PAIRS.items()}
     batches = []
@@ -240,19 +242,11 @@ def plot_variance(batches: list[dict], path: Path) -> None:
 
 
 # ============================================================================================
-# Claims: each decided over the batches (95% t-intervals)
+# Claims: decided over the batches (95% t-intervals), the bias claim by an exact identity
 # ============================================================================================
 def all_hold(verdicts: list[bool | None]) -> bool | None:
     """One statement checked on several estimators: yes if it holds on each, no if it fails on one."""
     return False if False in verdicts else None if None in verdicts else True
-
-
-def zero_verdict(values: list[float], detectable: float) -> tuple[bool | None, str]:
-    """Is it zero? yes where the 95% interval holds 0 and lies within ±detectable, no where it
-    excludes 0 (common.seed_verdict's rule for a zero, applied to both sides), else None."""
-    holds, text = common.seed_verdict(values, zero_below=detectable)
-    mirrored, _ = common.seed_verdict(-np.asarray(values, dtype=float), zero_below=detectable)
-    return (holds if holds == mirrored else None), text
 
 
 def interval_text(values: list[float], digits: int = 2) -> str:
@@ -292,30 +286,76 @@ def baseline_variance_claim(batches: list[dict]) -> dict:
         f"and without minus with per batch, mean [95% interval]: " + "; ".join(texts), all_hold(verdicts))
 
 
-def baseline_bias_claim(batches: list[dict]) -> dict:
-    """Does the baseline leave the gradient's mean alone? Per batch, the mean gradient with it
-    minus without, along the policy gradient (unit: the held-out batch's mean gradient without
-    it): yes where its interval holds 0 and lies within the smallest change of the gradient along
-    that direction the batches can detect (the half-width of its own interval), no where it
-    excludes 0."""
-    verdicts, texts = [], []
+FLOAT32_EPS = float(torch.finfo(torch.float32).eps)  # the precision the study's gradients are computed in
+
+
+def state_logits(policy: pong.PixelPolicy, points: list[dict], chunk: int = 64) -> torch.Tensor:
+    """The policy's logit z(s) at every frame of the points, in float64 (chunks: all frames at once
+    would not fit in memory)."""
+    with torch.no_grad():
+        return torch.cat([policy(torch.cat([pt["inputs"] for pt in points[i:i + chunk]]).float()).double()
+                          for i in range(0, len(points), chunk)])
+
+
+def score_identity(logits: torch.Tensor, baseline: torch.Tensor | float) -> dict:
+    """Σ_a π(a|s) b(s,a) ∇_θ log π(a|s) at each state (logits: z(s), one per state; baseline
+    b(s,a): a number, or (states, 2) for down, up), by autograd over the action probabilities.
+
+    θ enters log π only through z(s), so ∇_θ log π(a|s) = ∂_z log π(a|s) ∇_θ z(s): the sum is
+    ∇_θ z(s) times Σ_a π b ∂_z log π, and its size relative to the largest term the estimator can add
+    at s, ||Σ_a π b ∇_θ log π|| / max_a ||b ∇_θ log π||, is that of the scalars (∇_θ z(s) cancels).
+    (Relative to Σ_a π |b| ||∇ log π|| instead, a confident state's 1 - σ(z), computed as σ(z) - 1,
+    would look like a bias.) A b(s) alone multiplies Σ_a π ∇ log π = ∇ Σ_a π = 0. Returns the
+    largest relative size over the states and whether each is zero to float32 precision (within ε)."""
+    z = logits.detach().double().requires_grad_(True)
+    # pong.log_prob's log σ(∓z) for down, up, in float64 (pong.log_prob returns float32)
+    log_pi = nn.functional.logsigmoid(torch.stack([-z, z], dim=1))
+    d_log_pi = torch.stack([torch.autograd.grad(log_pi[:, a].sum(), z, retain_graph=True)[0] for a in (0, 1)], dim=1)
+    terms = torch.as_tensor(baseline, dtype=torch.float64) * d_log_pi  # b ∂_z log π(a|s): (states, 2)
+    total, size = (log_pi.detach().exp() * terms).sum(1).abs(), terms.abs().amax(1)
+    return {"states": len(z), "largest_relative": float((total / size).nan_to_num(0.0).max()),
+            "zero": bool((total <= FLOAT32_EPS * size).all()) if terms.isfinite().all() else None}
+
+
+def baseline_identities(setting: pong.Args, policy: pong.PixelPolicy, seed: int, frames: int,
+                        baselines: dict, device: torch.device) -> dict:
+    """score_identity for each Ψ's constant baseline, at every state of the reference batch (its
+    games replayed: same seed, same states)."""
+    logits = state_logits(policy, recorded_points(setting, policy, seed, frames, device))
+    return {family: score_identity(logits, b) for family, b in baselines.items()}
+
+
+def baseline_bias_claim(batches: list[dict], identities: dict) -> dict:
+    """Does the baseline leave the gradient's mean alone? Exactly: at every state of the reference
+    batch, Σ_a π b ∇ log π is zero to float32 precision (score_identity), for each Ψ's b. For context,
+    the empirical comparison: per batch, the mean gradient with it minus without, along the policy
+    gradient (unit: the held-out batch's mean gradient without it), and the smallest change the
+    batches can detect (the half-width of the gradient's own interval), which may not be below the
+    gradient's size along it."""
+    texts = []
     for family, (without, with_) in PAIRS.items():
         along = [b["along_gradient"][without] for b in batches]
-        _, low, high = common.mean_interval(along)
-        holds, text = zero_verdict([b["along_gradient"][with_] - a for b, a in zip(batches, along)], (high - low) / 2)
-        verdicts.append(holds)
-        texts.append(f"{family}: {text} (smallest change detectable {(high - low) / 2:.3g}; the gradient "
-                     f"without the baseline along it {interval_text(along, 3)})")
+        mean, low, high = common.mean_interval(along)
+        _, text = common.seed_verdict([b["along_gradient"][with_] - a for b, a in zip(batches, along)])
+        blind = "" if (high - low) / 2 < abs(mean) else "; this empirical test cannot detect a bias of the gradient's size"
+        identity = identities[family]
+        texts.append(f"{family} (b = {batches[0]['baseline'][family]:.3g}): largest "
+                     f"||Σ_a π b ∇log π|| / max_a ||b ∇log π|| over {identity['states']} states "
+                     f"{identity['largest_relative']:.2g} (zero to float32 precision: <= {FLOAT32_EPS:.2g}); "
+                     f"empirically, with minus without {text} (smallest change detectable {(high - low) / 2:.3g}; the "
+                     f"gradient without the baseline along it {interval_text(along, 3)}{blind})")
     return common.claim(
         "whole-game §3", "a baseline that does not depend on the action adds no bias to the policy gradient "
         "(here: a constant, the mean Ψ of a held-out batch)",
-        f"the mean per-point gradient with the baseline minus without, along the policy gradient's direction (a "
-        f"held-out batch's, unit length), per batch, mean [95% interval over {len(batches)} independent batches]: "
-        + "; ".join(texts), all_hold(verdicts))
+        "exactly, at every state of the held-out batch, Σ_a π(a|s) b ∇_θ log π(a|s) = b ∇_θ Σ_a π(a|s) = 0 on the "
+        "trained policy (autograd over the action probabilities, float64); for context, the mean per-point gradient "
+        "with the baseline minus without, along the policy gradient's direction (a held-out batch's, unit length), "
+        f"per batch, mean [95% interval over {len(batches)} independent batches]: " + "; ".join(texts),
+        all_hold([identity["zero"] for identity in identities.values()]))
 
 
-def variance_claims(batches: list[dict]) -> list[dict]:
-    return [slope_claim(batches), baseline_variance_claim(batches), baseline_bias_claim(batches)]
+def variance_claims(batches: list[dict], identities: dict) -> list[dict]:
+    return [slope_claim(batches), baseline_variance_claim(batches), baseline_bias_claim(batches, identities)]
 
 
 def variance_cell(value: float) -> str:
@@ -361,12 +401,14 @@ def main(args: Args) -> dict:
     setting = chapter_args(args)
     _, policy = pong.train(setting, "rtg_baseline", args.seed, device)
     study = batches_study(args, setting, policy, device)
+    identities = baseline_identities(setting, policy, args.seed + REFERENCE_SEED, args.variance_frames,
+                                     study["reference"]["baseline"], device)
     plot_variance(study["batches"], out / "gradient_variance.png")
 
-    claims = variance_claims(study["batches"])
+    claims = variance_claims(study["batches"], identities)
     metrics = study_metrics(study["batches"])
     wall = time.time() - start
-    common.write_results(out, args, wall, metrics, claims, variance_study=study)
+    common.write_results(out, args, wall, metrics, claims, variance_study=study, score_identity=identities)
     print(f"\nGradient variance, rtg_baseline after {args.frames:,} frames (γ = {args.gamma:g}):")
     for table in metrics["tables"].values():
         print(common.format_table(table["rows"], table["header"]) + "\n")

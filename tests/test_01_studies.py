@@ -2,6 +2,7 @@
 length bin, the claims, the tables), state blindness (the frame-only runs, the claim, the table)
 and Atari Pong (Karpathy's preprocessing, the emulator behind Pong's interface); a smoke run of each."""
 
+import copy
 import dataclasses
 import importlib
 import math
@@ -202,7 +203,7 @@ def batch_of(slope=1.0, drop=(1.0, 0.5), bias=(0.0, 0.0), along=(1.0, 1.0), bins
     """A hand-made measured batch: flat's slope, each Ψ's drop in tr Cov with the baseline, its
     mean gradient along the reference direction without the baseline and the change with it."""
     batch = {"bin_mean_length": [10.0 * (k + 1) for k in range(bins)], "points": 100, "mean_length": 20.0,
-             "along_gradient": {}}
+             "along_gradient": {}, "baseline": {"flat": 0.5, "rtg": 0.25}}
     for family, d, b, a in zip(("flat", "rtg"), drop, bias, along):
         without, with_ = grad_var.PAIRS[family]
         batch[without] = {"total": 10.0 + d, "slope": slope if family == "flat" else 0.2, "by_length": [1.0] * bins}
@@ -217,12 +218,18 @@ def batches_of(values, **fixed):
     return [batch_of(**{name: v}, **fixed) for v in per_batch]
 
 
+def identities(flat=True, rtg=True):
+    """score_identity's result per Ψ: zero (True), not (False) or not measured (None)."""
+    return {family: {"states": 10, "largest_relative": 0.0 if zero else 0.5, "zero": zero}
+            for family, zero in (("flat", flat), ("rtg", rtg))}
+
+
 def verdicts(batches):
-    return [c["holds"] for c in grad_var.variance_claims(batches)]
+    return [c["holds"] for c in grad_var.variance_claims(batches, identities())]
 
 
 def test_variance_claims_name_their_sources_and_show_the_intervals():
-    claims = grad_var.variance_claims(batches_of({"slope": [0.9, 1.0, 1.1]}))
+    claims = grad_var.variance_claims(batches_of({"slope": [0.9, 1.0, 1.1]}), identities())
     assert [c["source"] for c in claims] == ["over-long-generations, Why long generations make credit assignment hard",
                                              "whole-game §3", "whole-game §3"]
     assert claims[0]["claim"].startswith("with one terminal reward (Ψ_t = R on every frame), the policy gradient's")
@@ -265,27 +272,76 @@ def test_baseline_variance_claim_holds_if_the_baseline_lowers_both_variances(dro
     assert verdicts(batches_of({"drop": drops}))[1] is holds
 
 
-@pytest.mark.parametrize("biases,holds", [
-    ([(0.01, 0.0), (-0.01, 0.01), (0.0, -0.01)], True),  # holds 0, well inside ±the detectable change
-    ([(0.5, 0.0), (0.6, 0.01), (0.55, -0.01)], False),  # flat's excludes 0: a bias
-    ([(0.01, -3.0), (-0.01, 3.0), (0.0, 0.1)], None),  # rtg's holds 0 but reaches past ±the detectable change
-])
-def test_baseline_bias_claim_holds_where_the_change_is_zero_within_what_the_batches_detect(biases, holds):
-    # the gradient along the direction without the baseline: 1, 1.2, 0.8 (half-width t·0.2/√3 = 0.50)
-    batches = [batch_of(bias=b, along=(a, a)) for b, a in zip(biases, (1.0, 1.2, 0.8))]
-    assert verdicts(batches)[2] is holds
+@pytest.mark.parametrize("zeros,holds", [((True, True), True), ((True, False), False), ((None, True), None)])
+def test_baseline_bias_claim_is_the_exact_identity_at_every_state(zeros, holds):
+    """The verdict is score_identity's, whatever the batches' empirical comparison says."""
+    batches = [batch_of(bias=(0.5 + k, 0.5), along=(a, a)) for k, a in enumerate((1.0, 1.2, 0.8))]
+    claim = grad_var.baseline_bias_claim(batches, identities(*zeros))
+    assert claim["holds"] is holds
+    assert "flat (b = 0.5): largest ||Σ_a π b ∇log π|| / max_a ||b ∇log π|| over 10 states" in claim["measured"]
 
 
-@pytest.mark.parametrize("values,detectable,holds", [
-    ([0.1, -0.1, 0.0], 1.0, True),
-    ([0.1, -0.1, 0.0], 0.1, None),  # the interval (±0.25) reaches past ±0.1 on both sides
-    ([-0.5, -0.4, -0.6], 1.0, False),  # excludes 0
-    ([0.2, 0.3, -0.35], 0.5, None),  # within 0.5 above 0, past it below: one side is not enough
-    ([0.1, -0.1, 0.0], math.nan, None),
-])
-def test_zero_verdict_needs_the_interval_on_both_sides_of_zero_within_the_detectable_change(values, detectable, holds):
-    got, text = grad_var.zero_verdict(values, detectable)
-    assert got is holds and text == common.seed_verdict(values)[1]
+@pytest.mark.parametrize("along,blind", [((1.0, 1.2, 0.8), False), ((0.1, 1.2, -0.8), True)])
+def test_baseline_bias_claim_says_where_the_empirical_test_cannot_detect_a_bias_of_the_gradients_size(along, blind):
+    # along 1, 1.2, 0.8: half-width t·0.2/√3 = 0.50 below the mean 1; along 0.1, 1.2, -0.8: 2.5 above 0.17
+    claim = grad_var.baseline_bias_claim([batch_of(along=(a, a)) for a in along], identities())
+    assert ("cannot detect a bias of the gradient's size" in claim["measured"]) is blind
+
+
+def full_score_sum(policy, inputs, baseline):
+    """Σ_a π(a|s) b(s,a) ∇_θ log π(a|s) per state and max_a ||b ∇_θ log π(a|s)||, by backward over
+    every parameter of a float64 copy of the policy (pong.log_prob), one state and action at a time."""
+    policy = copy.deepcopy(policy).double()
+    sums, sizes = [], []
+    for s, x in enumerate(inputs.double()):
+        terms = []
+        for a in (0, 1):
+            policy.zero_grad()
+            pong.log_prob(policy(x[None]), torch.tensor([a])).sum().backward()
+            score = torch.cat([p.grad.flatten() for p in policy.parameters()]).double()
+            z = policy(x[None]).detach()[0]
+            terms.append((torch.sigmoid(z if a else -z), baseline[s, a] * score))
+        sums.append(sum(pi * t for pi, t in terms).norm())
+        sizes.append(max(t.norm() for _, t in terms))
+    return torch.stack(sums), torch.stack(sizes)
+
+
+def tiny_states(count=12):
+    policy = tiny_policy()
+    with torch.no_grad():  # a policy far from 50/50, so that the two actions' terms differ
+        policy.net[-1].weight.normal_(0, 3.0, generator=torch.Generator().manual_seed(1))
+    inputs = torch.cat([pt["inputs"] for pt in hand_points([count // 2, count - count // 2])])
+    return policy, inputs
+
+
+@pytest.mark.parametrize("kind", ["constant", "state-dependent"])
+def test_score_identity_is_zero_for_a_baseline_that_does_not_depend_on_the_action(kind):
+    policy, inputs = tiny_states()
+    logits = grad_var.state_logits(policy, [{"inputs": inputs}])
+    b = 0.7 if kind == "constant" else torch.linspace(-2, 3, len(inputs))[:, None]
+    identity = grad_var.score_identity(logits, b)
+    assert identity["zero"] is True and identity["states"] == len(inputs)
+    assert identity["largest_relative"] <= 4 * torch.finfo(torch.float64).eps  # float64 rounding only
+    sums, sizes = full_score_sum(policy, inputs, torch.as_tensor(b, dtype=torch.float64).expand(len(inputs), 2))
+    assert (sums / sizes).max() <= 1e-12  # the same over every parameter, by plain backward
+
+
+def test_score_identity_is_not_zero_for_a_baseline_that_depends_on_the_action():
+    """b(s, up) = 1, b(s, down) = 0: Σ_a π b ∇log π = π(up) ∇log π(up), π(up) times its term; the
+    reduction to the logit gives the full gradient's relative size."""
+    policy, inputs = tiny_states()
+    logits = grad_var.state_logits(policy, [{"inputs": inputs}])
+    b = torch.tensor([[0.0, 1.0]]).expand(len(inputs), 2)
+    identity = grad_var.score_identity(logits, b)
+    assert identity["zero"] is False
+    sums, sizes = full_score_sum(policy, inputs, b.double())
+    assert identity["largest_relative"] == pytest.approx(float((sums / sizes).max()), rel=1e-6)
+    assert identity["largest_relative"] == pytest.approx(float(torch.sigmoid(logits.double()).max()), rel=1e-6)
+
+
+def test_score_identity_is_not_measured_without_a_baseline():
+    identity = grad_var.score_identity(torch.tensor([0.5, -1.0]), math.nan)
+    assert identity["zero"] is None
 
 
 def test_all_hold_is_yes_only_if_each_holds_and_no_if_one_fails():
@@ -320,7 +376,8 @@ def test_gradient_variance_smoke_run(tmp_path, read_results):
         assert batch["points"] >= 2 and 2 <= len(bins) <= 8 and all(a < b for a, b in zip(bins, bins[1:]))
         assert bins[0] < batch["mean_length"] < bins[-1]
         assert all(len(batch[name]["by_length"]) == len(bins) for name in VARIANCE_SETUPS)
-    assert data["claims"] == common.json_ready(grad_var.variance_claims(batches))
+    assert all(identity["zero"] for identity in data["score_identity"].values())
+    assert data["claims"] == common.json_ready(grad_var.variance_claims(batches, data["score_identity"]))
 
 
 def test_variance_tables_show_each_estimator_over_the_batches_and_the_first_batch_per_length_bin():
