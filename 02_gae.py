@@ -290,12 +290,12 @@ def estimator_claims(args: Args, study: dict, gaps: dict) -> list[dict]:
             f"and {args.episodes // args.seeds:,} episodes; bias² net of its sampling variance): bias² λ=0 "
             f"minus λ=1 {parts[0][1]}, variance λ=1 minus λ=0 {parts[1][1]}, λ=1's bias² {parts[2][1]}; with "
             f"the exact V, λ=0 has bias² {study[L]['exact V'][gae_name(0)]['key_bias2']:.2g}: the bias is the "
-            "critic's, not λ's", every(verdicts)))
+            "critic's, not λ's", common.all_parts(*verdicts)))
         claims.append(claim(  # the Monte Carlo half alone, so that TD's bias cannot decide it
             "whole-game §5", "the Monte Carlo return (λ = 1) is honest but noisy: no bias, more variance than one-step "
             "TD's", f"at the key, L={L}, noisy V, mean [95% interval] over {len(seeds)} seeds: λ=1's bias² "
             f"{parts[2][1]} (none: the interval holds 0 and stays below λ=0's bias², {np.mean(b0):.3g}), variance "
-            f"λ=1 minus λ=0 {parts[1][1]}", every(verdicts[1:])))
+            f"λ=1 minus λ=0 {parts[1][1]}", common.all_parts(*verdicts[1:])))
     worst = max(gaps["exact V"][lam] for lam in gaps["exact V"] if lam < 1)
     claims.append(claim(
         "survey §4.1.1", "with γ = 1, GAE with any λ reduces to the Monte Carlo return",
@@ -305,10 +305,6 @@ def estimator_claims(args: Args, study: dict, gaps: dict) -> list[dict]:
         all(gap < 1e-4 for by_lam in gaps.values() for gap in by_lam.values())))
     return claims
 
-
-def every(verdicts: list[bool | None]) -> bool | None:
-    """Every part holds: yes; one fails: no; else inconclusive."""
-    return False if False in verdicts else None if None in verdicts else True
 
 
 def headline_metrics(study: dict) -> dict:

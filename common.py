@@ -432,6 +432,22 @@ def seed_verdict(values, zero_below: float | None = None, claimed: float | None 
     return (True if low > 0 else False if ruled_out else None), text
 
 
+def all_parts(*verdicts: bool | None) -> bool | None:
+    """The verdict of a statement made of parts: no if a part is no, yes if every part is yes, else
+    None (a part the seeds cannot tell, or no part at all)."""
+    if False in verdicts:
+        return False
+    return True if verdicts and None not in verdicts else None
+
+
+def tends(*verdicts: bool | None) -> bool | None:
+    """A tendency across settings: yes if it holds somewhere and fails nowhere, no if it fails
+    somewhere and holds nowhere, else None (mixed, or no setting can tell)."""
+    if True in verdicts:
+        return None if False in verdicts else True
+    return False if False in verdicts else None
+
+
 ROUGHLY_LINEAR = (0.5, 1.5)  # the exponents halfway from linear (1) to no growth (0) and to quadratic (2)
 
 

@@ -191,17 +191,13 @@ def arithmetic_claims() -> list[dict]:
     ]
 
 
-def both(*verdicts: bool | None) -> bool | None:
-    """The parts of one statement: yes if every part holds, no if one fails, else None."""
-    return False if False in verdicts else None if None in verdicts else True
-
 
 def every_step(changes: list[list[float]]) -> tuple[bool | None, str]:
     """One verdict over several steps, each measured once per seed (> 0 in the statement's
     direction): yes if every step's holds, no if one's fails (common.seed_verdict), else None;
     with the steps' texts."""
     verdicts, texts = zip(*(common.seed_verdict(change) for change in changes)) if changes else ((None,), ("",))
-    return both(*verdicts), "; ".join(texts)
+    return common.all_parts(*verdicts), "; ".join(texts)
 
 
 def dilemma_claims(dilemma: dict) -> list[dict]:
@@ -231,7 +227,7 @@ def dilemma_claims(dilemma: dict) -> list[dict]:
                      f"{where}: the return's variance at the key and signal²/variance, mean of the seeds, by L: "
                      f"{by_L}. Each step up in L, mean [95% interval]: variance's rise {grows_text}; "
                      f"signal²/variance's fall {fades_text}" if steps else "one corridor length: no trend",
-                     both(grows, fades) if steps else None),
+                     common.all_parts(grows, fades) if steps else None),
         common.claim("survey §5", "Monte Carlo's variance grows with the trajectory length",
                      f"{where}: log-log slope of the return's variance at the key against L ({lengths[0]} → "
                      f"{lengths[-1]}) per seed, mean [95% interval] {slope_text} (1: in proportion to L)"
@@ -261,7 +257,7 @@ def dial_claims(dial: dict) -> list[dict]:
     return [common.claim("survey §4.1.1", "multi-step returns reduce the bias of an inaccurate critic: the further "
                          "GAE looks ahead (the larger λ), the smaller the bias² at the key step", measured, falls),
             common.claim("whole-game §5", "GAE's λ is a bias-variance dial: the smaller λ, the more bias² and the "
-                         "less variance at the key step", measured, both(falls, rises))]
+                         "less variance at the key step", measured, common.all_parts(falls, rises))]
 
 
 def dilemma_table(dilemma: dict) -> dict:

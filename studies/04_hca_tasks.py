@@ -566,10 +566,6 @@ def variance_ratio(variances: dict, method: str) -> float:
     return variances["PG + V baseline"] / variances[method]
 
 
-def both(*verdicts: bool | None) -> bool | None:
-    """The parts of one statement: yes if every part holds, no if one fails, else None."""
-    return False if False in verdicts else None if None in verdicts else True
-
 
 def above_one(ratios: np.ndarray) -> tuple[bool | None, str]:
     """The ledger's rule on ratios measured once per seed, for ratio > 1 (the effect is ratio - 1);
@@ -600,10 +596,10 @@ def variance_claims(name: str, by_sigma: dict) -> list[dict]:
     where = f"mean [95% interval] over {seeds} seeds (each its own episodes and classifier)"
     return [common.claim("HCA paper §5", f"{name}: HCA's gradient has a lower variance than PG with a value baseline",
                          f"variance of PG + V baseline / HCA (learned h), {where}: {every}",
-                         both(*(verdict for m in methods for verdict, _ in lower[m]))),
+                         common.all_parts(*(verdict for m in methods for verdict, _ in lower[m]))),
             common.claim("HCA paper §5", f"{name}: HCA's edge in variance over PG with a value baseline grows with "
                          "the reward noise σ", f"variance of PG + V baseline / HCA (learned h) at σ={high:g} minus "
-                         f"at σ={low:g}, {where}: {ends}", both(*(verdict for verdict, _ in grows.values())))]
+                         f"at σ={low:g}, {where}: {ends}", common.all_parts(*(verdict for verdict, _ in grows.values())))]
 
 
 def conditioning_claim(name: str, by_sigma: dict) -> dict:
@@ -618,7 +614,7 @@ def conditioning_claim(name: str, by_sigma: dict) -> dict:
                         "gradient variance (tr Cov) with the learned h, return HCA vs state HCA (mean of the seeds), "
                         "and state's minus return's, mean [95% interval] over " f"{len(by_sigma[sigmas[0]])} seeds: "
                         + "; ".join(f"σ={s:g} {means[s]['return']:.3g} vs {means[s]['state']:.3g}, {gaps[s][1]}"
-                                    for s in sigmas), both(*(verdict for verdict, _ in gaps.values())))
+                                    for s in sigmas), common.all_parts(*(verdict for verdict, _ in gaps.values())))
 
 
 def elevations(runs: list[dict]) -> tuple[bool | None, str]:
@@ -633,7 +629,7 @@ def elevations(runs: list[dict]) -> tuple[bool | None, str]:
     corridor = {m: common.seed_verdict([np.mean(p[1:-1]) for p in e], zero_below=float(np.mean([p[0] for p in e])))
                 for m, e in elevation.items()}
     text = "; ".join(f"{m} {first[m][1]}, {above[m][1]}, corridor {corridor[m][1]}" for m in elevation)
-    return both(*(v for parts in (first, above, corridor) for v, _ in parts.values())), text
+    return common.all_parts(*(v for parts in (first, above, corridor) for v, _ in parts.values())), text
 
 
 def decisive_claim(runs: list[dict], noise: float) -> dict:
@@ -698,7 +694,7 @@ def distance_claim(distance: dict, noise: float) -> dict:
         + " | ".join(f"{d}: {text}" for d, (_, text) in found.items())
         + f"; the first's at {near} minus at {far} (> 0: fades with distance; zero below the first's at {near}): "
         + "; ".join(f"{m} {text} ({IN_WORDS[v]})" for m, (v, text) in falls.items()),
-        both(*(v for v, _ in found.values()), *(v for v, _ in falls.values())))
+        common.all_parts(*(v for v, _ in found.values()), *(v for v, _ in falls.values())))
 
 
 def first_action_shares(run: dict) -> tuple[float, float]:
@@ -727,7 +723,7 @@ def degrades_claim(by_sigma: dict) -> dict:
                     for s in sigmas) + f"; the later state reveals the first action in {revealed:.0%} of the pairs")
     if revealed < 1:
         return common.claim("survey §8 (COCOA)", DEGRADES, f"premise not met: {measured}", None)
-    return common.claim("survey §8 (COCOA)", DEGRADES, measured, both(*(verdict for verdict, _ in gaps.values())))
+    return common.claim("survey §8 (COCOA)", DEGRADES, measured, common.all_parts(*(verdict for verdict, _ in gaps.values())))
 
 
 DEGRADES = "when the later state reveals the action, state HCA degrades toward REINFORCE"

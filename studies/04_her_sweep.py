@@ -154,17 +154,6 @@ def random_policy(args: Args, device) -> dict:
 # ============================================================================================
 # Claims, decided over the seeds
 # ============================================================================================
-def both(*verdicts: bool | None) -> bool | None:
-    """The parts of one statement: yes if every part holds, no if one fails, else None."""
-    return False if False in verdicts else None if None in verdicts else True
-
-
-def tends(*verdicts: bool | None) -> bool | None:
-    """A tendency across settings: yes if it holds somewhere and fails nowhere, no if it fails
-    somewhere and holds nowhere, else None (mixed, or no setting can tell)."""
-    if True in verdicts:
-        return None if False in verdicts else True
-    return False if False in verdicts else None
 
 
 def final_success(runs: list[dict]) -> np.ndarray:
@@ -184,7 +173,7 @@ def fails(her: dict, chance: list[float], n: int) -> tuple[bool | None, str]:
 def fails_at_every(failing: dict, smallest: int) -> tuple[bool | None, str]:
     """`fails` at every n ≥ smallest ({n: fails(her, n)} given); their texts ("" if none is run)."""
     tried = [failing[n] for n in failing if n >= smallest]
-    return (both(*(verdict for verdict, _ in tried)), "; ".join(text for _, text in tried)) if tried else (None, "")
+    return (common.all_parts(*(verdict for verdict, _ in tried)), "; ".join(text for _, text in tried)) if tried else (None, "")
 
 
 def ablation(her: dict, n: int) -> tuple[bool | None, str]:
@@ -196,8 +185,8 @@ def ingredient(failing: dict, learns: dict) -> tuple[bool | None, list[int]]:
     """"DQN+HER learns where the same DQN fails", over n: at each n both halves, DQN no better than
     random (`fails`) and DQN+HER above DQN (`ablation`); an n where DQN measurably learns is not one
     the statement speaks of, and drops out. A tendency over the rest (`tends`); and the n dropped."""
-    kept = {n: both(failing[n][0], learns[n][0]) for n in learns if failing[n][0] is not False}
-    return tends(*kept.values()), [n for n in learns if n not in kept]
+    kept = {n: common.all_parts(failing[n][0], learns[n][0]) for n in learns if failing[n][0] is not False}
+    return common.tends(*kept.values()), [n for n in learns if n not in kept]
 
 
 def strategy_gap(her: dict, n: int) -> tuple[bool | None, str]:
@@ -269,7 +258,7 @@ def curriculum_claim(args: Args, her: dict) -> dict:
     return common.claim("survey §7", statement, "DQN+HER (\"future\"): share of the budget at which far goals' greedy "
                         "success first reaches half its final value minus near goals' (> 0: near goals first; linear "
                         f"between the 10 evaluations), mean [95% interval] over {args.her_seeds} seeds: "
-                        + "; ".join(measured) + skipped, tends(*(verdict for verdict, _ in gaps.values())))
+                        + "; ".join(measured) + skipped, common.tends(*(verdict for verdict, _ in gaps.values())))
 
 
 def density_claim(args: Args, her: dict, random: dict) -> dict:
@@ -303,7 +292,7 @@ def strategy_claim(args: Args, her: dict) -> dict:
     verdicts, texts = zip(*(strategy_gap(her, n) for n in args.bit_list))
     measured = ("\"future\"'s final success minus the best other strategy's, seed by seed (> 0: \"future\" best), "
                 f"mean [95% interval] over {args.her_seeds} seeds: " + "; ".join(texts))
-    return common.claim("survey §7", statement, measured, tends(*verdicts))
+    return common.claim("survey §7", statement, measured, common.tends(*verdicts))
 
 
 def ingredient_claim(failing: dict, learns: dict, seeds: str) -> dict:

@@ -648,10 +648,6 @@ def any_of(verdicts: list) -> bool | None:
     return True if True in verdicts else False if verdicts and all(v is False for v in verdicts) else None
 
 
-def every(verdicts: list) -> bool | None:
-    """Something happens everywhere: no if one says no, yes if all say yes, else None."""
-    return False if False in verdicts else True if verdicts and all(v is True for v in verdicts) else None
-
 
 LINEAR = (f"roughly linear: within {common.ROUGHLY_LINEAR[0]}-{common.ROUGHLY_LINEAR[1]}, nearer 1 than no growth (0) "
           "or quadratic growth (2)")
@@ -684,7 +680,7 @@ def length_claims(per_seed: list[dict]) -> list[dict]:
                      "group baseline the gradient's variance grows with the completion's length (log-log slope above 0)",
                      f"log-log slope of tr Cov by length bin, mean [95% interval over {n}], over {span}: "
                      + "; ".join(f"{name} {text}" for name, (_, text) in baselines.items()),
-                     every([verdict for verdict, _ in baselines.values()]))]
+                     common.all_parts(*[verdict for verdict, _ in baselines.values()]))]
 
 
 def cause_claim(per_seed: list[dict]) -> dict:
@@ -769,7 +765,7 @@ def lies_claim(args: Args, per_seed: list[dict]) -> dict:
     for stage in per_seed[0]["critic_truth"]:
         v, v_text = wrong_at(per_seed, stage)
         c, c_text = common.seed_verdict(truth_of(per_seed, stage, "credit_net_error"))
-        verdicts.append(every([v, c]))
+        verdicts.append(common.all_parts(v, c))
         parts.append(f"{stage}: V {v_text}, step credit {c_text}")
     return common.claim(
         "whole-game §5", "a learned V can be wrong on sparse verifiable rewards, and a bad V injects systematic lies "

@@ -597,10 +597,6 @@ def plot_curriculum(runs: list[dict], path) -> None:
 # ============================================================================================
 # Claims: each decides on one quantity per seed (paired by seed, in the statement's direction)
 # ============================================================================================
-def both(*verdicts: bool | None) -> bool | None:
-    """The parts of one statement: yes if every part holds, no if one fails, else None."""
-    return False if False in verdicts else None if None in verdicts else True
-
 
 def per_seed(seeds: list[dict], key: str) -> np.ndarray:
     return np.array([metrics[key] for metrics in seeds], dtype=float)
@@ -711,7 +707,7 @@ def weak_kl_claim(rl: grpo.Args, seeds: list[dict]) -> dict:
         "well-formed than at the default β and than the reference, the cold start, writes)",
         f"{over(seeds)}, share of well-formed completions: {levels(formed)}; the default β's lead {default_text}; the "
         f"cold start's lead {start_text}; distinct completions among a problem's {rl.final_samples}: "
-        f"{levels(quality('distinct'))}", both(than_default, than_start))
+        f"{levels(quality('distinct'))}", common.all_parts(than_default, than_start))
 
 
 def peaked_claim(rl: grpo.Args, seeds: list[dict]) -> dict:
@@ -732,7 +728,7 @@ def peaked_claim(rl: grpo.Args, seeds: list[dict]) -> dict:
         f"{over(seeds)}: share of distinct completions among a problem's {rl.final_samples}, cold start "
         f"{level(seeds, distinct)}, after GRPO (β = {rl.beta:g}) {level(seeds, after)}, the fall {fewer_text}; "
         f"held-out pass@1 {level(seeds, 'cold_start_pass@1')} -> {level(seeds, trained)}, "
-        f"the rise {right_text}; pass@1 after GRPO minus 1/2 {usually_text}", both(fewer, right, usually))
+        f"the rise {right_text}; pass@1 after GRPO minus 1/2 {usually_text}", common.all_parts(fewer, right, usually))
 
 
 def kl_claims(rl: grpo.Args, args: Args, seeds: list[dict]) -> list[dict]:
@@ -769,7 +765,7 @@ def staleness_claims(rl: grpo.Args, args: Args, seeds: list[dict]) -> list[dict]
                      f"{over(seeds)}, pass@1 by age: " + ", ".join(f"{a} {level(seeds, stale_key(a, 'pass@1'))}"
                                                                    for a in ages)
                      + "; its fall at each step up in age: " + ", ".join(f"{a} → {b} {text}" for a, b, _, text in steps),
-                     both(*(holds for _, _, holds, _ in steps))),
+                     common.all_parts(*(holds for _, _, holds, _ in steps))),
         *(ratio_claim(seeds, age) for age in ages[1:])]
 
 
@@ -808,7 +804,7 @@ def skew_claims(seeds: list[dict]) -> list[dict]:
                          f"{over(seeds)}: as trained {level(seeds, served['as trained'])}; last operation missing "
                          f"{level(seeds, served['last operation missing'])}; cold start "
                          f"{level(seeds, 'cold_start_pass@1')}; the fall from the trained policy {falls_text}, from "
-                         f"the cold start {below_text}", both(falls, below))]
+                         f"the cold start {below_text}", common.all_parts(falls, below))]
 
 
 def sparse_key(name: str, measure: str = "pass@1") -> str:
@@ -842,7 +838,7 @@ def sparse_claims(rl: grpo.Args, seeds: list[dict]) -> list[dict]:
                 "signal and the cold start fails (here: most of GRPO's groups have zero reward spread, and its held-out "
                 "pass@1 gain is zero, below the default cold start's)",
                 f"{spread}; pass@1 weak start {level(seeds, sparse_key('weak cold start'))} -> GRPO "
-                f"{level(seeds, sparse_key('GRPO'))}, gain {flat_text}", both(most, flat))]
+                f"{level(seeds, sparse_key('GRPO'))}, gain {flat_text}", common.all_parts(most, flat))]
 
 
 def support_claim(rl: grpo.Args, seeds: list[dict]) -> dict:

@@ -202,10 +202,6 @@ def decide(values) -> tuple[bool | None, str]:
     return holds, f"{text} (detectable: {(high - low) / 2:.3f})"
 
 
-def both(*verdicts: bool | None) -> bool | None:
-    """The parts of one statement: yes if every part holds, no if one fails, else None."""
-    return False if False in verdicts else None if None in verdicts else True
-
 
 def shares(seeds: list[dict], policy: str, args: Args, G: int) -> list[float]:
     """The share of zero-spread groups of G, one per seed."""
@@ -265,7 +261,7 @@ def falls_with_G(seeds: list[dict], policy: str, args: Args) -> tuple[bool | Non
     Gs = args.group_list
     by_G = {G: shares(seeds, policy, args, G) for G in Gs}
     steps = [(small, large, *decide(np.subtract(by_G[small], by_G[large]))) for small, large in zip(Gs, Gs[1:])]
-    return both(*(holds for _, _, holds, _ in steps)), (
+    return common.all_parts(*(holds for _, _, holds, _ in steps)), (
         f"{policy}, by G: " + ", ".join(f"{G}: {np.mean(v):.3f}" for G, v in by_G.items()) + "; its fall, "
         + "; ".join(f"G = {small} → {large}: {text}" for small, large, _, text in steps))
 
@@ -281,7 +277,7 @@ def group_size_claims(args: Args, seeds: list[dict]) -> list[dict]:
         "whole-game §7.3, §7.8", "larger groups leave fewer groups without reward spread, so fewer samples without "
         "signal: the share of zero-spread groups falls at each step up in G, from the default and the weak cold start",
         f"{where}: {default_text}. {weak_text}" if several else "premise not met: one group size",
-        both(default, weak) if several else None)]
+        common.all_parts(default, weak) if several else None)]
     if {4, 8} <= set(args.group_list):
         holds, text = decide(np.subtract(shares(seeds, "cold start", args, 4), shares(seeds, "cold start", args, 8)))
         claims.append(common.claim(
@@ -310,7 +306,7 @@ def medium_claim(rl: grpo.Args, args: Args, seeds: list[dict], policy: str) -> d
         f"medium-difficulty examples (prompts binned by their own pass rate {WHEN[policy]}: below 1/3 hard, above 2/3 "
         "easy)",
         measured + ("; premise not met: " + ", ".join(lacking) if lacking else ""),
-        None if lacking else both(*(holds for holds, _ in gaps.values())))
+        None if lacking else common.all_parts(*(holds for holds, _ in gaps.values())))
 
 
 def baseline_errors(correct: list[int], n: int, G: int) -> tuple[float, float]:
@@ -363,7 +359,7 @@ def entropy_claim(args: Args, seeds: list[dict]) -> dict:
         f"{args.samples} completions of each of {args.problems} problems per seed (mean of the seeds) at {levels}; "
         f"per seed, mean [95% interval over {len(seeds)} seeds]: well-formed, T = 1 minus T = {high:g}, "
         f"{incoherent_text}; distinct, T = 1 minus T = {low:g}, {template_text}" + premise,
-        both(incoherent, template) if not premise else None)
+        common.all_parts(incoherent, template) if not premise else None)
 
 
 def check_claims(rl: grpo.Args, args: Args, seeds: list[dict]) -> list[dict]:

@@ -1063,10 +1063,6 @@ def over_seeds(values) -> tuple[bool | None, str]:
     return common.seed_verdict(np.asarray(values, float))
 
 
-def every(*verdicts: bool | None) -> bool | None:
-    """A statement of several parts: no if one part is no, yes if every part is yes, else inconclusive."""
-    return False if any(v is False for v in verdicts) else True if all(v is True for v in verdicts) else None
-
 
 def none_shown(verdict: bool | None) -> bool | None:
     """The verdict on "no effect" from the verdict on the effect: an effect shown is a no; one ruled
@@ -1103,13 +1099,6 @@ def label_claims(seeds: list[dict]) -> list[dict]:
                   any(f > 0 for f in fp) and any(f > 0 for f in fn))]
 
 
-def tends(*verdicts: bool | None) -> bool | None:
-    """A tendency across settings: yes if it holds somewhere and fails nowhere, no if it fails
-    somewhere and holds nowhere, else None (mixed, or no setting can tell)."""
-    if True in verdicts:
-        return None if False in verdicts else True
-    return False if False in verdicts else None
-
 
 def best_of_n_gaps(seeds: list[dict], better: str, worse: str) -> tuple[list, str]:
     """better's best-of-N accuracy minus worse's at each N > 1, decided over the seeds at each N: the
@@ -1131,13 +1120,13 @@ def rerank_claims(seeds: list[dict]) -> list[dict]:
                             f"{100 * LIGHTMAN[worse]:.1f}%)",
                             f"best-of-N accuracy, {better} minus {worse}, at N = {text} ({legend(seeds)}); at N = {N}: "
                             f"{better} {curves[better][N]:.3f}, {worse} {curves[worse][N]:.3f}, oracle "
-                            f"{curves['oracle (pass@N)'][N]:.3f}", every(*verdicts)))
+                            f"{curves['oracle (pass@N)'][N]:.3f}", common.all_parts(*verdicts)))
     verdicts, text = best_of_n_gaps(seeds, "PRM-min", "PRM-mean")
     claims.append(claim("survey §10", "for best-of-N, min aggregation of step scores tends to outperform mean "
                         "aggregation (it catches the first error)", f"best-of-N accuracy, PRM-min minus PRM-mean, at N = "
                         f"{text} ({legend(seeds)}; a tendency: yes if above 0 at some N and below at none); at N = {N}: "
                         f"min {curves['PRM-min'][N]:.3f}, mean {curves['PRM-mean'][N]:.3f}, product "
-                        f"{curves['PRM-product'][N]:.3f}", tends(*verdicts)))
+                        f"{curves['PRM-product'][N]:.3f}", common.tends(*verdicts)))
     return claims + [format_claim(seeds), calibration_claim(seeds)]
 
 
@@ -1282,7 +1271,7 @@ def hacking_claim(seeds: list[dict]) -> dict:
                  f"PRM): {arm('after RL on the PRM', hacked)}, {arm('before RL', before)}, "
                  f"{arm('after outcome GRPO on the verifier', honest)}; after RL on the PRM minus before RL "
                  f"{rose_text}, minus after outcome GRPO {above_text} ({legend(seeds)}; {seeds[0]['rl_steps']} updates "
-                 "each)", every(rose, above))
+                 "each)", common.all_parts(rose, above))
 
 
 def premise_of(shown: bool | None, quantity: str, text: str) -> str:
@@ -1328,7 +1317,7 @@ def ppo_claim(seeds: list[dict]) -> dict:
                  f"{mean_of(gae):.3f}: {text}; learns: Q-RM minus the cold start ({mean_of(cold):.3f}) {learns_text}, "
                  f"GAE minus the cold start {gae_learns_text} ({legend(seeds)}); yes needs Q-RM to learn and to beat GAE "
                  "measurably: the statement names no margin within which matching GAE counts, and 3 seeds' spread "
-                 "gives none to trust", every(learns, holds))
+                 "gives none to trust", common.all_parts(learns, holds))
 
 
 def rises_at_every_step(seeds: list[dict]) -> tuple[bool | None, str]:
@@ -1339,7 +1328,7 @@ def rises_at_every_step(seeds: list[dict]) -> tuple[bool | None, str]:
     by_kl = [sorted(s["arms"]["no_kl"]["points"], key=lambda p: p["kl"]) for s in seeds]
     steps = np.transpose([np.diff([p["proxy"] for p in points]) for points in by_kl])
     verdicts, texts = zip(*(over_seeds(step) for step in steps))
-    return every(*verdicts), ", ".join(texts)
+    return common.all_parts(*verdicts), ", ".join(texts)
 
 
 def overoptimisation_claims(seeds: list[dict]) -> list[dict]:
@@ -1358,11 +1347,11 @@ def overoptimisation_claims(seeds: list[dict]) -> list[dict]:
                   f"ORM's score from each evaluation to the next in order of KL {rank_text}; gold at the "
                   "picked update "
                   f"minus at the start {rise_text}, minus at the end {fall_text} ({legend(seeds)})",
-                  every(rank, rise, fall)),
+                  common.all_parts(rank, rise, fall)),
             claim("whole-game §7.7", "optimising a learned reward model over-optimises it: its score rises while the "
                   "true quality (the verifier's, on held-out problems) falls", f"GRPO on the learned ORM at β = 0: the "
                   f"ORM's score at the end minus at the start {up_text}; held-out gold at the picked update minus at "
-                  f"the end {fall_text} ({legend(seeds)}); {course}", every(up, fall)),
+                  f"the end {fall_text} ({legend(seeds)}); {course}", common.all_parts(up, fall)),
             claim("whole-game §7.7", "mitigation of over-optimisation: stop early on a held-out evaluation",
                   "GRPO on the learned ORM at β = 0, stopped at the update that the verifier's pass rate on the "
                   "training batches (problems apart from the held-out ones reported) picks: held-out gold there minus "
@@ -1391,7 +1380,7 @@ def gao_claims(seeds: list[dict]) -> list[dict]:
     claims = [claim("over-long-generations (Gao et al.)", f"{statement}: best-of-N", "the held-out gold gain of "
                     f"best-of-N on the learned ORM against d = sqrt(KL), KL = log N − (N−1)/N up to {kl_bon:.2f} nats, "
                     f"fitted per seed: α {alpha_text}, β {beta_text} ({legend(seeds)}), R² "
-                    f"{mean_of([b['r2'] for b in bon]):.2f}", every(alpha, beta))]
+                    f"{mean_of([b['r2'] for b in bon]):.2f}", common.all_parts(alpha, beta))]
     rl = [within_bon(f["rl"], f["bon"]) for f in fits]
     points = [r["points"] for r in rl]
     whole = (f"the whole run (KL up to {max(max(f['rl']['d']) for f in fits) ** 2:.0f} nats): α "
@@ -1407,7 +1396,7 @@ def gao_claims(seeds: list[dict]) -> list[dict]:
     beta, beta_text = over_seeds([r["beta"] for r in rl])
     return claims + [claim("over-long-generations (Gao et al.)", f"{statement}: RL", f"{head}: α {alpha_text}, β "
                            f"{beta_text} ({legend(seeds)}), R² {mean_of([r['r2'] for r in rl]):.2f}; {whole}",
-                           every(alpha, beta))]
+                           common.all_parts(alpha, beta))]
 
 
 def kl_claims(seeds: list[dict], fell: bool | None) -> list[dict]:
@@ -1435,7 +1424,7 @@ def kl_claims(seeds: list[dict], fell: bool | None) -> list[dict]:
                   f", after GRPO on the learned ORM at β = 0 {mean_of([f['final'][form] for f in free]):.3f} (ORM score "
                   f"{free_m['proxy_end']:.3f}, pass@1 {mean_of([f['final']['pass@1'] for f in free]):.3f}), at β = "
                   f"{beta:g} {mean_of([k['final'][form] for k in kl]):.3f}; cold start minus β = 0 {lost_text}, β = "
-                  f"{beta:g} minus β = 0 {kept_text} ({legend(seeds)})", every(lost, kept))]
+                  f"{beta:g} minus β = 0 {kept_text} ({legend(seeds)})", common.all_parts(lost, kept))]
 
 
 def padding_growth(stats: dict, cold: dict) -> float:
@@ -1459,7 +1448,7 @@ def pads_claim(seeds: list[dict], reward: str, score: str, finals: list[dict]) -
                  f"to pad ({reward})", f"r(score, tokens) on the cold start's held-out samples, within right answers "
                  f"{right_text}, within wrong {wrong_text} (all samples {mean_of([c['all'] for c in corr]):.2f}); "
                  f"characters past the worked solution after RL minus before {padded_text} ({legend(seeds)}); cold "
-                 f"start {writes(seed_mean(cold))} -> {writes(seed_mean(finals))}", every(right, wrong, padded))
+                 f"start {writes(seed_mean(cold))} -> {writes(seed_mean(finals))}", common.all_parts(right, wrong, padded))
 
 
 def length_claims(seeds: list[dict]) -> list[dict]:
@@ -1493,7 +1482,7 @@ def preference_claims(seeds: list[dict]) -> list[dict]:
                     f"longer of two equally right (or wrong) answers: r(score, tokens) {tracks_text}; RL on it, tokens "
                     f"after minus before {grew_text}, pass@1 after minus before {gained_text} (no gain: not above 0) "
                     f"({legend(seeds)}); cold start {writes(seed_mean(cold))} -> {writes(seed_mean(raw))}",
-                    every(grew, none_shown(gained), tracks))]
+                    common.all_parts(grew, none_shown(gained), tracks))]
     premise = premise_of(padded, "the unfixed RM's padding gain (characters past the worked solution, after RL "
                          "minus before)", padded_text)
     for name, fix in ((LENGTH_RUNS[1], "length-normalise the reward (the RM's fitted length trend removed)"),

@@ -530,12 +530,6 @@ def test_random_policy_measures_as_the_learners_are_and_relabelling_rewards_ever
     assert random[8]["rewarded"]["DQN"] < 1  # failures to turn into signal
 
 
-@pytest.mark.parametrize("verdicts,both,tends", [
-    ((True, True), True, True), ((True, None), None, True), ((True, False), False, None),
-    ((None, None), None, None), ((False, None), False, False), ((False, False), False, False)])
-def test_both_needs_every_part_and_tends_needs_one_without_a_contrary(verdicts, both, tends):
-    assert sweep.both(*verdicts) is both and sweep.tends(*verdicts) is tends
-    assert tasks.both(*verdicts) is both
 
 
 # --------------------------------------------------------------------------------------------

@@ -123,11 +123,9 @@ def test_the_roughly_linear_claims_read_each_seeds_slope_against_the_band(slopes
     assert score["holds"] is holds and bare["holds"] is holds and "roughly linear: within 0.5-1.5" in score["measured"]
 
 
-def test_any_and_every_over_verdicts():
+def test_any_over_verdicts():
     assert ppo.any_of([None, True, False]) is True and ppo.any_of([False, False]) is False
     assert ppo.any_of([None, False]) is None and ppo.any_of([]) is None
-    assert ppo.every([True, None, False]) is False and ppo.every([True, True]) is True
-    assert ppo.every([True, None]) is None and ppo.every([]) is None
 
 
 def fake_seed(i: int, pass_at_1: dict | None = None, net: dict | None = None, slopes: dict | None = None,

@@ -509,10 +509,6 @@ def test_a_run_of_the_new_parts_alone_tables_only_them():
     assert found["curriculum"]["rows"] == [["GRPO", 0.1, "-", "-", "-", "-"]]
 
 
-@pytest.mark.parametrize("verdicts_in,out", [
-    ((True, True), True), ((True, None), None), ((None, False), False), ((True, False), False)])
-def test_a_statement_of_parts_holds_where_every_part_does(verdicts_in, out):
-    assert fm.both(*verdicts_in) is out
 
 
 # ------------------------------------------------------------------ CLI and the smoke run

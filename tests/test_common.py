@@ -474,3 +474,11 @@ def test_reanalyse_rewrites_only_the_claims_from_the_stored_measurements(tmp_pat
     with pytest.raises(SystemExit) as stop:
         common.reanalyse(Args(reanalyse=str(tmp_path / "missing.json")), lambda run, stored: [])
     assert stop.value.code == 2
+
+
+@pytest.mark.parametrize("verdicts,all_parts,tends", [
+    ((True, True), True, True), ((True, None), None, True), ((True, False), False, None),
+    ((None, None), None, None), ((False, None), False, False), ((False, False), False, False),
+    ((), None, None), ((np.True_, np.True_), True, True), ((np.True_, np.False_), False, None)])
+def test_all_parts_needs_every_part_and_tends_needs_one_without_a_contrary(verdicts, all_parts, tends):
+    assert common.all_parts(*verdicts) is all_parts and common.tends(*verdicts) is tends
