@@ -463,6 +463,40 @@ def slope_verdict(slopes) -> tuple[bool | None, str]:
     return bool(below < low and high < above), text
 
 
+def growth_law(lengths: list[int], values: list[float]) -> dict:
+    """Fit log(value) against L (exponential growth) and against log L (power law); the
+    residual sums of squares say which describes the measurements better."""
+    y, L = np.log(values), np.asarray(lengths, dtype=float)
+    fits = {}
+    for name, x in (("exponential", L), ("power", np.log(L))):
+        coefficients, residual, *_ = np.polyfit(x, y, 1, full=True)
+        fits[name] = float(coefficients[0])
+        fits[f"{name}_residual"] = float(residual[0]) if len(residual) else 0.0
+    return fits
+
+
+def growth_gaps(lengths: list[int], runs: dict) -> list[float]:
+    """Per seed, from {L: [one value per seed]}: the power law's residual minus the exponential's
+    (> 0: the exponential describes that seed's growth better)."""
+    fits = [growth_law(lengths, [runs[L][i] for L in lengths]) for i in range(len(runs[lengths[0]]))]
+    return [fit["power_residual"] - fit["exponential_residual"] for fit in fits]
+
+
+def exponential_growth(lengths: list[int], runs: dict, censored: int) -> tuple[bool | None, str]:
+    """Does a value (episodes to solve, or one method's lead over another), {L: [one per seed]},
+    grow exponentially with L? Per seed, the exponential fit's residual against the power law's,
+    and the exponential rate, decided over the seeds (seed_verdict); None with < 3 lengths or
+    where `censored` runs sat at the floor or the budget (their growth unseen)."""
+    seeds = range(len(runs[lengths[0]]))
+    (better, gap), (grows, rate) = (seed_verdict(growth_gaps(lengths, runs)), seed_verdict(
+        [growth_law(lengths, [runs[L][i] for L in lengths])["exponential"] for i in seeds]))
+    text = (f"per seed, the power law's residual minus the exponential's, mean [95% interval over {len(seeds)} "
+            f"seeds]: {gap} (> 0: exponential), the exponential rate {rate}")
+    if len(lengths) < 3 or censored:
+        return None, text + ("; needs three lengths" if len(lengths) < 3 else "")
+    return (False if False in (better, grows) else None if None in (better, grows) else True), text
+
+
 def save_figure(fig: plt.Figure, path: Path) -> Path:
     """Save a figure as PNG (whole or not at all) and close it."""
     fig.tight_layout()

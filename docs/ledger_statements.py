@@ -48,10 +48,12 @@ HER_STRATEGIES = "studies/04_her_sweep_strategies"
 CRITIC = "studies/05_critic"
 FAILURES = "studies/05_failure_modes"
 FAILURES_PARTS = "studies/05_failure_modes_blame_curriculum"
+FAILURES_SUPPORT = "studies/05_failure_modes_support_groups"
 SEEDS = "studies/05_seeds"
 ZERO = "studies/05_zero_spread"
 OVER = "studies/06_overoptimisation"
 OVER_CHECKS = "studies/06_overoptimisation_checks"
+OVER_MARKS = "studies/06_overoptimisation_marks"
 SEEDS_06 = "studies/06_seeds"
 PROGRESS = "studies/06_progress"
 OVER_LENGTH = "studies/06_overoptimisation_length"
@@ -92,13 +94,16 @@ WHOLE_GAME = [
                        "(e.g. well-formed work with a wrong final answer)")),
     said("§2, §7.2", "A chat model learns to be sycophantic because preference models like agreement.",
          "preference reward models make a chat model sycophantic",
-         not_checkable="needs a preference reward model and a chat task; ours are verifier-scored arithmetic"),
+         not_checkable="needs a task in which the user states a view the model could agree with; our preference "
+                       "reward models score arithmetic, where there is no view to agree with"),
     said("§2", 'A flight booker optimized for "confirmation email received" books refundable junk',
          "a proxy reward (confirmation received) makes a booking agent book the wrong thing",
          not_checkable="no tool-using agent or booking environment here"),
     said("§2", "Process rewards (step judges) densify credit but introduce judge error: a wrong step marked "
          "correct, or a creative correct step marked wrong.",
          "step judges misjudge steps both ways: wrong steps marked correct, and correct steps marked wrong",
+         (OVER_MARKS, "step judges misjudge steps both ways: wrong steps marked correct, and correct steps marked "
+                      "wrong (the learned PRM's own marks on held-out steps)"),
          (OVER, "step judges misjudge steps both ways: wrong steps marked correct, and correct steps marked "
                 "wrong (Math-Shepherd's automatic step labels)"),
          how="rephrase"),
@@ -108,21 +113,22 @@ WHOLE_GAME = [
          (OVER, "optimising a learned reward model over-optimises it: its score rises while the true quality "
                 "(the verifier's, on held-out problems) falls")),
     said("§2", "gradients are noisy, most trajectories teach almost nothing",
-         "with a sparse 0/1 verifier most trajectories teach almost nothing (here: in groups of G = 8)",
-         (ZERO, "with a sparse 0/1 verifier most trajectories teach almost nothing: from the default cold "
-                "start (1000 SFT steps), more than half of the sampled completions sit in groups of G = 8 with no "
-                "reward spread (A = 0)"),
-         (ZERO, "with a sparse 0/1 verifier most trajectories teach almost nothing: from the weak cold start "
-                "(60 SFT steps), more than half of the sampled completions sit in groups of G = 8 with no reward "
-                "spread (A = 0)"),
-         (FAILURES, "with a sparse 0/1 verifier most trajectories teach almost nothing (here, from the weak "
-                    "cold start: more than half of GRPO's sampled completions sit in groups with zero reward spread, "
-                    "A = 0)")),
+         "with a sparse 0/1 verifier most trajectories teach almost nothing (here: with no baseline, a completion with "
+         "reward 0 gives no gradient)",
+         (ZERO, "with a sparse 0/1 verifier most trajectories teach almost nothing: from the default cold start (1000 "
+                "SFT steps), more than half of the sampled completions earn reward 0, and with no baseline a "
+                "completion with reward 0 has G_t = 0 on every token (no gradient)"),
+         (ZERO, "with a sparse 0/1 verifier most trajectories teach almost nothing: from the weak cold start (60 SFT "
+                "steps), more than half of the sampled completions earn reward 0, and with no baseline a completion "
+                "with reward 0 has G_t = 0 on every token (no gradient)")),
     said("§2", "early training needs a cold-start policy that can occasionally succeed",
-         "early training needs a cold start that can occasionally succeed (here: RL on the sparse verifier gains more "
-         "from a start that often succeeds than from one that almost never does)",
-         (FAILURES, "the mitigation: an SFT cold start on successful traces (here: GRPO gains more held-out pass@1 "
-                    "from the default cold start, 1000 SFT steps on demonstrations, than from the weak one, 60)")),
+         "early training needs a cold start that can occasionally succeed (here: GRPO on the sparse verifier learns "
+         "from a start that succeeds often enough, and gains nothing from one that almost never does)",
+         (SEEDS, "from a cold start that can occasionally succeed, GRPO on the sparse verifier reward learns: held-out "
+                 "pass@1 rises above the cold start's"),
+         (FAILURES, "sparse terminal reward from a cold start that rarely succeeds: groups carry no signal and the cold "
+                    "start fails (here: most of GRPO's groups have zero reward spread, and its held-out pass@1 gain is "
+                    "zero, below the default cold start's)")),
     said("§3", "reducing variance without (in the classic argument) introducing bias into the policy gradient",
          "a baseline that does not depend on the action lowers the policy gradient's variance",
          (GRADIENT, "a baseline that does not depend on the action lowers the variance of the policy "
@@ -200,12 +206,9 @@ WHOLE_GAME = [
          (SEEDS, "PPO's clipping limits how far token probabilities move in one update")),
     said("§6", "fluent, helpful initialization collapses into high-reward gibberish the RM likes",
          "without KL to the reference, optimising a learned reward turns a fluent model into high-reward "
-         "gibberish (two readings: samples that lose their worked form; a learned score that rises while the "
-         "answers fail)",
+         "gibberish (here: gibberish read as samples that lose their worked form)",
          (OVER, "without KL to the reference, optimising a learned reward turns a fluent model into "
                 "high-reward gibberish"),
-         (OVER, "optimising a learned reward model over-optimises it: its score rises while the true quality "
-                "(the verifier's, on held-out problems) falls"),
          how="re-point"),
     said("§6", "a wrong search query early poisons later book calls",
          "in tool-use RL one bad early tool call poisons the later ones, and tool-result tokens must be masked",
@@ -222,16 +225,14 @@ WHOLE_GAME = [
                      "recovers it: more points won at the end with the difference than on the frame alone")),
     said("§7.2", "verbose padding",
          "reward hacking shows as verbose padding",
-         (OVER, "reward models rate longer responses higher, so policies learn to pad (Q-RM's token credit "
-                "as the reward)"),
-         (OVER, "reward models rate longer responses higher, so policies learn to pad (the ORM as the "
-                "reward, β = 0)")),
+         (OVER, "reward hacking shows as verbose padding: after RL on a learned reward, completions carry more "
+                "characters past the worked solution than before (Q-RM's token credit as the reward)"),
+         (OVER, "reward hacking shows as verbose padding: after RL on a learned reward, completions carry more "
+                "characters past the worked solution than before (the ORM as the reward, β = 0)")),
     said("§7.2", "Prefer verifiable checks",
          "against reward hacking, prefer a verifiable check to a learned score",
          (SEEDS_06, "prefer a verifiable check to a learned score: RL with the verifier in the "
-                              "reward ends above RL on the learned PRM alone (outcome GRPO (verifier))"),
-         (SEEDS_06, "prefer a verifiable check to a learned score: RL with the verifier in the "
-                              "reward ends above RL on the learned PRM alone (PRM steps, verifier on the answer step)")),
+                              "reward ends above RL on the learned PRM alone (outcome GRPO (verifier))")),
     said("§7.2", "KL-to-ref; remove cheap heuristic bonuses",
          "against reward hacking, keep KL to the reference",
          (OVER, "against reward hacking keep KL to the reference (the half checked here: no reward here has "
@@ -268,22 +269,25 @@ WHOLE_GAME = [
          (LENGTHS, "process rewards from a trustworthy judge mitigate a sparse reward: DeepSeekMath's summed process "
                    "credit on the gold step labels beats flat GRPO at the longest chain (16 steps)")),
     said("§7.3, §7.8", "larger group sizes for GRPO",
-         "larger groups leave fewer groups without reward spread, so fewer samples without signal",
-         (ZERO, "larger groups leave fewer groups without reward spread, so fewer samples without signal: "
-                "the share of zero-spread groups falls at each step up in G, from the default and the weak cold start")),
+         "mitigation of a sparse reward: larger group sizes for GRPO",
+         (FAILURES_SUPPORT, "larger group sizes for GRPO mitigate a sparse reward: from the weak cold start, GRPO with "
+                            "G = 16 (half the prompts per update, the same completions) ends with higher held-out pass@1 "
+                            "than with G = 8"), how="re-point"),
     said("§7.4", "junk steps in correct answers get reinforced",
          "flat credit reinforces the junk steps inside correct answers (here: a wrong line)",
          (CREDIT, "a flawed step in a chain that still reaches the right answer is reinforced by GRPO")),
     said("§7.4", "Harmless tokens drift; useful reasoning style disappears",
          "flat credit makes harmless tokens drift and a useful reasoning style disappear",
-         not_checkable="no measure of token drift or of a reasoning style here"),
+         not_checkable="no measure of token drift here; and the one reasoning style we measure, writing the worked "
+                       "steps, is what our verifier pays for, so flat credit can only raise it: a style that pays "
+                       "nothing, which flat credit could wash out, does not exist in our task"),
     said("§7.4", "Mitigation: Process rewards",
          "mitigation of entangled credit: process rewards put the blame on the wrong step and take it off "
          "the right ones",
-         (CREDIT, "mitigation of entangled credit: process rewards (the gold step verifier's, PRM-GRPO, with "
-                  "DeepSeekMath's reward-to-go process advantage) put the blame on the wrong step and take it off "
-                  "the right ones: more blame on the first wrong step than on the right steps before it, less blame "
-                  "on those right steps than GRPO gives, and a right solution's flawed step pushed down"),
+         (CREDIT, "mitigation of entangled credit: process rewards (the gold step verifier's, each step credited by "
+                  "its own normalised reward, not summed to go) put the blame on the wrong step and take it off the "
+                  "right ones: more blame on the first wrong step than on the right steps before it, less blame on "
+                  "those right steps than GRPO gives, and a right solution's flawed step pushed down"),
          how="rephrase"),
     said("§7.5", "Either policy stuck near SFT (KL too strong)",
          "too strong a KL keeps the policy stuck near the SFT model",
@@ -320,14 +324,19 @@ WHOLE_GAME = [
     said("§7.6", "cap generation; train RM on length-balanced prefs; penalize empty verbosity in verifiers",
          "mitigation of length bias: cap generation, penalise empty verbosity",
          not_checkable="no run caps generation or penalises empty verbosity; and the padding they would cure is not "
-                       "shown here (the length-preferring RM's padding gain over 3 seeds holds 0, so its two measured "
-                       "mitigations read premise not met), so a cap or a penalty arm could only read the same"),
+                       "shown here (the length-preferring RM's padding gain is inconclusive over its seeds), so a cap "
+                       "or a penalty arm could not show a cure"),
     said("§7.7", "Early stopping on human/AI eval",
-         "mitigation of over-optimisation: stop early on a held-out evaluation",
-         (OVER, "mitigation of over-optimisation: stop early on a held-out evaluation")),
+         "mitigation of over-optimisation: stop early on an evaluation other than the reward model being optimised",
+         (OVER, "mitigation of over-optimisation: stop early on an evaluation other than the RM being optimised (here "
+                "the verifier's pass rate on the training batches)")),
     said("§7.7", "KL constraints; reward ensembles; refresh RM",
-         "mitigation of over-optimisation: KL constraints, reward ensembles, refreshing the reward model",
-         not_checkable="no ensemble or refreshed reward model here (the KL half is the §7.2 row's β > 0 arm)"),
+         "mitigation of over-optimisation: KL constraints",
+         (OVER, "against reward hacking keep KL to the reference (the half checked here: no reward here has "
+                "a cheap heuristic bonus to remove)"), how="re-point"),
+    said("§7.7", "KL constraints; reward ensembles; refresh RM",
+         "mitigation of over-optimisation: reward ensembles, refreshing the reward model",
+         not_checkable="no ensemble or refreshed reward model here"),
     said("§7.8", "normalization blows up or flattens",
          "when every sample of a group scores the same, the normalised advantage either blows up or goes flat",
          (CH05, "when group rewards are homogeneous, the normalisation blows up or flattens")),
@@ -364,11 +373,17 @@ WHOLE_GAME = [
     said("§7.10", 'Agent "forgets" bookings, double-charges, contradicts earlier tool output',
          "an agent whose state omits durable memory forgets bookings and contradicts tool output",
          not_checkable="no tool-using agent here"),
-    said("§8", "Too much: incoherent samples. Too little: mode collapse to one template answer.",
-         "too much entropy gives incoherent samples, too little collapses to one template",
-         (ZERO, "too much entropy gives incoherent samples, too little collapses to one template: from the cold "
-                "start, fewer completions are well-formed at a high temperature than at T = 1, and at a low one a "
-                "problem's completions narrow toward one (fewer are distinct; one template would leave 1 of 16)")),
+    said("§8", "Too much: incoherent samples.",
+         "too much entropy gives incoherent samples",
+         (ZERO, "too much entropy gives incoherent samples: from the cold start, fewer completions are well-formed at "
+                "a high temperature than at T = 1")),
+    said("§8", "Too little: mode collapse to one template answer.",
+         "too little entropy collapses the samples to one template answer",
+         not_checkable="the essay names no level of entropy, and at T → 0 sampling becomes greedy decoding, one "
+                       "completion by definition; what studies/05_zero_spread measures is a tendency, a problem's "
+                       "completions narrowing as the temperature falls (its claim 'too little entropy narrows…'), and "
+                       "every completion of our task shares one format by construction, so a template cannot be told "
+                       "from the task's format"),
     said("§8", "If all $K$ are near-copies, GRPO cannot invent a better mode.",
          "a group of near-copies gives GRPO nothing better to move toward",
          not_checkable="no run controls the diversity of the group"),
@@ -384,9 +399,9 @@ WHOLE_GAME = [
          how="rephrase"),
     said("§8", "No estimator fixes a support problem.",
          "when the cold start never succeeds, no estimator fixes the missing support",
-         (FAILURES, "no estimator fixes a support problem (here: of the held-out problems with no right "
-                    "answer in 16 samples at the weak start, GRPO solves no more than fresh draws of the weak start "
-                    "solve by luck)")),
+         (FAILURES_SUPPORT, "no estimator fixes a support problem: of the held-out problems with no right answer in 16 "
+                            "samples at the weak start, none of REINFORCE, RLOO and GRPO solves more than fresh draws of "
+                            "the weak start solve by luck")),
     said("App. A", "Simple GRPO-style centered advantages: $A = [-0.5, +0.5, -0.5, +0.5]$.",
          "R = [0, 1, 0, 1] gives centred advantages [−0.5, 0.5, −0.5, 0.5]; RLOO gives sample 2 the advantage 2/3",
          (CH05, "R = [0, 1, 0, 1]: centred advantages [-0.5, 0.5, -0.5, 0.5]; RLOO advantage of sample 2 = 2/3")),
@@ -435,7 +450,7 @@ OVER_LONG = [
                     "sweep's smallest β than at its largest")),
     said("KL", "opens the door to reward hacking",
          "a small β invites reward hacking",
-         (OVER, "a small β invites reward hacking")),
+         (OVER, "a small β invites reward hacking (here β = 0 against 0.3)")),
     said("KL", "Large beta keeps the policy close to the SFT baseline",
          "a large β keeps the policy close to the SFT model",
          (FAILURES, "large β keeps the policy close to the SFT reference: the KL to it is smaller at the "
@@ -460,7 +475,7 @@ OVER_LONG = [
          how="rephrase"),
     said("GRPO", "GRPO is the backbone of DeepSeek-R1",
          "GRPO is the backbone of DeepSeek-R1",
-         not_checkable="needs a large model; our policy has about 0.2M parameters"),
+         not_checkable="a fact about DeepSeek-R1's training recipe (bibliography): no run measures it"),
     said("Process rewards", "significantly outperforms an outcome reward model (ORM) at the same test-time "
          "compute budget",
          "a PRM beats an ORM at the same test-time compute (Lightman et al.: human step labels, MATH; ours: "
@@ -473,10 +488,8 @@ OVER_LONG = [
     said("Process rewards, When it falls down", "the PRM becomes a second proxy reward model and inherits all "
          "the over-optimisation risks of an ORM",
          "a PRM used as a dense RL reward is itself a learned proxy, open to all the over-optimisation risks of an ORM",
-         (SEEDS_06, "the PRM used as a dense reward is a second proxy and inherits the "
-                              "over-optimisation risks of an ORM"),
-         (OVER, "the PRM used as a dense reward is a second proxy and inherits the over-optimisation risks "
-                "of an ORM")),
+         (OVER_CHECKS, "a PRM used as a dense RL reward is itself a learned proxy, open to the over-optimisation an "
+                       "ORM suffers: under RL on the PRM its score of wrong work rises while held-out pass@1 falls")),
     said("Process rewards", "step boundaries in free-form text are ambiguous",
          "step boundaries in free-form text are ambiguous, and a maths PRM may not transfer to code",
          not_checkable="one domain with explicit step delimiters"),
@@ -493,13 +506,14 @@ OVER_LONG = [
          (OVER, "gold ≈ α·sqrt(KL) − β·KL for small to medium KL (α, β > 0: the gold rises, peaks and falls "
                 "as KL grows): RL")),
     said("Over-optimisation", "Reward models trained on human preferences often rate longer responses higher "
-         "up to a point, so policies learn to pad outputs.",
-         "reward models trained on preferences often rate longer responses higher (up to a point), so policies "
-         "learn to pad their outputs",
-         (OVER, "reward models rate longer responses higher, so policies learn to pad (Q-RM's token credit "
-                "as the reward)"),
-         (OVER, "reward models rate longer responses higher, so policies learn to pad (the ORM as the "
-                "reward, β = 0)"),
+         "up to a point",
+         "reward models trained on human preferences often rate longer responses higher (up to a point)",
+         not_checkable="no human preferences here: our reward models learn from verifier outcomes, or from a labeller "
+                       "we program"),
+    said("Over-optimisation", "so policies learn to pad outputs.",
+         "given a reward model that rates longer responses higher, policies learn to pad their outputs",
+         (OVER_LENGTH, "length bias: answers grow without information gain and the reward correlates with token count "
+                       "(an RM whose preference data favour length)"),
          how="re-point"),
     said("Over-optimisation", "Certain surface patterns (agreement, flattery, confident tone) inflate reward model "
                               "scores independently of content quality.",
@@ -524,8 +538,8 @@ OVER_LONG = [
     said("When it falls down", "This wastes the policy's capacity to learn which decisions actually matter.",
          "uniform weighting wastes learning on long generations: crediting each step by its own correctness "
          "learns better than flat credit (here: at 16 steps)",
-         (LENGTHS, "process rewards from a trustworthy judge mitigate a sparse reward: each step credited by "
-                   "its own gold correctness beats flat GRPO at the longest chain (16 steps)"),
+         (LENGTHS, "uniform weighting wastes learning on long generations: each step credited by its own gold "
+                   "correctness beats flat GRPO at the longest chain (16 steps)"),
          how="rephrase"),
     said("When it falls down", "assigns step scores that reflect the label distribution, not a ground-truth "
          "value function",
@@ -547,10 +561,12 @@ OVER_LONG = [
                 "medium-difficulty examples (prompts binned by their own pass rate after GRPO: below 1/3 hard, above "
                 "2/3 easy)")),
     said("When it falls down", "the KL penalty actively discourages the RL policy from exploring that space",
-         "KL anchoring to an SFT reference that rarely writes the needed traces discourages the policy from exploring them",
-         (FAILURES, "a wrong reference: KL to an SFT model that rarely writes the steps holds the policy "
-                    "back from the behaviour that pays (here, GRPO at β = 0.5: lower held-out pass@1 than the same β "
-                    "anchored to the cold start)")),
+         "when the SFT reference never writes the reasoning traces the task needs, the KL penalty actively discourages "
+         "the policy from exploring them, whatever the reward (here: a reference that rarely writes them)",
+         (FAILURES, "KL anchoring breaks when the reference is poor: KL to a reference that rarely writes the worked "
+                    "steps discourages the policy from writing them, though the reward pays for them: anchored to it at "
+                    "β = 0.5, GRPO's samples write the steps less often than anchored to the cold start at the same β"),
+         how="re-point"),
     said("When it falls down", "Long reasoning traces amplify variance even with baselines.",
          "even with a group baseline the gradient's variance grows with the trace's length (our traces: 3-32 "
          "tokens, not 2,000-8,000)",
@@ -583,24 +599,39 @@ SURVEY = [
          (HCA, "correlated but non-causal actions may pick up spurious credit: REINFORCE credits the actions that "
                "change nothing (their exact gradient is 0)")),
     said("§2.3", "TD bootstrapping methods fail when most states have near-zero estimated value",
-         "TD bootstrapping fails when almost every state's estimated value is near zero (here: slowed, since "
-         "within our budget it never fails outright)",
+         "TD bootstrapping fails when almost every state's estimated value is near zero (read literally: it does not "
+         "learn)",
+         (LEARNING, "TD bootstrapping fails outright when most states have near-zero estimated value: started from V = "
+                    "0, the TD(0) actor-critic does not learn to take the key within the budget of 20,000 episodes"),
+         (LEARNING_NOISE, "TD bootstrapping fails outright when most states have near-zero estimated value: started "
+                          "from V = 0, the TD(0) actor-critic does not learn to take the key within the budget of "
+                          "20,000 episodes")),
+    said("§2.3", "TD bootstrapping methods fail when most states have near-zero estimated value",
+         "TD bootstrapping struggles when almost every state's estimated value is near zero, since that leaves nothing "
+         "meaningful to bootstrap from (read as: near-zero estimates cost TD more than estimates as wrong but not near "
+         "zero)",
          (LEARNING, "TD bootstrapping fails when most states have near-zero estimated value: started from V = 0 (every "
                     "state's estimate zero), the TD(0) actor-critic needs more episodes to learn to take the key than "
-                    "started from the exact values V^π, at the same corridor length"),
-         (LEARNING_NOISE, "TD bootstrapping fails when most states have near-zero estimated value: started from V = 0 (every "
-                          "state's estimate zero), the TD(0) actor-critic needs more episodes to learn to take the key than "
-                          "started from the exact values V^π, at the same corridor length")),
+                    "started from the exact values V^π, and than started from those values shuffled over the states "
+                    "(wrong, but not near zero), at the same corridor length"),
+         (LEARNING_NOISE, "TD bootstrapping fails when most states have near-zero estimated value: started from V = 0 "
+                          "(every state's estimate zero), the TD(0) actor-critic needs more episodes to learn to take "
+                          "the key than started from the exact values V^π, and than started from those values shuffled "
+                          "over the states (wrong, but not near zero), at the same corridor length")),
     said("§3", "$γ^{999} ≈ 0.00043$",
          "with γ = 0.999 over 1,000 tokens, γ^999 ≈ 0.00043",
          (DILEMMAS, "with γ = 0.999, γ^999 ≈ 0.00043")),
     said("§3", "This preserves signal magnitude",
          "with γ = 1 the decisive action receives the reward at full size",
          (DILEMMAS, "pushing γ to 1 preserves the signal's magnitude")),
-    said("§3", "The result is high-variance gradient estimates that wash out the signal from the few tokens "
-         "that actually mattered.",
-         "with γ = 1 the credit is diluted: one outcome broadcast to every token gives high-variance gradients that "
-         "wash out the signal of the few tokens that mattered",
+    said("§3", "The result is high-variance gradient estimates",
+         "with γ = 1 one outcome broadcast to every token gives high-variance gradient estimates",
+         (CRITIC, "the gradient's variance grows with length because the same scalar R multiplies every per-token "
+                  "log-probability gradient, which makes it a sum of T per-token terms: with the same R on the same "
+                  "completions, its variance on every token over its variance on one token grows roughly linearly "
+                  "with the length T")),
+    said("§3", "wash out the signal from the few tokens that actually mattered",
+         "the broadcast washes out the signal of the few tokens that mattered",
          (CRITIC, "with γ = 1 the credit is diluted: one advantage for every token washes out the signal of the few "
                   "tokens that mattered, so a longer completion's gradient carries less signal per unit of noise")),
     said("§4.1.1", "multi-step methods reduce the bias that comes from inaccurate value estimates at nearby states",
@@ -632,8 +663,14 @@ SURVEY = [
          (REDISTRIBUTION, "in the redistributed MDP, TD is unbiased"),
          (REDISTRIBUTION_DISTRACTORS, "in the redistributed MDP, TD is unbiased")),
     said("§4.1.2, §5", "MC methods have minimal variance",
-         "with an optimal redistribution Monte Carlo's variance is minimal",
-         (REDISTRIBUTION_DISTRACTORS, "in the redistributed MDP, Monte Carlo's variance is minimal")),
+         "with an optimal redistribution Monte Carlo's variance is minimal, since only the immediate reward is left to "
+         "average (read as: that variance is below the original reward-to-go's; 'minimal' names no class of "
+         "redistributions to minimise over)",
+         (REDISTRIBUTION, "an optimal redistribution leaves Monte Carlo only the immediate reward to average: its "
+                          "variance, Var(r̃*_t | s, a), is below the original reward-to-go's Var(Σ_{k≥t} r_k | s, a)"),
+         (REDISTRIBUTION_DISTRACTORS, "an optimal redistribution leaves Monte Carlo only the immediate reward to "
+                                      "average: its variance, Var(r̃*_t | s, a), is below the original reward-to-go's "
+                                      "Var(Σ_{k≥t} r_k | s, a)"), how="re-point"),
     said("§4.1.2, §5", "The key events get concentrated reward signal while irrelevant steps get near-zero signal",
          "the redistributed reward piles up on the decisive event and is about zero elsewhere",
          (REDISTRIBUTION, "the return predictor's jump, and so the redistributed reward, sits at the decisive step "
@@ -646,8 +683,11 @@ SURVEY = [
          (REDISTRIBUTION, "an optimal redistribution makes the expected future reward zero everywhere"),
          (REDISTRIBUTION_DISTRACTORS, "an optimal redistribution makes the expected future reward zero everywhere")),
     said("§4.1.2", "which is a stronger property than potential-based shaping provides",
-         "zero expected future reward is a stronger property than potential-based shaping gives",
-         (REDISTRIBUTION, "zero expected future reward is a stronger property than potential-based shaping provides")),
+         "zero expected future reward is a stronger property than potential-based shaping gives (shaping guarantees "
+         "only the optimal policy)",
+         (REDISTRIBUTION, "potential-based shaping guarantees only the optimal policy: a generic potential leaves "
+                          "non-zero expected future reward, and zero needs the one potential Φ = V^π, which an optimal "
+                          "redistribution supplies")),
     said("§4.1.3", "the wrong sub-goal decomposition introduces new credit assignment problems at the option level",
          "options cut a long problem to a few decisions; a wrong decomposition makes credit harder",
          not_checkable="no hierarchical RL here"),
@@ -669,7 +709,8 @@ SURVEY = [
          (HER, "HER turns failed episodes into signal: after relabelling, every episode is a success for "
                "some goal")),
     said("§4.3.1", "UVFAs enable learning in environments where no single goal would provide enough signal on its own",
-         "UVFAs share credit across goals and, with HER, learn where a single goal would not",
+         "combined with HER, a goal-conditioned value (UVFA) learns where one goal's own signal would not suffice "
+         "(here: the same goal-conditioned DQN without relabelling)",
          (HER, "HER is the ingredient that makes learning possible: DQN+HER learns where the same DQN without "
                "relabelling fails")),
     said("§4.3.2", "GVF predictions are dense and informative",
@@ -678,7 +719,10 @@ SURVEY = [
     said("§4.4.1", "there are typically fewer predecessors of the goal than successors of the start state",
          "backward search from the goal typically explores fewer branches than forward search",
          (HCA, "there are fewer predecessors of the goal than successors of the start: searching backward from the "
-               "goal reaches fewer states in all, and no more at any depth, than searching forward from the start")),
+               "goal reaches fewer states in all, and no more at any depth, than searching forward from the start"),
+         (HCA, "there are fewer predecessors of the goal than successors of the start: searching backward from the goal "
+               "reaches fewer states in all, and no more at any depth, than searching forward from the start (bit "
+               "flipping)")),
     said("§4.5", "vocabulary size ~100K",
          "LLM vocabularies hold about 100K tokens",
          not_checkable="a fact about production tokenizers"),
@@ -686,13 +730,13 @@ SURVEY = [
          "with an ORM, all tokens of a response share one advantage under GRPO or RLOO",
          (CH05, PER_TOKEN), how="rephrase"),
     said("§4.5.2", "PRMs also do not distinguish between correct but irrelevant steps and correct and decisive steps",
-         "a PRM, measuring step correctness, scores a correct but irrelevant step like a correct decisive one",
+         "a PRM, measuring step correctness, scores a correct but irrelevant step like a correct decisive one (here: "
+         "irrelevant read as steps the answer needs but the policy gets right almost surely)",
          (PROGRESS, "PRMs also do not distinguish between correct but irrelevant steps and correct and decisive steps: "
-                    "among the right steps of one-hard-step chains, a PRM's step label, the gold step correctness or "
-                    "Math-Shepherd's automatic label from Monte Carlo rollouts (1 if any of the first N rollouts through "
-                    "the step reaches the right answer), ranks the decisive step (the hard multiplication, which the "
-                    "policy often gets wrong) neither above nor below the irrelevant ones (easy additions and "
-                    "subtractions, right almost surely): AUROC 0.5")),
+                    "among the right steps of one-hard-step chains, a PRM's gold step-correctness label (1 on every "
+                    "right step) ranks the decisive step (the hard multiplication, which the policy often gets wrong) "
+                    "neither above nor below the irrelevant ones (easy additions and subtractions, which the answer "
+                    "needs but the policy gets right almost surely): AUROC 0.5")),
     said("§4.5.2", "a step might be labeled \"correct\" because a lucky rollout happened to reach the right answer",
          "automatic Monte Carlo step labels are noisy: a lucky rollout can mark a wrong step correct",
          (OVER, "automatic (Monte Carlo) step labels are noisy: a step may be labelled correct because a lucky rollout "
@@ -700,7 +744,8 @@ SURVEY = [
     said("§4.5.3", "they distinguish between steps that are correct-but-irrelevant and steps that are "
          "correct-and-decisive",
          "progress (the change in P(correct)) tells decisive steps from correct but irrelevant ones, which "
-         "step correctness cannot",
+         "step correctness cannot (here: irrelevant read as steps the answer needs but the policy gets right almost "
+         "surely, whose taking changes P(correct) little; our task has no step the answer does not depend on)",
          (PROGRESS, "progress models distinguish between steps that are correct-but-irrelevant and steps that are "
                     "correct-and-decisive, which step correctness cannot: among the right steps of one-hard-step "
                     "chains, progress (the change in P(success | prefix)) ranks the decisive step (the hard "
@@ -710,8 +755,8 @@ SURVEY = [
     said("§4.5.4", "requires strong inductive biases or large amounts of comparative data",
          "token-level credit needs strong priors or much comparative data",
          (OVER_CHECKS, "token-level credit needs large amounts of comparative data (the half checked here; strong "
-                       "inductive biases are the other): Q-RM trained on more (right, wrong) pairs localises the first "
-                       "wrong step better")),
+                       "inductive biases are the other): with no strong prior, Q-RM localises the first wrong step from many "
+                       "(right, wrong) pairs and not from few")),
     said("§4.5.4, §9", "DPO-derived reward models (DPO-RM) tend to assign high rewards to structural tokens like line "
                        "breaks",
          "DPO-implicit rewards pile up on structural tokens such as line breaks",
@@ -721,7 +766,12 @@ SURVEY = [
          (OVER_CHECKS, "Q-RM's token-level credit can replace GAE inside PPO (or REINFORCE)")),
     said("§5", "TD methods take time exponential in the length of the delay to remove bias",
          "the time TD needs to unlearn its bias grows exponentially with the delay (RUDDER's theorem)",
-         (RUDDER, "TD needs time exponential in the delay to remove its bias")),
+         (LEARNING, "TD needs time exponential in the delay to remove its bias: with the policy held fixed and the "
+                    "critic started at V = 0, the episodes TD(0) needs to halve its bias at the key room grow "
+                    "exponentially with the corridor length L"),
+         (LEARNING_NOISE, "TD needs time exponential in the delay to remove its bias: with the policy held fixed and the "
+                          "critic started at V = 0, the episodes TD(0) needs to halve its bias at the key room grow "
+                          "exponentially with the corridor length L"), how="re-point"),
     said("§5", "MC methods, while unbiased, suffer from variance that scales with the trajectory length",
          "Monte Carlo's variance grows with the trajectory's length",
          (DILEMMAS, "Monte Carlo's variance grows with the trajectory length"),
@@ -793,9 +843,9 @@ SURVEY = [
     said("§8", "HCA can directly determine the relevance of a past action to a particular outcome, regardless "
          "of temporal distance.",
          "HCA judges a past action's relevance whatever its distance in time",
-         (HCA, "HCA judges a past action's relevance whatever its distance in time: the decisive action's "
-               "hindsight ratio is elevated, above the irrelevant ones', at every distance from its reward, and does "
-               "not fade as that distance grows")),
+         (HCA, "HCA judges a past action's relevance whatever its distance in time: return HCA's hindsight ratio for the "
+               "decisive action is elevated, above the irrelevant ones', at every distance from its reward, and does "
+               "not fade as that distance grows (the return's noise the same at every distance)")),
     said("§8", "the spurious contributions that cause HCA to degrade toward the REINFORCE estimator",
          "when the later state reveals the action, state-conditional HCA degrades toward REINFORCE",
          (HCA, "when the later state reveals the action, state HCA degrades toward REINFORCE")),
@@ -817,7 +867,7 @@ SURVEY = [
          not_checkable="the comparison is with token-level PRMs; ours scores steps (the step-level comparison, "
                        "a different statement, is measured in studies/06_overoptimisation.py)"),
     said("§9", "RL training with Q-RM converges 12× faster than ORM on GSM8K",
-         "RL with Q-RM converges 12x faster than with an ORM (on GSM8K)",
+         "RL with Q-RM converges 12x faster than with an ORM on GSM8K (here: our arithmetic task, at our scale)",
          (OVER, "RL with Q-RM converges 12x faster than with an ORM (GSM8K; here GRPO on the learned ORM)")),
     said("§9", "11× faster than step-level PRM on MATH",
          "RL with Q-RM converges 11x faster than with a step-level PRM on MATH (here: our arithmetic task, at our scale)",
@@ -862,12 +912,11 @@ SS_GRPO = [
          (CREDIT, "flat credit (GRPO's broadcast) makes reasoning brittle: more of its right answers are reached "
                   "through a wrong line than under step credit (the gold PRM-GRPO)"), how="new"),
     said("The Problem", "for a 1000-token rollout, per-step evaluation multiplies inference cost by 1000×",
-         "evaluating every step of a 1,000-token rollout separately multiplies the inference cost by 1,000 (two "
-         "readings of the cost: evaluator calls, and tokens processed)",
-         (CREDIT, "for a 1000-token rollout, per-step evaluation multiplies inference cost by 1000x, read as "
-                  "evaluator calls (one per token)"),
-         (CREDIT, "for a 1000-token rollout, per-step evaluation multiplies inference cost by 1000x, read as "
-                  "tokens processed"), how="rephrase"),
+         "evaluating every step of a 1,000-token rollout separately multiplies the inference cost by 1,000",
+         not_checkable="the multiplier is set by how the evaluator reads a step, which the article leaves unstated: "
+                       "counted in evaluator calls it is 1,000 by definition, while in tokens read it depends on whether "
+                       "one pass scores every position or each prefix is read anew (studies/07_credit computes both "
+                       "readings)", how="rephrase"),
     said("Mechanics", "we can infer step-level advantages by comparing the final outcome of a rollout against "
          "a counterfactual baseline constructed from other rollouts in the same group",
          "SS-GRPO infers step-level advantages: in a right solution its flawed step gets less credit than "
@@ -875,7 +924,8 @@ SS_GRPO = [
          (CREDIT, "SS-GRPO's step weight stops reinforcing the flawed step: in a right solution it gets less "
                   "credit than the solution's right steps")),
     said("Mechanics, Checklist", "The estimator is trained with a contrastive objective",
-         "the estimator is trained with a contrastive objective",
+         "the estimator is trained with a contrastive objective (read as the checklist's: a loss that compares "
+         "rollouts of different outcomes, with a margin to raise)",
          (CREDIT, "the estimator is trained with a contrastive objective")),
     said("Checklist", "Monitor the entropy of step weights; if it collapses to uniform, increase the "
          "contrastive margin.",
@@ -907,10 +957,7 @@ SS_GRPO = [
     said("Engineering decisions", "avoiding sequence-length dependence",
          "a fixed-size (mean-pooled) step representation avoids dependence on the step's length",
          (CREDIT, "a mean-pooled, fixed-size step representation avoids dependence on the step's length: the same "
-                  "step's tokens repeated k times get the same w(s) (its estimator, as its code builds it)"),
-         (CREDIT, "a mean-pooled, fixed-size step representation avoids dependence on the step's length: the same "
-                  "step's tokens repeated k times get the same w(s) (this run's trained estimators: learned "
-                  "positions, the prompt in each row)")),
+                  "step's tokens repeated k times get the same w(s) (its estimator, as its code builds it)")),
     said("Engineering decisions", "The policy loss applies the same clipping as PPO but with per-step advantages, "
                                   "preserving stability.",
          "clipping as in PPO keeps training with per-step advantages stable",
@@ -925,12 +972,9 @@ SS_GRPO = [
          (CREDIT, "SS-GRPO achieves 97% of the accuracy gain of a full PRM (its table: GRPO 72.3%, PRM 78.1%, SS-GRPO "
                   "77.5%)")),
     said("Performance", "at 4% of the training cost",
-         "at 4% of the PRM's training cost, read as total hours (the article's table)",
+         "SS-GRPO trains at 4% of the PRM's training cost (read on the article's table of total training hours)",
          (CREDIT, "...at 4% of the PRM's training cost, read as total training hours (its table: 24/120/28 h for "
                   "GRPO/PRM/SS-GRPO)")),
-    said("Performance", "at 4% of the training cost",
-         "at 4% of the PRM's training cost, read as the hours each spends beyond GRPO's (the article's table)",
-         (CREDIT, "...at 4% of the PRM's training cost, read as the hours each spends beyond GRPO's")),
     said("Performance", "The estimator adds only 5% overhead to rollout generation",
          "the estimator adds only 5% overhead to rollout generation",
          not_checkable="the overhead is the ratio of the estimator's cost to a 7B policy's generation; our "
@@ -940,9 +984,6 @@ SS_GRPO = [
          "SS-GRPO beats GRPO (here: at our scale, same samples and updates)",
          (CREDIT, "SS-GRPO beats GRPO (here: at our scale; its table's 5.2 points at 7B on GSM8K are not a size that "
                   "carries over)")),
-    said("Performance", "SS-GRPO achieves 97% of the accuracy gain of a full PRM",
-         "SS-GRPO recovers 97% of the step-credit gain over GRPO (here: at our scale)",
-         (CREDIT, "SS-GRPO recovers 97% of the PRM's accuracy gain over GRPO")),
     said("Trade-offs", "The estimator introduces a small latency (≈2ms per step)",
          "the estimator costs about 2 ms per step",
          not_checkable="hardware- and scale-specific"),
@@ -959,7 +1000,8 @@ SS_GRPO = [
          (CREDIT, "storing step-level weights for all rollouts increases memory by ~10% (to its one significant "
                   "figure)")),
     said("Trade-offs", "If the group size is too small (K<4), the contrastive signal is weak.",
-         "with groups smaller than 4 the contrastive signal is weak",
+         "with groups smaller than 4 the contrastive signal is weak (here read as: the estimator trained on groups of "
+         "K = 2 learns less than at K = 4)",
          (ESTIMATOR, "with groups smaller than 4 the contrastive signal is weak: the estimator trained at K = 2 tells "
                     "right from failed solutions less well than at K = 4")),
     said("Checklist", "Start with a group size of at least 8 to ensure stable advantage normalization.",
@@ -973,8 +1015,11 @@ SS_GRPO = [
                     "the estimator retrained every N = 5 updates tells right from failed solutions better than one "
                     "frozen after its first 20 updates")),
     said("Summary", "we recover most of the benefits of process reward models at a fraction of the cost",
-         "learning the step weight from outcomes alone recovers most of a PRM's benefit (here: at our scale)",
-         (CREDIT, "SS-GRPO recovers most (over half) of the PRM's accuracy gain over GRPO"),
+         "learning the step weight from outcomes alone recovers most of a PRM's benefit at a fraction of its cost "
+         "(here: at our scale)",
+         (CREDIT, "SS-GRPO recovers most of the benefits of process reward models at a fraction of the cost: most "
+                  "(over half) of the PRM's accuracy gain over GRPO, at less training compute than a PRM labelled by "
+                  "Monte Carlo"),
          how="rephrase"),
 ]
 
@@ -1026,5 +1071,6 @@ LEFT_OUT = {
         "hand-written ledger as not the article's statements: 'SS-GRPO beats GRPO at the same step size' (our "
         "control for its mechanism), its overhead and cost figures recomputed at our scale (the article states them "
         "for a 7B policy, where the estimator is tiny; ours is bigger than our policy), 'more as chains grow' (not in "
-        "the article) and the signed variant (ours)."),
+        "the article), the signed variant (ours), and '97% of the PRM's gain' at our scale (the article states it for 7B "
+        "on GSM8K only; its own table is checked)."),
 }

@@ -133,10 +133,11 @@ seeds, or a gap larger than the seeds' spread), never with a round number; where
 too few, it says so. An exact quantity (arithmetic, dynamic programming, a count, a construction)
 needs no seeds, and an essay's approximate figure is met to the precision it is stated with. Verdicts: **yes**, **no**, **inconclusive** (the measurement cannot tell),
 **premise not met** (the claim found the statement's condition absent here), **not checkable
-here** (with the reason), and **partly** only where the claims of two runs or seeds disagree
-(one decides and another cannot, or they decide both ways; a run whose setting lacks the
-statement's premise does not count),
-each shown with its own verdict.
+here** (with the reason), and **partly** only where the claims of two runs, two settings of one
+run (a policy before and after training, best-of-N and RL) or seeds disagree (one decides and
+another cannot, or they decide both ways; a run whose setting lacks the statement's premise does
+not count), each shown with its own verdict. Two readings or two parts of one statement are two
+rows, each with its own verdict.
 
 A row whose check does not follow the rule yet (it answers another question, decides by a round
 number or on one seed, or is missing though the numbers are measured) gets no verdict: it is

@@ -9,14 +9,19 @@ held uniform, TD(0)'s error at the key room against the exact value after --eval
 episodes, started from the exact values plus a small error and from the exact values alone (the
 part the small errors cause, as L grows; MC beside it); and, against §2.3's claim that TD
 bootstrapping fails when most states' estimated value is near zero, TD(0)'s episodes to solve
-with its critic started at V = 0 (every state) and at the exact V^π, the delay held fixed.
-Read beside: credit-assignment-problem-survey.txt §2.1, §2.3, §4.1.1.
+with its critic started at V = 0 (every state), at the exact V^π, and at V^π shuffled over the
+states (wrong, but not near zero), the delay held fixed; and whether a run from V = 0 fails
+outright (ends at the budget unsolved). Last, against RUDDER's theorem (survey §5) that TD needs
+time exponential in the delay to remove its bias: the policy held uniform, the episodes until
+TD(0)'s critic, started at V = 0, has halved its bias at the key room, fitted per seed as an
+exponential in L and as a power of L (common.exponential_growth, as 03_rudder.py's claims are).
+Read beside: credit-assignment-problem-survey.txt §2.1, §2.3, §4.1.1, §5.
 
     python studies/02_learning.py        # runs/studies/02_learning/
     # noisy rewards: does MC still learn?
     python studies/02_learning.py --noise 0.5 --out runs/studies/02_learning_noise
 
-The default run took 42 s on 2 CPU cores (one thread; the noise run 58 s, the machine shared).
+The default run took 111 s on 2 CPU cores (one thread; the noise run 135 s, the machine shared).
 
 Figure: episodes_to_solve.png (episodes to success vs L, median and spread over seeds).
 """
@@ -97,25 +102,52 @@ def evaluation_error(args: Args, L: int, lam: float, seed: int, device) -> float
     return float((V[0] - truth[0]) ** 2)
 
 
-def start_values(env, exact: bool) -> torch.Tensor:
-    """The critic's start: 0 on every state (nothing to bootstrap from), or the exact V^π of the
-    actor's first policy, the uniform one (dynamic programming on the model)."""
-    if exact:
-        return gae.exact_truth(env, gae.uniform_policy(env), 1.0)[0].clone()
-    return torch.zeros(env.num_states + 1, device=env.device)
+def bias_removal_time(args: Args, L: int, seed: int, device) -> int:
+    """Policy evaluation alone, the uniform policy held fixed, the tabular TD(0) critic started at
+    V = 0 (its bias at the key room is all of V^π there): the episodes until that bias is halved,
+    |V - V^π| ≤ |V^π| / 2 at the key room (args.max_episodes if never)."""
+    common.seed_everything(seed)
+    env = gae.make_env(args, L, args.batch, seed, device)
+    policy = gae.uniform_policy(env)
+    truth = float(gae.exact_truth(env, policy, 1.0)[0][0])
+    V = torch.zeros(env.num_states + 1, device=device)
+    for episodes in range(args.batch, args.max_episodes + 1, args.batch):
+        episode = common.play_episodes(env, policy)
+        s = episode["states"]
+        critic_step(V, s, gae.gae(episode["rewards"], V[s], V[episode["next_states"]], episode["ends"], 1.0, 0.0),
+                    args.critic_lr)
+        if abs(float(V[0]) - truth) <= abs(truth) / 2:
+            return episodes
+    return args.max_episodes
 
 
-def actor_critic(args: Args, L: int, lam: float, seed: int, device, exact_start: bool = False) -> int:
+STARTS = ("zero", "exact", "shuffled")  # the critic's first values (start_values)
+
+
+def start_values(env, start: str, seed: int) -> torch.Tensor:
+    """The critic's start: "zero" on every state (nothing to bootstrap from), "exact", the V^π of
+    the actor's first policy, the uniform one (dynamic programming on the model), or "shuffled",
+    those exact values permuted over the non-terminal states: wrong, but not near zero (the
+    control that tells "near zero" from "not the truth")."""
+    if start == "zero":
+        return torch.zeros(env.num_states + 1, device=env.device)
+    V = gae.exact_truth(env, gae.uniform_policy(env), 1.0)[0].clone()
+    if start == "shuffled":
+        V[:env.num_states] = V[torch.randperm(env.num_states, generator=torch.Generator().manual_seed(seed))]
+    return V
+
+
+def actor_critic(args: Args, L: int, lam: float, seed: int, device, start: str = "zero") -> int:
     """Episodes until π(take key | key room) ≥ args.success (args.max_episodes if never).
 
     Actor: softmax over tabular logits, policy-gradient step with Ψ = GAE(γ=1, λ).
     Critic: tabular V moved toward the λ-return Ψ + V (MC target at λ = 1, TD(0) at λ = 0),
-    started at 0, or at the exact V^π of the first policy with exact_start.
+    started at `start` (start_values).
     """
     common.seed_everything(seed)
     env = gae.make_env(args, L, args.batch, seed, device)
     logits = torch.zeros(env.num_states + 1, 2, device=device, requires_grad=True)
-    V = start_values(env, exact_start)
+    V = start_values(env, start, seed)
     actor = torch.optim.SGD([logits], lr=args.actor_lr)
     for episodes in range(args.batch, args.max_episodes + 1, args.batch):
         episode = common.play_episodes(env, torch.softmax(logits.detach(), 1))
@@ -143,10 +175,18 @@ def learning_study(args: Args, device) -> dict:
     return results
 
 
-def exact_start_study(args: Args, device) -> dict:
-    """{L: episodes to solve, one per seed} for TD(0) with its critic started at the exact V^π."""
-    return {L: [actor_critic(args, L, 0.0, args.seed + i, device, exact_start=True) for i in range(args.learn_seeds)]
-            for L in tqdm(args.length_list, desc="TD(0) from V^π", leave=False)}
+def start_study(args: Args, device) -> dict:
+    """{start: {L: episodes to solve, one per seed}} for TD(0) with its critic started at the exact
+    V^π and at V^π shuffled over the states (from zero is learning_study's TD(0))."""
+    return {start: {L: [actor_critic(args, L, 0.0, args.seed + i, device, start) for i in range(args.learn_seeds)]
+                    for L in tqdm(args.length_list, desc=f"TD(0) from {start} values", leave=False)}
+            for start in STARTS[1:]}
+
+
+def bias_time_study(args: Args, device) -> dict:
+    """{L: TD(0)'s episodes to halve its bias at the key room, one per seed}."""
+    return {L: [bias_removal_time(args, L, args.seed + i, device) for i in range(args.learn_seeds)]
+            for L in tqdm(args.length_list, desc="TD(0)'s bias", leave=False)}
 
 
 TD_EXACT = "TD(0) (λ=0) from V^π exactly"  # policy evaluation's TD(0) without the small initial error
@@ -216,26 +256,59 @@ def compounding_claim(errors: dict, lengths: list[int], episodes: int) -> dict:
         + ("" if len(lengths) > 1 else "; needs two corridor lengths"), holds if len(lengths) > 1 else None)
 
 
-def near_zero_claim(from_zero: dict, from_exact: dict, lengths: list[int], budget: int) -> dict:
-    """Survey §2.3: does TD bootstrapping fail when most states' estimated value is near zero?
-    The delay held fixed (the longest L), per seed, TD(0)'s episodes to solve with its critic
-    started at V = 0 minus started at the exact V^π (> 0: the zeros cost episodes), decided over
-    the seeds. A run at the budget is a lower bound: from V = 0 it can confirm the cost, from V^π
+def slower(first: list[float], second: list[float], budget: int) -> tuple[bool | None, str]:
+    """Does `first` need more episodes than `second`? Per seed, first minus second, decided over the
+    seeds. A run at the budget is a lower bound: in `first` it can confirm the gap, in `second`
     refute it, no more."""
-    long = max(lengths)
-    holds, gap = common.seed_verdict(np.subtract(from_zero[long], from_exact[long]))
-    censored = {"from V = 0": max(from_zero[long]) >= budget, "from V^π": max(from_exact[long]) >= budget}
-    if (censored["from V = 0"] and holds is not True) or (censored["from V^π"] and holds is not False):
-        holds = None
-    medians = "; ".join(f"L = {L}: from V = 0 {seed_spread(from_zero[L])}, from V^π {seed_spread(from_exact[L])}"
-                        for L in lengths)
-    return common.claim(
+    holds, gap = common.seed_verdict(np.subtract(first, second))
+    if max(first) < budget and max(second) < budget:
+        return holds, gap
+    censored = (max(first) >= budget and holds is not True) or (max(second) >= budget and holds is not False)
+    return None if censored else holds, f"{gap} (a run at the budget: censored)"
+
+
+def near_zero_claims(from_zero: dict, starts: dict, lengths: list[int], budget: int) -> list[dict]:
+    """Survey §2.3: does TD bootstrapping fail when most states' estimated value is near zero?
+    Slowed: the delay held fixed (the longest L), TD(0)'s episodes to solve with its critic started
+    at V = 0 against started at the exact V^π, and at V^π shuffled over the states (as far from the
+    truth, but not near zero: without it, "near zero" and "wrong" would be one cause). Outright:
+    does a run from V = 0 end at the budget unsolved (exact counts)?"""
+    long, n = max(lengths), len(from_zero[max(lengths)])
+    than_exact, exact_gap = slower(from_zero[long], starts["exact"][long], budget)
+    than_shuffled, shuffled_gap = slower(from_zero[long], starts["shuffled"][long], budget)
+    medians = "; ".join(f"L = {L}: from V = 0 {seed_spread(from_zero[L])}, from V^π {seed_spread(starts['exact'][L])}, "
+                        f"from V^π shuffled {seed_spread(starts['shuffled'][L])}" for L in lengths)
+    unsolved = {L: sum(e >= budget for e in from_zero[L]) for L in lengths}
+    fails = True if unsolved[long] == n else False if not any(unsolved.values()) else None
+    solved = [e for by_seed in from_zero.values() for e in by_seed if e < budget]
+    return [common.claim(
         "survey §2.3", "TD bootstrapping fails when most states have near-zero estimated value: started from V = 0 "
         "(every state's estimate zero), the TD(0) actor-critic needs more episodes to learn to take the key than "
-        "started from the exact values V^π, at the same corridor length",
-        f"TD(0)'s episodes to solve, median (range) of the seeds, {medians}; at L = {long}, from V = 0 minus from "
-        f"V^π per seed, mean [95% interval over {len(from_zero[long])} seeds]: {gap}"
-        + (" (a run at the budget: censored)" if any(censored.values()) else ""), holds)
+        "started from the exact values V^π, and than started from those values shuffled over the states (wrong, but "
+        "not near zero), at the same corridor length",
+        f"TD(0)'s episodes to solve, median (range) of the seeds, {medians}; at L = {long}, per seed, mean [95% "
+        f"interval over {n} seeds]: from V = 0 minus from V^π {exact_gap}, from V = 0 minus from V^π shuffled "
+        f"{shuffled_gap}", common.all_parts(than_exact, than_shuffled)),
+        common.claim(
+        "survey §2.3", f"TD bootstrapping fails outright when most states have near-zero estimated value: started from "
+        f"V = 0, the TD(0) actor-critic does not learn to take the key within the budget of {budget:,} episodes",
+        "runs from V = 0 unsolved at the budget, by L: " + ", ".join(f"{L}: {unsolved[L]} of {n}" for L in lengths)
+        + (f"; the slowest solved run took {max(solved):,} episodes" if solved else ""), fails)]
+
+
+def exponential_time_claim(times: dict, lengths: list[int], budget: int) -> dict:
+    """Survey §5 (RUDDER's theorem): does the time TD needs to remove its bias grow exponentially
+    with the delay? The episodes to halve it, {L: one per seed}, fitted per seed as an exponential
+    in L and as a power of L (common.exponential_growth, the rule 03_rudder.py's delay claims use)."""
+    censored = sum(e >= budget for L in lengths for e in times[L])
+    holds, text = common.exponential_growth(lengths, times, censored)
+    return common.claim(
+        "survey §5 (RUDDER paper's theorem)", "TD needs time exponential in the delay to remove its bias: with the "
+        "policy held fixed and the critic started at V = 0, the episodes TD(0) needs to halve its bias at the key room "
+        "grow exponentially with the corridor length L",
+        "episodes to halve the bias, median (range) of the seeds, by L: "
+        + ", ".join(f"{L}: {seed_spread(times[L])}" for L in lengths) + f"; {text}"
+        + (f"; {censored} runs at the budget: censored" if censored else ""), holds)
 
 
 def seed_spread(values: list[float]) -> str:
@@ -257,22 +330,25 @@ def main(args: Args) -> dict:
     learning = learning_study(args, device)
     plot_learning(learning, args.length_list, out / "episodes_to_solve.png")
 
-    from_exact = exact_start_study(args, device)
+    starts = start_study(args, device)
     errors = evaluation_study(args, device)
+    bias_times = bias_time_study(args, device)
     claims = learning_claims(learning, args.length_list, args.max_episodes) + [
         compounding_claim(errors, args.length_list, args.eval_episodes),
-        near_zero_claim(learning["TD(0) (λ=0)"], from_exact, args.length_list, args.max_episodes)]
+        *near_zero_claims(learning["TD(0) (λ=0)"], starts, args.length_list, args.max_episodes),
+        exponential_time_claim(bias_times, args.length_list, args.max_episodes)]
     metrics = {f"L{L}_episodes_to_solve[{name}]": float(np.median(by_L[L]))
                for L in args.length_list for name, by_L in learning.items()}
-    metrics |= {f"L{L}_episodes_to_solve[TD(0) (λ=0) from V^π]": float(np.median(from_exact[L]))
-                for L in args.length_list}
+    metrics |= {f"L{L}_episodes_to_solve[TD(0) (λ=0) from V^π{' shuffled' * (start == 'shuffled')}]":
+                float(np.median(by_L[L])) for start, by_L in starts.items() for L in args.length_list}
     metrics |= {f"L{L}_value_error[{name}]": float(np.mean(by_L[L])) for L in args.length_list
                 for name, by_L in errors.items()}
     table = learning_table(learning, args.length_list)
     metrics["tables"] = {"episodes_to_solve": table}
     wall = time.time() - start
     common.write_results(out, args, wall, metrics, claims, episodes_to_solve=learning, value_error=errors,
-                         td_from_exact_values=from_exact)
+                         td_from_start_values=starts,
+                         td_bias_halving_episodes=bias_times)
     print(f"\nEpisodes to solve, median (range) of {args.learn_seeds} seed(s) (budget {args.max_episodes:,}):")
     print(common.format_table(table["rows"], table["header"]))
     print("\n" + common.format_claims(claims))

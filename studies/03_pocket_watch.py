@@ -316,7 +316,7 @@ def watch_claims(args: Args, study: dict) -> tuple[dict, list[dict]]:
     seconds = {m: study[m]["seconds_per_episode"] for m in WATCH_METHODS}
     metrics.update({f"watch_seconds_per_episode[{m}]": t for m, t in seconds.items()})
     blocks = min(len(study["RUDDER"]["timings"]), len(study["Q-learning (TD)"]["timings"]))
-    extra, extra_text = rudder.seed_verdict(np.subtract(study["RUDDER"]["timings"][:blocks],
+    extra, extra_text = common.seed_verdict(np.subtract(study["RUDDER"]["timings"][:blocks],
                                                         study["Q-learning (TD)"]["timings"][:blocks]))
     claims.append(common.claim("survey §5", "the LSTM return predictor adds computational overhead",
                         f"pocket watch, wall clock per episode (all {len(args.alpha_list) * args.seeds} "

@@ -6,14 +6,16 @@ properties of an optimal redistribution (§4.1.2, §5), for r̃ and for the dela
 where r̃ puts the credit, the future reward still expected after each (s, a) (zero: TD's one-step
 target is unbiased; also for the exact optimal redistribution r̃* by dynamic programming on the true
 model, as the learned r̃ is optimal only where shown so), the variance of the Monte Carlo return
-given (s, a), and the optimal policy by dynamic programming on the mean r̃ of each (s, a). Then
-potential-based shaping, r'_t = r_t + Φ(s_{t+1}) - Φ(s_t) (Ng et al. 1999), by exact dynamic
-programming: does it keep the optimal policy, and does Φ = V^π leave a future reward of zero too? And
-the least future reward a potential of the position alone (blind to the key) can leave.
+given (s, a), and, under r̃*, of the immediate reward alone (all Monte Carlo averages once no future
+reward is expected), and the optimal policy by dynamic programming on the mean r̃ of each (s, a).
+Then potential-based shaping, r'_t = r_t + Φ(s_{t+1}) - Φ(s_t) (Ng et al. 1999), by exact dynamic
+programming: does it keep the optimal policy, what future reward does a generic (random) Φ leave, and
+does Φ = V^π, the one potential that can leave none, leave none? And, for context, the least future
+reward a potential of the position alone (blind to the key) can leave.
 
-    python studies/03_redistribution.py   # 10 s on 2 CPU cores
+    python studies/03_redistribution.py   # 13 s on 2 CPU cores (shared)
     python studies/03_redistribution.py --distractor-prob 0.5 --out runs/studies/03_redistribution_distractors
-                                          # 10 s; r's variance is no longer 0
+                                          # 11 s; r's variance is no longer 0
 """
 
 import importlib
@@ -29,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the chapters and
 import common  # noqa: E402
 
 rudder = importlib.import_module("03_rudder")
-seed_verdict = rudder.seed_verdict
+seed_verdict = common.seed_verdict
 
 
 @dataclass
@@ -139,7 +141,8 @@ def redistribution_properties(env: common.KeyToDoor, episode: dict, redistribute
       visited pairs (0: none left), and its mean square over the visits (mean_square_future), this
       also for the exact optimal redistribution r̃*;
       the Monte Carlo return-to-go's variance given (s_t, a_t), at the key step and over all steps
-      (over all steps also for r̃*);
+      (over all steps also for r̃*), and the immediate reward's, Var(r̃_t | s_t, a_t), over all steps
+      (Monte Carlo's whole target once no future reward is expected);
       the optimal policy at the key room and its value by dynamic programming on the mean r̃ of
       each (s, a) (the redistributed MDP) and on the true model."""
     pairs, num_pairs = pair_index(episode), common.KeyToDoor.num_actions * (env.num_states + 1)
@@ -154,6 +157,7 @@ def redistribution_properties(env: common.KeyToDoor, episode: dict, redistribute
         out[f"future_mean_square[{name}]"] = mean_square_future(rewards, pairs, num_pairs)
         to_go = rewards.flip(0).cumsum(0).flip(0)
         out[f"mc_variance_all_steps[{name}]"] = conditional_variance(to_go, pairs, num_pairs)
+        out[f"immediate_variance[{name}]"] = conditional_variance(rewards, pairs, num_pairs)
     P, R = env.model()
     mean_redistributed, _ = pair_means(redistributed.double().cpu(), pairs.cpu(), num_pairs)
     for name, table in (("redistributed", mean_redistributed.view(-1, common.KeyToDoor.num_actions)), ("original", R)):
@@ -180,19 +184,26 @@ def position_potential(P: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
     return potential
 
 
-def shaping_future_max(P: torch.Tensor, R: torch.Tensor, potential: torch.Tensor) -> float:
-    """The largest |E[Σ_{k>t} r'_k | s_t, a_t]| over the non-terminal pairs after shaping with
-    `potential`, π uniform: Q^π' - R' by exact policy evaluation."""
+def shaping_future(P: torch.Tensor, R: torch.Tensor, potential: torch.Tensor) -> torch.Tensor:
+    """E[Σ_{k>t} r'_k | s_t, a_t] at each non-terminal pair after shaping with `potential`, π
+    uniform: Q^π' - R' by exact policy evaluation."""
     shaped = potential_shaping(P, R, potential)
     _, Q = common.evaluate_policy(P, shaped, torch.full_like(R, 0.5), 1.0)
-    return float((Q - shaped)[:-1].abs().max())
+    return (Q - shaped)[:-1]
+
+
+def shaping_future_max(P: torch.Tensor, R: torch.Tensor, potential: torch.Tensor) -> float:
+    """The largest |E[Σ_{k>t} r'_k | s_t, a_t]| over the non-terminal pairs after shaping with `potential`."""
+    return float(shaping_future(P, R, potential).abs().max())
 
 
 def shaping_study(args: Args, seed: int) -> dict:
     """Potential-based shaping by exact dynamic programming on key-to-door (γ = 1): with a random
     Φ, does Q* keep its argmax, and is Q*' = Q* - Φ(s) (Ng et al. 1999)? With Φ = V^π (π uniform),
-    which sees the key, and with the best Φ of the position alone, what future reward does the
-    shaped MDP still expect after each (s, a)? (Φ = V^π is the exact optimal redistribution r̃*.)"""
+    which sees the key, with the random Φ, and with the best Φ of the position alone, what future
+    reward does the shaped MDP still expect after each (s, a)? (Φ = V^π is the exact optimal
+    redistribution r̃*.) And is that future Σ_s' P(s'|s, a) (V^π(s') - Φ(s')) (checked on the random
+    Φ)? Then Φ = V^π, at every state some pair reaches, is the one potential that leaves none."""
     env = common.KeyToDoor(1, corridor=args.corridor, distractor_prob=args.distractor_prob)
     P, R = env.model()
     potential = torch.randn(len(P), generator=torch.Generator().manual_seed(seed), dtype=R.dtype)
@@ -200,10 +211,14 @@ def shaping_study(args: Args, seed: int) -> dict:
     Q, shaped = optimal_q(P, R), optimal_q(P, potential_shaping(P, R, potential))
     decisive = (Q.max(1).values - Q.min(1).values) > 1e-9  # where the choice matters at all
     V, _ = common.evaluate_policy(P, R, torch.full_like(R, 0.5), 1.0)
+    # shaping with Φ shifts V^π to V^π - Φ, so the future after (s, a) is Σ_s' P(s'|s, a) (V^π(s') - Φ(s'))
+    formula = torch.einsum("sat,t->sa", P, V - potential)[:-1]
     return {"decisive_states": int(decisive.sum()),
             "argmax_kept": bool((Q.argmax(1) == shaped.argmax(1))[decisive].all()),
             "identity_gap": float((shaped - (Q - potential[:, None])).abs().max()),
             "value_potential_future_max": shaping_future_max(P, R, V),
+            "random_potential_future_max": shaping_future_max(P, R, potential),
+            "future_formula_gap": float((shaping_future(P, R, potential) - formula).abs().max()),
             "position_potential_future_min": shaping_future_max(P, R, position_potential(P, V))}
 
 
@@ -211,11 +226,13 @@ def shaping_study(args: Args, seed: int) -> dict:
 # Claims and main
 # ============================================================================================
 SCALARS = ("expected_future_max", "future_mean_square", "mc_variance_at_key", "mc_variance_all_steps",
-           "optimal_key_action", "optimal_start_value")
+           "immediate_variance", "optimal_key_action", "optimal_start_value")
 
 
 NOT_SHOWN_OPTIMAL = ("the learned redistribution is not shown optimal (RUDDER calls a redistribution optimal "
                      "when its expected future reward is zero, and the learned one's is not shown zero)")
+DETERMINISTIC = ("premise not met: the stored world is deterministic given (s_t, a_t), so r's variance is already 0 "
+                 "(--distractor-prob 0.5 adds noise)")
 
 
 def future_reward_verdict(seeds: list[dict], seeds_text: str) -> tuple[bool | None, bool | None, str]:
@@ -245,13 +262,32 @@ def future_reward_verdict(seeds: list[dict], seeds_text: str) -> tuple[bool | No
     return (True, shown, text) if shown else (None, shown, text)
 
 
+def immediate_variance_verdict(seeds: list[dict], seeds_text: str) -> tuple[bool | None, str]:
+    """Monte Carlo under the exact optimal redistribution r̃*: no future reward is expected after
+    (s_t, a_t), so Q(s_t, a_t) = E[r̃*_t | s_t, a_t] and r̃*_t alone is the target to average. Per
+    seed, over all steps, r's reward-to-go variance given (s_t, a_t) minus r̃*_t's: below where the
+    interval over the seeds lies above 0 (common.seed_verdict); premise not met where r's is 0."""
+    original, optimal, learned = (np.array([seed[key] for seed in seeds]) for key in (
+        "mc_variance_all_steps[original]", "immediate_variance[optimal]", "immediate_variance[redistributed]"))
+    below, text = seed_verdict(original - optimal)
+    measured = (f"Monte Carlo's target for Q(s_t, a_t), over all steps, mean of the {seeds_text}: with r, the "
+                f"reward-to-go, E[Var(Σ_{{k≥t}} r_k | s_t, a_t)] {original.mean():.2g}; under the exact optimal "
+                f"redistribution r̃* (dynamic programming on the true model, same episodes), whose expected future "
+                f"reward is zero by construction, so Q(s_t, a_t) = E[r̃*_t | s_t, a_t], r̃*_t alone: "
+                f"E[Var(r̃*_t | s_t, a_t)] {optimal.mean():.2g} (the learned r̃'s r̃_t: {learned.mean():.2g}); r's "
+                f"minus r̃*'s per seed, mean [95% interval]: {text}; below where the interval lies above 0")
+    if original.mean() < 1e-9:
+        return None, f"{DETERMINISTIC}. {measured}"
+    return below, measured
+
+
 def redistribution_claims(seeds: list[dict], shaping: dict) -> tuple[dict, list[dict]]:
     """The survey's promises for an optimal redistribution, on each seed's stored episodes and
-    predictor, decided over the seeds (02_gae.seed_verdict); potential-based shaping by exact
+    predictor, decided over the seeds (common.seed_verdict); potential-based shaping by exact
     dynamic programming. Metrics: each property's mean over the seeds."""
     metrics = {f"{k}[{name}]": float(np.mean([seed[f"{k}[{name}]"] for seed in seeds]))
                for k in SCALARS for name in ("redistributed", "original")}
-    for k in ("future_mean_square", "mc_variance_all_steps"):
+    for k in ("future_mean_square", "mc_variance_all_steps", "immediate_variance"):
         metrics[f"{k}[optimal]"] = float(np.mean([seed[f"{k}[optimal]"] for seed in seeds]))
     metrics.update({f"shaping_{k}": v for k, v in shaping.items()})
     n, seeds_text = len(seeds), f"{len(seeds)} seeds (each its own episodes and predictor)"
@@ -276,17 +312,20 @@ def redistribution_claims(seeds: list[dict], shaping: dict) -> tuple[dict, list[
                 f"(equal by construction: Σ r̃ = G); all steps, learned r̃ {steps:.2g}, exact optimal r̃* (dynamic "
                 f"programming on the true model, same episodes) {optimum:.2g}, r {steps_r:.2g}")
     if steps_r < 1e-9:
-        minimal, variance = None, ("premise not met: the stored world is deterministic given (s_t, a_t), so r's "
-                                   f"variance is already 0 (--distractor-prob 0.5 adds noise). {variance}")
+        minimal, variance = None, f"{DETERMINISTIC}. {variance}"
     else:
         variance += (f"; the learned r̃'s minus r̃*'s over all steps per seed, mean [95% interval]: {minimal_text}; "
                      "minimal where the interval holds 0 and stays below r's variance; where it excludes 0, two "
                      "redistributions both shown optimal differ, so being optimal does not make it minimal")
     if shown is not True and minimal is not None:  # "minimal" is said of an optimal redistribution
         minimal, variance = None, f"premise not met: {NOT_SHOWN_OPTIMAL}. {variance}"
+    below, immediate = immediate_variance_verdict(seeds, seeds_text)
+    keeps = shaping["argmax_kept"] and shaping["identity_gap"] < 1e-9
     position, by_value = shaping["position_potential_future_min"], shaping["value_potential_future_max"]
-    # exact values: shaping falls short where the best Φ of the position leaves some, r̃* (Φ = V^π) none
-    stronger = False if position <= 1e-9 else by_value <= 1e-9
+    generic, formula_gap = shaping["random_potential_future_max"], shaping["future_formula_gap"]
+    # exact values: a generic Φ (the random one) leaves some future reward, Φ = V^π (r̃*) none, and the
+    # future any Φ leaves is Σ_s' P(s'|s, a) (V^π(s') - Φ(s')), so V^π is the one Φ that leaves none
+    only_value = keeps and generic > 1e-9 and by_value <= 1e-9 and formula_gap <= 1e-9
     actions = [seed["optimal_key_action[redistributed]"] for seed in seeds]
     truth = seeds[0]["optimal_key_action[original]"]
     claims = [
@@ -305,6 +344,9 @@ def redistribution_claims(seeds: list[dict], shaping: dict) -> tuple[dict, list[
                      f"the expected future reward: {left}", zero),
         common.claim("survey §4.1.2, §5", "in the redistributed MDP, Monte Carlo's variance is minimal", variance,
                      minimal),
+        common.claim("survey §4.1.2, §5", "an optimal redistribution leaves Monte Carlo only the immediate reward to "
+                     "average: its variance, Var(r̃*_t | s, a), is below the original reward-to-go's "
+                     "Var(Σ_{k≥t} r_k | s, a)", immediate, below),
         common.claim("survey §4.1.2", "the redistributed MDP has the same optimal policy",
                      f"dynamic programming on the mean r̃ of each (s, a) vs the true model, each of {n} seeds: optimal "
                      f"action in the key room {actions} vs {truth} (1: take the key); optimal value "
@@ -315,14 +357,17 @@ def redistribution_claims(seeds: list[dict], shaping: dict) -> tuple[dict, list[
               f"exact dynamic programming, key-to-door, a random Φ: argmax Q* kept in all "
               f"{shaping['decisive_states']} states where the choice matters: {'yes' if shaping['argmax_kept'] else 'no'}; "
               f"largest |Q*' - (Q* - Φ(s))| {shaping['identity_gap']:.1e}",
-              shaping["argmax_kept"] and shaping["identity_gap"] < 1e-9),
-        common.claim("survey §4.1.2", "zero expected future reward is a stronger property than potential-based "
-              "shaping provides",
-              f"exact dynamic programming, π uniform, the largest |E[Σ_{{k>t}} r'_k | s_t, a_t]| that shaping "
-              f"leaves: the best Φ of the position alone (blind to the key) {position:.3g}; the exact optimal "
-              f"redistribution r̃* (shaping with Φ = V^π, plus V^π(s_0) at the first step) {by_value:.1e}; the "
-              "exception: a Φ that sees a Markov state (V^π here sees the key) gives the same; zero below 1e-9 "
-              "(float precision)", stronger),
+              keeps),
+        common.claim("survey §4.1.2", "potential-based shaping guarantees only the optimal policy: a generic potential "
+              "leaves non-zero expected future reward, and zero needs the one potential Φ = V^π, which an optimal "
+              "redistribution supplies",
+              f"exact dynamic programming, key-to-door, π uniform: the optimal policy kept (claim above): "
+              f"{'yes' if keeps else 'no'}; the largest |E[Σ_{{k>t}} r'_k | s_t, a_t]| that shaping leaves: the "
+              f"random Φ above {generic:.3g}; Φ = V^π, the exact optimal redistribution r̃* (plus V^π(s_0) at the "
+              f"first step) {by_value:.1e}; the future any Φ leaves is Σ_s' P(s'|s, a) (V^π(s') - Φ(s')) (largest "
+              f"gap on the random Φ {formula_gap:.1e}), so none is left only where Φ = V^π at every state some "
+              f"(s, a) reaches; for context, the best Φ of the position alone (blind to the key) {position:.3g}; "
+              "zero below 1e-9 (float precision)", only_value),
     ]
     return metrics, claims
 

@@ -212,7 +212,7 @@ def by_length(lengths: list[int], effects: dict, lower: dict | None = None,
     higher. With each length's text."""
     lower, higher, verdicts, texts = lower or {}, higher or {}, [], []
     for L in lengths:
-        verdict, text = censored(*rudder.seed_verdict(effects[L]), lower.get(L, False), higher.get(L, False))
+        verdict, text = censored(*common.seed_verdict(effects[L]), lower.get(L, False), higher.get(L, False))
         verdicts.append(verdict)
         texts.append(f"{L}: {text}")
     holds = False if False in verdicts else None if None in verdicts or not verdicts else True
@@ -251,10 +251,10 @@ def transport_claims(args: Args, settings: "rudder.Args", results: dict, demos: 
     largest, largest_text = None, "needs lengths on both sides of τ_γ"
     if short and long:
         largest, largest_text = censored(
-            *rudder.seed_verdict(np.mean([gains[L] for L in long], 0) - np.mean([gains[L] for L in short], 0)),
+            *common.seed_verdict(np.mean([gains[L] for L in long], 0) - np.mean([gains[L] for L in short], 0)),
             any(gain_lower[L] for L in long) or any(gain_higher[L] for L in short),
             any(gain_higher[L] for L in long) or any(gain_lower[L] for L in short))
-    few, few_text = rudder.seed_verdict([d["share_changed_at_key"] - d["share_changed_elsewhere"] for d in demos])
+    few, few_text = common.seed_verdict([d["share_changed_at_key"] - d["share_changed_elsewhere"] for d in demos])
     # a length whose episodes end within τ_γ of the key has nothing to transport: TRT is TD there
     transported = [L for L in lengths if L + 2 > horizon]
     beats, beats_text = by_length(transported, {L: np.subtract(td[L], tr[L]) for L in transported}, gain_lower,

@@ -10,11 +10,14 @@ or the exact one (Bayes' rule on the model). Each one's bias² against the exact
 how far h/π moves the credit at each step of the delayed effect; the return identity
 Q(x, a) = E_z[h(a|x,z)/π(a|x) z] by numerical integration; COCOA's premise (Meulemans et al.
 2023; COCOA itself is not implemented), that state HCA degrades toward REINFORCE when the later
-state reveals the action; and a tabular softmax policy learning with each estimator on each task.
+state reveals the action (exact: its first-action term is REINFORCE's, episode by episode); the
+decisive action's hindsight ratio as its reward moves further away (--distances), the return's
+noise held the same; backward against forward search from the model, on key-to-door and on bit
+flipping; and a tabular softmax policy learning with each estimator on each task.
 The gradient study runs --seeds times (each seed its own episodes and classifiers; the first,
 --seed, is the chapter's), and its claims decide on the 95% interval over those seeds.
 
-    python studies/04_hca_tasks.py          # 139 s on 2 CPU cores, beside other jobs
+    python studies/04_hca_tasks.py          # 165 s on 2 CPU cores, beside other jobs
 
 Writes runs/studies/04_hca_tasks/: hca_variance_vs_sigma.png (tr Cov of each estimator vs σ,
 per task), hca_hindsight_ratio.png (delayed effect: |h/π - 1| per step, large at step 0 only),
@@ -42,13 +45,16 @@ import common  # noqa: E402
 hindsight = importlib.import_module("04_her_hca")
 
 
+MAX_SEARCH_BITS = 10  # the bit-flip model is dense: (2^n + 1)² n numbers, 42 MB at n = 10
+
+
 @dataclass
 class Args(common.RunArgs):
     out: str = common.arg("runs/studies/04_hca_tasks", "output folder for figures and results.json")
     sigmas: str = common.arg("0.25,0.5,1,2,4", "reward noise levels σ, comma-separated", item=float)
     chain: int = common.arg(8, "shortcut chain length")
     corridor: int = common.arg(10, "delayed effect: steps between the decisive action and its reward")
-    distances: str = common.arg("3,10,30", "delayed effect: the corridors of the distance check (at the lowest "
+    distances: str = common.arg("3,10,30", "delayed effect: the corridors of the distance check (return noise: the lowest "
                                 "σ)", item=int)
     crossover: float = common.arg(0.2, "ambiguous bandit: probability that an arm pays the other arm's amount")
     seeds: int = common.arg(4, "seeds of the gradient study: each its own episodes and hindsight classifiers")
@@ -60,15 +66,17 @@ class Args(common.RunArgs):
     value_rate: float = common.arg(0.2, "step size of the running-mean V (baseline) and r̂ (state HCA)")
     refit_steps: int = common.arg(10, "learning runs: hindsight classifier steps after each batch")
     hindsight_batches: int = common.arg(4, "learning runs: the classifier trains on the last this many batches")
+    search_bits: int = common.arg(5, "bit flipping: the bits n of the backward-search check (2^n states)")
 
     SMOKE = dict(sigmas="0.5,2", chain=4, corridor=3, distances="2,3", seeds=2, learn_iters=3, learn_batch=4,
-                 learn_seeds=1, refit_steps=2)
+                 learn_seeds=1, refit_steps=2, search_bits=3)
 
     def __post_init__(self):
         common.require_positive(self, "corridor", "seeds", "learn_sigma", "learn_iters", "learn_batch", "learn_seeds",
                                 "pg_lr", "refit_steps", "hindsight_batches")
         common.require(0 < self.value_rate <= 1, "--value-rate must be in (0, 1]")
         common.require(self.chain >= 2, "--chain must be at least 2")
+        common.require(1 <= self.search_bits <= MAX_SEARCH_BITS, f"--search-bits must be in [1, {MAX_SEARCH_BITS}]")
         common.require(0 < self.crossover < 0.5, "--crossover must be in (0, 0.5)")
         common.require(all(s > 0 for s in self.sigma_list), "--sigmas must be positive (exact h needs noise)")
         common.require(all(d > 0 for d in self.distance_list), "--distances must be positive")
@@ -373,6 +381,24 @@ def revealed_share(h_pairs: torch.Tensor, episodes: dict) -> float:
     return float(one_hot[episodes["alive"][1:]].float().mean())
 
 
+FLOAT32_ROUNDOFF = 2.0**-24  # u: float32 rounds each operation within a relative u
+
+
+def first_action_gap(episodes: dict, policy: torch.Tensor, h_pairs: torch.Tensor) -> float:
+    """State HCA's term at the first action from the later rewards against REINFORCE's,
+    (onehot(A_0) - π(X_0)) Z_1 with Z_1 = Σ_{k≥1} R_k: where h(· | X_0, X_k) is one-hot on A_0 for
+    every k, the two are the same sum (COCOA's case). The largest |difference| over episodes and
+    actions, in units of what float32 rounding allows per episode, 2T u Σ_{k≥1} |R_k| (the T - 1
+    rewards summed in two orders, each within (T - 2) u Σ|R_k|, and a few products within u):
+    at most 1 where the two are equal to float precision."""
+    s, a, rewards = episodes["states"], episodes["actions"], episodes["rewards"]
+    later_only = torch.zeros_like(policy)  # r̂ = 0: state HCA's part from the rewards after step 0
+    state = all_action_rows(episodes, policy, state_hca_q(episodes, policy, h_pairs, later_only))[0]
+    reinforce = (nn.functional.one_hot(a[0], policy.shape[1]) - policy[s[0]]) * episodes["returns"][1][:, None]
+    rounding = 2 * len(rewards) * FLOAT32_ROUNDOFF * rewards[1:].abs().sum(0)
+    return float(((state - reinforce).abs().amax(-1) / rounding).max())
+
+
 def study_one(args: hindsight.Args, task: hindsight.TabularTask, device) -> dict:
     """At the uniform policy: the exact gradient, hindsight classifiers fitted on one batch of
     episodes, and every estimator's per-episode gradients on a fresh batch. Seeded as the
@@ -397,14 +423,19 @@ def study_one(args: hindsight.Args, task: hindsight.TabularTask, device) -> dict
               "exact_gradient_norm2": float((truth**2).sum())}  # the scale of bias²; σ does not change it
     if "state HCA (exact h)" in h:
         result["first_action_revealed"] = revealed_share(h["state HCA (exact h)"], test)
+        result["first_action_gap"] = first_action_gap(test, policy, h["state HCA (exact h)"])
     return result
 
 
 def distance_study(args: Args, device) -> dict:
-    """{corridor: [study_one's result per seed]} on the delayed effect at the lowest σ, one corridor
-    of --distances at a time: the decisive action as far from its reward as each."""
+    """{corridor: [study_one's result per seed]} on the delayed effect, one corridor of --distances
+    at a time: the decisive action as far from its reward as each. Each of the corridor + 2 rewards
+    gets noise σ/√(corridor + 2), σ the lowest of --sigmas: the return's noise sd is σ at every
+    corridor, so only the distance changes (with σ on every reward, a longer corridor would also
+    mean a noisier return)."""
     chapter, low = chapter_args(args), min(args.sigma_list)
-    return {d: [study_one(dataclasses.replace(chapter, seed=seed, corridor=d), hindsight.delayed_effect(d, low), device)
+    return {d: [study_one(dataclasses.replace(chapter, seed=seed, corridor=d),
+                          hindsight.delayed_effect(d, low / math.sqrt(d + 2)), device)
                 for seed in range(args.seed, args.seed + args.seeds)]
             for d in tqdm(args.distance_list, desc="HCA distance study", leave=False)}
 
@@ -617,13 +648,17 @@ def conditioning_claim(name: str, by_sigma: dict) -> dict:
                                     for s in sigmas), common.all_parts(*(verdict for verdict, _ in gaps.values())))
 
 
-def elevations(runs: list[dict]) -> tuple[bool | None, str]:
-    """Per learned h, over seeds: the elevation h/π - 1 of the action taken under what followed, at
-    the first (decisive) action, and that minus its mean over the corridor (the steps between it
-    and the last), each yes where its interval lies above 0; and the corridor's mean itself, a zero
-    below the first action's elevation (E[h/π] - 1 is a χ² divergence ≥ 0: a mean near 0 means
-    every ratio near 1). Yes where all three hold for every learned h; and their text."""
-    elevation = {m: [r["hindsight_elevation"][m] for r in runs] for m in runs[0]["hindsight_elevation"] if "learned" in m}
+def learned_methods(runs: list[dict]) -> list[str]:
+    return [m for m in runs[0]["hindsight_elevation"] if "learned" in m]
+
+
+def elevations(runs: list[dict], methods: list[str]) -> tuple[bool | None, str]:
+    """Per method (an h), over seeds: the elevation h/π - 1 of the action taken under what
+    followed, at the first (decisive) action, and that minus its mean over the corridor (the steps
+    between it and the last), each yes where its interval lies above 0; and the corridor's mean
+    itself, a zero below the first action's elevation (E[h/π] - 1 is a χ² divergence ≥ 0: a mean
+    near 0 means every ratio near 1). Yes where all three hold for every method; and their text."""
+    elevation = {m: [r["hindsight_elevation"][m] for r in runs] for m in methods}
     first = {m: common.seed_verdict([p[0] for p in e]) for m, e in elevation.items()}
     above = {m: common.seed_verdict([p[0] - np.mean(p[1:-1]) for p in e]) for m, e in elevation.items()}
     corridor = {m: common.seed_verdict([np.mean(p[1:-1]) for p in e], zero_below=float(np.mean([p[0] for p in e])))
@@ -634,7 +669,7 @@ def elevations(runs: list[dict]) -> tuple[bool | None, str]:
 
 def decisive_claim(runs: list[dict], noise: float) -> dict:
     """Survey §4.2.1 on the delayed effect: only the decisive action's ratio is elevated (`elevations`)."""
-    holds, text = elevations(runs)
+    holds, text = elevations(runs, learned_methods(runs))
     return common.claim(
         "survey §4.2.1", "only the decisive action gets a significantly elevated hindsight ratio: h/π - 1 of the "
         "action taken, under what followed, lies above 0 at the decisive action and above that of the irrelevant "
@@ -663,38 +698,49 @@ def spurious_claim(runs: list[dict], noise: float) -> dict:
 IN_WORDS = {True: "yes", False: "no", None: "inconclusive"}  # one part's verdict, as the ledger words a claim's
 
 
-def fades(distance: dict) -> dict[str, tuple[bool | None, str]]:
-    """Per learned h, does the decisive action's elevation h/π - 1 hold up with distance? Its value
+def fade(distance: dict, method: str) -> tuple[bool | None, str]:
+    """Does the decisive action's elevation h/π - 1 under `method` hold up with distance? Its value
     at the shortest corridor minus at the longest, per seed: no where that fall's interval lies
     above 0; yes where it holds 0 (or lies below it: a rise is no fade) and stays below the
     shortest corridor's elevation (a fall that large is the whole signal gone); else None."""
     near, far = distance[min(distance)], distance[max(distance)]
-    verdicts = {}
-    for m in (m for m in near[0]["hindsight_elevation"] if "learned" in m):
-        falls = [n["hindsight_elevation"][m][0] - f["hindsight_elevation"][m][0] for n, f in zip(near, far)]
-        bar = float(np.mean([n["hindsight_elevation"][m][0] for n in near]))
-        verdict, text = common.seed_verdict(falls, zero_below=bar)
-        rise = common.mean_interval(falls)[2] < 0  # only a fall contradicts "whatever its distance"
-        verdicts[m] = (True if rise else verdict, text)
-    return verdicts
+    falls = [n["hindsight_elevation"][method][0] - f["hindsight_elevation"][method][0] for n, f in zip(near, far)]
+    bar = float(np.mean([n["hindsight_elevation"][method][0] for n in near]))
+    verdict, text = common.seed_verdict(falls, zero_below=bar)
+    rise = common.mean_interval(falls)[2] < 0  # only a fall contradicts "whatever its distance"
+    return (True if rise else verdict), text
+
+
+RETURN_LEARNED = "return HCA (learned h)"  # the distance claim's: state HCA's later state gives the action away
 
 
 def distance_claim(distance: dict, noise: float) -> dict:
-    """Survey §8: does HCA find the decisive action at every distance of --distances (`elevations`),
-    and with an elevation that does not fade from the shortest to the longest (`fades`)?"""
-    found = {d: elevations(runs) for d, runs in distance.items()}
+    """Survey §8 on return HCA (learned h), the return's noise the same at every corridor of
+    --distances (`distance_study`): is the decisive action found at every distance (`elevations`),
+    with an elevation that does not fade from the shortest to the longest (`fade`)? The exact h's
+    elevation, the same in distribution at every corridor, is shown as the check. State HCA is not
+    judged: its later state reveals the first action, h/π - 1 = 1/π - 1, whether or not it matters."""
+    found = {d: elevations(runs, [RETURN_LEARNED]) for d, runs in distance.items()}
+    exact = {d: common.mean_interval([r["hindsight_elevation"]["return HCA (exact h)"][0] for r in runs])
+             for d, runs in distance.items()}
     near, far = min(distance), max(distance)
-    falls = fades(distance) if far > near else {"each learned h": (None, "one distance only, nothing to compare")}
+    falls = fade(distance, RETURN_LEARNED) if far > near else (None, "one distance only, nothing to compare")
     return common.claim(
-        "survey §8", "HCA judges a past action's relevance whatever its distance in time: the decisive action's "
-        "hindsight ratio is elevated, above the irrelevant ones', at every distance from its reward, and does not "
-        "fade as that distance grows",
-        f"delayed effect, σ = {noise:g}, h/π - 1 at the first action, the first's minus the corridor's and the "
-        f"corridor's, mean [95% interval] over {len(distance[near])} seeds, by corridor: "
-        + " | ".join(f"{d}: {text}" for d, (_, text) in found.items())
+        "survey §8", DISTANCE,
+        f"delayed effect, the return's noise sd σ = {noise:g} at every corridor (σ/√(corridor + 2) on each reward), "
+        f"{RETURN_LEARNED}: h/π - 1 at the first action, the first's minus the corridor's and the corridor's, mean "
+        f"[95% interval] over {len(distance[near])} seeds, by corridor: "
+        + " | ".join(f"{d}: {text.removeprefix(RETURN_LEARNED + ' ')}" for d, (_, text) in found.items())
         + f"; the first's at {near} minus at {far} (> 0: fades with distance; zero below the first's at {near}): "
-        + "; ".join(f"{m} {text} ({IN_WORDS[v]})" for m, (v, text) in falls.items()),
-        common.all_parts(*(v for v, _ in found.values()), *(v for v, _ in falls.values())))
+        f"{falls[1]} ({IN_WORDS[falls[0]]}). Check, the exact h's h/π - 1 at the first action: "
+        + ", ".join(f"{d}: {m:.3g} [{lo:.3g}, {hi:.3g}]" for d, (m, lo, hi) in exact.items())
+        + ". State HCA not judged: its later state reveals the first action (h/π - 1 = 1/π - 1 at every distance)",
+        common.all_parts(*(v for v, _ in found.values()), falls[0]))
+
+
+DISTANCE = ("HCA judges a past action's relevance whatever its distance in time: return HCA's hindsight ratio for the "
+            "decisive action is elevated, above the irrelevant ones', at every distance from its reward, and does not "
+            "fade as that distance grows (the return's noise the same at every distance)")
 
 
 def first_action_shares(run: dict) -> tuple[float, float]:
@@ -708,56 +754,87 @@ def first_action_shares(run: dict) -> tuple[float, float]:
 
 
 def degrades_claim(by_sigma: dict) -> dict:
-    """COCOA's premise on the delayed effect: where the later state reveals the first action,
-    state HCA (exact h) keeps REINFORCE's variance at that action while it removes most of it
-    elsewhere. Per σ and seed, its share of REINFORCE's variance at the first action minus the
-    share on the other states; yes if > 0 at every σ. Premise: the exact h(· | X_0, X_k) one-hot."""
+    """COCOA's premise on the delayed effect, exact: where the later state reveals the first action
+    (the exact h(· | X_0, X_k) one-hot, the premise), state HCA's (exact h) term at that action is
+    REINFORCE's on the rewards after it, episode by episode (`first_action_gap` at most 1 on every
+    seed and σ). State HCA's share of REINFORCE's variance, at the first action and elsewhere, beside."""
     sigmas = sorted(by_sigma)
     shares = {s: np.array([first_action_shares(r) for r in by_sigma[s]]) for s in sigmas}
-    gaps = {s: common.seed_verdict(shares[s][:, 0] - shares[s][:, 1]) for s in sigmas}
+    gaps = {s: max(r["first_action_gap"] for r in by_sigma[s]) for s in sigmas}
     revealed = min(r["first_action_revealed"] for s in sigmas for r in by_sigma[s])
-    measured = ("delayed effect, state HCA's (exact h) variance as a share of REINFORCE's (no baseline), at the "
-                "first action vs on the other states (mean of the seeds), and the first's minus the others', mean "
-                f"[95% interval] over {len(by_sigma[sigmas[0]])} seeds: " + "; ".join(
-                    f"σ={s:g} {shares[s][:, 0].mean():.3g} vs {shares[s][:, 1].mean():.2g}, {gaps[s][1]}"
-                    for s in sigmas) + f"; the later state reveals the first action in {revealed:.0%} of the pairs")
+    measured = ("delayed effect, state HCA's (exact h) term at the first action from the later rewards against "
+                "REINFORCE's, (onehot(A_0) - π) Z_1, per episode: the largest |difference| over the episodes of "
+                f"{len(by_sigma[sigmas[0]])} seeds in units of float32 rounding (2T·2⁻²⁴·Σ_{{k≥1}} |R_k|; ≤ 1: the same "
+                "term), " + ", ".join(f"σ={s:g} {gaps[s]:.2g}" for s in sigmas) + "; state HCA's variance as a share "
+                "of REINFORCE's (no baseline), at the first action vs on the other states (mean of the seeds): "
+                + ", ".join(f"σ={s:g} {shares[s][:, 0].mean():.3g} vs {shares[s][:, 1].mean():.2g}" for s in sigmas)
+                + f"; the later state reveals the first action in {revealed:.0%} of the pairs")
     if revealed < 1:
         return common.claim("survey §8 (COCOA)", DEGRADES, f"premise not met: {measured}", None)
-    return common.claim("survey §8 (COCOA)", DEGRADES, measured, common.all_parts(*(verdict for verdict, _ in gaps.values())))
+    return common.claim("survey §8 (COCOA)", DEGRADES, measured, max(gaps.values()) <= 1)
 
 
 DEGRADES = "when the later state reveals the action, state HCA degrades toward REINFORCE"
 
 
 def frontier_sizes(P: torch.Tensor, start: int, depth: int, backward: bool = False) -> list[int]:
-    """The states a search reaches at each depth 1..`depth` from `start`, along the model's
-    transitions under any action (P[s, a, s']), or against them: each state's successors, or its
-    predecessors."""
+    """The states a search first reaches at each depth 1..`depth` from `start` (its breadth-first
+    layers), along the model's transitions under any action (P[s, a, s']), or against them: each
+    state's successors, or its predecessors. A state met again is not explored again."""
     edges = P.sum(1) > 0
     edges = edges.T if backward else edges
-    frontier = torch.zeros(len(edges), dtype=torch.bool)
-    frontier[start], sizes = True, []
+    reached = torch.zeros(len(edges), dtype=torch.bool)
+    reached[start] = True
+    frontier, sizes = reached.clone(), []
     for _ in range(depth):
-        frontier = edges[frontier].any(0)
+        frontier = edges[frontier].any(0) & ~reached
+        reached |= frontier
         sizes.append(int(frontier.sum()))
     return sizes
 
 
+def bitflip_model(bits: int) -> torch.Tensor:
+    """P[s, i, s'] of the chapter's bit flipping (04_her_hca.play_bitflip) for the goal 1...1: the
+    state is n bits (as an integer), action i flips bit i, and the goal ends the episode (it leads
+    to the absorbing terminal state 2^n only)."""
+    states = torch.arange(2**bits)
+    goal, terminal = 2**bits - 1, 2**bits
+    P = torch.zeros(terminal + 1, bits, terminal + 1)
+    for i in range(bits):
+        P[states, i, states ^ (1 << i)] = 1.0
+    P[goal] = 0.0
+    P[goal, :, terminal] = P[terminal, :, terminal] = 1.0
+    return P
+
+
+SEARCH = ("there are fewer predecessors of the goal than successors of the start: searching backward from the goal "
+          "reaches fewer states in all, and no more at any depth, than searching forward from the start")
+
+
+def search_claim(statement: str, world: str, forward: list[int], backward: list[int]) -> dict:
+    """Exact from a model: the breadth-first layers of the two searches (`frontier_sizes`), compared."""
+    return common.claim(
+        "survey §4.4.1", statement, f"{world}, exact from its model, states first reached at depth 1-{len(forward)}: "
+        f"forward from the start {forward}, backward from the goal {backward} ({sum(forward)} against "
+        f"{sum(backward)} in all)", sum(backward) < sum(forward) and all(b <= f for b, f in zip(backward, forward)))
+
+
 def backward_search_claim(corridor: int) -> dict:
-    """Survey §4.4.1 on key-to-door, exact from its model: the states forward search from the key
-    room reaches at each depth, against those backward search from the reward's state (the door,
-    key in hand) reaches, down to the key room."""
+    """Survey §4.4.1 on key-to-door: forward search from the key room against backward search from
+    the reward's state (the door, key in hand), down to the key room."""
     world = common.KeyToDoor(1, corridor=corridor)
     P, _ = world.model()
-    forward = frontier_sizes(P, 0, world.door)
-    backward = frontier_sizes(P, 2 * world.door + 1, world.door, backward=True)
-    return common.claim(
-        "survey §4.4.1", "there are fewer predecessors of the goal than successors of the start: searching backward "
-        "from the goal reaches fewer states in all, and no more at any depth, than searching forward from the start",
-        f"key-to-door with a corridor of {corridor}, exact from its model, states reached at depth 1-{world.door}: "
-        f"forward from the key room {forward}, backward from the door with the key {backward} ({sum(forward)} "
-        f"against {sum(backward)} in all)",
-        sum(backward) < sum(forward) and all(b <= f for b, f in zip(backward, forward)))
+    return search_claim(SEARCH, f"key-to-door with a corridor of {corridor} (start: the key room; goal: the door "
+                        "with the key)", frontier_sizes(P, 0, world.door),
+                        frontier_sizes(P, 2 * world.door + 1, world.door, backward=True))
+
+
+def bitflip_search_claim(bits: int) -> dict:
+    """Survey §4.4.1 on bit flipping, the project's other world: from 0...0 forward and from the
+    goal 1...1 backward, n flips apart. The hypercube looks the same from every corner."""
+    P = bitflip_model(bits)
+    return search_claim(f"{SEARCH} (bit flipping)", f"bit flipping with n = {bits} (start: 0...0; goal: 1...1)",
+                        frontier_sizes(P, 0, bits), frontier_sizes(P, 2**bits - 1, bits, backward=True))
 
 
 def hca_claims(args: Args, study: dict, identity: dict, distance: dict) -> list[dict]:
@@ -775,6 +852,7 @@ def hca_claims(args: Args, study: dict, identity: dict, distance: dict) -> list[
                      max(identity.values()) < 1e-3),
         degrades_claim(delayed),
         backward_search_claim(args.corridor),
+        bitflip_search_claim(args.search_bits),
     ]
 
 

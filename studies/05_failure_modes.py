@@ -6,7 +6,8 @@ reward from a weak cold start, and train/serve skew and state blindness at servi
                    frontier, the training reward's rise, entropy and the quality of the samples
                    (distinct, well-formed) against the cold start's
   poor reference   GRPO anchored to a cold start that rarely writes the steps, at --poor-beta;
-                   then the same with the reference reset to the current policy
+                   then the same with the reference reset to the current policy; held-out pass@1
+                   and the share of each policy's samples that write the steps
   staleness        rollouts from the weights of k updates ago, π_old in the clipped ratio being
                    the policy that sampled (the importance ratio) or the current one (ignored)
   sparse reward    GRPO from a weak cold start against rejection sampling (best-of-N) into SFT,
@@ -14,7 +15,7 @@ reward from a weak cold start, and train/serve skew and state blindness at servi
                    never solves, against what fresh draws of the same start solve by luck
   serving          the GRPO policy served with another prompt template, and with a fact missing
 
-Two more parts run where --parts names them (the default, modes, is the list above):
+Four more parts run where --parts names them (the default, modes, is the list above):
 
   blame            the GRPO policy's groups on held-out prompts, whole and with the last operation
                    cut: of the completions right by what the prompt shows, the share that GRPO's
@@ -24,9 +25,17 @@ Two more parts run where --parts names them (the default, modes, is the list abo
                    first --curriculum-share of the updates draw only --min-steps-operation problems,
                    then the normal mix, against GRPO on the normal mix throughout, at the same
                    number of completions
+  support          from the sparse-reward study's weak cold start, each estimator that differs in
+                   its baseline only (REINFORCE's batch mean, RLOO, GRPO) at the same budget: of the
+                   problems the weak start never solves, the share each solves beyond what fresh
+                   draws of the weak start solve by luck (beside modes, its runs are reused)
+  groups           from the same weak start, GRPO at twice the group size with half the prompts per
+                   update against the chapter's G, the same completions: held-out pass@1 and the
+                   share of groups without reward spread
 
 The loop is the chapter's `train` with what these modes need: rollouts from older weights, the
-ratio against them, the drift between the two policies, and reference resets.
+ratio against them, the drift between the two policies, reference resets, and the chapter's other
+estimators in GRPO's place.
 
 Every study runs at --seeds seeds (--seed, --seed + 1, ...: each its own prompts, samples and
 evaluation draws; the cold starts are trained once and shared). Each claim takes one
@@ -43,6 +52,8 @@ and metrics are means over the seeds; the figures draw every seed.
                                         # the claims again from the stored seeds, nothing trained
     python studies/05_failure_modes.py --parts blame,curriculum --out runs/studies/05_failure_modes_blame_curriculum
                                         # the two other parts alone, 3 seeds: 293 s on 2 CPU cores (shared)
+    python studies/05_failure_modes.py --parts support,groups --out runs/studies/05_failure_modes_support_groups
+                                        # the last two parts alone, 3 seeds: 649 s on 2 CPU cores (shared)
 
 To fit three seeds in about the time one took, the default staleness study is one policy age (8);
 the paper-scale version adds the oldest rollouts: --stale-lags 8,32 (two more runs a seed). The
@@ -50,7 +61,7 @@ default run (with β = 5 in the KL study) took 1,158 s on 2 CPU cores beside ano
 (an earlier run under a load of 3 to 8 took 1,782 s); with a core to itself a seed takes about
 250 s (the one-seed study, two runs more, took 294 s), about 13 min for the three.
 
-Read beside: credit-assignment-is-the-whole-game.txt §1, §2, §7.1, §7.3, §7.5, §7.9, §7.10, §8;
+Read beside: credit-assignment-is-the-whole-game.txt §1, §2, §7.1, §7.3, §7.5, §7.8, §7.9, §7.10, §8;
 credit-assignment-over-long-generations.txt (the KL weight; When it falls down).
 Figures: reward_kl.png (the β sweep), staleness.png (pass@1 and clip fraction with stale
 rollouts), support_and_anchor.png (the weak start and its mitigation; the poor reference),
@@ -80,7 +91,10 @@ grpo = importlib.import_module("05_grpo_rloo")
 
 SERVING_FORMAT = "Q: {prompt}A:\n"  # a prompt template the policy never saw in training
 SERVED = ("as trained", "another template", "last operation missing")  # the skew study's prompts
-PARTS = ("modes", "blame", "curriculum")  # what a run measures (--parts)
+PARTS = ("modes", "blame", "curriculum", "support", "groups")  # what a run measures (--parts)
+# The support part's estimators: the chapter's that differ in their baseline only (batch mean,
+# leave-one-out, group mean and std; Dr. GRPO changes the loss's normaliser too)
+SUPPORT_ESTIMATORS = ("reinforce", "rloo", "grpo")
 SHOWN = ("whole prompt", "last operation missing")  # the blame study's prompts
 # The curriculum's cold start, chosen by its premise alone (never by the curriculum's outcome): the
 # smallest SFT budget of the ladder 60, 100, 150, 200, 300 at which (a) the start passes 1-step
@@ -108,7 +122,8 @@ class Args(lm_world.LMArgs):
                                   "cold start: the KL study's run where it has one)")
     stale_lags: str = common.arg("8", "the policy ages of the async-staleness study (8,32: the paper-scale "
                                  "version)", item=int)
-    sparse_sft_steps: int = common.arg(60, "SFT steps of the weak cold start of the sparse-reward study")
+    sparse_sft_steps: int = common.arg(60, "SFT steps of the weak cold start of the sparse-reward study (and of the "
+                                       "support and groups parts)")
     curriculum_sft_steps: int = common.arg(CURRICULUM_SFT_STEPS, "SFT steps of the curriculum study's cold start "
                                            "(see CURRICULUM_SFT_STEPS for why this many)")
     rft_rounds: int = common.arg(2, "rounds of rejection sampling into SFT (best-of-N, then fine-tune)")
@@ -118,8 +133,9 @@ class Args(lm_world.LMArgs):
     poor_shortcut_prob: float = common.arg(0.9, "share of bare-answer demonstrations in the poor reference's "
                                                 "SFT (the default cold start has --shortcut-prob)")
     parts: str = common.arg("modes", "what to run, comma-separated: modes (the failure modes above), blame (GRPO's "
-                            "blame with the last operation cut), curriculum (easy problems first, weak start)",
-                            PARTS, item=str)
+                            "blame with the last operation cut), curriculum (easy problems first, weak start), "
+                            "support (each estimator on the weak start's unsolved problems), groups (GRPO at twice "
+                            "the group size, weak start)", PARTS, item=str)
     blame_problems: int = common.arg(512, "held-out problems the blame study puts to the GRPO policy, a group of "
                                      "--group-size completions each, whole and with the last operation cut")
     curriculum_share: float = common.arg(0.5, "share of the curriculum arm's updates, the first ones, that draw "
@@ -164,17 +180,20 @@ class Setting:
     π_old in the ratio being the policy that sampled ('importance') or the current one ('ignore',
     as if on-policy); the KL reference reset to the current policy every `ref_reset` updates (0:
     never); the first `easy_updates` updates drawing only the easiest problems, of --min-steps
-    operations (a curriculum; 0: none). The default is the chapter's loop."""
+    operations (a curriculum; 0: none); the chapter's advantage estimator `method` (one of its
+    ESTIMATORS). The default is the chapter's loop for GRPO."""
     lag: int = 0
     ratio: str = "importance"
     ref_reset: int = 0
     easy_updates: int = 0
+    method: str = "grpo"
 
     @property
     def label(self) -> str:
+        name = grpo.NAMES[self.method]
         if self.easy_updates:
-            return f"GRPO, {self.easy_updates} easy first"
-        return f"GRPO age {self.lag} ({self.ratio})" if self.lag else "GRPO"
+            return f"{name}, {self.easy_updates} easy first"
+        return f"{name} age {self.lag} ({self.ratio})" if self.lag else name
 
 
 class RolloutWorker:
@@ -244,13 +263,14 @@ def stale_step(policy, optimizer: torch.optim.Optimizer, completions: lm_world.C
 
 
 def train(policy, reference, tokenizer, rl: grpo.Args, held_out: list, device, setting: Setting = Setting()) -> dict:
-    """The chapter's `train` for GRPO, with `setting`'s stale rollouts (`RolloutWorker`) and
-    reference resets. Each update's record adds the age of the weights that sampled and the
-    policy's drift from them."""
+    """The chapter's `train` for `setting.method` (GRPO by default), with `setting`'s stale rollouts
+    (`RolloutWorker`) and reference resets. Each update's record adds the age of the weights that
+    sampled and the policy's drift from them."""
     rng = np.random.default_rng(rl.seed)
     generator = torch.Generator(device).manual_seed(rl.seed)
     eval_generator = torch.Generator(device).manual_seed(rl.seed + 1)
     optimizer, schedule = grpo.make_optimizer(policy, rl)
+    step_args = dataclasses.replace(rl, loss_norm=grpo.loss_norm_of(setting.method, rl))  # as the chapter's loop
     worker = RolloutWorker(policy, setting.lag)
     exclude = frozenset(p.prompt for p in rl.task.held_out())
     history, evals = [], []
@@ -270,12 +290,12 @@ def train(policy, reference, tokenizer, rl: grpo.Args, held_out: list, device, s
         problems = rl.task.sample(rl.prompts, rng, steps=rl.min_steps if easy else None, exclude=exclude)
         completions, rewards = grpo.sample_groups(worker.model(), tokenizer, problems, rl, generator, device)
         age = worker.age()
-        advantages = grpo.token_advantages(rewards, "grpo", completions.completion_mask)
+        advantages = grpo.token_advantages(rewards, setting.method, completions.completion_mask)
         ref_logp = grpo.reference_logprobs(reference, completions)
         # stale rollouts: the ratio's π_old is the policy that sampled, or (ignored) the current one
         behaviour = completions.logprobs if setting.lag and setting.ratio == "importance" else None
         drift = policy_drift(policy, completions) if setting.lag else 0.0
-        stats = stale_step(policy, optimizer, completions, advantages, ref_logp, rl, behaviour)
+        stats = stale_step(policy, optimizer, completions, advantages, ref_logp, step_args, behaviour)
         schedule.step()
         worker.updated()
         history.append(grpo.batch_record(completions, rewards) | {"policy_age": age, "policy_drift": drift} | stats)
@@ -423,13 +443,19 @@ def two_draws(policy, tokenizer, rl: grpo.Args, held_out: list, device) -> tuple
                                    ks=rl.ks) for _ in range(2))
 
 
+def weak_start(args: Args, device):
+    """The weak cold start (--sparse-sft-steps of SFT), trained once and cached."""
+    weak, _, _ = lm_world.cold_start_policy(dataclasses.replace(args.cold_start, sft_steps=args.sparse_sft_steps),
+                                          device, args.cache, progress=False)
+    return weak
+
+
 def sparse_reward_study(tokenizer, rl: grpo.Args, args: Args, held_out: list, device, on_policy: dict) -> dict:
     """Sparse terminal reward: a weak cold start (--sparse-sft-steps of SFT) that rarely succeeds,
     evaluated twice (fresh draws: what luck solves). GRPO from it, against the mitigation at the
     same budget of completions: rejection sampling into SFT with half of them, then GRPO for half
     the updates. Beside them, GRPO from the default cold start (`on_policy`, evaluation only)."""
-    weak, _, _ = lm_world.cold_start_policy(dataclasses.replace(args.cold_start, sft_steps=args.sparse_sft_steps),
-                                          device, args.cache, progress=False)
+    weak = weak_start(args, device)
     budget = rl.rl_steps * rl.prompts * rl.group_size
     first, again = two_draws(weak, tokenizer, rl, held_out, device)
     study = {"weak cold start": {"final": first}, "weak cold start, resampled": {"final": again}}
@@ -519,6 +545,42 @@ def curriculum_study(tokenizer, rl: grpo.Args, args: Args, held_out: list, devic
     return {"weak cold start": {"final": grpo.final_evaluation(weak, tokenizer, rl, held_out, device)},
             "GRPO": run_grpo(weak, tokenizer, rl, held_out, device),
             "easy first, then GRPO": run_grpo(weak, tokenizer, rl, held_out, device, Setting(easy_updates=easy))}
+
+
+def support_study(weak, tokenizer, rl: grpo.Args, held_out: list, device, known: dict) -> dict:
+    """No estimator fixes a support problem (whole-game §8): from the weak cold start, each of
+    SUPPORT_ESTIMATORS for the same updates, prompts and group size; beside them the weak start's
+    two draws (the second: what luck solves) and GRPO from the default cold start (what solving
+    beyond luck looks like where the support is there, evaluation only). `known`: the runs of
+    these already made, by name (the sparse-reward study's, where it ran), not made again."""
+    if "weak cold start" in known:
+        draws = (known["weak cold start"]["final"], known["weak cold start, resampled"]["final"])
+    else:
+        draws = two_draws(weak, tokenizer, rl, held_out, device)
+    study = {"weak cold start": {"final": draws[0]}, "weak cold start, resampled": {"final": draws[1]}}
+    for method in SUPPORT_ESTIMATORS:
+        name = grpo.NAMES[method]
+        study[name] = known.get(name) or run_grpo(weak, tokenizer, rl, held_out, device, Setting(method=method))
+    study["GRPO from the default cold start"] = {"final": known["GRPO from the default cold start"]["final"]}
+    return study
+
+
+def larger_groups(rl: grpo.Args) -> grpo.Args:
+    """The groups part's other arm: twice the group size, half the prompts, the same completions."""
+    return dataclasses.replace(rl, prompts=rl.prompts // 2, group_size=2 * rl.group_size)
+
+
+def group_arm(rl: grpo.Args) -> str:
+    """A run of the groups part by its batch's shape."""
+    return f"G = {rl.group_size}, {rl.prompts} prompts"
+
+
+def groups_study(weak, tokenizer, rl: grpo.Args, held_out: list, device, default: dict) -> dict:
+    """Larger groups against a sparse reward (whole-game §7.3, §7.8): from the weak cold start,
+    GRPO at the chapter's group size (`default`, already run) and at twice it with half the prompts
+    per update: the same updates and completions, the same reference (the weak start)."""
+    larger = larger_groups(rl)
+    return {group_arm(rl): default, group_arm(larger): run_grpo(weak, tokenizer, larger, held_out, device)}
 
 
 # ============================================================================================
@@ -888,24 +950,55 @@ def sparse_mitigation_claims(rl: grpo.Args, args: Args, seeds: list[dict]) -> li
                 f"{level(seeds, f'grpo_beta{rl.beta:g}_pass@1')}; the difference of the gains {sft_text}", sft)]
 
 
+def poor_key(name: str, measure: str = "pass@1") -> str:
+    """The metric key of a run of the poor-reference study."""
+    return f"poor_reference[{name}]_{measure}"
+
+
 def poor_reference_claims(seeds: list[dict], strong: float, reset_every: int) -> list[dict]:
     """KL anchoring (§7.5; over-long-generations, When it falls down) to a reference that rarely
-    writes the steps, at --poor-beta (`strong`): the hold-back, and the reset."""
-    def key(name: str, measure: str = "pass@1") -> str:
-        return f"poor_reference[{name}]_{measure}"
-    rows = "; ".join(f"{name}: pass@1 {level(seeds, key(name))}, writes steps {level(seeds, key(name, 'writes_steps'))}"
+    writes the steps, at --poor-beta (`strong`): the hold-back, the reset, and what the anchor does
+    to the steps themselves."""
+    rows = "; ".join(f"{name}: pass@1 {level(seeds, poor_key(name))}, writes steps "
+                     f"{level(seeds, poor_key(name, 'writes_steps'))}"
                      for name in ("poor reference itself", "cold start as reference", "poor reference",
                                   "poor reference, reset"))
-    held, held_text = effect(gap(seeds, key("cold start as reference"), key("poor reference")))
-    reset, reset_text = effect(gap(seeds, key("poor reference, reset"), key("poor reference")))
+    held, held_text = effect(gap(seeds, poor_key("cold start as reference"), poor_key("poor reference")))
+    reset, reset_text = effect(gap(seeds, poor_key("poor reference, reset"), poor_key("poor reference")))
     return [common.claim(
-                "whole-game §7.5", "a wrong reference: KL to an SFT model that rarely writes the steps holds the policy "
-                f"back from the behaviour that pays (here, GRPO at β = {strong:g}: lower held-out pass@1 than the same β "
-                "anchored to the cold start)", f"{over(seeds)}: {rows}; the cold-start anchor's lead {held_text}", held),
+                "whole-game §7.5", "a wrong reference: KL to an SFT model that rarely writes the steps holds the "
+                f"policy back from the behaviour that pays (here, GRPO at β = {strong:g}: lower held-out pass@1 than "
+                "the same β anchored to the cold start)",
+                f"{over(seeds)}: {rows}; the cold-start anchor's lead {held_text}", held),
             common.claim(
                 "whole-game §7.5", f"the mitigation: reset the reference carefully (here: to the current policy every "
                 f"{reset_every} updates; higher held-out pass@1 than the poor reference without resets)",
-                f"{over(seeds)}: {rows}; the reset's lead {reset_text}", reset)]
+                f"{over(seeds)}: {rows}; the reset's lead {reset_text}", reset),
+            anchoring_claim(seeds, strong)]
+
+
+def anchoring_claim(seeds: list[dict], strong: float) -> dict:
+    """over-long-generations, When it falls down: KL to a reference that rarely (or never) writes
+    the worked steps discourages the policy from writing them. At --poor-beta (`strong`), per seed:
+    the share of GRPO's samples that write steps anchored to the cold start minus anchored to the
+    poor reference. Its premise: the poor reference writes them less often than the cold start."""
+    itself = poor_key("poor reference itself", "writes_steps")
+    never = bool((per_seed(seeds, itself) == 0).all())
+    fewer, text = effect(gap(seeds, poor_key("cold start as reference", "writes_steps"),
+                             poor_key("poor reference", "writes_steps")))
+    poorer, poorer_text = effect(gap(seeds, "cold_start_writes_steps", itself))
+    return common.claim(
+        "over-long-generations, When it falls down", "KL anchoring breaks when the reference is poor: KL to a "
+        f"reference that {'never' if never else 'rarely'} writes the worked steps discourages the policy from "
+        f"writing them, though the reward pays for them: anchored to it at β = {strong:g}, GRPO's samples write the "
+        "steps less often than anchored to the cold start at the same β",
+        f"{over(seeds)}, share of samples that write at least one step before the answer: the poor reference "
+        f"itself {level(seeds, itself)}, the cold start {level(seeds, 'cold_start_writes_steps')} (the poor "
+        f"reference's shortfall {poorer_text}); GRPO at β = {strong:g} anchored to the cold start "
+        f"{level(seeds, poor_key('cold start as reference', 'writes_steps'))}, anchored to the poor reference "
+        f"{level(seeds, poor_key('poor reference', 'writes_steps'))}; the cold-start anchor's lead {text}"
+        + ("" if poorer else "; premise not met: the poor reference is not shown to write the steps less often "
+           "than the cold start"), fewer if poorer else None)
 
 
 def blame_key(shown: str, measure: str) -> str:
@@ -966,6 +1059,62 @@ def curriculum_claim(rl: grpo.Args, args: Args, seeds: list[dict]) -> dict:
            "than the normal mix"), lead if easier else None)
 
 
+def support_key(name: str, measure: str = "still_unsolved") -> str:
+    """The metric key of a run of the support part."""
+    return f"support[{name}]_{measure}"
+
+
+def estimators_claim(rl: grpo.Args, seeds: list[dict]) -> dict:
+    """§8, each estimator: of the problems the weak start leaves unsolved, none of REINFORCE, RLOO
+    and GRPO solves any beyond what fresh draws of the weak start solve by luck (`none_beyond`, the
+    GRPO-only claim's rule, against what GRPO from the default cold start solves); every part must hold."""
+    luck = per_seed(seeds, support_key("weak cold start, resampled"))
+    there = float((luck - per_seed(seeds, support_key("GRPO from the default cold start"))).mean())
+    names = [grpo.NAMES[method] for method in SUPPORT_ESTIMATORS]
+    # solved beyond luck: the share still unsolved after fresh draws minus after training
+    found = {name: none_beyond(luck - per_seed(seeds, support_key(name)), there,
+                               "what GRPO from the default cold start solves") for name in names}
+    still = ", ".join(f"{name} {level(seeds, support_key(name))}" for name in (
+        "weak cold start, resampled", *names, "GRPO from the default cold start"))
+    premise = bool(np.isfinite(luck).all())
+    return common.claim(
+        "whole-game §8", "no estimator fixes a support problem: of the held-out problems with no right answer in "
+        f"{rl.final_samples} samples at the weak start, none of REINFORCE, RLOO and GRPO solves more than fresh draws "
+        "of the weak start solve by luck",
+        f"{over(seeds)}, each estimator from the weak start for {rl.rl_steps} updates of {rl.prompts}x"
+        f"{rl.group_size} completions: problems unsolved at the weak start "
+        f"{level(seeds, support_key('weak cold start', 'unsolved'))}; of those, still unsolved: {still}; solved "
+        "beyond luck by " + ", by ".join(f"{name} {text}" for name, (_, text) in found.items())
+        + ("" if premise else "; premise not met: the weak start solves every held-out problem"),
+        common.all_parts(*(holds for holds, _ in found.values())) if premise else None)
+
+
+def groups_key(name: str, measure: str = "pass@1") -> str:
+    """The metric key of a run of the groups part."""
+    return f"groups[{name}]_{measure}"
+
+
+def groups_claim(rl: grpo.Args, seeds: list[dict]) -> dict:
+    """§7.3, §7.8: GRPO at twice the group size (half the prompts) against the chapter's, from the
+    weak cold start, at the same completions. Its premise, a sparse reward: at the chapter's group
+    size more than half of the groups have no reward spread (the sparse-reward claim's measure)."""
+    larger = larger_groups(rl)
+    small, large = group_arm(rl), group_arm(larger)
+    lead, text = effect(gap(seeds, groups_key(large), groups_key(small)))
+    sparse, sparse_text = effect(per_seed(seeds, groups_key(small, "zero_spread")) - 0.5)
+    return common.claim(
+        "whole-game §7.3, §7.8", f"larger group sizes for GRPO mitigate a sparse reward: from the weak cold start, "
+        f"GRPO with G = {larger.group_size} (half the prompts per update, the same completions) ends with higher "
+        f"held-out pass@1 than with G = {rl.group_size}",
+        f"{over(seeds)}, {rl.rl_steps} updates of {rl.prompts * rl.group_size} completions: pass@1 with {small} "
+        f"{level(seeds, groups_key(small))}, with {large} {level(seeds, groups_key(large))}; the larger group's lead "
+        f"{text}; share of zero-spread groups over the updates, {small} {level(seeds, groups_key(small, 'zero_spread'))}"
+        f", {large} {level(seeds, groups_key(large, 'zero_spread'))}; the reward sparse with {small} (more than half "
+        f"of the groups without spread): above one half by {sparse_text}"
+        + ("" if sparse else f"; premise not met: the reward is not shown sparse at G = {rl.group_size} (more than "
+           "half of the groups without reward spread)"), lead if sparse else None)
+
+
 def mode_claims(rl: grpo.Args, args: Args, seeds: list[dict]) -> list[dict]:
     return (beta_claims(rl, args, seeds) + staleness_claims(rl, args, seeds) + kl_claims(rl, args, seeds)
             + [peaked_claim(rl, seeds)]
@@ -977,7 +1126,8 @@ def mode_claims(rl: grpo.Args, args: Args, seeds: list[dict]) -> list[dict]:
 def check_claims(rl: grpo.Args, args: Args, seeds: list[dict]) -> list[dict]:
     """The claims of the parts the run measured (--parts), in the order of PARTS."""
     found = {"modes": lambda: mode_claims(rl, args, seeds), "blame": lambda: [blame_claim(rl, args, seeds)],
-             "curriculum": lambda: [curriculum_claim(rl, args, seeds)]}
+             "curriculum": lambda: [curriculum_claim(rl, args, seeds)],
+             "support": lambda: [estimators_claim(rl, seeds)], "groups": lambda: [groups_claim(rl, seeds)]}
     return [claim for part in PARTS if part in args.part_list for claim in found[part]()]
 
 
@@ -1020,7 +1170,9 @@ TITLES = {"staleness": "GRPO with stale rollouts (failure mode: async staleness)
           "sparse": "A weak cold start (sparse reward) and its mitigation:",
           "poor_reference": "GRPO from a poor reference that rarely writes the steps (KL anchoring):",
           "blame": "Where GRPO's blame lands, the prompt whole or with its last operation cut (state blindness):",
-          "curriculum": "A curriculum from the weak cold start (sparse reward), at the same completions:"}
+          "curriculum": "A curriculum from the weak cold start (sparse reward), at the same completions:",
+          "support": "Each estimator from the weak cold start: the problems it leaves unsolved (a support problem):",
+          "groups": "GRPO from the weak cold start at twice the group size, half the prompts (sparse reward):"}
 
 
 def tables(rl: grpo.Args, means: dict, names: dict) -> dict:
@@ -1039,6 +1191,19 @@ def tables(rl: grpo.Args, means: dict, names: dict) -> dict:
                                "rows": [[name, *(means.get(curriculum_key(name, c), "-") for c in (
                                    "pass@1", f"pass@{rl.final_samples}", "zero_spread", "easy_reward", "final_kl"))]
                                    for name in names["curriculum"]]}
+    if "support" in names:
+        found["support"] = {"header": ["policy", "pass@1", f"pass@{rl.final_samples}", "unsolved", "still unsolved",
+                                       "zero-spread"],
+                            "rows": [[name, *(means.get(support_key(name, c), "-") for c in (
+                                "pass@1", f"pass@{rl.final_samples}")), *(percent(means.get(support_key(name, c), math.nan))
+                                                                          for c in ("unsolved", "still_unsolved",
+                                                                                    "zero_spread"))]
+                                     for name in names["support"]]}
+    if "groups" in names:
+        found["groups"] = {"header": ["GRPO", "pass@1", f"pass@{rl.final_samples}", "zero-spread", "KL"],
+                           "rows": [[name, *(means[groups_key(name, c)] for c in (
+                               "pass@1", f"pass@{rl.final_samples}")), percent(means[groups_key(name, "zero_spread")]),
+                                     means[groups_key(name, "final_kl")]] for name in names["groups"]]}
     return found
 
 
@@ -1120,7 +1285,50 @@ def run_seed(args: Args, initial, tokenizer, device) -> tuple[dict, dict]:
                 metrics |= {curriculum_key(name, "zero_spread"): history_mean(run, "zero_spread"),
                             curriculum_key(name, "final_kl"): run["final_kl"],
                             curriculum_key(name, "easy_reward"): float(np.mean([h["reward"] for h in easy]))}
+    if "support" in args.part_list or "groups" in args.part_list:
+        # what the failure modes already ran from the weak start, and GRPO from the default cold start
+        known = {**runs.get("sparse_reward", {}), "GRPO from the default cold start": on_policy}
+        found_metrics, found_runs = weak_start_parts(args, rl, initial, tokenizer, held_out, device, known)
+        metrics |= found_metrics
+        runs |= found_runs
     return metrics, runs
+
+
+def weak_start_parts(args: Args, rl: grpo.Args, initial, tokenizer, held_out: list, device,
+                     known: dict) -> tuple[dict, dict]:
+    """The support and groups parts of --parts at args.seed: their metrics, and their runs without
+    policies. GRPO from the weak start serves both; it, the weak start's draws and GRPO from the
+    default cold start come from `known` where there (None: not run yet)."""
+    weak = weak_start(args, device)
+    known = {name: run for name, run in known.items() if run is not None}
+    known["GRPO"] = known.get("GRPO") or run_grpo(weak, tokenizer, rl, held_out, device)
+    metrics, runs = {}, {}
+    if "support" in args.part_list:
+        if "GRPO from the default cold start" not in known:
+            known["GRPO from the default cold start"] = run_grpo(initial, tokenizer, rl, held_out, device)
+        runs["support"] = without_models(support_study(weak, tokenizer, rl, held_out, device, known))
+        metrics |= support_metrics(rl, runs["support"])
+    if "groups" in args.part_list:
+        runs["groups"] = without_models(groups_study(weak, tokenizer, rl, held_out, device, known["GRPO"]))
+        for name, run in runs["groups"].items():
+            metrics |= {groups_key(name, f"pass@{k}"): run["final"][f"pass@{k}"] for k in rl.ks}
+            metrics |= {groups_key(name, "zero_spread"): history_mean(run, "zero_spread"),
+                        groups_key(name, "final_kl"): run["final_kl"]}
+    return metrics, runs
+
+
+def support_metrics(rl: grpo.Args, study: dict) -> dict:
+    """The support part's measures of each run: pass@k, the held-out problems unsolved, of those
+    unsolved at the weak start's first draws the share still unsolved, and the zero-spread share."""
+    first, metrics = study["weak cold start"]["final"], {}
+    for name, run in study.items():
+        metrics |= {support_key(name, f"pass@{k}"): run["final"][f"pass@{k}"] for k in rl.ks}
+        metrics[support_key(name, "unsolved")] = unsolved(run["final"])
+        if name != "weak cold start":
+            metrics[support_key(name)] = still_unsolved(first, run["final"])
+        if "history" in run:
+            metrics[support_key(name, "zero_spread")] = history_mean(run, "zero_spread")
+    return metrics
 
 
 def failure_modes(args: Args, rl: grpo.Args, initial, tokenizer, held_out: list, device) -> tuple[dict, dict, dict]:

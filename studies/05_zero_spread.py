@@ -17,7 +17,7 @@ problems come to each problem's success rate; and the cold start's samples at ea
 (whole-game §2, §5, §7.3, §8; over-long-generations: the KL term, "When it falls down"; SS-GRPO's
 checklist).
 
-    python studies/05_zero_spread.py    # 132 s on 2 CPU cores, beside other jobs;
+    python studies/05_zero_spread.py    # 150 s on 2 CPU cores, beside other jobs;
                                         # writes runs/studies/05_zero_spread/
 
 Figure: zero_spread.png (share of groups with zero spread against G for each policy; share of
@@ -238,11 +238,25 @@ def vanish_claims(rl: grpo.Args, seeds: list[dict]) -> list[dict]:
 
 
 def most_claims(rl: grpo.Args, args: Args, seeds: list[dict]) -> list[dict]:
-    """whole-game §2: from each cold start, is the share of completions in zero-spread groups
-    (A = 0) above one half? Decided over seeds."""
+    """whole-game §2: from each cold start, is the share of completions that earn reward 0 above one
+    half (the plain sparse reward, no baseline: such a completion's G_t is 0 on every token, so it
+    gives no gradient)? And, with group baselines, the share in zero-spread groups (A = 0)?
+    Decided over seeds."""
     G, claims = rl.group_size, []
-    for policy, start in (("cold start", f"the default cold start ({args.sft_steps} SFT steps)"),
-                          ("weak cold start", f"the weak cold start ({args.weak_sft_steps} SFT steps)")):
+    starts = (("cold start", f"the default cold start ({args.sft_steps} SFT steps)"),
+              ("weak cold start", f"the weak cold start ({args.weak_sft_steps} SFT steps)"))
+    for policy, start in starts:
+        failed = [1 - np.mean(s[policy]["correct"]) / args.samples for s in seeds]
+        holds, text = decide(np.subtract(failed, MOST))
+        mean, low, high = common.mean_interval(failed)
+        claims.append(common.claim(
+            "whole-game §2", f"with a sparse 0/1 verifier most trajectories teach almost nothing: from {start}, more "
+            "than half of the sampled completions earn reward 0, and with no baseline a completion with reward 0 has "
+            "G_t = 0 on every token (no gradient)",
+            f"share of completions with reward 0, {args.problems} training problems and {args.samples} completions "
+            f"each per seed, mean [95% interval over {len(seeds)} seeds]: {mean:.3f} [{low:.3f}, {high:.3f}]; minus "
+            f"one half {text}", holds))
+    for policy, start in starts:
         values = shares(seeds, policy, args, G)
         holds, text = decide(np.subtract(values, MOST))
         mean, low, high = common.mean_interval(values)
@@ -338,34 +352,40 @@ def difficulty_claim(rl: grpo.Args, args: Args, seeds: list[dict], policy: str) 
         f"{len(seeds)} seeds]: {text}", holds)
 
 
-def entropy_claim(args: Args, seeds: list[dict]) -> dict:
-    """whole-game §8 at the cold start: fewer well-formed completions at the highest temperature
-    than at T = 1 (incoherent), and fewer distinct completions per problem at the lowest (one
-    template); each decided over seeds, yes where both hold."""
+def entropy_claims(args: Args, seeds: list[dict]) -> list[dict]:
+    """whole-game §8 at the cold start, one claim for each end: fewer well-formed completions at the
+    highest temperature than at T = 1 (incoherent), and fewer distinct completions per problem at
+    the lowest (narrower: a tendency toward one template, not the collapse itself, which greedy
+    decoding, T → 0, gives by definition); each decided over seeds."""
     low, high = min(args.temperature_list), max(args.temperature_list)
 
     def at(T: float, key: str) -> np.ndarray:
         return np.array([s["temperature"][T][key] for s in seeds])
 
     incoherent, incoherent_text = decide(at(1.0, "well_formed") - at(high, "well_formed"))
-    template, template_text = decide(at(1.0, "distinct") - at(low, "distinct"))
+    narrower, narrower_text = decide(at(1.0, "distinct") - at(low, "distinct"))
     levels = "; ".join(f"T = {T:g}: well-formed {at(T, 'well_formed').mean():.3f}, distinct {at(T, 'distinct').mean():.3f}"
                        for T in args.temperature_list)
-    premise = "" if low < 1 < high else "; premise not met: --temperatures needs one below 1 and one above"
-    return common.claim(
-        "whole-game §8", "too much entropy gives incoherent samples, too little collapses to one template: from the "
-        "cold start, fewer completions are well-formed at a high temperature than at T = 1, and at a low one a "
-        f"problem's completions narrow toward one (fewer are distinct; one template would leave 1 of {args.samples})",
-        f"{args.samples} completions of each of {args.problems} problems per seed (mean of the seeds) at {levels}; "
-        f"per seed, mean [95% interval over {len(seeds)} seeds]: well-formed, T = 1 minus T = {high:g}, "
-        f"{incoherent_text}; distinct, T = 1 minus T = {low:g}, {template_text}" + premise,
-        common.all_parts(incoherent, template) if not premise else None)
+    samples = f"{args.samples} completions of each of {args.problems} problems per seed (mean of the seeds) at {levels}"
+    per_seed = f"per seed, mean [95% interval over {len(seeds)} seeds]"
+    hot = "" if high > 1 else "; premise not met: --temperatures needs one above 1"
+    cold = "" if low < 1 else "; premise not met: --temperatures needs one below 1"
+    return [common.claim(
+        "whole-game §8", "too much entropy gives incoherent samples: from the cold start, fewer completions are "
+        "well-formed at a high temperature than at T = 1",
+        f"{samples}; {per_seed}: well-formed, T = 1 minus T = {high:g}, {incoherent_text}" + hot,
+        None if hot else incoherent),
+        common.claim(
+        "whole-game §8", "too little entropy narrows a problem's completions toward one: from the cold start, fewer "
+        f"of a problem's completions are distinct at a low temperature than at T = 1 (one template would leave 1 of "
+        f"{args.samples})", f"{samples}; {per_seed}: distinct, T = 1 minus T = {low:g}, {narrower_text}" + cold,
+        None if cold else narrower)]
 
 
 def check_claims(rl: grpo.Args, args: Args, seeds: list[dict]) -> list[dict]:
     return (vanish_claims(rl, seeds) + most_claims(rl, args, seeds) + group_size_claims(args, seeds)
             + [medium_claim(rl, args, seeds, policy) for policy in WHEN]
-            + [difficulty_claim(rl, args, seeds, policy) for policy in WHEN] + [entropy_claim(args, seeds)])
+            + [difficulty_claim(rl, args, seeds, policy) for policy in WHEN] + entropy_claims(args, seeds))
 
 
 # ---------------------------------------------------------------------------- the report

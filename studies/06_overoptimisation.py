@@ -29,17 +29,22 @@ the chapter leaves out:
                         wrong) answers, RL on it, and the two fixes: r - b·length (b fitted with
                         correctness held fixed) and the same RM trained on length-balanced pairs
 
-Three checks run alone where --parts names them (the default, study, is all of the above), each on
+Four checks run alone where --parts names them (the default, study, is all of the above), each on
 the study's labelled solutions and reward models (the same draws, so the same models):
 
   hacking               the PRM's P(step right) on the wrong steps of wrong held-out completions
                         (correctness held fixed), before RL, after RL on the PRM and after outcome
-                        GRPO on the verifier: does RL on a learned score find a cheap correlate of it?
+                        GRPO on the verifier: does RL on a learned score find a cheap correlate of it,
+                        and does held-out pass@1 fall meanwhile (the PRM over-optimised as an ORM is)?
   pairs                 Q-RM trained (the same steps) on the (right, wrong) pairs among the first 3, 6
-                        and 12 (--qrm-samples) solutions of each training problem: its localisation of
-                        the first wrong step against its amount of comparative data
+                        and 12 (--qrm-samples) solutions of each training problem: does it localise
+                        the first wrong step from the most pairs and not from the fewest?
   ppo                   the chapter's loop (one optimiser step per batch, as studies/05_critic.py's
-                        PPO) with Q-RM's token advantages against GAE on 05's learned critic
+                        PPO) with Q-RM's token advantages against GAE on 05's learned critic: does it
+                        learn, and no worse than GAE?
+  marks                 the PRM's own marks (its more likely class: P(step right) > 1/2) on the steps of the
+                        cold start's held-out completions (the hacking check's cold start) against the gold
+                        labels: does the step judge the policy is rewarded by err both ways?
 
 Every claim is decided on the 95% interval over the seeds (common.seed_verdict: one value per seed,
 > 0 in the statement's direction) or is exact (counts). To fit three seeds in 15 minutes the
@@ -52,7 +57,9 @@ completions for 60 updates (the full scale: --rollouts-per-prefix 16 --label-ns 
     python studies/06_overoptimisation.py --length-bias --out runs/studies/06_overoptimisation_length
                                            # + 2 preference RMs and 3 RL runs a seed: 1,046 s, beside other jobs
     python studies/06_overoptimisation.py --parts hacking,pairs,ppo --out runs/studies/06_overoptimisation_checks
-                                           # the three checks alone (3 seeds): 1,024 s, beside other jobs
+                                           # three checks alone (3 seeds): 1,024 s, beside other jobs
+    python studies/06_overoptimisation.py --parts marks --out runs/studies/06_overoptimisation_marks
+                                           # the PRM's marks alone (3 seeds): 401 s, beside other jobs
     python studies/06_overoptimisation.py --reanalyse runs/studies/06_overoptimisation/results.json
                                            # the claims again from the stored seeds, nothing trained
 
@@ -95,8 +102,9 @@ prm = importlib.import_module("06_prm_qrm")
 
 RL_METHODS = {**prm.RL_METHODS, "qrm": "Q-RM tokens", "orm": "GRPO on the learned ORM"}
 REWARD_MODELS = ("prm", "orm", "qrm")  # made, then trained, in this order from one random stream
-PARTS = ("study", "hacking", "pairs", "ppo")  # what a run measures (--parts): the study, then checks of their own
+PARTS = ("study", "hacking", "pairs", "ppo", "marks")  # what a run measures (--parts): the study, then checks of their own
 ORM_ARMS = ("kl", "no_kl")  # the over-optimisation runs on the ORM: at --kl-beta, and at β = 0
+MARK_COUNTS = ("right_steps", "right_marked_wrong", "wrong_steps", "wrong_marked_right", "left_out")  # `step_marks`
 LIGHTMAN_N = 1860  # Lightman et al. (2024), best-of-1860 on MATH (their Figure 3)
 LIGHTMAN = {"PRM": 0.782, "ORM": 0.724, "majority vote": 0.696}
 LENGTH_RUNS = ("length-preferring RM", "same RM, length-normalised", "RM on length-balanced pairs")
@@ -139,7 +147,8 @@ class Args(lm_world.LMArgs):
     parts: str = common.arg("study", "what to run, comma-separated: study (all of the above), hacking (the PRM's "
                             "score of the wrong steps written before RL, after RL on it and on the verifier), pairs "
                             "(Q-RM's localisation against its preference pairs), ppo (Q-RM's token credit against "
-                            "GAE on a learned critic in the same loop)", PARTS, item=str)
+                            "GAE on a learned critic in the same loop), marks (the PRM's marks on held-out steps "
+                            "against the gold labels)", PARTS, item=str)
     qrm_samples: str = common.arg("3,6,12", "pairs: solutions sampled per training problem (the chapter's 256), whose "
                                   "(right, wrong) pairs train a Q-RM each; the chapter's: 6", item=int)
     critic_warmup: int = common.arg(10, "ppo: the critic's value-only updates on the cold start's samples before RL "
@@ -746,9 +755,28 @@ def wrong_step_scores(probs: torch.Tensor, ends: torch.Tensor, problems: list, t
             "worked_form_of_wrong": mean_or_nan(form[~correct])}
 
 
+def step_marks(probs: torch.Tensor, ends: torch.Tensor, problems: list, texts: list[str], correct) -> dict:
+    """The PRM's own marks (its more likely class: P(step right) > 1/2, probs read where each step ends)
+    against the gold labels, counted: right steps (no line so far differs from the worked solution)
+    marked wrong, and wrong steps of the wrong samples marked right. A right sample's lines that
+    leave the worked solution reach the right answer another way, so neither label is known: left out."""
+    correct, found = np.asarray(correct, bool), dict.fromkeys(MARK_COUNTS, 0)
+    for i, (problem, text) in enumerate(zip(problems, texts)):
+        gold = np.array(prm.gold_step_labels(problem, text), bool)
+        right_mark = (probs[i][ends[i][:len(gold)]] > 0.5).numpy()
+        found["right_steps"] += int(gold.sum())
+        found["right_marked_wrong"] += int((gold & ~right_mark).sum())
+        if correct[i]:
+            found["left_out"] += int((~gold).sum())
+        else:
+            found["wrong_steps"] += int((~gold).sum())
+            found["wrong_marked_right"] += int((~gold & right_mark).sum())
+    return found
+
+
 def prm_judge(prm_model, tokenizer, run: "prm.Args", device):
-    """judge(policy) -> `wrong_step_scores` of its `eval_samples` completions of each held-out problem
-    (sampled as `sample_stats` samples them: the same completions its numbers describe)."""
+    """judge(policy) -> `wrong_step_scores` and `step_marks` of its `eval_samples` completions of each
+    held-out problem (sampled as `sample_stats` samples them: the same completions its numbers describe)."""
     problems = [p for p in run.task.held_out(run.eval_problems) for _ in range(run.eval_samples)]
 
     def judge(policy) -> dict:
@@ -756,7 +784,9 @@ def prm_judge(prm_model, tokenizer, run: "prm.Args", device):
                           torch.Generator(device).manual_seed(run.seed + 6), device)
         probs = torch.sigmoid(prm.reward_model_logits(prm_model, r)).cpu()
         ends = lm_world.step_end_tokens(tokenizer, r.completion_ids, r.completion_mask).cpu()
-        return wrong_step_scores(probs, ends, problems, texts, verifier_rewards(problems, texts, r.truncated).numpy())
+        correct = verifier_rewards(problems, texts, r.truncated).numpy()
+        return {**wrong_step_scores(probs, ends, problems, texts, correct),
+                **step_marks(probs, ends, problems, texts, correct)}
     return judge
 
 
@@ -923,7 +953,8 @@ def run_checks(policy, tokenizer, args: Args, seed: int, device) -> dict:
     models = train_reward_models(policy, tokenizer, prm.label_study(policy, tokenizer, run, device), run)
     checks = {"hacking": lambda: hacking_study(policy, tokenizer, models, run, device),
               "pairs": lambda: pairs_study(policy, tokenizer, models, run, args.qrm_sample_list, device),
-              "ppo": lambda: ppo_study(policy, tokenizer, models, run, args, device)}
+              "ppo": lambda: ppo_study(policy, tokenizer, models, run, args, device),
+              "marks": lambda: prm_judge(models["prm"], tokenizer, run, device)(policy)}
     return {"seed": seed, "rl_steps": run.rl_steps, **{part: checks[part]() for part in PARTS[1:] if part in args.part_list}}
 
 
@@ -1179,37 +1210,53 @@ def convergence(runs: dict, window: int) -> dict:
     return {"target": float(target), "start": first, "updates": {m: updates_to_reach(c, target) for m, c in curves.items()}}
 
 
-def speed_claim(seeds: list[dict], slow: str, fast: str, claimed: float, statement: str, window: int) -> dict:
+def shared_updates(runs: dict) -> int:
+    """The leading updates in which every run's training batches score exactly alike: the runs share
+    their prompts and sampling stream, so their batches agree until their policies sample apart."""
+    curves = np.array([[h["reward"] for h in r["history"]] for r in runs.values()])
+    apart = np.nonzero((curves != curves[0]).any(axis=0))[0]
+    return int(apart[0]) if len(apart) else curves.shape[1]
+
+
+def halfway_at(seed: dict, arm: str) -> int:
+    """Updates the arm takes to halfway (`convergence`), a run that never gets there counted at the last update."""
+    found = seed["speed"]["updates"][arm]
+    return seed["rl_steps"] if found is None else found
+
+
+def timed_apart(seeds: list[dict]) -> bool:
+    """Does any arm (outcome GRPO's included) reach halfway measurably sooner than another, over the
+    seeds? Where none does, the timing has not shown that it can tell a faster learner at all."""
+    arms = list(seeds[0]["speed"]["updates"])
+    return any(over_seeds([halfway_at(s, a) - halfway_at(s, b) for s in seeds])[0] is not None
+               for i, a in enumerate(arms) for b in arms[i + 1:])
+
+
+def speed_claim(seeds: list[dict], slow: str, fast: str, claimed: float, statement: str) -> dict:
     """Chen et al.'s convergence speed: updates to the halfway mark (`convergence`), slow over fast, per
     seed, minus the paper's ratio. A run that never gets there counts as getting there at the last
     update, so the true ratio may lie higher (slow never there) or lower (fast never there): a yes
-    stands only if it cannot lie lower, a no only if it cannot lie higher. The curves are trailing
-    means over `window` updates, so a fast arm that the claimed ratio puts within `window` updates of
-    the start cannot be timed apart from one a few times slower: below that resolution, no verdict."""
-    ratios, lower, higher, counts, claimed_at = [], False, False, [], []
-    for s in seeds:
-        speed, steps = s["speed"], s["rl_steps"]
-        if speed["target"] <= speed["start"]:
-            continue  # outcome GRPO's pass rate did not rise: no halfway mark in this seed
-        a, b = speed["updates"][slow], speed["updates"][fast]
-        lower, higher = lower or b is None, higher or a is None
-        ratios.append((steps if a is None else a) / max(steps if b is None else b, 1))
-        claimed_at.append((steps if a is None else a) / claimed)
-        counts.append(f"{slow} {a}, {fast} {b}")
+    stands only if it cannot lie lower, a no only if it cannot lie higher. Where no two arms are timed
+    apart (`timed_apart`), the setup shows no room for a speed difference: no verdict."""
+    timed = [s for s in seeds if s["speed"]["target"] > s["speed"]["start"]]  # outcome GRPO rose: a halfway mark
     source = "Chen et al. 2025 (Q-RM)"
-    if len(ratios) < 2:
+    if len(timed) < 2:
         return claim(source, statement, "premise not met: outcome GRPO's training pass rate rose in fewer than 2 "
                      "seeds, so there is no halfway mark to time", None)
+    ratios = [halfway_at(s, slow) / max(halfway_at(s, fast), 1) for s in timed]
+    lower, higher = (any(s["speed"]["updates"][arm] is None for s in timed) for arm in (fast, slow))
     holds, text = over_seeds(np.subtract(ratios, claimed))
     censored = (holds is True and lower) or (holds is False and higher)
-    # the claimed ratio puts the fast arm at slow / claimed updates: inside the trailing window, it is blurred
-    unresolved = min(claimed_at) < window
+    arms = "; ".join(f"{arm} {', '.join(str(s['speed']['updates'][arm]) for s in timed)}"
+                     for arm in timed[0]["speed"]["updates"])
     measured = (f"updates to halfway from the cold start's training pass rate to outcome GRPO's final, per seed: "
-                f"{'; '.join(counts)} (None: never there, counted at the last update); ratio {slow}/{fast} "
-                f"{per_seed(ratios)}; minus {claimed} {text} ({legend(seeds)})")
-    if unresolved:
-        return claim(source, statement, f"{measured}; cannot resolve {claimed}x: it would put {fast} at "
-                     f"{per_seed(claimed_at)} updates, inside the {window}-update trailing mean the timing reads", None)
+                f"{arms} (None: never there, counted at the last update); ratio {slow}/{fast} {per_seed(ratios)}; "
+                f"minus {claimed} {text} ({legend(timed)})")
+    if not timed_apart(timed):
+        return claim(source, statement, f"{measured}; no verdict: no arm reaches halfway measurably sooner than "
+                     "another (each pair's difference in updates holds 0 over the seeds), and the arms' training pass "
+                     f"rates are identical in their first {per_seed([shared_updates(s['runs']) for s in timed])} "
+                     "updates (per seed): the setup shows no room for a speed difference", None)
     return claim(source, statement, measured + ("; censored: the ratio may lie on the other side" if censored else ""),
                  None if censored else holds)
 
@@ -1234,13 +1281,13 @@ def rl_claims(args: Args, seeds: list[dict]) -> list[dict]:
     claims = []
     if {"qrm", "orm"} <= methods:
         claims.append(speed_claim(seeds, "orm", "qrm", 12, "RL with Q-RM converges 12x faster than with an ORM "
-                                  "(GSM8K; here GRPO on the learned ORM)", args.speed_window))
+                                  "(GSM8K; here GRPO on the learned ORM)"))
         claims.append(gain_claim(seeds, "Q-RM raises pass@1 over an ORM baseline (Chen et al.: by about 5 points)",
                                  "GRPO on the learned ORM (the same β, learning rate and updates)",
                                  lambda s: s["runs"]["orm"], claimed=0.05))
     if {"qrm", "prm"} <= methods:
         claims += [speed_claim(seeds, "prm", "qrm", 11, "RL with Q-RM converges 11x faster than with a step-level "
-                               "PRM (MATH)", args.speed_window),
+                               "PRM (MATH)"),
                    gain_claim(seeds, "Q-RM raises pass@1 over PRM baselines (Chen et al.: by about 4-5 points over "
                               "token-level PRMs)", "the PRM's step rewards (step-level)", lambda s: s["runs"]["prm"],
                               claimed=0.04)]
@@ -1274,6 +1321,24 @@ def hacking_claim(seeds: list[dict]) -> dict:
                  "each)", common.all_parts(rose, above))
 
 
+def prm_proxy_claim(seeds: list[dict]) -> dict:
+    """Over-optimisation of the PRM as of an ORM: both halves under RL on it, per seed, each against
+    the cold start on the same held-out samples: the proxy (its score of wrong steps) rises while
+    the gold (the verifier's pass@1) falls."""
+    found = [s["hacking"] for s in seeds]
+    before, hacked = [f["cold_start"] for f in found], [f["runs"]["prm"]["judged"] for f in found]
+    rose, rose_text = over_seeds([a["wrong_step_score"] - b["wrong_step_score"] for a, b in zip(hacked, before)])
+    fell, fell_text = over_seeds([b["pass@1"] - a["pass@1"] for a, b in zip(hacked, before)])
+    return claim("over-long-generations", "a PRM used as a dense RL reward is itself a learned proxy, open to the "
+                 "over-optimisation an ORM suffers: under RL on the PRM its score of wrong work rises while held-out "
+                 "pass@1 falls", f"after {seeds[0]['rl_steps']} updates of RL on the PRM against the cold start, on the "
+                 "same held-out samples: the PRM's P(step right) on the wrong steps of wrong completions "
+                 f"{mean_of([b['wrong_step_score'] for b in before]):.3f} -> "
+                 f"{mean_of([a['wrong_step_score'] for a in hacked]):.3f}, after minus before {rose_text}; pass@1 "
+                 f"{per_seed([b['pass@1'] for b in before])} -> {per_seed([a['pass@1'] for a in hacked])} (per seed), "
+                 f"before minus after {fell_text} ({legend(seeds)})", common.all_parts(rose, fell))
+
+
 def premise_of(shown: bool | None, quantity: str, text: str) -> str:
     """The measured text's note on a premise decided over the seeds: none where it is shown, "premise
     not met" only where it is shown absent (its interval below 0), "not shown" where the interval holds 0."""
@@ -1283,41 +1348,70 @@ def premise_of(shown: bool | None, quantity: str, text: str) -> str:
 
 
 def pairs_claim(seeds: list[dict]) -> dict:
-    """Does Q-RM localise the first wrong step better when it learns from more pairs? Its AUROC
-    trained on the most pairs minus on the fewest, per seed; the premise: with the most pairs it
-    localises at all (AUROC above chance, 0.5)."""
+    """Does Q-RM, with no strong prior, need much comparative data to localise the first wrong step?
+    Its AUROC minus chance (0.5) per seed, trained on the fewest pairs and on the most: yes where the
+    most localise (above chance) and the fewest do not (not above it), no where the fewest already
+    localise (the need refuted), else none; the most shown below chance: premise not met."""
     sweeps = [s["pairs"]["sweep"] for s in seeds]
-    holds, text = over_seeds([w[-1]["auroc"] - w[0]["auroc"] for w in sweeps])
+    few, few_text = over_seeds([w[0]["auroc"] - 0.5 for w in sweeps])
     localises, localises_text = over_seeds([w[-1]["auroc"] - 0.5 for w in sweeps])
+    _, gain_text = over_seeds([w[-1]["auroc"] - w[0]["auroc"] for w in sweeps])
     sizes = ", ".join(f"{row['samples']} ({row['pairs']:.0f} pairs) {row['auroc']:.3f}" for row in seed_mean(sweeps))
     chapter = seed_mean([s["pairs"]["chapter"] for s in seeds])
+    holds = False if few else (True if localises else None)
     return claim("survey §4.5.4", "token-level credit needs large amounts of comparative data (the half checked here; "
-                 "strong inductive biases are the other): Q-RM trained on more (right, wrong) pairs localises the first "
-                 "wrong step better", f"AUROC of Q-RM's mean Z of each step for the first wrong step, over "
-                 f"{mean_of([s['pairs']['solutions'] for s in seeds]):.0f} failed held-out solutions a seed, Q-RM "
-                 f"trained (the same steps) on the pairs among the first s solutions of each of the chapter's training "
-                 f"problems, s = {sizes} (means); most pairs minus fewest {text} ({legend(seeds)}); the chapter's Q-RM "
-                 f"on the labelled solutions {chapter['auroc']:.3f}"
-                 + premise_of(localises, "Q-RM's localisation with the most pairs, AUROC minus 0.5,", localises_text),
-                 holds if localises else None)
+                 "strong inductive biases are the other): with no strong prior, Q-RM localises the first wrong step "
+                 "from many (right, wrong) pairs and not from few", f"AUROC of Q-RM's mean Z of each step for the first "
+                 f"wrong step, over {mean_of([s['pairs']['solutions'] for s in seeds]):.0f} failed held-out solutions a "
+                 f"seed, Q-RM trained (the same steps) on the pairs among the first s solutions of each of the chapter's "
+                 f"training problems, s = {sizes} (means); minus chance (0.5), fewest pairs {few_text}, most "
+                 f"{localises_text} ({legend(seeds)}; yes: the most above 0 and the fewest not; no: the fewest above "
+                 f"0); most minus fewest {gain_text}; the chapter's Q-RM on the labelled solutions {chapter['auroc']:.3f}"
+                 + ("" if few else premise_of(localises, "Q-RM's localisation with the most pairs, AUROC minus 0.5,",
+                                              localises_text)), holds)
 
 
 def ppo_claim(seeds: list[dict]) -> dict:
-    """Q-RM's token credit in place of GAE: held-out pass@1 at the end, Q-RM minus GAE, per seed; and
-    whether PPO on Q-RM's credit learns at all (its pass@1 at the end minus the cold start's)."""
+    """Q-RM's token credit in place of GAE: can it stand in? Per seed, whether PPO on it learns (its
+    held-out pass@1 at the end minus the cold start's) and its pass@1 at the end minus GAE's. Yes
+    where it learns and is not shown worse than GAE (replacing is not beating); no where it is shown
+    not to learn (below the cold start) or shown worse than GAE; else none."""
     qrm, gae = ([final_pass(s["ppo"][m]) for s in seeds] for m in ("qrm", "gae"))
     cold = [s["ppo"]["qrm"]["evals"][0]["pass@1"] for s in seeds]  # update 0: the cold start, the same problems
     learns, learns_text = over_seeds(np.subtract(qrm, cold))
     _, gae_learns_text = over_seeds(np.subtract(gae, cold))
-    holds, text = over_seeds(np.subtract(qrm, gae))
+    level, text = over_seeds(np.subtract(qrm, gae))
+    holds = False if False in (learns, level) else (True if learns else None)
     return claim("survey §4.6, §9", "Q-RM's token-level credit can replace GAE inside PPO (or REINFORCE)", "held-out "
                  f"pass@1 after {seeds[0]['rl_steps']} updates of the chapter's loop (one optimiser step per batch, "
                  f"as studies/05_critic.py's PPO), the same prompts: Q-RM's token advantages {mean_of(qrm):.3f} minus "
                  f"GAE(λ = {seeds[0]['ppo']['gae_lambda']:g}) on a learned critic (05's, warmed up on the cold start) "
                  f"{mean_of(gae):.3f}: {text}; learns: Q-RM minus the cold start ({mean_of(cold):.3f}) {learns_text}, "
-                 f"GAE minus the cold start {gae_learns_text} ({legend(seeds)}); yes needs Q-RM to learn and to beat GAE "
-                 "measurably: the statement names no margin within which matching GAE counts, and 3 seeds' spread "
-                 "gives none to trust", common.all_parts(learns, holds))
+                 f"GAE minus the cold start {gae_learns_text} ({legend(seeds)}); yes: Q-RM learns (above 0) and is not "
+                 "shown worse than GAE (Q-RM minus GAE not below 0); no: Q-RM minus the cold start, or Q-RM minus GAE, "
+                 "below 0", holds)
+
+
+def marks_claim(seeds: list[dict]) -> dict:
+    """Does the step judge the policy is rewarded by, the learned PRM, err both ways? Exact, as the
+    labeller's claim in `label_claims`: some wrong step marked right and some right step marked wrong."""
+    found = [s["marks"] for s in seeds]
+
+    def counts(errors: str, steps: str) -> str:
+        return ", ".join(f"{f[errors]} of {f[steps]} ({f[errors] / max(f[steps], 1):.3f})" for f in found)
+
+    measured = (f"the learned PRM's marks (P(step right) > 1/2) on the steps of the cold start's held-out completions "
+                f"against the gold labels, per seed: wrong steps of wrong completions marked right "
+                f"{counts('wrong_marked_right', 'wrong_steps')}; right steps (no line so far off the worked solution) "
+                f"marked wrong {counts('right_marked_wrong', 'right_steps')}; left out, the lines of right completions "
+                f"off the worked solution (a right answer reached another way): "
+                f"{per_seed([f['left_out'] for f in found])}")
+    premise = ("" if sum(f["wrong_steps"] for f in found) and sum(f["right_steps"] for f in found) else
+               "; premise not met: no wrong step, or no right step, to mark")
+    return claim("whole-game §2", "step judges misjudge steps both ways: wrong steps marked correct, and correct steps "
+                 "marked wrong (the learned PRM's own marks on held-out steps)", measured + premise,
+                 None if premise else any(f["wrong_marked_right"] for f in found)
+                 and any(f["right_marked_wrong"] for f in found))
 
 
 def rises_at_every_step(seeds: list[dict]) -> tuple[bool | None, str]:
@@ -1352,7 +1446,8 @@ def overoptimisation_claims(seeds: list[dict]) -> list[dict]:
                   "true quality (the verifier's, on held-out problems) falls", f"GRPO on the learned ORM at β = 0: the "
                   f"ORM's score at the end minus at the start {up_text}; held-out gold at the picked update minus at "
                   f"the end {fall_text} ({legend(seeds)}); {course}", common.all_parts(up, fall)),
-            claim("whole-game §7.7", "mitigation of over-optimisation: stop early on a held-out evaluation",
+            claim("whole-game §7.7", "mitigation of over-optimisation: stop early on an evaluation other than the RM "
+                  "being optimised (here the verifier's pass rate on the training batches)",
                   "GRPO on the learned ORM at β = 0, stopped at the update that the verifier's pass rate on the "
                   "training batches (problems apart from the held-out ones reported) picks: held-out gold there minus "
                   f"at the end {fall_text} ({legend(seeds)}); {course}", fall),
@@ -1401,9 +1496,11 @@ def gao_claims(seeds: list[dict]) -> list[dict]:
 
 def kl_claims(seeds: list[dict], fell: bool | None) -> list[dict]:
     """The ORM's two arms, at the chapter's β and at β = 0, against each other (`fell`: did the gold
-    fall at β = 0, the premise of a mitigation)."""
+    fall at β = 0, the premise of a mitigation). Hacking at the small β is both halves: the proxy
+    rises there, and the gold falls further than under the larger β."""
     (kl, free), beta = ([s["arms"][arm] for s in seeds] for arm in ORM_ARMS), seeds[0]["kl_beta"]
     kl_m, free_m = seed_mean([a["summary"] for a in kl]), seed_mean([a["summary"] for a in free])
+    up, up_text = over_seeds([f["summary"]["proxy_rise"] for f in free])
     more, more_text = over_seeds([f["summary"]["gold_fall"] - k["summary"]["gold_fall"] for k, f in zip(kl, free)])
     saved, saved_text = over_seeds([k["summary"]["gold_end"] - f["summary"]["gold_end"] for k, f in zip(kl, free)])
     arms = (f"GRPO on the learned ORM at β = {beta:g} vs β = 0: held-out gold at the end {kl_m['gold_end']:.3f} vs "
@@ -1414,8 +1511,10 @@ def kl_claims(seeds: list[dict], fell: bool | None) -> list[dict]:
     cold = [s["held"]["stats"][form] for s in seeds]
     lost, lost_text = over_seeds([c - f["final"][form] for c, f in zip(cold, free)])
     kept, kept_text = over_seeds([k["final"][form] - f["final"][form] for k, f in zip(kl, free)])
-    return [claim("over-long-generations", "a small β invites reward hacking", f"{arms}; the gold's fall at β = 0 "
-                  f"minus at β = {beta:g} {more_text} ({legend(seeds)})", more),
+    return [claim("over-long-generations", f"a small β invites reward hacking (here β = 0 against {beta:g})",
+                  f"{arms}; the ORM's score at the end minus at the start, at β = 0, {up_text}; the gold's fall from "
+                  f"the picked update at β = 0 minus at β = {beta:g} {more_text} ({legend(seeds)})",
+                  common.all_parts(up, more)),
             claim("whole-game §7.2", "against reward hacking keep KL to the reference (the half checked here: no reward "
                   "here has a cheap heuristic bonus to remove)", f"{arms}; gold at the end at β = {beta:g} minus at β = 0 "
                   f"{saved_text} ({legend(seeds)}){premise}", saved if fell else None),
@@ -1451,6 +1550,18 @@ def pads_claim(seeds: list[dict], reward: str, score: str, finals: list[dict]) -
                  f"start {writes(seed_mean(cold))} -> {writes(seed_mean(finals))}", common.all_parts(right, wrong, padded))
 
 
+def padding_claim(seeds: list[dict], reward: str, finals: list[dict]) -> dict:
+    """The symptom alone: the padding RL on the learned reward adds (`pads_claim`'s last part), per
+    seed; whether the RM rates length higher is a cause, not part of the symptom."""
+    cold = [s["held"]["stats"] for s in seeds]
+    grown = [padding_growth(f, c) for f, c in zip(finals, cold)]
+    holds, text = over_seeds(grown)
+    return claim("whole-game §7.2", "reward hacking shows as verbose padding: after RL on a learned reward, completions "
+                 f"carry more characters past the worked solution than before ({reward})", "characters past the worked "
+                 f"solution per held-out completion, after RL minus before, per seed {per_seed(grown)}: {text} "
+                 f"({legend(seeds)}); cold start {writes(seed_mean(cold))} -> {writes(seed_mean(finals))}", holds)
+
+
 def length_claims(seeds: list[dict]) -> list[dict]:
     def r(name: str, part: str = "all") -> list[float]:
         return [s["held"]["length_corr"][name][part] for s in seeds]
@@ -1461,28 +1572,35 @@ def length_claims(seeds: list[dict]) -> list[dict]:
                     f"({legend(seeds)}; within right answers {mean_of(r('ORM', 'right')):.2f}, within wrong "
                     f"{mean_of(r('ORM', 'wrong')):.2f}); PRM-min {mean_of(r('PRM-min')):.2f}; Q-RM "
                     f"{mean_of(r('Q-RM (mean Z)')):.2f}", holds)]
-    if all("qrm" in s["runs"] for s in seeds):
-        claims.append(pads_claim(seeds, "Q-RM's token credit as the reward", "Q-RM (mean Z)",
-                                 [s["runs"]["qrm"]["final"] for s in seeds]))
-    claims.append(pads_claim(seeds, "the ORM as the reward, β = 0", "ORM", [s["arms"]["no_kl"]["final"] for s in seeds]))
+    arms = ([("Q-RM's token credit as the reward", "Q-RM (mean Z)", [s["runs"]["qrm"]["final"] for s in seeds])]
+            if all("qrm" in s["runs"] for s in seeds) else [])
+    arms.append(("the ORM as the reward, β = 0", "ORM", [s["arms"]["no_kl"]["final"] for s in seeds]))
+    for reward, score, finals in arms:
+        claims += [pads_claim(seeds, reward, score, finals), padding_claim(seeds, reward, finals)]
     return claims + (preference_claims(seeds) if all(isinstance(s["length"], dict) for s in seeds) else [])
 
 
 def preference_claims(seeds: list[dict]) -> list[dict]:
-    """The length study's: the length-preferring RM's symptoms, and each fix against it."""
+    """The length study's: the length-preferring RM's symptoms, and each fix against it. Its answers
+    "grow" by the padding RL on it adds (characters past the worked solution): the tokens RL adds on
+    any reward (the worked form replacing bare answers) grow under the length-neutral RMs as well."""
     cold = [s["held"]["stats"] for s in seeds]
     runs = {name: [s["length"]["runs"][name]["final"] for s in seeds] for name in LENGTH_RUNS}
-    raw = runs[LENGTH_RUNS[0]]
-    grew, grew_text = over_seeds([a["length"] - c["length"] for a, c in zip(raw, cold)])
+    raw, balanced = runs[LENGTH_RUNS[0]], runs[LENGTH_RUNS[2]]
+    _, grew_text = over_seeds([a["length"] - c["length"] for a, c in zip(raw, cold)])
+    _, beyond_text = over_seeds([a["length"] - b["length"] for a, b in zip(raw, balanced)])
     gained, gained_text = over_seeds([a["pass@1"] - c["pass@1"] for a, c in zip(raw, cold)])
     tracks, tracks_text = over_seeds([s["length"]["length_corr"]["length-preferring RM"]["all"] for s in seeds])
     padded, padded_text = over_seeds([padding_growth(a, c) for a, c in zip(raw, cold)])
     claims = [claim("whole-game §7.6", "length bias: answers grow without information gain and the reward correlates "
                     "with token count (an RM whose preference data favour length)", "RM from a labeller who prefers the "
-                    f"longer of two equally right (or wrong) answers: r(score, tokens) {tracks_text}; RL on it, tokens "
-                    f"after minus before {grew_text}, pass@1 after minus before {gained_text} (no gain: not above 0) "
-                    f"({legend(seeds)}); cold start {writes(seed_mean(cold))} -> {writes(seed_mean(raw))}",
-                    common.all_parts(grew, none_shown(gained), tracks))]
+                    f"longer of two equally right (or wrong) answers: r(score, tokens) {tracks_text}; RL on it, "
+                    f"padding (characters past the worked solution, growth that carries no information) after minus "
+                    f"before {padded_text}, pass@1 after minus before {gained_text} (no gain: not above 0) "
+                    f"({legend(seeds)}); shown, not decided: tokens after minus before {grew_text} (RL's own growth "
+                    f"into the worked form is in it), minus after RL on the RM trained on length-balanced pairs "
+                    f"{beyond_text}; cold start {writes(seed_mean(cold))} -> {writes(seed_mean(raw))}",
+                    common.all_parts(padded, none_shown(gained), tracks))]
     premise = premise_of(padded, "the unfixed RM's padding gain (characters past the worked solution, after RL "
                          "minus before)", padded_text)
     for name, fix in ((LENGTH_RUNS[1], "length-normalise the reward (the RM's fitted length trend removed)"),
@@ -1497,14 +1615,16 @@ def preference_claims(seeds: list[dict]) -> list[dict]:
     return claims
 
 
-CHECK_CLAIMS = {"hacking": hacking_claim, "pairs": pairs_claim, "ppo": ppo_claim}
+CHECK_CLAIMS = {"hacking": (hacking_claim, prm_proxy_claim), "pairs": (pairs_claim,), "ppo": (ppo_claim,),
+                "marks": (marks_claim,)}
 
 
 def check_claims(args: Args, seeds: list[dict]) -> list[dict]:
     """The claims of the parts the seeds hold (--parts), the study's first."""
     study = (label_claims(seeds) + rerank_claims(seeds) + prm.credit_claims(*(s["held"]["credit"] for s in seeds))
              + rl_claims(args, seeds) + overoptimisation_claims(seeds) + length_claims(seeds)) if "held" in seeds[0] else []
-    return study + [claim_of(seeds) for part, claim_of in CHECK_CLAIMS.items() if part in seeds[0]]
+    return study + [claim_of(seeds) for part, claims_of in CHECK_CLAIMS.items() if part in seeds[0]
+                    for claim_of in claims_of]
 
 
 def metrics_of(args: Args, m: dict) -> dict:
@@ -1718,11 +1838,21 @@ def ppo_results(m: dict) -> tuple[dict, dict]:
                           [[name, *(e["pass@1"] for e in m[k]["evals"])] for k, name in names.items()])
 
 
+def marks_results(m: dict) -> tuple[dict, dict]:
+    """--parts marks: the metrics (means over the seeds) and the table."""
+    rows = [["wrong steps of wrong completions", m["wrong_steps"], m["wrong_marked_right"]],
+            ["right steps", m["right_steps"], m["right_marked_wrong"]]]
+    return ({f"marks_{k}": m[k] for k in MARK_COUNTS},
+            table("The PRM's marks (P(step right) > 1/2) on the cold start's held-out steps against the gold labels",
+                  ["gold label", "steps", "marked the other way"], rows))
+
+
 def checks_results(args: Args, seeds: list[dict]) -> dict:
     """The metrics (means over the seeds) and tables of the checks the seeds hold."""
     m, metrics, tables = seed_mean(seeds), {}, {}
     found = {"hacking": lambda: hacking_results(args, m["hacking"], seeds[0]["rl_steps"]),
-             "pairs": lambda: pairs_results(m["pairs"]), "ppo": lambda: ppo_results(m["ppo"])}
+             "pairs": lambda: pairs_results(m["pairs"]), "ppo": lambda: ppo_results(m["ppo"]),
+             "marks": lambda: marks_results(m["marks"])}
     for part in PARTS[1:]:
         if part in m:
             part_metrics, tables[f"{part}_check"] = found[part]()

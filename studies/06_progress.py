@@ -9,8 +9,11 @@ every chain holds one hard step (its one multiplication, at a random place) amon
 (additions and subtractions), and the cold start learned from demonstrations that get the hard
 step right only --hard-accuracy of the time. Among a chain's right steps, the hard one is
 decisive (the policy often gets it wrong, so taking it right settles much of the outcome) and
-the easy ones are right almost surely (the outcome hardly depends on them): each kind is named
-by its operation, not by its progress. No RL: the cold-start policy is the prover.
+the easy ones stand for the irrelevant: the answer needs them too (a wrong one makes it wrong),
+but the policy gets them right almost surely, so taking them right changes P(success) little, as
+a no-op's would. The task holds no step the answer does not depend on (such as restating the
+problem). Each kind is named by its operation, not by its progress. No RL: the cold-start
+policy is the prover.
 
   value        V_j = P(success | the problem and the first j lines of its worked solution),
                the share of --rollouts completions from that prefix that reach the right answer
@@ -24,15 +27,15 @@ by its operation, not by its progress. No RL: the cold-start policy is the prove
   accuracy     each step's own accuracy after its right prefix (line k of the rollouts from V_k's
                prefix): the premise, that the hard step is harder than the easy ones
 Verdicts: per seed (other chains and rollouts), AUROC(progress) - AUROC(correctness), decided by
-common.seed_verdict over --repeats seeds; the PRM's labels at chance: correctness exactly (0.5 on
-every seed), the Math-Shepherd label's AUROC - 0.5 by seed_verdict's zero rule on both sides, zero
-within the least one seed's steps tell from chance. Premise of both: the hard step is the less
-accurate on every seed.
+common.seed_verdict over --repeats seeds; a PRM's label at chance, one claim per label: the gold
+correctness exactly (0.5 on every seed), the Math-Shepherd label's AUROC - 0.5 by seed_verdict's
+zero rule on both sides, zero within the least one seed's steps tell from chance. Premise of all
+three: the hard step is the less accurate on every seed.
 
 Read beside: credit-assignment-problem-survey.txt §4.5.2-4.5.3; 06_prm_qrm.py (Math-Shepherd labels).
 
     python studies/06_progress.py --smoke                   # seconds
-    python studies/06_progress.py     # 87-109 s on 2 CPU cores (3 seeds, beside other jobs; last 106 s);
+    python studies/06_progress.py     # 87-109 s on 2 CPU cores (3 seeds, beside other jobs; last 99 s);
                                       # writes runs/studies/06_progress/
 Without runs/cold_start/ the first run trains studies/07_lengths.py's cold start (about 20 min), cached for both.
 """
@@ -175,13 +178,24 @@ def decisive(per_seed: list[dict]) -> bool:
     return all(s["hard_accuracy"] < s["easy_accuracy"] for s in per_seed)
 
 
+def premise_note(per_seed: list[dict]) -> str:
+    """What the measured text adds where the premise fails."""
+    return "" if decisive(per_seed) else "; premise not met: the hard step is not the less accurate on every seed"
+
+
+# what every claim compares, in its measured text: the task's easy steps stand for the essay's irrelevant ones
+CONTRAST = ("compared: the hard step against the chain's easy steps, which the answer needs (a wrong one makes it "
+            "wrong) but the policy gets right almost surely, so that taking them right changes P(success) little; "
+            "the task holds no step the answer does not depend on (a no-op such as restating the problem), so how "
+            "such a step ranks is not measured")
+
+
 def progress_claim(args: Args, per_seed: list[dict]) -> dict:
     """Does progress rank the decisive step above the irrelevant right ones better than correctness?
     AUROC(progress) - AUROC(correctness), one per seed, by common.seed_verdict; the premise, exact:
     the hard step's own accuracy below the easy steps' on every seed."""
     auroc = aurocs(per_seed)
     holds, text = common.seed_verdict(np.subtract(auroc["progress"], auroc["correctness"]))
-    premise = decisive(per_seed)
 
     seed_names = "/".join(str(s["seed"]) for s in per_seed)
     measured = (f"AUROC for the hard step among the right steps of {args.problems} chains of {args.steps} steps per "
@@ -191,15 +205,13 @@ def progress_claim(args: Args, per_seed: list[dict]) -> dict:
                 f"{text}; mean progress of the hard step {np.mean([s['progress_hard'] for s in per_seed]):+.3f}, "
                 f"of the easy ones {np.mean([s['progress_easy'] for s in per_seed]):+.3f}; each step's own "
                 f"accuracy after its right prefix, hard {by_seed([s['hard_accuracy'] for s in per_seed])}, easy "
-                f"{by_seed([s['easy_accuracy'] for s in per_seed])}")
-    if not premise:
-        measured += "; premise not met: the hard step is not the less accurate on every seed"
+                f"{by_seed([s['easy_accuracy'] for s in per_seed])}; {CONTRAST}{premise_note(per_seed)}")
     return common.claim("survey §4.5.3", "progress models distinguish between steps that are correct-but-irrelevant "
                         "and steps that are correct-and-decisive, which step correctness cannot: among the right "
                         "steps of one-hard-step chains, progress (the change in P(success | prefix)) ranks the "
                         "decisive step (the hard multiplication, which the policy often gets wrong) above the "
                         "irrelevant ones (easy additions and subtractions, right almost surely) better than "
-                        "correctness does", measured, holds if premise else None)
+                        "correctness does", measured, holds if decisive(per_seed) else None)
 
 
 def detectable_auroc(hard: int, easy: int) -> float:
@@ -218,35 +230,48 @@ def chance_verdict(excess: list[float], detectable: float) -> tuple[bool | None,
     return (holds if holds == mirrored else None), text
 
 
-def prm_claim(args: Args, per_seed: list[dict]) -> dict:
-    """Does a PRM's step label leave the decisive step tied with the irrelevant right ones? The gold
-    correctness, exact (AUROC 0.5 on every seed); Math-Shepherd's automatic label, AUROC - 0.5 per
-    seed by chance_verdict; yes only if both, no if either tells the steps apart. Same premise as
-    progress_claim."""
-    auroc = aurocs(per_seed)
-    gold = all(a == 0.5 for a in auroc["correctness"])
-    detectable = detectable_auroc(args.problems, args.problems * (args.steps - 1))
-    automatic, text = chance_verdict(np.subtract(auroc["Math-Shepherd label"], 0.5), detectable)
-    holds = False if False in (gold, automatic) else None if automatic is None else True
-    tied = "1 on every right step: all tied, chance on every seed, exact" if gold else "not chance on every seed"
+def prm_statement(label: str) -> str:
+    """The survey's §4.5.2 sentence, on one PRM label: the label at chance for the hard step."""
+    return ("PRMs also do not distinguish between correct but irrelevant steps and correct and decisive steps: among "
+            f"the right steps of one-hard-step chains, {label} ranks the decisive step (the hard multiplication, "
+            "which the policy often gets wrong) neither above nor below the irrelevant ones (easy additions and "
+            "subtractions, which the answer needs but the policy gets right almost surely): AUROC 0.5")
 
-    measured = (f"AUROC for the hard step among the right steps of {args.problems} chains of {args.steps} steps per "
-                f"seed, seeds {'/'.join(str(s['seed']) for s in per_seed)}: gold correctness "
-                f"{by_seed(auroc['correctness'])} ({tied}); "
-                f"Math-Shepherd's label (any of {args.label_n} rollouts through the step right) "
-                f"{by_seed(auroc['Math-Shepherd label'])}, minus 0.5, mean [95% interval over {len(per_seed)} seeds]: "
-                f"{text} (chance: the interval holds 0 within ±{detectable:.3f}, the least one seed's "
-                f"{args.problems} hard and {args.problems * (args.steps - 1)} easy steps tell from chance); progress "
-                f"{by_seed(auroc['progress'])}")
-    if not decisive(per_seed):
-        measured += "; premise not met: the hard step is not the less accurate on every seed"
-    return common.claim("survey §4.5.2", "PRMs also do not distinguish between correct but irrelevant steps and "
-                        "correct and decisive steps: among the right steps of one-hard-step chains, a PRM's step "
-                        "label, the gold step correctness or Math-Shepherd's automatic label from Monte Carlo "
-                        "rollouts (1 if any of the first N rollouts through the step reaches the right answer), ranks "
-                        "the decisive step (the hard multiplication, which the policy often gets wrong) neither above "
-                        "nor below the irrelevant ones (easy additions and subtractions, right almost surely): AUROC "
-                        "0.5", measured, holds if decisive(per_seed) else None)
+
+def prm_measured(args: Args, per_seed: list[dict], label: str) -> str:
+    """A PRM claim's measured text around one label's AUROCs (`label`: its numbers and how they read)."""
+    return (f"AUROC for the hard step among the right steps of {args.problems} chains of {args.steps} steps per "
+            f"seed, seeds {'/'.join(str(s['seed']) for s in per_seed)}: {label}; progress "
+            f"{by_seed(aurocs(per_seed)['progress'])}; {CONTRAST}{premise_note(per_seed)}")
+
+
+def gold_prm_claim(args: Args, per_seed: list[dict]) -> dict:
+    """Does the gold step-correctness label leave the decisive step tied with the irrelevant right
+    ones? Exact: AUROC 0.5 on every seed. Same premise as progress_claim."""
+    correctness = aurocs(per_seed)["correctness"]
+    tied = all(a == 0.5 for a in correctness)
+    how = "1 on every right step: all tied, chance on every seed, exact" if tied else "not chance on every seed"
+    measured = prm_measured(args, per_seed, f"gold step correctness {by_seed(correctness)} ({how})")
+    return common.claim("survey §4.5.2", prm_statement("a PRM's gold step-correctness label (1 on every right step)"),
+                        measured, tied if decisive(per_seed) else None)
+
+
+def math_shepherd_claim(args: Args, per_seed: list[dict]) -> dict:
+    """Does Math-Shepherd's automatic label leave the decisive step tied with the irrelevant right
+    ones? AUROC - 0.5 per seed by chance_verdict. Same premise as progress_claim."""
+    label = aurocs(per_seed)["Math-Shepherd label"]
+    detectable = detectable_auroc(args.problems, args.problems * (args.steps - 1))
+    holds, text = chance_verdict(np.subtract(label, 0.5), detectable)
+    measured = prm_measured(args, per_seed, (
+        f"Math-Shepherd's label (any of {args.label_n} rollouts through the step right: a thresholded estimate of "
+        f"P(success | the prefix through the step), so that an easy step before the hard one gets 0 when all its "
+        f"rollouts then miss the hard step) "
+        f"{by_seed(label)}, minus 0.5, mean [95% interval over {len(per_seed)} seeds]: {text} (chance: the interval "
+        f"holds 0 within ±{detectable:.3f}, the least one seed's {args.problems} hard and "
+        f"{args.problems * (args.steps - 1)} easy steps tell from chance)"))
+    return common.claim("survey §4.5.2", prm_statement(
+        "a PRM's automatic Math-Shepherd label from Monte Carlo rollouts (1 if any of the first N rollouts through "
+        "the step reaches the right answer)"), measured, holds if decisive(per_seed) else None)
 
 
 def plot(args: Args, per_seed: list[dict], path: Path) -> None:
@@ -298,7 +323,7 @@ def main(args: Args) -> dict:
           f"per prefix; policy {info['path']} ({'trained now' if info['trained_now'] else 'cached'}), device {device}")
     per_seed = [run_seed(policy, tokenizer, args, args.seed + i, device)
                 for i in tqdm(range(args.repeats), desc="seeds")]
-    claims = [progress_claim(args, per_seed), prm_claim(args, per_seed)]
+    claims = [progress_claim(args, per_seed), gold_prm_claim(args, per_seed), math_shepherd_claim(args, per_seed)]
     plot(args, per_seed, out / "progress.png")
     metrics = metrics_of(per_seed)
     wall = time.time() - start

@@ -13,7 +13,9 @@ step's length, and does it change when a step's tokens are read twice or three t
 update logs what the credit does: w(s) on right and on failed completions and
 its entropy, the blame on the first wrong step of failed completions and on the right steps before
 it, the credit on a flawed step of a right completion, whether every token got exactly its A_i, the
-share of |advantage| that is negative, the targets of all-equal groups, the article's loss padding;
+share of |advantage| that is negative, the targets of all-equal groups, the article's loss padding (and,
+on PRM-GRPO's batches, the same for its gold step rewards credited per step, each step by its own
+normalised reward rather than summed to go as PRM-GRPO trains; a reading, nothing trained on it);
 and what it costs: evaluator calls, tokens read, FLOPs against GRPO's and against a PRM labelled by
 Monte Carlo, seconds; after training, whether the credit moves when the gold step labels change
 (does it read a per-step evaluation?). The article's own numbers are checked against each other
@@ -23,7 +25,7 @@ whether it is contrastive. Claims on the runs decide on their 95% interval over 
 (common.seed_verdict: no only where the interval rules out what the statement says), or are exact.
 Whether step credit pays more as chains grow is studies/07_lengths.py's question.
 
-    python studies/07_credit.py      # 606 s on 2 CPU cores beside other jobs (3 seeds, 4 methods);
+    python studies/07_credit.py      # 679 s on 2 CPU cores beside other jobs (3 seeds, 4 methods);
                                      # runs/studies/07_credit/
     python studies/07_credit.py --methods grpo,ss_grpo,ss_grpo_signed,prm_grpo,grpo_scaled   # and the control
     python studies/07_credit.py --reanalyse runs/studies/07_credit/results.json   # claims again, nothing trained
@@ -60,6 +62,9 @@ METHODS = ("grpo", "ss_grpo", "ss_grpo_signed", "prm_grpo", "grpo_scaled")
 DEFAULT_METHODS = METHODS[:4]  # the step-size control: three more GRPO-sized runs, about 2 minutes more
 NAMES = ssg.NAMES | {"ss_grpo_signed": "SS-GRPO ±", "grpo_scaled": "GRPO, SS step size"}
 BASE = {"ss_grpo_signed": "ss_grpo", "grpo_scaled": "grpo"}  # the chapter's credit each of this study's methods starts from
+CREDIT_KEYS = ("wrong_step_blame", "right_steps_blame", "negative_share", "flawed_right_share", "flawed_step_credit",
+               "flawed_right_steps_credit", "advantage_scale")  # credit_stats: what a credit does to the steps
+OWN_STEP = "own_step_"  # PRM-GRPO's batches credited per step (own_step_stats): its CREDIT_KEYS' prefix
 PROBE_KEYS = ("auroc_outcome", "auroc_step_right_in_failed", "localisation_auroc", "localisation_top1", "chance_top1",
               "failed_solutions", "w_right_solutions", "w_failed_solutions", "w_length_r", "probe_steps", "w_tiled_change")
 # The article's table (7B policy, GSM8K, 8×A100): accuracy %, training hours, inference cost per rollout
@@ -205,15 +210,39 @@ class Diagnosed(ssg.Credit):
         if self.name == "prm_grpo":
             entry["evaluator_calls"] = float(steps.float().mean())  # one verification per step
             entry["prm_tokens"] = prefix_tokens(completions, r.end_tokens)
+            entry.update(own_step_stats(r, self.args.group_size))
         if r.w is not None:
             entry.update(estimator_tokens=float(r.batch.attention.sum()) / B,
                          **weight_stats(r.w, steps, r.rewards, r.targets))
         tokens = r.step_ids >= 0  # does every token of every completion get exactly its A_i?
         entry["flat_credit"] = float(torch.equal(torch.where(tokens, advantages, 0.0), torch.where(tokens, r.A[:, None], 0.0)))
-        entry.update(blame_stats(advantages, r.A, r.step_ids, r.wrong, r.rewards), **article_padding(r.step_ids),
-                     **flawed_step_stats(advantages, r.A, r.step_ids, r.wrong, r.rewards),
-                     advantage_scale=advantage_scale(advantages, r.A, r.step_ids))
+        entry.update(credit_stats(advantages, r), **article_padding(r.step_ids))
         return entry
+
+
+def credit_stats(advantages: torch.Tensor, r: Rollouts) -> dict:
+    """What a credit does to the steps of an update: the blame around the first wrong step, the credit on a
+    flawed step of a right completion, the push relative to GRPO's (CREDIT_KEYS)."""
+    return (blame_stats(advantages, r.A, r.step_ids, r.wrong, r.rewards)
+            | flawed_step_stats(advantages, r.A, r.step_ids, r.wrong, r.rewards)
+            | {"advantage_scale": advantage_scale(advantages, r.A, r.step_ids)})
+
+
+def own_step_advantages(right: torch.Tensor, valid: torch.Tensor, group_size: int) -> torch.Tensor:
+    """The per-step counterpart of the chapter's process_advantages, (B, S): each step credited by its own
+    normalised reward r̃_s, not summed over the steps after it (studies/07_lengths.py's arm "own" alike)."""
+    summed = ssg.process_advantages(right, valid, group_size)  # A_s = Σ_{k≥s} r̃_k
+    # r̃_s = A_s - A_{s+1}: the same r̃ as the chapter's, its sum to go undone
+    return summed - F.pad(summed[:, 1:], (0, 1))
+
+
+def own_step_stats(r: Rollouts, group_size: int) -> dict:
+    """PRM-GRPO's update credited per step instead (A_t = r̃ of t's step, from the same gold step rewards): what
+    that credit would do to the same completions, under OWN_STEP keys. It trains nothing: PRM-GRPO trains on the
+    reward-to-go form, so these completions are those of the reward-to-go policy."""
+    grid = own_step_advantages(*ssg.gold_step_rewards(r.wrong, r.steps), group_size)
+    stats = credit_stats(ssg.broadcast_to_tokens(grid, r.step_ids), r)
+    return {OWN_STEP + k: v for k, v in stats.items()}
 
 
 def signed_advantages(A: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -519,16 +548,16 @@ def samples_to(evals: list[dict], target: float) -> float:
 def run_metrics(run: dict, grpo: dict, policy_params: int, est_params: int) -> dict:
     """The flat numbers of one run: held-out pass@1 and the completions it sampled to reach GRPO's
     halfway mark on the same seed, costs, credit diagnostics over the second half of training (and
-    whether every update gave each token exactly its A_i), how far its credit moves with the step
-    labels, and the held-out probes of w(s)."""
+    whether every update gave each token exactly its A_i; for PRM-GRPO, also of its batches credited per step),
+    how far its credit moves with the step labels, and the held-out probes of w(s)."""
     late = run["credit"][len(run["credit"]) // 2:]
     metrics = {"pass@1": run["final"]["pass@1"], **cost_row(run, grpo, policy_params, est_params),
                "samples_to_halfway": samples_to(run["evals"], halfway(grpo["evals"])),
                "samples_budget": float(run["evals"][-1]["samples"]), "step_label_effect": run["step_label_effect"],
                "flat_credit": min(e["flat_credit"] for e in run["credit"])}
     estimator_keys = ("w_right", "w_failed", "w_entropy", "right_target_zero") if "probe" in run else ()
-    keys = ("wrong_step_blame", "right_steps_blame", "negative_share", "padding_share", "padding_share_max",
-            "flawed_right_share", "flawed_step_credit", "flawed_right_steps_credit", "advantage_scale") + estimator_keys
+    own_step_keys = tuple(OWN_STEP + k for k in CREDIT_KEYS) if OWN_STEP + CREDIT_KEYS[0] in run["credit"][0] else ()
+    keys = CREDIT_KEYS + ("padding_share", "padding_share_max") + estimator_keys + own_step_keys
     metrics.update({key: mean_or_nan([e.get(key, math.nan) for e in late]) for key in keys})
     metrics.update({k: v for k, v in run.get("probe", {}).items() if k != "w_by_offset"})
     return metrics
@@ -926,28 +955,63 @@ def accuracy_claims(per_seed: dict) -> list[dict]:
     """Does SS-GRPO beat GRPO, and how much of the gold PRM-GRPO's gain does it recover? Paired by seed."""
     if not {"grpo", "prm_grpo", "ss_grpo"} <= set(per_seed):
         return []
-    source, passes = "SS-GRPO article, Performance", {m: of(per_seed, m, "pass@1") for m in ("grpo", "prm_grpo", "ss_grpo")}
-    lead, gain = passes["ss_grpo"] - passes["grpo"], passes["prm_grpo"] - passes["grpo"]
+    source, (lead, gain) = "SS-GRPO article, Performance", gains(per_seed)
     beats, beats_text = decided(lead)
     claims = [claim(source, "SS-GRPO beats GRPO (here: at our scale; its table's 5.2 points at 7B on GSM8K are not a size "
                     "that carries over)", f"held-out pass@1, SS-GRPO "
-                    f"{np.mean(passes['ss_grpo']):.3f} minus GRPO {np.mean(passes['grpo']):.3f}: {beats_text}", beats)]
-    gained, gain_text = decided(gain)
+                    f"{np.mean(of(per_seed, 'ss_grpo', 'pass@1')):.3f} minus GRPO "
+                    f"{np.mean(of(per_seed, 'grpo', 'pass@1')):.3f}: {beats_text}", beats)]
     for share, statement in ((ARTICLE_SHARE, f"SS-GRPO recovers {ARTICLE_SHARE:.0%} of the PRM's accuracy gain over GRPO"),
-                             (0.5, "SS-GRPO recovers most (over half) of the PRM's accuracy gain over GRPO")):
-        if gained is False:  # no gain to share
-            claims.append(claim(source, statement, f"premise not met: the gold PRM-GRPO's gain over GRPO, {gain_text}, "
-                                "lies below 0, so there is no gain to share", None))
-            continue
-        if gained is None:  # a gain the seeds cannot tell from 0: a share of it is undetermined
-            claims.append(claim(source, statement, f"the gold PRM-GRPO's gain over GRPO, {gain_text}, cannot be told "
-                                "from 0, so no share of it can be read", None))
-            continue
-        holds, text = decided(lead - share * gain)  # SS-GRPO's gain minus the share of the PRM's, per seed
-        claims.append(claim(source, statement, f"SS-GRPO's gain over GRPO {np.mean(lead):+.3f}, the PRM's {gain_text}; "
-                            f"SS-GRPO's share of it {np.mean(lead) / np.mean(gain):.0%}; its gain minus {share:.0%} of "
-                            f"the PRM's, per seed: {text} (yes: at least {share:.0%})", holds))
+                             (MOST, "SS-GRPO recovers most (over half) of the PRM's accuracy gain over GRPO")):
+        holds, text = gain_share(lead, gain, share)
+        claims.append(claim(source, statement, text, holds))
     return claims
+
+
+MOST = 0.5  # "most" of a gain: over half of it
+
+
+def gains(per_seed: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Per seed, held-out pass@1 over GRPO's: SS-GRPO's, and the gold PRM-GRPO's."""
+    passes = {m: of(per_seed, m, "pass@1") for m in ("grpo", "prm_grpo", "ss_grpo")}
+    return passes["ss_grpo"] - passes["grpo"], passes["prm_grpo"] - passes["grpo"]
+
+
+def gain_share(lead: np.ndarray, gain: np.ndarray, share: float) -> tuple[bool | None, str]:
+    """Does SS-GRPO's gain over GRPO (`lead`) reach `share` of the PRM's (`gain`), per seed? Undetermined where
+    the PRM's gain is not above 0: premise not met where it lies below 0, inconclusive where the seeds cannot tell."""
+    gained, gain_text = decided(gain)
+    if gained is False:  # no gain to share
+        return None, (f"premise not met: the gold PRM-GRPO's gain over GRPO, {gain_text}, lies below 0, so there is "
+                      "no gain to share")
+    if gained is None:  # a gain the seeds cannot tell from 0: a share of it is undetermined
+        return None, f"the gold PRM-GRPO's gain over GRPO, {gain_text}, cannot be told from 0, so no share of it can be read"
+    holds, text = decided(lead - share * gain)  # SS-GRPO's gain minus the share of the PRM's, per seed
+    return holds, (f"SS-GRPO's gain over GRPO {np.mean(lead):+.3f}, the PRM's {gain_text}; SS-GRPO's share of it "
+                   f"{np.mean(lead) / np.mean(gain):.0%}; its gain minus {share:.0%} of the PRM's, per seed: {text} "
+                   f"(yes: at least {share:.0%})")
+
+
+def summary_claim(per_seed: dict, mc_rollouts: int) -> list[dict]:
+    """The article's summary, both halves per seed: most of a PRM's benefit (over half of its accuracy gain over
+    GRPO, as accuracy_claims reads it) at a fraction of its cost (less training compute than a PRM labelled by
+    Monte Carlo, priced as cost_claims prices it, on SS-GRPO's own rollouts)."""
+    if not {"grpo", "prm_grpo", "ss_grpo"} <= set(per_seed):
+        return []
+    most, most_text = gain_share(*gains(per_seed), MOST)
+    ss, mc = of(per_seed, "ss_grpo", "train_flops_vs_grpo"), of(per_seed, "ss_grpo", "mc_prm_train_flops_vs_grpo")
+    # the share of the PRM's training FLOPs SS-GRPO spares, 1 - ss/mc: > 0 exactly where SS-GRPO's extra cost
+    # beyond GRPO's, ss - 1, is also below the PRM's, mc - 1 (the 4% claim's reading): on each seed the readings agree in sign
+    cheaper, cheaper_text = decided(1 - ss / mc)
+    return [claim(
+        "SS-GRPO article, Summary", "SS-GRPO recovers most of the benefits of process reward models at a fraction of "
+        "the cost: most (over half) of the PRM's accuracy gain over GRPO, at less training compute than a PRM "
+        "labelled by Monte Carlo", f"most of the gain: {most_text}; at a fraction of the cost: training FLOPs per "
+        f"rollout against GRPO's, SS-GRPO {np.mean(ss):.2f}x, a PRM labelled by Monte Carlo ({mc_rollouts} rollouts "
+        f"per step prefix, its own training not counted) {np.mean(mc):.2f}x on the same rollouts, so SS-GRPO's total "
+        f"is {np.mean(ss) / np.mean(mc):.0%} of the PRM's (its extra cost {(np.mean(ss) - 1) / (np.mean(mc) - 1):.0%}); "
+        f"1 minus SS-GRPO's share of the PRM's FLOPs, per seed: {cheaper_text} (yes: less)",
+        common.all_parts(most, cheaper))]
 
 
 def slip_claims(per_seed: dict) -> list[dict]:
@@ -997,23 +1061,13 @@ def brittle_claims(per_seed: dict) -> list[dict]:
 
 
 def step_credit_claims(per_seed: dict) -> list[dict]:
-    """Where the gold step credit (PRM-GRPO) and SS-GRPO's weight put the blame, and how fast step credit learns."""
+    """Where the gold step credit (PRM-GRPO, and its batches credited per step) and SS-GRPO's weight put the
+    blame, and how fast step credit learns."""
     claims = []
     if {"grpo", "prm_grpo"} <= set(per_seed):
-        right_blame = of(per_seed, "prm_grpo", "right_steps_blame")
-        wrong = of(per_seed, "prm_grpo", "wrong_step_blame") - right_blame
-        (on_wrong, wrong_text), (down, down_text) = decided(wrong), decided(-of(per_seed, "prm_grpo", "flawed_step_credit"))
-        # taken off the right ones: their blame under GRPO minus under the step credit, same seed
-        off, off_text = decided(of(per_seed, "grpo", "right_steps_blame") - right_blame)
-        claims.append(claim(
-            "whole-game §7.4", "mitigation of entangled credit: process rewards (the gold step verifier's, PRM-GRPO, "
-            "with DeepSeekMath's reward-to-go process advantage) put the blame on the wrong step and take it off the right ones: more blame on the first wrong step than "
-            "on the right steps before it, less blame on those right steps than GRPO gives, and a right solution's "
-            "flawed step pushed down", f"PRM-GRPO, as shares of GRPO's A_i (second half of training): blame on the "
-            f"first wrong step of failed completions minus on the right steps before it {wrong_text}; the right "
-            f"steps' blame under GRPO ({np.mean(of(per_seed, 'grpo', 'right_steps_blame')):.2f}) minus under PRM-GRPO "
-            f"({np.mean(right_blame):.2f}) {off_text}; minus the credit on the flawed step of right completions "
-            f"{down_text}", every(on_wrong, off, down)))
+        claims.append(process_claim(per_seed, ""))
+        if OWN_STEP + CREDIT_KEYS[0] in per_seed["prm_grpo"][0]:  # a run logged before the per-step form has none
+            claims.append(process_claim(per_seed, OWN_STEP))
     if "ss_grpo" in per_seed:
         less, text = decided(of(per_seed, "ss_grpo", "flawed_right_steps_credit")
                              - of(per_seed, "ss_grpo", "flawed_step_credit"))
@@ -1025,6 +1079,36 @@ def step_credit_claims(per_seed: dict) -> list[dict]:
     if {"grpo", "prm_grpo"} <= set(per_seed):
         claims.append(convergence_claim(per_seed))
     return claims
+
+
+# The two forms of the gold process advantage, by their metrics' prefix: what the claim calls each, the name
+# its numbers go under, and where those numbers come from
+PROCESS_FORMS = {
+    "": ("PRM-GRPO, with DeepSeekMath's reward-to-go process advantage", "PRM-GRPO", ""),
+    OWN_STEP: ("each step credited by its own normalised reward, not summed to go", "the per-step credit",
+               " (A_t = r̃ of t's step, on PRM-GRPO's batches and gold step rewards; PRM-GRPO trained on the "
+               "reward-to-go form)")}
+
+
+def process_claim(per_seed: dict, prefix: str) -> dict:
+    """Process rewards as the mitigation of entangled credit, in one form of the process advantage (its
+    metrics under `prefix`): more blame on the first wrong step than on the right steps before it, less blame
+    on those right steps than GRPO gives (same seed), and a right solution's flawed step pushed down."""
+    form, name, source = PROCESS_FORMS[prefix]
+    right_blame = of(per_seed, "prm_grpo", prefix + "right_steps_blame")
+    wrong = of(per_seed, "prm_grpo", prefix + "wrong_step_blame") - right_blame
+    (on_wrong, wrong_text), (down, down_text) = decided(wrong), decided(-of(per_seed, "prm_grpo", prefix + "flawed_step_credit"))
+    # taken off the right ones: their blame under GRPO minus under the step credit, same seed
+    off, off_text = decided(of(per_seed, "grpo", "right_steps_blame") - right_blame)
+    return claim(
+        "whole-game §7.4", f"mitigation of entangled credit: process rewards (the gold step verifier's, {form}) put "
+        "the blame on the wrong step and take it off the right ones: more blame on the first wrong step than on the "
+        "right steps before it, less blame on those right steps than GRPO gives, and a right solution's flawed step "
+        "pushed down", f"{name}{source}, as shares of GRPO's A_i (second half of training): blame on the first wrong "
+        f"step of failed completions minus on the right steps before it {wrong_text}; the right steps' blame under "
+        f"GRPO ({np.mean(of(per_seed, 'grpo', 'right_steps_blame')):.2f}) minus under {name} "
+        f"({np.mean(right_blame):.2f}) {off_text}; minus the credit on the flawed step of right completions "
+        f"{down_text}", every(on_wrong, off, down))
 
 
 def convergence_claim(per_seed: dict) -> dict:
@@ -1159,13 +1243,22 @@ def evaluator_claim(per_seed: dict) -> dict:
 
 def check_claims(summary: dict, per_seed: dict, mc_rollouts: int, objective: dict) -> list[dict]:
     return (article_claims(article_numbers(summary), summary) + accuracy_claims(per_seed)
-            + cost_claims(summary, per_seed, mc_rollouts) + slip_claims(per_seed) + step_credit_claims(per_seed)
+            + cost_claims(summary, per_seed, mc_rollouts) + summary_claim(per_seed, mc_rollouts) + slip_claims(per_seed) + step_credit_claims(per_seed)
             + step_size_claims(per_seed) + estimator_claims(per_seed, objective))
 
 
 def per_seed_cell(value: float, runs: list[dict], key: str) -> str:
     """The mean over seeds and each seed's value: "0.455 (0.441 / 0.468)"."""
     return f"{value:.3f} (" + " / ".join(f"{r[key]:.3f}" for r in runs) + ")"
+
+
+def credit_rows(summary: dict) -> list[tuple[str, dict, str]]:
+    """The credit table's rows: (name, a method's means, the prefix of its credit metrics): each method, and
+    PRM-GRPO's batches credited per step where its run logged them."""
+    rows = [(NAMES[m], s, "") for m, s in summary.items()]
+    if OWN_STEP + CREDIT_KEYS[0] in summary.get("prm_grpo", {}):
+        rows.append((f"{NAMES['prm_grpo']}, per step", summary["prm_grpo"], OWN_STEP))
+    return rows
 
 
 def tables_of(summary: dict, per_seed: dict, before: float, args: ssg.Args, study: Args) -> dict:
@@ -1184,9 +1277,10 @@ def tables_of(summary: dict, per_seed: dict, before: float, args: ssg.Args, stud
                   s["evaluator_calls"]] for m, s in summary.items()],
         "seconds": [[NAMES[m], s["train_wall_clock_s"], s["train_wall_clock_vs_grpo"], s["credit_wall_clock_share"]]
                     for m, s in summary.items()],
-        "credit": [[NAMES[m], s["wrong_step_blame"], s["right_steps_blame"], s["flawed_right_share"],
-                    s["flawed_step_credit"], s["flawed_right_steps_credit"], s["advantage_scale"], s["negative_share"]]
-                   for m, s in summary.items()],
+        "credit": [[name, *(s[prefix + k] for k in ("wrong_step_blame", "right_steps_blame", "flawed_right_share",
+                                                     "flawed_step_credit", "flawed_right_steps_credit",
+                                                     "advantage_scale", "negative_share"))]
+                   for name, s, prefix in credit_rows(summary)],
         "weights": [[NAMES[m], s["w_right"], s["w_failed"], s["w_entropy"], s["right_target_zero"], s["padding_share"],
                      s["padding_share_max"]] for m, s in summary.items() if "w_right" in s],
         "probe": [[NAMES[m], *(per_seed_cell(s[k], per_seed[m], k) for k in PROBE_KEYS[:4]), s["chance_top1"]]
@@ -1203,7 +1297,8 @@ def tables_of(summary: dict, per_seed: dict, before: float, args: ssg.Args, stud
             "seconds": {"title": "Seconds (they vary between identical runs)",
                         "header": ["method", "train s", "train vs GRPO", "credit share of an update"],
                         "rows": rows["seconds"]},
-            "credit": {"title": f"What the credit does ({late})",
+            "credit": {"title": f"What the credit does ({late}; PRM-GRPO, per step: its batches credited by each "
+                                "step's own normalised reward, not summed to go, a reading that trained nothing)",
                        "header": ["method", "blame 1st wrong step", "blame right steps before it",
                                   "right sol. with a wrong line", "credit on that flawed step", "credit its right steps",
                                   "push vs GRPO", "negative share of the advantages"], "rows": rows["credit"]},

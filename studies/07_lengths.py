@@ -28,8 +28,10 @@ the variance of the essays' estimator (1/N) Σ_n R_n Σ_t ∇log π(y_nt); the w
 Verdict, for each arm: yes where its gain over flat grows from the shortest to the longest chain
 (the interval of that growth, seed by seed, above 0) and the interval at the longest lies above 0;
 no where either interval lies below 0 (the gain shrinks with length, or the arm loses to flat at
-the longest chain); else inconclusive. The cold start's pass@1 is kept within 0.1-0.7 at every length by
-design (away from 0 and 1, so gains and losses can show), so the reward need not be sparse here:
+the longest chain); else inconclusive. That uniform weighting wastes learning on long generations
+is decided on own step credit's gain at the longest chain alone (seed by seed, no growth asked).
+The cold start's pass@1 is kept within 0.1-0.7 at every length by design (away from 0 and 1, so
+gains and losses can show), so the reward need not be sparse here:
 the claims that step credit mitigates a sparse reward are decided only where more than half of
 GRPO's groups of G are shown to lack reward spread at the longest chain (p^G + (1 - p)^G at the
 cold start's pass@1 p, a lower bound), else inconclusive. The smallest gap the design can detect (--detectable-gap,
@@ -405,8 +407,11 @@ def analyse(args: Args, runs: list, cold: list) -> dict:
     shortest, longest = min(args.length_list), max(args.length_list)
     growth = {arm: dict(zip(("mean", "low", "high"), common.mean_interval(
         np.subtract(gains(runs, arm, longest), gains(runs, arm, shortest))))) for arm in table}
+    # each arm's final pass@1 by seed, so a claim on one length can pair the arms seed by seed
+    by_seed = {arm: {n: {r["seed"]: r["final"]["pass@1"] for r in runs if r["arm"] == arm and r["steps"] == n}
+                     for n in args.length_list} for arm in args.arm_list}
     return {"gain": table, "growth": growth, "pooled_sd": pooled, "measured_detectable_gap": detectable,
-            "to_target": to_target}
+            "to_target": to_target, "pass@1_by_seed": by_seed}
 
 
 # ============================================================================================
@@ -454,11 +459,34 @@ def check_claims(args: Args, analysis: dict, cold: list) -> list[dict]:
         if not all(inside):
             measured += " (premise not met: the cold start is outside 0.1-0.7 at some length)"
         claims.append(common.claim(source, statement, measured, holds))
+    if "own" in analysis["gain"]:
+        claims.append(waste_claim(args, analysis["pass@1_by_seed"], all(inside)))
     sparse = sparse_premise(args, cold)
     claims += [mitigation_claim(args, arm, analysis["gain"][arm], all(inside), sparse)
                for arm in MITIGATION if arm in analysis["gain"]]
     claims.append(variance_claim(cold))
     return claims
+
+
+def waste_claim(args: Args, by_seed: dict, inside: bool) -> dict:
+    """Does uniform weighting waste learning on long generations? The statement's own quantity: at the
+    longest chain, own step credit's held-out pass@1 minus flat GRPO's, seed by seed, read by
+    common.seed_verdict (the statement names no size). Not its growth with length (the arm's other
+    claim) and no sparse reward assumed (the statement names none); the cold start within its window
+    is kept, as for every comparison here: it leaves both arms room to gain and to lose."""
+    longest = max(args.length_list)
+    own, flat = by_seed["own"][longest], by_seed["grpo"][longest]
+    seeds = sorted(own)
+    holds, text = common.seed_verdict([own[s] - flat[s] for s in seeds])
+    measured = (f"held-out pass@1 at {longest} steps, own step credit - flat GRPO, seed by seed: "
+                + ", ".join(f"{own[s]:.3f} - {flat[s]:.3f} = {own[s] - flat[s]:+.3f}" for s in seeds)
+                + f"; mean [95% interval over {len(seeds)} seeds]: {text}; the gap the design was planned to detect "
+                f"(the pilot's) {args.detectable_gap:.3f}; no sparse reward assumed (the statement names none)")
+    if not inside:
+        measured += " (premise not met: the cold start is outside 0.1-0.7 at some length)"
+    return common.claim("over-long-generations, When it falls down", "uniform weighting wastes learning on long "
+                        f"generations: {MITIGATION['own']} beats flat GRPO at the longest chain ({longest} steps)",
+                        measured, holds if inside else None)
 
 
 def sparse_premise(args: Args, cold: list) -> tuple[bool | None, str]:

@@ -188,23 +188,35 @@ def test_actor_critic_started_exactly_bootstraps_from_v_pi_of_the_uniform_policy
     V = exact_values(env).float()
     torch.testing.assert_close(seen["values"], V[episode["states"]], atol=1e-5, rtol=0)
     torch.testing.assert_close(seen["next_values"], V[episode["next_states"]], atol=1e-5, rtol=0)
-    assert torch.equal(learning_script.start_values(env, exact=False), torch.zeros(env.num_states + 1))
+    assert torch.equal(learning_script.start_values(env, "zero", 0), torch.zeros(env.num_states + 1))
+
+
+def test_the_shuffled_start_permutes_v_pi_over_the_states_by_its_seed_and_keeps_the_terminal_value():
+    env = learning_script.gae.make_env(learning_args(), 6, 4, 0, "cpu")
+    exact = learning_script.start_values(env, "exact", 3)
+    shuffled = learning_script.start_values(env, "shuffled", 3)
+    n = env.num_states
+    assert torch.equal(shuffled[n:], exact[n:]) and not torch.equal(shuffled, exact)
+    assert torch.equal(torch.sort(shuffled[:n]).values, torch.sort(exact[:n]).values)
+    assert torch.equal(learning_script.start_values(env, "shuffled", 3), shuffled)
+    assert not torch.equal(learning_script.start_values(env, "shuffled", 4), shuffled)
 
 
 def record_actor_critic_from_exact(monkeypatch, args):
     """record_actor_critic's spy on TD(0) at L = 4, seed 9, its critic started at the exact V^π."""
     run = learning_script.actor_critic
-    monkeypatch.setattr(learning_script, "actor_critic", lambda *a: run(*a, exact_start=True))
+    monkeypatch.setattr(learning_script, "actor_critic", lambda *a: run(*a, start="exact"))
     return record_actor_critic(monkeypatch, args, 4, 0.0, seed=9)
 
 
-def test_exact_start_study_runs_td0_from_v_pi_for_every_length_and_seed(monkeypatch):
-    def fake_actor_critic(args, L, lam, seed, device, exact_start=False):
-        return (L, lam, seed, exact_start)
+def test_start_study_runs_td0_from_v_pi_and_from_v_pi_shuffled_for_every_length_and_seed(monkeypatch):
+    def fake_actor_critic(args, L, lam, seed, device, start="zero"):
+        return (L, lam, seed, start)
 
     monkeypatch.setattr(learning_script, "actor_critic", fake_actor_critic)
-    got = learning_script.exact_start_study(learning_args(lengths="3,7", learn_seeds=2, seed=5), "cpu")
-    assert got == {L: [(L, 0.0, 5, True), (L, 0.0, 6, True)] for L in (3, 7)}
+    got = learning_script.start_study(learning_args(lengths="3,7", learn_seeds=2, seed=5), "cpu")
+    assert got == {start: {L: [(L, 0.0, 5, start), (L, 0.0, 6, start)] for L in (3, 7)}
+                   for start in ("exact", "shuffled")}
 
 
 def test_learning_study_runs_each_learner_at_its_lambda_for_every_length_and_seed(monkeypatch):
@@ -403,8 +415,8 @@ def test_learning_smoke_run_writes_results_and_figures(tmp_path, read_results):
     result = learning_script.main(args)
     data = read_results(tmp_path / "results.json")
     assert (tmp_path / "episodes_to_solve.png").stat().st_size > 1000
-    assert data["metrics"] == common.json_ready(result["metrics"]) and len(data["claims"]) == 3
-    assert [c["source"] for c in data["claims"]] == ["survey §2.1", "survey §2.1", "survey §2.3"]
+    assert data["metrics"] == common.json_ready(result["metrics"]) and len(data["claims"]) == 5
+    assert [c["source"] for c in data["claims"]] == ["survey §2.1", "survey §2.1", "survey §2.3", "survey §2.3", "survey §5 (RUDDER paper's theorem)"]
     metrics = data["metrics"]
     table = metrics.pop("tables")["episodes_to_solve"]
     assert all(np.isfinite(v) for v in metrics.values())
@@ -460,26 +472,91 @@ def test_the_compounding_claim_reports_each_arm_and_the_small_errors_part():
     assert f"over 3 seeds]: {mean:+.3g} [{low:+.3g}, {high:+.3g}]" in measured
 
 
-def fake_starts(zero=(1536, 7536), exact=(1000, 1100), spread=(0.95, 1.0, 1.05)):
-    """TD(0)'s episodes to solve at L = 5 and 80 from V = 0 and from V^π, one per seed."""
-    return [{5: [a * k for k in spread], 80: [min(b * k, 20_000) for k in spread]} for a, b in (zero, exact)]
+def fake_starts(zero=(1536, 7536), exact=(1000, 1100), shuffled=(1000, 1100), spread=(0.95, 1.0, 1.05)):
+    """TD(0)'s episodes to solve at L = 5 and 80 from V = 0, and {start: ...} from V^π and V^π
+    shuffled, one per seed."""
+    by_L = [{5: [a * k for k in spread], 80: [min(b * k, 20_000) for k in spread]} for a, b in (zero, exact, shuffled)]
+    return by_L[0], {"exact": by_L[1], "shuffled": by_L[2]}
 
 
 @pytest.mark.parametrize("starts,holds", [
-    (fake_starts(), True),  # the zeros cost episodes on every seed
+    (fake_starts(), True),  # the zeros cost episodes on every seed, against both starts
+    (fake_starts(shuffled=(3000, 9000)), False),  # wrong non-zero values cost more: not the zeros
     (fake_starts(zero=(1000, 1100), exact=(1536, 7536)), False),  # the exact start is the slower one
     (fake_starts(zero=(1000, 1100), exact=(1000, 1100)), None),  # alike: no named size ruled out
     (fake_starts(zero=(1000, 20_000)), True),  # never solved from V = 0: a lower bound, still above
     (fake_starts(zero=(1000, 1100), exact=(1000, 20_000)), False),  # V^π never solves: a lower bound, still slower
     (fake_starts(zero=(1000, 20_000), exact=(1000, 20_000)), None),  # neither solved: nothing measured
 ])
-def test_the_near_zero_claim_decides_episodes_from_zero_minus_from_v_pi_at_the_longest_length(starts, holds):
-    claim = learning_script.near_zero_claim(*starts, [5, 80], 20_000)
+def test_the_near_zero_claim_decides_from_zero_minus_each_other_start_at_the_longest_length(starts, holds):
+    claim = learning_script.near_zero_claims(*starts, [5, 80], 20_000)[0]
     assert claim["holds"] is holds and claim["source"] == "survey §2.3"
 
 
-def test_the_near_zero_claim_reports_both_starts_at_every_length():
-    measured = learning_script.near_zero_claim(*fake_starts(zero=(1000, 20_000)), [5, 80], 20_000)["measured"]
-    assert "L = 5: from V = 0 1,000 (950-1,050), from V^π 1,000 (950-1,050)" in measured
+def test_the_near_zero_claim_reports_the_three_starts_at_every_length():
+    measured = learning_script.near_zero_claims(*fake_starts(zero=(1000, 20_000)), [5, 80], 20_000)[0]["measured"]
+    assert "L = 5: from V = 0 1,000 (950-1,050), from V^π 1,000 (950-1,050), from V^π shuffled 1,000" in measured
     assert "L = 80: from V = 0 20,000 (19,000-20,000), from V^π 1,100 (1,045-1,155)" in measured
-    assert measured.endswith("(a run at the budget: censored)")
+    assert "from V = 0 minus from V^π shuffled" in measured and "(a run at the budget: censored)" in measured
+
+
+@pytest.mark.parametrize("zero,holds", [
+    ((1536, 7536), False),  # every run solves within the budget
+    ((1536, 20_000), None),  # some seeds at the budget (1.0 and 1.05 times 20,000 cap there), one not
+    ((20_000, 20_000), None),  # ... at the longest L, though not every seed
+])
+def test_the_outright_failure_claim_counts_runs_unsolved_at_the_budget(zero, holds):
+    claim = learning_script.near_zero_claims(*fake_starts(zero=zero), [5, 80], 20_000)[1]
+    assert claim["holds"] is holds and "fails outright" in claim["claim"]
+    assert "runs from V = 0 unsolved at the budget, by L: 5: " in claim["measured"]
+
+
+def test_the_outright_failure_claim_holds_when_every_seed_ends_unsolved_at_the_longest_length():
+    zero, starts = fake_starts()
+    zero[80] = [20_000] * 3
+    claim = learning_script.near_zero_claims(zero, starts, [5, 80], 20_000)[1]
+    assert claim["holds"] is True and "80: 3 of 3" in claim["measured"]
+
+
+# --------------------------------------------------------------------------------------------
+# 02_learning: the time TD(0) needs to halve its bias, and whether it grows exponentially
+# --------------------------------------------------------------------------------------------
+def test_bias_removal_time_is_the_first_update_at_which_tds_bias_at_the_key_room_is_halved():
+    args = learning_args(batch=4, max_episodes=4000, critic_lr=0.3)
+    got = learning_script.bias_removal_time(args, 3, 2, "cpu")
+    common.seed_everything(2)
+    env = learning_script.gae.make_env(args, 3, args.batch, 2, "cpu")
+    policy = learning_script.gae.uniform_policy(env)
+    truth = float(learning_script.gae.exact_truth(env, policy, 1.0)[0][0])
+    V, episodes = torch.zeros(env.num_states + 1), 0
+    while abs(float(V[0]) - truth) > abs(truth) / 2:  # the same loop by hand: TD(0)'s λ-return target
+        episode = common.play_episodes(env, policy)
+        s, r, ends = episode["states"], episode["rewards"], episode["ends"]
+        target = r + V[episode["next_states"]] * (~ends).float()
+        learning_script.critic_step(V, s, target - V[s], args.critic_lr)
+        episodes += args.batch
+    assert got == episodes < args.max_episodes
+
+
+def test_bias_removal_time_returns_the_budget_when_the_bias_is_never_halved():
+    args = learning_args(batch=4, max_episodes=8, critic_lr=1e-6)
+    assert learning_script.bias_removal_time(args, 5, 0, "cpu") == 8
+
+
+@pytest.mark.parametrize("law,holds", [
+    (lambda L: 30 * 1.08 ** L, True),  # exponential in L
+    (lambda L: 100 + 40 * L, False),  # linear with an offset: a power law fits better
+])
+def test_the_exponential_time_claim_fits_each_seed_as_03s_delay_claims_do(law, holds):
+    lengths = [5, 10, 20, 40, 80]
+    times = {L: [law(L) * k for k in (0.95, 1.0, 1.05)] for L in lengths}
+    claim = learning_script.exponential_time_claim(times, lengths, 10**9)
+    assert claim["holds"] is holds and claim["source"] == "survey §5 (RUDDER paper's theorem)"
+    assert common.exponential_growth(lengths, times, 0)[1] in claim["measured"]
+
+
+def test_the_exponential_time_claim_is_undecided_with_a_run_at_the_budget():
+    lengths = [5, 10, 20]
+    times = {5: [10, 11, 12], 10: [20, 21, 22], 20: [40, 41, 50]}
+    claim = learning_script.exponential_time_claim(times, lengths, 50)
+    assert claim["holds"] is None and "1 runs at the budget: censored" in claim["measured"]

@@ -528,13 +528,13 @@ def test_predictor_study_reports_what_its_trained_predictor_does(monkeypatch):
 # --------------------------------------------------------------------------------------------
 def test_growth_law_tells_exponential_from_power():
     L = [5, 10, 20, 40]
-    power = rudder.growth_law(L, [0.5 * x**0.9 for x in L])
+    power = common.growth_law(L, [0.5 * x**0.9 for x in L])
     assert math.isclose(power["power"], 0.9, rel_tol=1e-6)
     assert power["power_residual"] < power["exponential_residual"]
-    exponential = rudder.growth_law(L, [2 * 1.1**x for x in L])
+    exponential = common.growth_law(L, [2 * 1.1**x for x in L])
     assert math.isclose(exponential["exponential"], math.log(1.1), rel_tol=1e-6)
     assert exponential["exponential_residual"] < 1e-12 < exponential["power_residual"]
-    assert rudder.growth_law([5, 10], [3.0, 9.0])["power_residual"] == 0.0  # two points: any line fits
+    assert common.growth_law([5, 10], [3.0, 9.0])["power_residual"] == 0.0  # two points: any line fits
 
 
 LENGTHS = (5, 10, 20, 40)
@@ -547,9 +547,9 @@ def per_seed(values, spread=(0.97, 1.0, 1.03)):
 
 def test_growth_gaps_are_per_seed_residual_differences():
     runs = {5: [10.0, 20.0], 10: [20.0, 40.0], 20: [40.0, 160.0]}
-    gaps = rudder.growth_gaps([5, 10, 20], runs)
+    gaps = common.growth_gaps([5, 10, 20], runs)
     for seed, gap in enumerate(gaps):
-        fit = rudder.growth_law([5, 10, 20], [runs[L][seed] for L in (5, 10, 20)])
+        fit = common.growth_law([5, 10, 20], [runs[L][seed] for L in (5, 10, 20)])
         assert gap == pytest.approx(fit["power_residual"] - fit["exponential_residual"])
     assert gaps[0] < 0 < gaps[1]  # 10, 20, 40: a power law; 20, 40, 160: closer to exponential
 
@@ -568,7 +568,7 @@ EXPONENTIAL, POWER = [20 * 1.1**L for L in LENGTHS], [3 * L**1.5 for L in LENGTH
     ({L: v for L, v in per_seed(EXPONENTIAL).items() if L < 20}, 0, None),  # two lengths: any line fits
 ])
 def test_exponential_growth_is_decided_over_the_seeds(runs, censored, holds):
-    verdict, text = rudder.exponential_growth(sorted(runs), runs, censored)
+    verdict, text = common.exponential_growth(sorted(runs), runs, censored)
     assert verdict is holds
     assert "per seed, the power law's residual minus the exponential's" in text
 

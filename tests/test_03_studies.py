@@ -101,6 +101,8 @@ def test_shaping_study_keeps_the_argmax_and_a_value_potential_leaves_no_future_r
     assert study["decisive_states"] == 2  # the key room (and its unreachable twin with the key)
     assert study["argmax_kept"] is True and study["identity_gap"] < 1e-12
     assert study["value_potential_future_max"] < 1e-12
+    # a generic potential leaves some, and what it leaves is Σ_s' P(s'|s, a) (V^π(s') - Φ(s'))
+    assert study["random_potential_future_max"] > 0.1 and study["future_formula_gap"] < 1e-12
     # a potential of the position cannot tell the key's holders apart: half the door's 1 is left
     assert study["position_potential_future_min"] == pytest.approx(0.5)
     # without shaping, the future reward expected after the key room is the door's 1 and the distractors
@@ -146,6 +148,12 @@ def test_redistribution_properties_of_the_optimal_redistribution_and_of_none():
     assert got["future_mean_square[original]"] == pytest.approx(exact, abs=0.02)
     assert got["mc_variance_at_key[redistributed]"] == pytest.approx(got["mc_variance_at_key[original]"], rel=1e-5)
     assert got["mc_variance_all_steps[optimal]"] == pytest.approx(got["mc_variance_all_steps[redistributed]"])
+    # r̃*_t alone carries one distractor's variance (d²/4) at each corridor step; r's reward-to-go carries
+    # every distractor still to come: 3 at the key step, then 3, 2, 1 in the corridor
+    steps, distractor_variance = len(rewards), env.distractor ** 2 / 4
+    assert got["immediate_variance[optimal]"] == pytest.approx(got["immediate_variance[redistributed]"])
+    assert got["immediate_variance[optimal]"] == pytest.approx(3 * distractor_variance / steps, rel=0.05)
+    assert got["mc_variance_all_steps[original]"] == pytest.approx(9 * distractor_variance / steps, rel=0.05)
     assert got["reward_mean_by_step"] == pytest.approx(optimal.mean(1).tolist())
     # the distractors still to come are as noisy after redistribution as before
     assert got["mc_variance_all_steps[redistributed]"] == pytest.approx(got["mc_variance_all_steps[original]"], rel=0.05)
@@ -185,53 +193,64 @@ def test_redistribution_study_measures_a_predictor_per_seed_on_its_own_stored_ep
 
 
 def seed_properties(future=(1e-4, -1e-4, 5e-5), exact=(0.0, 0.0, 0.0), future_r=(0.48, 0.49, 0.5), steps=0.0,
-                    steps_r=0.0, steps_opt=None, actions=(1, 1, 1), value=1.0, key=0.5, elsewhere=0.01,
-                    off=(0.002, -0.003, 0.001)):
+                    steps_r=0.0, steps_opt=None, immediate=(0.0, 0.0, 0.0), actions=(1, 1, 1), value=1.0, key=0.5,
+                    elsewhere=0.01, off=(0.002, -0.003, 0.001)):
     """One seed's properties per entry of `future` (the learned r̃'s mean square of the expected
-    future reward), `exact` (the exact optimum's), `future_r` (r's), `actions` (its optimal key
-    action), `off` (its largest mean r̃_t after the key step), and the rest alike (`steps_opt`, the
-    exact optimum's Monte Carlo variance: `steps` unless given)."""
+    future reward), `exact` (the exact optimum's), `future_r` (r's), `immediate` (the variance of
+    r̃*_t given (s, a); the learned r̃_t's is twice it), `actions` (its optimal key action), `off`
+    (its largest mean r̃_t after the key step), and the rest alike (`steps_opt`, the exact optimum's
+    Monte Carlo variance: `steps` unless given)."""
     return [{"expected_future_max[redistributed]": abs(f), "expected_future_max[original]": 1.0,
              "future_mean_square[redistributed]": f, "future_mean_square[optimal]": e,
              "future_mean_square[original]": f_r,
              "mc_variance_at_key[redistributed]": 0.0, "mc_variance_at_key[original]": 0.0,
              "mc_variance_all_steps[redistributed]": steps + 0.01 * k, "mc_variance_all_steps[original]": steps_r,
              "mc_variance_all_steps[optimal]": steps if steps_opt is None else steps_opt,
+             "immediate_variance[optimal]": i, "immediate_variance[redistributed]": 2 * i,
+             "immediate_variance[original]": 0.0,
              "optimal_key_action[redistributed]": a, "optimal_key_action[original]": 1,
              "optimal_start_value[redistributed]": value, "optimal_start_value[original]": 1.0,
              "reward_spread_by_step": [key + 0.01 * k, elsewhere, elsewhere / 2], "reward_mean_by_step": [1.0, o / 2, o]}
-            for k, (f, e, f_r, a, o) in enumerate(zip(future, exact, future_r, actions, off))]
+            for k, (f, e, f_r, i, a, o) in enumerate(zip(future, exact, future_r, immediate, actions, off))]
 
 SHAPING = {"decisive_states": 2, "argmax_kept": True, "identity_gap": 1e-16, "value_potential_future_max": 0.0,
-           "position_potential_future_min": 0.5}
+           "random_potential_future_max": 0.7, "future_formula_gap": 1e-16, "position_potential_future_min": 0.5}
 
 
 @pytest.mark.parametrize("seeds,shaping,verdicts", [
-    (seed_properties(), SHAPING, [True, True, True, None, True, True, True]),
-    (seed_properties(future=(0.06, 0.05, 0.07)), SHAPING, [True, None, None, None, True, True, True]),  # a leftover
-    (seed_properties(future=(0.02, -0.02, 0.01)), SHAPING, [True, None, None, None, True, True, True]),  # too wide
+    (seed_properties(), SHAPING, [True, True, True, None, None, True, True, True]),
+    (seed_properties(future=(0.06, 0.05, 0.07)), SHAPING, [True, None, None, None, None, True, True, True]),  # a leftover
+    (seed_properties(future=(0.02, -0.02, 0.01)), SHAPING, [True, None, None, None, None, True, True, True]),  # too wide
     (seed_properties(future=(1e-4, -1e-4, 5e-5), future_r=(0.49, 0.49, 0.49)), SHAPING,
-     [True, None, None, None, True, True, True]),  # r's seeds agree exactly: no resolution to call anything zero
-    (seed_properties(exact=(0.06, 0.05, 0.07)), SHAPING, [True, False, False, None, True, True, True]),  # the optimum's
+     [True, None, None, None, None, True, True, True]),  # r's seeds agree exactly: no resolution to call anything zero
+    (seed_properties(exact=(0.06, 0.05, 0.07)), SHAPING, [True, False, False, None, None, True, True, True]),  # optimum's
     (seed_properties(future=(0.06, 0.05, 0.07), exact=(0.06, 0.05, 0.07)), SHAPING,
-     [True, False, False, None, True, True, True]),
-    (seed_properties(future=(0.01,), actions=(1,), off=(0.0,)), SHAPING,
-     [None, None, None, None, True, True, True]),  # one seed
-    (seed_properties(steps=0.1, steps_r=0.2), SHAPING, [True, True, True, True, True, True, True]),  # r̃*'s
-    (seed_properties(steps=0.3, steps_r=0.2, steps_opt=0.1), SHAPING, [True, True, True, False, True, True, True]),
-    (seed_properties(future=(0.06, 0.05, 0.07), steps=0.1, steps_r=0.2), SHAPING,
-     [True, None, None, None, True, True, True]),  # as r̃*'s, but not an optimal redistribution: premise not met
-    (seed_properties(actions=(1, 0, 1)), SHAPING, [True, True, True, None, False, True, True]),  # one seed's policy
-    (seed_properties(value=1.06), SHAPING, [True, True, True, None, True, True, True]),  # values: shown, not decided
-    (seed_properties(key=0.0, elsewhere=0.05), SHAPING, [False, True, True, None, True, True, True]),  # not at the key
-    (seed_properties(off=(0.05, 0.06, 0.05)), SHAPING, [False, True, True, None, True, True, True]),  # r̃ off zero
-    (seed_properties(off=(0.3, -0.4, 0.2)), SHAPING, [None, True, True, None, True, True, True]),  # too wide to say
-    (seed_properties(), dict(SHAPING, argmax_kept=False), [True, True, True, None, True, False, True]),
-    (seed_properties(), dict(SHAPING, identity_gap=1e-6), [True, True, True, None, True, False, True]),
-    (seed_properties(), dict(SHAPING, position_potential_future_min=1e-12),  # a potential of the position suffices
-     [True, True, True, None, True, True, False]),
+     [True, False, False, None, None, True, True, True]),
+    (seed_properties(future=(0.01,), immediate=(0.0,), actions=(1,), off=(0.0,), steps_r=0.2), SHAPING,
+     [None, None, None, None, None, True, True, True]),  # one seed
+    (seed_properties(steps=0.1, steps_r=0.2), SHAPING, [True, True, True, True, True, True, True, True]),  # r̃*'s
+    (seed_properties(steps=0.3, steps_r=0.2, steps_opt=0.1), SHAPING, [True, True, True, False, True, True, True, True]),
+    (seed_properties(future=(0.06, 0.05, 0.07), steps=0.1, steps_r=0.2), SHAPING,  # as r̃*'s, but not an optimal
+     [True, None, None, None, True, True, True, True]),  # redistribution: premise not met; r̃* is optimal regardless
+    (seed_properties(steps=0.1, steps_r=0.2, immediate=(0.3, 0.31, 0.29)), SHAPING,  # r̃*_t noisier than r's to-go
+     [True, True, True, True, False, True, True, True]),
+    (seed_properties(steps=0.1, steps_r=0.2, immediate=(0.1, 0.25, 0.15)), SHAPING,  # the seeds disagree
+     [True, True, True, True, None, True, True, True]),
+    (seed_properties(actions=(1, 0, 1)), SHAPING, [True, True, True, None, None, False, True, True]),  # one seed's policy
+    (seed_properties(value=1.06), SHAPING, [True, True, True, None, None, True, True, True]),  # values: shown, not decided
+    (seed_properties(key=0.0, elsewhere=0.05), SHAPING, [False, True, True, None, None, True, True, True]),  # not at key
+    (seed_properties(off=(0.05, 0.06, 0.05)), SHAPING, [False, True, True, None, None, True, True, True]),  # r̃ off zero
+    (seed_properties(off=(0.3, -0.4, 0.2)), SHAPING, [None, True, True, None, None, True, True, True]),  # too wide to say
+    (seed_properties(), dict(SHAPING, argmax_kept=False), [True, True, True, None, None, True, False, False]),
+    (seed_properties(), dict(SHAPING, identity_gap=1e-6), [True, True, True, None, None, True, False, False]),
+    (seed_properties(), dict(SHAPING, random_potential_future_max=1e-12),  # a generic potential leaves none too
+     [True, True, True, None, None, True, True, False]),
     (seed_properties(), dict(SHAPING, value_potential_future_max=0.5),  # r̃* does not reach zero either
-     [True, True, True, None, True, True, False]),
+     [True, True, True, None, None, True, True, False]),
+    (seed_properties(), dict(SHAPING, future_formula_gap=1e-6),  # the future is not Σ P (V^π - Φ): V^π not the one
+     [True, True, True, None, None, True, True, False]),
+    (seed_properties(), dict(SHAPING, position_potential_future_min=1e-12),  # context only: decides nothing
+     [True, True, True, None, None, True, True, True]),
 ])
 def test_redistribution_claims_verdicts_follow_the_numbers(seeds, shaping, verdicts):
     metrics, claims = red.redistribution_claims(seeds, shaping)
@@ -253,7 +272,7 @@ def test_redistribution_claims_show_the_intervals_and_the_resolution_they_decide
     assert claims[2]["measured"].endswith(claims[1]["measured"])  # TD's bias is that same future reward
     mean, low, high = common.mean_interval([0.5 - 0.01, 0.51 - 0.01, 0.52 - 0.01])
     assert f"{mean:+.3g} [{low:+.3g}, {high:+.3g}]" in claims[0]["measured"]
-    assert "[1, 1, 1] vs 1" in claims[4]["measured"]
+    assert "[1, 1, 1] vs 1" in claims[5]["measured"]
 
 
 def test_redistribution_claims_say_premise_not_met_where_the_learned_redistribution_is_not_shown_optimal():
@@ -277,6 +296,19 @@ def test_redistribution_claim_on_mc_variance_says_premise_not_met_in_a_determini
     mean, low, high = common.mean_interval([0.0, 0.01, 0.02])
     assert f"r̃*'s over all steps per seed, mean [95% interval]: {mean:+.3g} [{low:+.3g}, {high:+.3g}]" \
         in claims[3]["measured"]
+
+
+def test_redistribution_claim_on_the_immediate_reward_compares_r_tilde_star_t_with_rs_reward_to_go():
+    _, claims = red.redistribution_claims(seed_properties(), SHAPING)
+    assert claims[4]["holds"] is None and claims[4]["measured"].startswith(red.DETERMINISTIC)
+    seeds = seed_properties(steps=0.1, steps_r=0.2, immediate=(0.05, 0.06, 0.04))
+    _, claims = red.redistribution_claims(seeds, SHAPING)
+    mean, low, high = common.mean_interval([0.15, 0.14, 0.16])
+    assert claims[4]["holds"] is True and "premise not met" not in claims[4]["measured"]
+    assert ("E[Var(Σ_{k≥t} r_k | s_t, a_t)] 0.2; " in claims[4]["measured"]
+            and "E[Var(r̃*_t | s_t, a_t)] 0.05 (the learned r̃'s r̃_t: 0.1); " in claims[4]["measured"])
+    assert f"r's minus r̃*'s per seed, mean [95% interval]: {mean:+.3g} [{low:+.3g}, {high:+.3g}]" \
+        in claims[4]["measured"]
 
 
 def test_redistribution_claim_on_the_jump_shows_the_largest_mean_elsewhere_and_its_bar():
@@ -999,8 +1031,11 @@ def test_transport_smoke_run(tmp_path, read_results):
 
 def test_redistribution_smoke_run(tmp_path, read_results):
     data = smoke(red, tmp_path, read_results)
-    assert len(data["claims"]) == 7  # with the one the chapter handed over: where r̃ puts the credit
+    assert len(data["claims"]) == 8  # with the one the chapter handed over: where r̃ puts the credit
     assert [c["holds"] for c in data["claims"] if "preserves the optimal policy" in c["claim"]] == [True]
+    assert [c["holds"] for c in data["claims"] if "a generic potential leaves" in c["claim"]] == [True]
+    immediate = [c for c in data["claims"] if "only the immediate reward" in c["claim"]]
+    assert immediate[0]["holds"] is None and immediate[0]["measured"].startswith(red.DETERMINISTIC)
 
 
 def test_predictor_inputs_smoke_run(tmp_path, read_results):

@@ -118,6 +118,19 @@ def test_stale_training_samples_with_old_weights_and_hands_their_logprobs_to_the
     assert history[0]["policy_drift"] < 1e-5 < history[2]["policy_drift"]
 
 
+def test_the_settings_estimator_reaches_the_advantage_and_grpo_is_the_default(monkeypatch, tmp_path):
+    seen = []
+    real = grpo.token_advantages
+    monkeypatch.setattr(grpo, "token_advantages", lambda rewards, method, mask: seen.append(method) or real(
+        rewards, method, mask))
+    policy, tok = tiny_model(6)
+    rl = loop_args(tmp_path, rl_steps=2, inner_iters=1)
+    for setting in (fm.Setting(method="rloo"), fm.Setting()):
+        fm.train(policy, lm_world.frozen_copy(policy), tok, rl, rl.task.held_out(2), "cpu", setting)
+    assert seen == ["rloo", "rloo", "grpo", "grpo"]
+    assert fm.Setting(method="reinforce").label == "REINFORCE (batch mean)" and fm.Setting().label == "GRPO"
+
+
 def test_a_reference_reset_re_anchors_the_kl_to_the_current_policy(monkeypatch, tmp_path):
     monkeypatch.setattr(grpo, "verifier_rewards", lambda problems, texts, truncated: torch.arange(len(texts)) % 2.0)
     kls = {}
@@ -306,6 +319,45 @@ def test_the_curriculum_arm_spends_the_same_completions_from_its_own_weak_start(
     assert calls == [(7, rl), (7, rl, fm.Setting(easy_updates=3))]  # the same updates, prompts and group size
 
 
+def fake_weak_start(monkeypatch, calls):
+    """The weak start is "weak"; each GRPO run records its start, estimator and batch shape."""
+    monkeypatch.setattr(fm, "weak_start", lambda args, device: "weak")
+    monkeypatch.setattr(fm, "two_draws", lambda *a: pytest.fail("the weak start drawn again"))
+
+    def fake_run_grpo(initial, tokenizer, rl, held_out, device, setting=None):
+        calls.append((initial, (setting or fm.Setting()).method, rl.prompts, rl.group_size))
+        return {"final": {"pass@1": 0.1, "correct": [0, 1]}, "history": [{"zero_spread": 0.5}], "final_kl": 0.0}
+    monkeypatch.setattr(fm, "run_grpo", fake_run_grpo)
+
+
+def test_the_support_and_groups_parts_reuse_the_failure_modes_runs_and_train_the_rest(monkeypatch, tmp_path):
+    calls = []
+    fake_weak_start(monkeypatch, calls)
+    done = {"final": {"pass@1": 0.0, "correct": [0, 0]}}
+    known = {"weak cold start": done, "weak cold start, resampled": done, "GRPO": dict(done, history=[
+        {"zero_spread": 1.0}], final_kl=0.0), "GRPO from the default cold start": {"final": done["final"]}}
+    rl = loop_args(tmp_path, prompts=4, group_size=4, final_samples=1)
+    metrics, runs = fm.weak_start_parts(fm.Args(parts="support,groups"), rl, "cold start", None, [], "cpu", known)
+    # REINFORCE and RLOO from the weak start, then GRPO at twice the group size and half the prompts
+    assert calls == [("weak", "reinforce", 4, 4), ("weak", "rloo", 4, 4), ("weak", "grpo", 2, 8)]
+    assert list(runs["support"]) == ["weak cold start", "weak cold start, resampled", "REINFORCE (batch mean)",
+                                     "RLOO", "GRPO", "GRPO from the default cold start"]
+    assert list(runs["groups"]) == ["G = 4, 4 prompts", "G = 8, 2 prompts"]
+    assert metrics["support[RLOO]_still_unsolved"] == 0.5 and metrics["support[GRPO]_still_unsolved"] == 1.0
+    assert metrics["groups[G = 4, 4 prompts]_zero_spread"] == 1.0  # the failure modes' GRPO run, reused
+
+
+def test_the_weak_start_parts_alone_run_grpo_from_both_starts(monkeypatch, tmp_path):
+    calls = []
+    fake_weak_start(monkeypatch, calls)
+    monkeypatch.setattr(fm, "two_draws", lambda *a: ({"pass@1": 0.0, "correct": [0, 0]},) * 2)
+    rl = loop_args(tmp_path, prompts=4, group_size=4, final_samples=1)
+    metrics, runs = fm.weak_start_parts(fm.Args(parts="support"), rl, "cold start", None, [], "cpu",
+                                        {"GRPO from the default cold start": None})
+    assert calls == [("weak", "grpo", 4, 4), ("cold start", "grpo", 4, 4), ("weak", "reinforce", 4, 4),
+                     ("weak", "rloo", 4, 4)] and list(runs) == ["support"]
+
+
 # ------------------------------------------------------------------ the claims, on constructed seeds
 NOISE = np.array([0.004, -0.003, 0.001, -0.002])  # a small spread over four seeds, mean 0
 
@@ -315,6 +367,7 @@ def world(**changes) -> list[dict]:
     (the keys' noises independent of each other). `changes`: a key's mean, or its four values."""
     means = {
         "cold_start_pass@1": 0.27, "cold_start_well_formed": 0.95, "cold_start_distinct": 0.5,
+        "cold_start_writes_steps": np.full(4, 0.5),  # no noise drawn: the other keys keep theirs
         "grpo_beta0_pass@1": 0.47, "grpo_beta0_kl": 0.05, "grpo_beta0_reward_rise": 0.3,
         "grpo_beta0.04_pass@1": 0.6, "grpo_beta0.04_kl": 0.03, "grpo_beta0.04_reward_rise": 0.25,
         "grpo_beta0.5_pass@1": 0.27, "grpo_beta0.5_kl": 0.01, "grpo_beta0.5_reward_rise": 0.1,  # stuck
@@ -358,7 +411,7 @@ def verdict(seeds: list[dict], words: str) -> bool | None:
 def test_in_a_world_where_every_statement_holds_every_claim_says_yes():
     seeds = world()
     found = verdicts(seeds)
-    assert len(found) == 18 and all(holds is True for holds in found.values()), found
+    assert len(found) == 19 and all(holds is True for holds in found.values()), found
     claims = fm.check_claims(grpo.Args(beta=0.04), fm.Args(betas="0,0.5", stale_lags="8"), seeds)
     assert all("95% interval over 4 seeds" in c["measured"] for c in claims)
     assert "rollouts 8 updates old" in " ".join(c["claim"] for c in claims)
@@ -386,6 +439,7 @@ def test_in_a_world_where_every_statement_holds_every_claim_says_yes():
     ("SFT cold start", {"grpo_beta0.04_pass@1": 0.2}),
     ("wrong reference", {"poor_reference[poor reference]_pass@1": 0.5}),
     ("reset the reference", {"poor_reference[poor reference, reset]_pass@1": 0.05}),
+    ("writes the worked steps", {"poor_reference[poor reference]_writes_steps": 0.9}),  # the poor anchor writes more
 ])
 def test_each_claim_says_no_where_its_quantity_runs_the_other_way(words, changes):
     assert verdict(world(), words) is True
@@ -396,6 +450,7 @@ def test_each_claim_says_no_where_its_quantity_runs_the_other_way(words, changes
     ("unstable", "staleness[age 8, ignore]_worst_regression", 0.03),  # an excess of 0.01 in a wide spread
     ("importance ratios", "staleness[age 8, importance]_pass@1", 0.39),
     ("wrong reference", "poor_reference[poor reference]_pass@1", 0.39),
+    ("writes the worked steps", "poor_reference[poor reference]_writes_steps", 0.79),
     ("stays stuck", "grpo_beta0.5_pass@1", 0.27),  # no gain, but the interval reaches past the default's gain
 ])
 def test_an_effect_the_seeds_cannot_tell_from_zero_is_inconclusive(words, key, mean):
@@ -424,6 +479,24 @@ def test_a_weak_start_that_solves_everything_leaves_the_support_claim_without_it
                                                "sparse[GRPO]_still_unsolved")})
     claim = fm.support_claim(grpo.Args(), seeds)
     assert claim["holds"] is None and "premise not met" in claim["measured"]
+
+
+def anchoring(seeds: list[dict]) -> dict:
+    return fm.anchoring_claim(seeds, 0.5)
+
+
+def test_the_anchoring_claim_says_never_where_the_poor_reference_writes_no_step_on_any_seed():
+    assert "a reference that rarely writes" in anchoring(world())["claim"]
+    claim = anchoring(world(**{"poor_reference[poor reference itself]_writes_steps": np.zeros(4)}))
+    assert "a reference that never writes" in claim["claim"] and claim["holds"] is True
+    assert claim["source"] == "over-long-generations, When it falls down" and "at β = 0.5" in claim["claim"]
+    assert "the poor reference itself 0.000 [0.000, 0.000]" in claim["measured"]
+
+
+def test_a_poor_reference_that_writes_the_steps_as_often_as_the_cold_start_leaves_anchoring_without_its_premise():
+    claim = anchoring(world(**{"cold_start_writes_steps": 0.1}))  # the poor reference's own share
+    assert claim["holds"] is None and "premise not met" in claim["measured"]
+    assert "the cold-start anchor's lead +0.5" in claim["measured"]  # shown, not deciding
 
 
 def test_the_beta_and_kl_claims_need_a_beta_beside_the_default():
@@ -476,6 +549,45 @@ def test_a_seed_with_nothing_right_by_its_prompt_leaves_the_blame_claim_without_
     assert claim["holds"] is None and "premise not met" in claim["measured"]
 
 
+def weak_seeds(**changes) -> list[dict]:
+    """Four seeds' metrics of the support and groups parts where both statements hold (the
+    chapter's G = 8 of 16 prompts against G = 16 of 8)."""
+    still = {f"support[{name}]_still_unsolved": 0.95 for name in ("weak cold start, resampled", "REINFORCE (batch mean)",
+                                                                   "RLOO", "GRPO")}
+    means = {**still, "support[GRPO from the default cold start]_still_unsolved": 0.1,
+             "support[weak cold start]_unsolved": 0.9,
+             "groups[G = 8, 16 prompts]_pass@1": 0.01, "groups[G = 16, 8 prompts]_pass@1": 0.05,
+             "groups[G = 8, 16 prompts]_zero_spread": 0.95, "groups[G = 16, 8 prompts]_zero_spread": 0.9} | changes
+    return world(**means)
+
+
+def weak_claims(seeds: list[dict]) -> list[dict]:
+    return fm.check_claims(grpo.Args(beta=0.04, rl_steps=80), fm.Args(parts="support,groups"), seeds)
+
+
+@pytest.mark.parametrize("changes,found", [
+    ({}, [True, True]),
+    ({"support[RLOO]_still_unsolved": 0.5}, [False, True]),  # RLOO solves beyond luck: one estimator fixes it
+    ({"support[REINFORCE (batch mean)]_still_unsolved": 0.99}, [True, True]),  # fewer than luck: none fixed
+    ({"groups[G = 16, 8 prompts]_pass@1": 0.005}, [True, False]),  # the larger group ends lower
+    ({"groups[G = 16, 8 prompts]_pass@1": 0.01 + np.array([0.03, -0.03, 0.02, -0.02])}, [True, None]),
+])
+def test_the_support_and_groups_claims_decide_on_their_quantity_over_seeds(changes, found):
+    claims = weak_claims(weak_seeds(**changes))
+    assert [(c["source"], c["holds"]) for c in claims] == list(zip(["whole-game §8", "whole-game §7.3, §7.8"], found))
+    assert "none of REINFORCE, RLOO and GRPO" in claims[0]["claim"] and "G = 16 (half the prompts" in claims[1]["claim"]
+    assert "smallest detectable" in claims[1]["measured"] and "zero-spread groups" in claims[1]["measured"]
+
+
+@pytest.mark.parametrize("changes,which", [
+    ({"support[weak cold start, resampled]_still_unsolved": math.nan}, 0),  # the weak start solved everything
+    ({"groups[G = 8, 16 prompts]_zero_spread": 0.3}, 1),  # the reward is not sparse at G = 8
+])
+def test_the_support_and_groups_claims_need_their_premise(changes, which):
+    claim = weak_claims(weak_seeds(**changes))[which]
+    assert claim["holds"] is None and "premise not met" in claim["measured"]
+
+
 def test_the_claims_follow_the_parts_a_run_measured():
     seeds = [a | b for a, b in zip(world(), part_seeds())]
     rl = grpo.Args(beta=0.04, rl_steps=80, eval_every=20)
@@ -483,7 +595,7 @@ def test_the_claims_follow_the_parts_a_run_measured():
     def sources(parts: str) -> list[str]:
         return [c["source"] for c in fm.check_claims(rl, fm.Args(betas="0,0.5", stale_lags="8", parts=parts), seeds)]
     modes = sources("modes")
-    assert len(modes) == 18 and sources("curriculum,modes,blame") == modes + ["whole-game §1", "whole-game §7.3"]
+    assert len(modes) == 19 and sources("curriculum,modes,blame") == modes + ["whole-game §1", "whole-game §7.3"]
     assert sources("curriculum") == ["whole-game §7.3"]
 
 
@@ -517,7 +629,7 @@ def test_a_run_of_the_new_parts_alone_tables_only_them():
     ("--rft-n", "0", "--rft-n must be positive"),
     ("--stale-lags", "0,4", "--stale-lags must be positive"),
     ("--seeds", "1", "--seeds must be at least 2"),
-    ("--parts", "modes,luck", "'luck' is not one of modes, blame, curriculum"),
+    ("--parts", "modes,luck", "'luck' is not one of modes, blame, curriculum, support, groups"),
     ("--curriculum-share", "1", "--curriculum-share must be in (0, 1)"),
     ("--curriculum-sft-steps", "0", "--curriculum-sft-steps must be positive"),
     ("--blame-problems", "513", "--blame-problems must be in 1..512"),
@@ -529,6 +641,19 @@ def test_cli_rejects_bad_values_with_one_line(cli_error, flag, value, message):
 def run_reanalyse(path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "studies/05_failure_modes.py", "--reanalyse", str(path)], cwd=ROOT,
                           capture_output=True, text=True, timeout=600)
+
+
+def test_the_support_and_groups_parts_run_with_smoke(tmp_path, read_results):
+    out = tmp_path / "05_failure_modes"
+    run = subprocess.run([sys.executable, "studies/05_failure_modes.py", "--smoke", "--cache", str(tmp_path / "cache"),
+                          "--out", str(out), "--parts", "support,groups"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0, run.stderr
+    data = read_results(out / "results.json")
+    assert [c["source"] for c in data["claims"]] == ["whole-game §8", "whole-game §7.3, §7.8"]
+    assert all(c["holds"] in (True, False, None) for c in data["claims"])
+    assert set(data["metrics"]["tables"]) == {"support", "groups"}
+    assert list(data["seeds"][0]["runs"]["groups"]) == ["G = 2, 2 prompts", "G = 4, 1 prompts"]
 
 
 def test_the_failure_modes_study_runs_with_smoke(tmp_path, read_results):
@@ -547,7 +672,7 @@ def test_the_failure_modes_study_runs_with_smoke(tmp_path, read_results):
     assert {f"blame[{shown}]_blamed_right" for shown in fm.SHOWN} <= set(metrics)
     values = {key: [m[key] for m in seeds] for key in seeds[0]}
     assert metrics == pytest.approx({key: None if None in v else np.mean(v) for key, v in values.items()})
-    assert set(tables) == set(fm.TITLES)
+    assert set(tables) == set(fm.TITLES) - {"support", "groups"}
     again = run_reanalyse(out / "results.json")  # the claims from the stored seeds, nothing trained
     assert again.returncode == 0 and read_results(out / "results.json")["claims"] == data["claims"]
     runs = data["seeds"][0]["runs"]

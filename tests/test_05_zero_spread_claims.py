@@ -217,7 +217,7 @@ def test_the_vanishing_claims_read_only_the_batches_with_zero_spread_groups():
 @pytest.mark.parametrize("default,expected", [(SPARSE, True), (MIXED, False),
                                               ([[0, 0, 0, 0], [4, 4, 4, 4], [0, 4, 0, 4]], None)])
 def test_most_trajectories_teach_nothing_where_more_than_half_sit_in_zero_spread_groups(default, expected):
-    claim = zs.most_claims(RL, ARGS, made_seeds(counts(default=default)))[0]
+    claim = zs.most_claims(RL, ARGS, made_seeds(counts(default=default)))[2]
     shares = [zs.zero_spread_share(c, 8, 4) for c in default]
     mean, low, high = common.mean_interval(shares)
     assert claim["holds"] is expected and "default cold start" in claim["claim"]
@@ -226,8 +226,22 @@ def test_most_trajectories_teach_nothing_where_more_than_half_sit_in_zero_spread
 
 
 def test_the_weak_start_has_its_own_claim():
-    default, weak = zs.most_claims(RL, ARGS, made_seeds(counts()))
+    default, weak = zs.most_claims(RL, ARGS, made_seeds(counts()))[2:]
     assert (default["holds"], weak["holds"]) == (False, True) and "weak cold start (60 SFT steps)" in weak["claim"]
+
+
+@pytest.mark.parametrize("default,expected", [
+    (SPARSE, True),  # 1 of 8 right at most: most completions earn 0
+    ([[6, 5, 7, 8], [7, 6, 5, 8], [5, 6, 7, 8]], False),  # mostly right
+    ([[4, 4, 4, 4], [3, 5, 4, 4], [5, 3, 4, 4]], None),  # half right: cannot tell
+])
+def test_most_trajectories_teach_nothing_without_a_baseline_where_more_than_half_earn_reward_0(default, expected):
+    claim, weak = zs.most_claims(RL, ARGS, made_seeds(counts(default=default)))[:2]
+    failed = [1 - np.mean(c) / 8 for c in default]
+    mean, low, high = common.mean_interval(failed)
+    assert claim["holds"] is expected and "earn reward 0" in claim["claim"] and "default cold start" in claim["claim"]
+    assert f"{mean:.3f} [{low:.3f}, {high:.3f}]" in claim["measured"]
+    assert weak["holds"] is True and "weak cold start" in weak["claim"]
 
 
 def test_larger_groups_claims_hold_where_every_step_up_in_G_loses_zero_spread_groups():
@@ -304,7 +318,7 @@ def test_check_claims_gives_every_claim_once():
     seeds = with_temperatures(made_seeds(counts(), bins={"cold start": BINS, "after GRPO": BINS}),
                               {0.25: (0.9, 0.2), 1.0: (0.9, 0.5), 2.0: (0.5, 0.9)})
     claims = zs.check_claims(RL, ARGS, seeds)
-    assert len(claims) == 11 and len({c["claim"] for c in claims}) == 11
+    assert len(claims) == 14 and len({c["claim"] for c in claims}) == 14
     assert [c["source"] for c in by_claim(claims, "medium-difficulty")] == ["over-long-generations"] * 2
     assert [c["source"] for c in by_claim(claims, "difficulty for free")] == ["whole-game §5"] * 2
 
@@ -327,7 +341,7 @@ def test_the_zero_spread_study_runs_with_smoke(tmp_path, read_results):
     assert run.returncode == 0, run.stderr
     data = read_results(out / "results.json")
     table = data["metrics"].pop("tables")["zero_spread"]
-    assert len(data["claims"]) == 10 and len(data["seeds"]) == 2  # one G: no G = 8 against 4
+    assert len(data["claims"]) == 13 and len(data["seeds"]) == 2  # one G: no G = 8 against 4
     assert set(data["zero_spread"]) == set(zs.POLICIES)
     assert table["rows"] == [[name, int(steps), row["pass@1"], f"{row['2']:.0%}"]
                              for name, strata in data["zero_spread"].items() for steps, row in strata.items()]
@@ -341,18 +355,21 @@ def with_temperatures(seeds: list[dict], levels: dict) -> list[dict]:
 
 
 @pytest.mark.parametrize("levels,holds", [
-    ({0.25: (0.95, 0.1), 1.0: (0.95, 0.5), 2.0: (0.4, 0.9)}, True),  # incoherent when hot, one template when cold
-    ({0.25: (0.95, 0.1), 1.0: (0.95, 0.5), 2.0: (0.95, 0.9)}, None),  # hot but as well-formed: cannot tell
-    ({0.25: (0.95, 0.8), 1.0: (0.95, 0.5), 2.0: (0.4, 0.9)}, False),  # cold but more distinct
+    ({0.25: (0.95, 0.1), 1.0: (0.95, 0.5), 2.0: (0.4, 0.9)}, (True, True)),  # incoherent when hot, narrow when cold
+    ({0.25: (0.95, 0.1), 1.0: (0.95, 0.5), 2.0: (0.95, 0.9)}, (None, True)),  # hot but as well-formed: cannot tell
+    ({0.25: (0.95, 0.8), 1.0: (0.95, 0.5), 2.0: (0.4, 0.9)}, (True, False)),  # cold but more distinct
 ])
-def test_the_entropy_claim_reads_both_ends_against_temperature_1(levels, holds):
+def test_the_entropy_claims_read_each_end_against_temperature_1(levels, holds):
     args = zs.Args(temperatures="0.25,1,2", samples=8, group_sizes="2,4,8")
-    claim = zs.entropy_claim(args, with_temperatures(made_seeds(counts()), levels))
-    assert claim["holds"] is holds and "T = 1 minus T = 2" in claim["measured"]
-    assert "T = 0.25: well-formed 0.960, distinct" in claim["measured"]
+    hot, cold = zs.entropy_claims(args, with_temperatures(made_seeds(counts()), levels))
+    assert (hot["holds"], cold["holds"]) == holds
+    assert "T = 1 minus T = 2" in hot["measured"] and "T = 1 minus T = 0.25" in cold["measured"]
+    assert "incoherent" in hot["claim"] and "narrows" in cold["claim"] and "1 of 8" in cold["claim"]
+    assert "T = 0.25: well-formed 0.960, distinct" in hot["measured"]
 
 
-def test_the_entropy_claim_needs_a_temperature_on_each_side_of_1():
+def test_each_entropy_claim_needs_a_temperature_on_its_side_of_1():
     args = zs.Args(temperatures="1,2", samples=8, group_sizes="2,4,8")
-    claim = zs.entropy_claim(args, with_temperatures(made_seeds(counts()), {1.0: (0.9, 0.5), 2.0: (0.4, 0.9)}))
-    assert claim["holds"] is None and "premise not met" in claim["measured"]
+    hot, cold = zs.entropy_claims(args, with_temperatures(made_seeds(counts()), {1.0: (0.9, 0.5), 2.0: (0.4, 0.9)}))
+    assert hot["holds"] is True and "premise not met" not in hot["measured"]
+    assert cold["holds"] is None and "premise not met: --temperatures needs one below 1" in cold["measured"]

@@ -119,6 +119,7 @@ def test_the_claim_both_ways_and_its_premise(aurocs, hard, holds, word):
     assert made["holds"] is holds and common.verdict_word(made) == word
     assert made["source"] == "survey §4.5.3" and "correct-but-irrelevant" in made["claim"]
     assert f"progress {lab.by_seed(aurocs)}, correctness 0.500/0.500/0.500" in made["measured"]
+    assert lab.CONTRAST in made["measured"]
 
 
 def test_the_least_detectable_auroc_is_the_mann_whitney_null_spread():
@@ -130,22 +131,38 @@ def test_the_least_detectable_auroc_is_the_mann_whitney_null_spread():
     assert lab.detectable_auroc(64, 448) == pytest.approx(0.0759, abs=1e-4)
 
 
-@pytest.mark.parametrize("labels,gold,hard,holds,word", [
-    ((0.49, 0.50, 0.51), 0.5, 0.3, True, "yes"),  # chance, within the least detectable
-    ((0.555, 0.561, 0.556), 0.5, 0.3, False, "no"),  # the default run's: the label tells the steps apart
-    ((0.45, 0.44, 0.46), 0.5, 0.3, False, "no"),  # ranking the decisive step lower tells it apart too
-    ((0.3, 0.5, 0.75), 0.5, 0.3, None, "inconclusive"),
-    ((0.49, 0.50, 0.51), 0.6, 0.3, False, "no"),  # the gold label not tied
-    ((0.49, 0.50, 0.51), 0.5, 0.995, None, "premise not met"),
+@pytest.mark.parametrize("gold,hard,holds,word", [
+    (0.5, 0.3, True, "yes"),  # 1 on every right step: tied, exact
+    (0.6, 0.3, False, "no"),
+    (0.5, 0.995, None, "premise not met"),
 ])
-def test_the_prm_claim_both_ways_on_both_labels_and_its_premise(labels, gold, hard, holds, word):
-    per_seed = [seed_result(i, 0.99, hard=hard if i == 1 else 0.3, label=a, correctness=gold)
-                for i, a in enumerate(labels)]
-    made = lab.prm_claim(args_for(problems=64), per_seed)
+def test_the_gold_prm_claim_both_ways_and_its_premise(gold, hard, holds, word):
+    per_seed = [seed_result(i, 0.99, hard=hard if i == 1 else 0.3, label=0.56, correctness=gold) for i in range(3)]
+    made = lab.gold_prm_claim(args_for(problems=64), per_seed)
     assert made["holds"] is holds and common.verdict_word(made) == word
-    assert made["source"] == "survey §4.5.2" and "correct but irrelevant" in made["claim"]
-    assert f"Math-Shepherd's label (any of 1 rollouts through the step right) {lab.by_seed(labels)}" in made["measured"]
+    assert made["source"] == "survey §4.5.2" and "gold step-correctness label" in made["claim"]
+    assert "Math-Shepherd" not in made["claim"] + made["measured"]  # decided on its own label only
     assert ("all tied, chance on every seed, exact" in made["measured"]) is (gold == 0.5)
+    assert lab.CONTRAST in made["measured"]
+
+
+@pytest.mark.parametrize("labels,hard,holds,word", [
+    ((0.49, 0.50, 0.51), 0.3, True, "yes"),  # chance, within the least detectable
+    ((0.555, 0.561, 0.556), 0.3, False, "no"),  # the default run's: the label tells the steps apart
+    ((0.45, 0.44, 0.46), 0.3, False, "no"),  # ranking the decisive step lower tells it apart too
+    ((0.3, 0.5, 0.75), 0.3, None, "inconclusive"),
+    ((0.49, 0.50, 0.51), 0.995, None, "premise not met"),
+])
+def test_the_math_shepherd_claim_both_ways_and_its_premise(labels, hard, holds, word):
+    # the gold label not tied: the Math-Shepherd claim is decided on its own label only
+    per_seed = [seed_result(i, 0.99, hard=hard if i == 1 else 0.3, label=a, correctness=0.6)
+                for i, a in enumerate(labels)]
+    made = lab.math_shepherd_claim(args_for(problems=64), per_seed)
+    assert made["holds"] is holds and common.verdict_word(made) == word
+    assert made["source"] == "survey §4.5.2" and "Math-Shepherd label" in made["claim"]
+    assert "gold" not in made["claim"] + made["measured"]
+    assert "Math-Shepherd's label (any of 1 rollouts through the step right: " in made["measured"]
+    assert f") {lab.by_seed(labels)}, minus 0.5" in made["measured"]
 
 
 @pytest.mark.parametrize("argv,message", [
@@ -171,7 +188,7 @@ def test_smoke_run_writes_results_a_figure_and_the_claim_and_repeats_exactly(tmp
 
     first, second = run("a"), run("b")
     assert (tmp_path / "a" / "progress.png").stat().st_size > 1000
-    assert [c["source"] for c in first["claims"]] == ["survey §4.5.3", "survey §4.5.2"]
+    assert [c["source"] for c in first["claims"]] == ["survey §4.5.3", "survey §4.5.2", "survey §4.5.2"]
     assert first["metrics"] == second["metrics"] and first["claims"] == second["claims"]
     rows = first["metrics"]["tables"]["progress"]["rows"]
     assert [row[0] for row in rows] == [0, 1, "mean"] and all(row[-1] == 0.5 for row in rows)

@@ -577,6 +577,20 @@ def test_wrong_step_scores_pool_the_prms_score_on_the_steps_the_gold_labels_call
                      "worked_form_of_wrong": 0.5}  # SLIP in worked form, "#5" a bare answer
 
 
+def test_step_marks_count_the_prms_more_likely_class_against_the_gold_labels():
+    """RIGHT's lines are all right, SLIP's line 0 too (its 1-3 wrong), the bare "#5" wrong; the bare "#4" is
+    right but leaves the worked solution: left out. The PRM marks a step right where P(step right) > 1/2."""
+    texts, problems, correct = [RIGHT, SLIP, "#5", "#4"], [PROBLEM, PROBLEM, SMALL, SMALL], [1.0, 0.0, 0.0, 1.0]
+    r = hand_completions([q.prompt for q in problems], texts)
+    ends = lm_world.step_end_tokens(TOK, r.completion_ids, r.completion_mask)
+    probs = torch.full(r.completion_mask.shape, 0.9)
+    probs[0, step_ends_by_hand(RIGHT)[0]] = 0.1  # a right step marked wrong
+    probs[1, step_ends_by_hand(SLIP)[0]] = 0.5  # not above 1/2: marked wrong, though right
+    probs[1, step_ends_by_hand(SLIP)[2]] = 0.1  # a wrong step marked wrong
+    assert overopt.step_marks(probs, ends, problems, texts, correct) == {
+        "right_steps": 5, "right_marked_wrong": 2, "wrong_steps": 4, "wrong_marked_right": 3, "left_out": 1}
+
+
 def test_the_prm_judges_the_very_samples_sample_stats_describes(monkeypatch):
     """The same prompts and the same generator seed as `sample_stats`, the PRM read on those completions."""
     texts = {PROBLEM.prompt: [(SLIP, False)] * 2, SMALL.prompt: [(SMALL_SLIP, False)] * 2}
@@ -596,7 +610,8 @@ def test_the_prm_judges_the_very_samples_sample_stats_describes(monkeypatch):
     problems, done = [PROBLEM, PROBLEM, SMALL, SMALL], [SLIP, SLIP, SMALL_SLIP, SMALL_SLIP]
     r = hand_completions([q.prompt for q in problems], done)
     ends = lm_world.step_end_tokens(TOK, r.completion_ids, r.completion_mask)
-    assert judged == overopt.wrong_step_scores(torch.sigmoid(given["PRM"]), ends, problems, done, [0.0] * 4)
+    scored = (torch.sigmoid(given["PRM"]), ends, problems, done, [0.0] * 4)
+    assert judged == {**overopt.wrong_step_scores(*scored), **overopt.step_marks(*scored)}
     assert real_sample == [drawn[0][0]] * 2
 
 
@@ -756,10 +771,12 @@ def test_rerank_format_and_calibration_verdicts_decide_over_the_seeds(change, ex
 
 def rl_seed(i, reach=(24, 22, 1), qrm_final=0.6, orm_final=0.45, prm_final=0.5, rose=True) -> dict:
     """Updates to halfway (the learned ORM's run, PRM, Q-RM; None: never) and held-out pass@1 at the end of each run
-    (Q-RM's spread the other way round, so that its gains have a spread)."""
+    (Q-RM's spread the other way round, so that its gains have a spread); the training batches' pass rate alike
+    in every run for 5 updates, then each run's final level."""
     def run(final: float, seed: int = i) -> dict:
         evals = [{"step": 0, "pass@1": 0.25}, {"step": 18, "pass@1": 0.6}, {"step": 36, "pass@1": spread(final, seed)}]
-        return {"evals": evals, "final": stats_of()}
+        history = [{"reward": 0.25 if u < 5 else final} for u in range(36)]
+        return {"evals": evals, "final": stats_of(), "history": history}
 
     updates = dict(zip(("orm", "prm", "qrm"), (None if r is None else r + i if r > 1 else r for r in reach)))
     return {"rl_steps": 36, "speed": {"start": 0.2, "target": 0.6 if rose else 0.2, "updates": updates},
@@ -778,7 +795,7 @@ def rl_seed(i, reach=(24, 22, 1), qrm_final=0.6, orm_final=0.45, prm_final=0.5, 
 ])
 def test_rl_verdicts_decide_over_the_seeds(change, expected):
     seeds = three(rl_seed, **change)
-    claims = overopt.rl_claims(overopt.Args(speed_window=1), seeds)  # one-update timing: every ratio resolved
+    claims = overopt.rl_claims(overopt.Args(), seeds)
     assert verdicts(claims[:4]) == expected
     assert "12x faster" in claims[0]["claim"] and "11x faster" in claims[2]["claim"]
     assert "ORM baseline" in claims[1]["claim"] and "learned ORM" in claims[1]["measured"]
@@ -786,24 +803,37 @@ def test_rl_verdicts_decide_over_the_seeds(change, expected):
     assert claims[4:] == chapter  # the chapter's own, on the same runs; reward hacking is --parts hacking's
 
 
-@pytest.mark.parametrize("window,expected", [(1, [False, False]), (3, [None, False]), (4, [None, None])])
-def test_a_speed_up_below_the_timings_resolution_gets_no_verdict(window, expected):
-    """The ORM run halfway at 24-26 updates, the PRM's at 33-35, Q-RM's at 8-10 (3-4x faster: a no once
-    resolved): 12x would put Q-RM at 2-2.2 updates, 11x at 3-3.2; a trailing mean over more updates blurs it."""
-    claims = overopt.rl_claims(overopt.Args(speed_window=window), three(rl_seed, reach=(24, 33, 8)))
+@pytest.mark.parametrize("reach,expected", [((24, 33, 8), [False, False]), ((15, 15, 15), [None, None]),
+                                             ((15, 16, 15), [False, False])])
+def test_no_verdict_on_speed_where_no_arm_is_timed_apart(reach, expected):
+    """Q-RM 3-4x faster (24-26 and 33-35 against 8-10 updates): a no to 12x and 11x. Every arm at 15-17
+    updates: no pair of arms differs, so the setup shows no room for any speed difference. The PRM one update
+    behind in every seed: timed apart, so the timing can tell arms apart, and Q-RM is level with the ORM."""
+    claims = overopt.rl_claims(overopt.Args(), three(rl_seed, reach=reach))
     assert [claims[0]["holds"], claims[2]["holds"]] == expected
-    for found, unresolved in zip((claims[0], claims[2]), (e is None for e in expected)):
-        assert ("cannot resolve" in found["measured"]) is unresolved
+    for found in (claims[0], claims[2]):
+        no_room = "no room for a speed difference" in found["measured"]
+        assert no_room is (len(set(reach)) == 1) and ("first 5, 5, 5 updates" in found["measured"]) is no_room
+
+
+def test_shared_updates_count_the_leading_updates_every_run_scores_alike():
+    def run(*rewards: float) -> dict:
+        return {"history": [{"reward": r} for r in rewards]}
+
+    assert overopt.shared_updates({"a": run(0.1, 0.2, 0.3), "b": run(0.1, 0.2, 0.4), "c": run(0.1, 0.3, 0.4)}) == 1
+    assert overopt.shared_updates({"a": run(0.1, 0.2), "b": run(0.1, 0.2)}) == 2
 
 
 def judged_of(score: float, pass_at_1: float = 0.3) -> dict:
     return {"pass@1": pass_at_1, "wrong_steps": 400, "wrong_step_score": score, "worked_form_of_wrong": 0.8}
 
 
-def hacking_seed(i, hacked=0.6, before=0.4, honest=0.45, aurocs=(0.5, 0.55, 0.6), qrm=0.2, gae=0.4) -> dict:
+def hacking_seed(i, hacked=0.6, before=0.4, honest=0.45, hacked_pass=0.2, aurocs=(0.5, 0.55, 0.6), qrm=0.2,
+                 gae=0.4) -> dict:
     """The PRM's score of wrong steps after RL on it (± 0.01 over the seeds), before RL and after outcome
-    GRPO; Q-RM's AUROC trained on 3, 6 and 12 solutions a problem (the largest ± 0.01); held-out pass@1
-    at the end with Q-RM's advantages (± 0.01) and with GAE's."""
+    GRPO; held-out pass@1 after RL on the PRM (± 0.01; 0.3 before RL); Q-RM's AUROC trained on 3, 6 and
+    12 solutions a problem (the largest ± 0.01); held-out pass@1 at the end with Q-RM's advantages
+    (± 0.01) and with GAE's."""
     sweep = [{"samples": n, "pairs": 100 * n + i, "auroc": a, "top1": 0.2} for n, a in zip((3, 6, 12), aurocs)]
     sweep[-1]["auroc"] = spread(aurocs[-1], i)
 
@@ -812,38 +842,68 @@ def hacking_seed(i, hacked=0.6, before=0.4, honest=0.45, aurocs=(0.5, 0.55, 0.6)
 
     return {"seed": i, "rl_steps": 36,
             "hacking": {"cold_start": judged_of(before), "runs": {"outcome": {"judged": judged_of(honest, 0.45)},
-                                                                  "prm": {"judged": judged_of(spread(hacked, i), 0.2)}}},
+                                                                  "prm": {"judged": judged_of(spread(hacked, i),
+                                                                                          spread(hacked_pass, i))}}},
             "pairs": {"solutions": 900, "chapter": {"auroc": 0.48, "top1": 0.2}, "sweep": sweep},
-            "ppo": {"qrm": run(spread(qrm, i)), "gae": run(gae), "gae_lambda": 0.95}}
+            "ppo": {"qrm": run(spread(qrm, i)), "gae": run(gae), "gae_lambda": 0.95}, "marks": marks_of(i)}
+
+
+def marks_of(i, wrong=(3, 0, 0), right=(0, 2, 0), steps=(40, 60)) -> dict:
+    """Seed i's `step_marks`: wrong steps marked right, right steps marked wrong, of (wrong, right) steps."""
+    return {"wrong_steps": steps[0], "wrong_marked_right": wrong[i], "right_steps": steps[1],
+            "right_marked_wrong": right[i], "left_out": 5}
 
 
 @pytest.mark.parametrize("change,expected", [
-    ({}, [True, True, False]),
-    ({"hacked": 0.44, "honest": 0.5}, [False, True, False]),  # above the cold start, below the verifier's run
-    ({"hacked": 0.44, "honest": 0.38}, [True, True, False]),
-    ({"hacked": 0.4, "honest": 0.3}, [None, True, False]),  # no rise over the cold start shown
-    ({"aurocs": (0.7, 0.6, 0.58)}, [True, False, False]),  # fewer pairs localise better
-    ({"aurocs": (0.5, 0.7, 0.6)}, [True, True, False]),  # only the largest against the smallest counts
-    ({"aurocs": (0.6, 0.55, 0.5)}, [True, None, False]),  # at chance with the most pairs: localisation not shown
-    ({"aurocs": (0.2, 0.3, 0.4)}, [True, None, False]),  # below chance with the most pairs: premise not met
-    ({"qrm": 0.45}, [True, True, True]),  # Q-RM's credit learns and ends above GAE's
-    ({"qrm": 0.4}, [True, True, None]),  # level: not shown either way
-    ({"qrm": 0.2, "gae": 0.1}, [True, True, False]),  # above GAE, but below its own cold start (0.25): no
+    ({}, True),  # each kind of error in one seed is enough: counts decide, no interval
+    ({"wrong": (0, 0, 0)}, False),  # no wrong step ever marked right
+    ({"right": (0, 0, 0)}, False),  # no right step ever marked wrong
+    ({"steps": (0, 60), "wrong": (0, 0, 0)}, None),  # no wrong step to mark: premise not met
+])
+def test_the_prms_marks_verdict_is_exact(change, expected):
+    found = overopt.marks_claim([{"marks": marks_of(i, **change)} for i in range(3)])
+    assert found["holds"] is expected and "learned PRM's own marks" in found["claim"]
+    assert ("premise not met" in found["measured"]) is (expected is None)
+    assert "marked right 3 of 40 (0.075), 0 of 40 (0.000)" in found["measured"] or expected is not True
+
+
+@pytest.mark.parametrize("change,expected", [
+    ({}, [True, True, True, False]),
+    ({"hacked": 0.44, "honest": 0.5}, [False, True, True, False]),  # above the cold start, below the verifier's run
+    ({"hacked": 0.44, "honest": 0.38}, [True, True, True, False]),
+    ({"hacked": 0.4, "honest": 0.3}, [None, None, True, False]),  # no rise over the cold start shown
+    ({"hacked_pass": 0.3}, [True, None, True, False]),  # the PRM's score rises, pass@1 holds: no fall shown
+    ({"hacked_pass": 0.4}, [True, False, True, False]),  # pass@1 rises under RL on the PRM: not over-optimised
+    ({"aurocs": (0.7, 0.6, 0.58)}, [True, True, False, False]),  # the fewest pairs already localise
+    ({"aurocs": (0.5, 0.7, 0.6)}, [True, True, True, False]),  # the fewest at chance, the most above it
+    ({"aurocs": (0.6, 0.55, 0.5)}, [True, True, False, False]),  # the fewest localise, the most do not: no need shown
+    ({"aurocs": (0.5, 0.55, 0.5)}, [True, True, None, False]),  # at chance with the most pairs: localisation not shown
+    ({"aurocs": (0.2, 0.3, 0.4)}, [True, True, None, False]),  # below chance with the most pairs: premise not met
+    ({"qrm": 0.45}, [True, True, True, True]),  # Q-RM's credit learns and ends above GAE's
+    ({"qrm": 0.4}, [True, True, True, True]),  # level with GAE: it learns and is not worse, so it stands in
+    ({"qrm": 0.3}, [True, True, True, False]),  # it learns, but GAE ends measurably higher
+    ({"qrm": 0.25, "gae": 0.2}, [True, True, True, None]),  # above GAE, but no learning shown
+    ({"qrm": 0.2, "gae": 0.1}, [True, True, True, False]),  # above GAE, but below its own cold start (0.25): no
 ])
 def test_the_checks_verdicts_decide_over_the_seeds(change, expected):
     seeds = three(hacking_seed, **change)
-    claims = overopt.check_claims(overopt.Args(parts="hacking,pairs,ppo"), seeds)
-    assert claims == [overopt.hacking_claim(seeds), overopt.pairs_claim(seeds), overopt.ppo_claim(seeds)]
+    claims = overopt.check_claims(overopt.Args(parts="hacking,pairs,ppo,marks"), seeds)
+    assert claims[-1] == overopt.marks_claim(seeds)
+    claims = claims[:-1]
+    assert claims == [overopt.hacking_claim(seeds), overopt.prm_proxy_claim(seeds), overopt.pairs_claim(seeds),
+                      overopt.ppo_claim(seeds)]
     assert verdicts(claims) == expected
-    assert "cheap correlate" in claims[0]["claim"] and "comparative data" in claims[1]["claim"]
-    assert "replace GAE" in claims[2]["claim"] and "λ = 0.95" in claims[2]["measured"]
+    assert "cheap correlate" in claims[0]["claim"] and "second" not in claims[1]["claim"]
+    assert "learned proxy" in claims[1]["claim"] and "comparative data" in claims[2]["claim"]
+    assert "replace GAE" in claims[3]["claim"] and "λ = 0.95" in claims[3]["measured"]
     assert "minus before RL" in claims[0]["measured"] and "minus after outcome GRPO" in claims[0]["measured"]
-    assert "3 (300 pairs)" not in claims[1]["measured"] and "3 (301 pairs)" in claims[1]["measured"]  # pairs: means
-    most = [s["pairs"]["sweep"][-1]["auroc"] - 0.5 for s in seeds]
-    assert ("premise not met" in claims[1]["measured"]) is (max(most) < -0.05)  # shown below chance only
-    assert ("inconclusive" in claims[1]["measured"]) is bool(abs(np.mean(most)) < 0.05)
-    assert "learns: Q-RM minus the cold start (0.250)" in claims[2]["measured"]
-    assert overopt.check_claims(overopt.Args(), [{k: s[k] for k in ("seed", "pairs")} for s in seeds]) == [claims[1]]
+    assert "after minus before" in claims[1]["measured"] and "before minus after" in claims[1]["measured"]
+    assert "3 (300 pairs)" not in claims[2]["measured"] and "3 (301 pairs)" in claims[2]["measured"]  # pairs: means
+    most, fewest = [s["pairs"]["sweep"][-1]["auroc"] - 0.5 for s in seeds], seeds[0]["pairs"]["sweep"][0]["auroc"] - 0.5
+    assert ("premise not met" in claims[2]["measured"]) is (max(most) < -0.05)  # shown below chance only
+    assert ("inconclusive" in claims[2]["measured"]) is bool(abs(np.mean(most)) < 0.05 and fewest <= 0)
+    assert "learns: Q-RM minus the cold start (0.250)" in claims[3]["measured"]
+    assert overopt.check_claims(overopt.Args(), [{k: s[k] for k in ("seed", "pairs")} for s in seeds]) == [claims[2]]
 
 
 def test_rl_claims_need_the_outcome_baseline_and_skip_missing_methods():
@@ -912,7 +972,7 @@ def orm_seed(i, free=None, kl=None, bon=(0.35, 0.25), alpha=0.3, beta=0.1, rl_d=
     ({"free": {"gold_rise": 0.0}}, [None, True, True, True, True, True, True, True]),  # no rise to a peak shown
     ({"free": {"gold_fall": 0.0}}, [None, None, None, True, True, False, None, True]),  # no fall: nothing to save
     ({"free": {"gold_fall": -0.1}}, [False, False, False, True, True, False, None, True]),  # ends above its pick
-    ({"free": {"proxy_rise": -0.1}}, [True, False, True, True, True, True, True, True]),
+    ({"free": {"proxy_rise": -0.1}}, [True, False, True, True, True, False, True, True]),  # no proxy rise: no hacking
     ({"bon": (-0.1, 0.25)}, [True, True, True, False, True, True, True, True]),  # best-of-N's α is negative
     ({"alpha": -0.1}, [True, True, True, True, False, True, True, True]),  # the RL fit's α is negative
     ({"beta": 0.0}, [True, True, True, True, None, True, True, True]),  # no fall within the range: β not shown
@@ -926,8 +986,8 @@ def test_overoptimisation_verdicts_decide_over_the_seeds(change, expected):
     claims = overopt.overoptimisation_claims(three(orm_seed, **change))
     assert verdicts(claims) == expected
     assert ["monotonically" in claims[0]["claim"], "over-optimises" in claims[1]["claim"],
-            "stop early" in claims[2]["claim"], "best-of-N" in claims[3]["claim"], "sqrt(KL)" in claims[4]["claim"]
-            and claims[4]["claim"].endswith(": RL"), "small β" in claims[5]["claim"],
+            "other than the RM being optimised" in claims[2]["claim"], "best-of-N" in claims[3]["claim"], "sqrt(KL)" in claims[4]["claim"]
+            and claims[4]["claim"].endswith(": RL"), claims[5]["claim"].endswith("(here β = 0 against 0.3)"),
             "KL to the reference" in claims[6]["claim"], "gibberish" in claims[7]["claim"]] == [True] * 8
     assert ("premise not met" in claims[6]["measured"]) is (claims[2]["holds"] is not True)  # the fall's own verdict
     assert ("cannot fit" in claims[4]["measured"]) is (change.get("rl_d", (0, 0, 1))[2] > 1)  # beyond best-of-N's range
@@ -953,36 +1013,41 @@ def length_seed(i, orm_r=0.4, qrm_r=0.8, within=(0.1, 0.3), qrm_pad=20.0, orm_pa
 
 
 @pytest.mark.parametrize("change,expected", [
-    ({}, [True, True, None, True, True, False]),  # the ORM's run does not pad; the balanced RM pads as much
-    ({"orm_pad": 2.0}, [True, True, True, True, True, False]),
-    ({"orm_r": -0.2}, [False, True, None, True, True, False]),  # the pads claim reads r within right and within wrong
-    ({"qrm_pad": 0.0}, [True, None, None, True, True, False]),
-    ({"within": (0.0, 0.3)}, [True, None, None, True, True, False]),  # not shown within the right answers
-    ({"within": (0.1, -0.3)}, [True, False, False, True, True, False]),  # shorter wrong answers score higher
-    ({"within": (-0.3, -0.3), "orm_pad": 2.0}, [True, False, False, True, True, False]),  # only correctness tracks length
-    ({"raw": (13.0, 3.5, 0.25)}, [True, True, None, None, True, False]),  # no growth in tokens shown
-    ({"raw": (26.0, 3.5, 0.4)}, [True, True, None, False, True, False]),  # they grow, but so does gold
-    ({"biased_r": 0.0}, [True, True, None, None, True, False]),
-    ({"raw": (26.0, 0.5, 0.25)}, [True, True, None, True, None, None]),  # longer, padding not shown: cannot tell
-    ({"raw": (26.0, 0.2, 0.25)}, [True, True, None, True, None, None]),  # padding shown to shrink: nothing to mitigate
-    ({"normalised": (22.0, 3.6, 0.3)}, [True, True, None, True, False, False]),
+    ({}, [True, True, True, None, None, True, True, False]),  # the ORM's run does not pad; the balanced RM pads as much
+    ({"orm_pad": 2.0}, [True, True, True, True, True, True, True, False]),
+    ({"orm_r": -0.2}, [False, True, True, None, None, True, True, False]),  # the pads claim reads r within right and within wrong
+    ({"qrm_pad": 0.0}, [True, None, None, None, None, True, True, False]),
+    ({"within": (0.0, 0.3)}, [True, None, True, None, None, True, True, False]),  # not shown within the right answers
+    ({"within": (0.1, -0.3)}, [True, False, True, False, None, True, True, False]),  # shorter wrong answers score higher
+    ({"within": (-0.3, -0.3), "orm_pad": 2.0}, [True, False, True, False, True, True, True, False]),  # only correctness tracks length
+    ({"raw": (13.0, 3.5, 0.25)}, [True, True, True, None, None, True, True, False]),  # no more tokens, but padding: it grows
+    ({"raw": (26.0, 3.5, 0.4)}, [True, True, True, None, None, False, True, False]),  # they grow, but so does gold
+    ({"biased_r": 0.0}, [True, True, True, None, None, None, True, False]),
+    ({"raw": (26.0, 0.5, 0.25)}, [True, True, True, None, None, None, None, None]),  # longer, padding not shown: cannot tell
+    ({"raw": (26.0, 0.2, 0.25)}, [True, True, True, None, None, False, None, None]),  # padding shown to shrink: no growth of it
+    ({"normalised": (22.0, 3.6, 0.3)}, [True, True, True, None, None, True, False, False]),
 ])
 def test_length_verdicts_decide_over_the_seeds(change, expected):
     claims = overopt.length_claims(three(length_seed, **change))
     assert verdicts(claims) == expected
-    assert ["Q-RM" in claims[1]["claim"], "ORM" in claims[2]["claim"], "normalise" in claims[4]["claim"],
-            "balanced" in claims[5]["claim"]] == [True] * 4
+    assert ["Q-RM" in claims[1]["claim"], "ORM" in claims[3]["claim"], "normalise" in claims[6]["claim"],
+            "balanced" in claims[7]["claim"]] == [True] * 4
+    for pads, padding in ((claims[1], claims[2]), (claims[3], claims[4])):  # the symptom alone, the same arm
+        assert padding["claim"].startswith("reward hacking shows as verbose padding")
+        assert padding["claim"].endswith(pads["claim"][pads["claim"].index("("):])
+        assert padding["measured"].split(": ", 1)[1].split(" (mean")[0] in pads["measured"]  # the same growth
+    assert "tokens after minus before" in claims[5]["measured"] and "length-balanced pairs" in claims[5]["measured"]
     padding = change.get("raw", (0, 3.5))[1] - 0.5  # the unfixed RM's, after RL minus the cold start's
-    for fix in claims[4:]:
+    for fix in claims[6:]:
         assert ("premise not met" in fix["measured"]) is (padding < 0)  # shown absent
         assert ("inconclusive: the unfixed RM's padding gain" in fix["measured"]) is (padding == 0)  # not shown
 
 
 def test_length_claims_without_the_study_keep_the_correlation_and_the_rl_runs():
     seeds = three(length_seed, study=False)
-    assert verdicts(overopt.length_claims(seeds)) == [True, True, None]
+    assert verdicts(overopt.length_claims(seeds)) == [True, True, True, None, None]
     no_qrm = [{**s, "runs": {}} for s in seeds]
-    assert len(overopt.length_claims(no_qrm)) == 2
+    assert len(overopt.length_claims(no_qrm)) == 3
 
 
 def merged(*parts: dict) -> dict:
@@ -1136,20 +1201,21 @@ def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path, read
 
 def test_the_checks_smoke_run_writes_their_own_results_and_reanalyses_them(tmp_path, read_results):
     args = overopt.Args(smoke=True, device="cpu", out=str(tmp_path / "out"), cache=str(tmp_path / "cache"),
-                        parts="hacking,pairs,ppo")
+                        parts="hacking,pairs,ppo,marks")
     first = overopt.main(args)
     data = read_results(tmp_path / "out" / "results.json")
     assert [c["claim"] for c in first["claims"]] == [c["claim"] for c in overopt.check_claims(args, three(hacking_seed))]
-    seeds, tables = data["seeds"], data["metrics"]["tables"]
-    assert [s["seed"] for s in seeds] == [0, 1] and set(seeds[0]) == {"seed", "rl_steps", "hacking", "pairs", "ppo"}
+    seeds, tables, metrics = data["seeds"], data["metrics"]["tables"], data["metrics"]
+    assert [s["seed"] for s in seeds] == [0, 1] and set(seeds[0]) == {"seed", "rl_steps", "hacking", "pairs", "ppo", "marks"}
     assert [row["samples"] for row in seeds[0]["pairs"]["sweep"]] == [2, 4]  # the smoke sizes
     for s in seeds:  # each policy judged on the very samples its written stats describe
         assert all(r["judged"]["pass@1"] == r["final"]["pass@1"] for r in s["hacking"]["runs"].values())
         assert len(s["ppo"]["critic_warmup_losses"]) == 1 and s["ppo"]["gae_lambda"] == 0.95  # 05's smoke warm-up, its λ
-    assert set(tables) == {"hacking_check", "pairs_check", "ppo_check"}
+        assert s["marks"] == s["hacking"]["cold_start"]  # the same PRM on the same samples: the study's models
+    assert set(tables) == {"hacking_check", "pairs_check", "ppo_check", "marks_check"}
+    assert tables["marks_check"]["rows"][0][1:] == [metrics["marks_wrong_steps"], metrics["marks_wrong_marked_right"]]
     assert [row[0] for row in tables["hacking_check"]["rows"]] == ["cold start", *(overopt.RL_METHODS[m]
                                                                                    for m in ("outcome", "prm"))]
-    metrics = data["metrics"]
     assert tables["hacking_check"]["rows"][2][3] == metrics[f"hacking[{overopt.RL_METHODS['prm']}]_wrong_step_score"]
     assert tables["pairs_check"]["rows"][1][2] == metrics["qrm_pairs[s=4]_auroc"] == pytest.approx(
         np.mean([s["pairs"]["sweep"][1]["auroc"] for s in seeds]))

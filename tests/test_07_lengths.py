@@ -198,13 +198,32 @@ def test_the_variance_claim_reads_the_slopes_interval_over_seeds(powers, holds):
 
 def test_a_cold_start_outside_the_window_makes_every_length_claim_premise_not_met(tmp_path):
     args = smoke_args(tmp_path, arms="grpo,own")
-    analysis = {"gain": {"own": {2: interval(0.0, 0.01), 3: interval(0.3, 0.01)}}, "growth": {"own": interval(0.3, 0.01)}}
+    analysis = {"gain": {"own": {2: interval(0.0, 0.01), 3: interval(0.3, 0.01)}}, "growth": {"own": interval(0.3, 0.01)},
+                "pass@1_by_seed": {"own": {3: {0: 0.6, 1: 0.62}}, "grpo": {3: {0: 0.3, 1: 0.3}}}}
     records = cold(0, {2: 1.0, 3: 2.0, 4: 3.0}) + cold(1, {2: 1.0, 3: 2.0, 4: 3.0})
     inside = lab.check_claims(args, analysis, records)
     records[0]["pass@1"] = records[3]["pass@1"] = 0.05  # length 2 below the window on both seeds
     outside = lab.check_claims(args, analysis, records)
     assert inside[0]["holds"] is True and inside[1]["holds"] is True
     assert outside[0]["holds"] is False and outside[1]["holds"] is None and "premise not met" in outside[1]["measured"]
+    assert inside[2]["holds"] is True and outside[2]["holds"] is None and "premise not met" in outside[2]["measured"]
+
+
+@pytest.mark.parametrize("own,holds", [
+    ((0.5, 0.52, 0.49), True),  # own credit above flat on every seed, the interval above 0
+    ((0.1, 0.12, 0.09), False),  # below flat: the interval below 0
+    ((0.5, 0.1, 0.3), None),  # the seeds disagree
+])
+def test_the_waste_claim_is_own_credits_gain_at_the_longest_chain_seed_by_seed(tmp_path, own, holds):
+    args = smoke_args(tmp_path)  # lengths 2, 3
+    flat = (0.3, 0.31, 0.29)
+    by_seed = {"own": {2: {0: 0.9, 1: 0.9, 2: 0.9}, 3: dict(enumerate(own))},
+               "grpo": {2: {0: 0.0, 1: 0.0, 2: 0.0}, 3: dict(enumerate(flat))}}  # the shortest chain plays no part
+    found = lab.waste_claim(args, by_seed, True)
+    expected, text = common.seed_verdict(np.subtract(own, flat))
+    assert found["holds"] is holds is expected and text in found["measured"] and "at 3 steps" in found["measured"]
+    assert found["claim"].endswith("at the longest chain (3 steps)") and "sparse" not in found["claim"]
+    assert lab.waste_claim(args, by_seed, False)["holds"] is None
 
 
 def test_a_run_at_a_length_draws_one_hard_step_problems_of_that_length_within_its_budget():
@@ -224,7 +243,7 @@ def test_smoke_run_writes_results_a_figure_and_a_claim_per_arm(tmp_path, read_re
     data = read_results(tmp_path / "out" / "results.json")
     assert (tmp_path / "out" / "gain_by_length.png").stat().st_size > 1000
     assert {r["arm"] for r in data["runs"]} == {"grpo", "own", "ppo_1"} and len(data["runs"]) == 3 * 2 * 2
-    assert [c["source"] for c in data["claims"]][0] == "design (this study)" and len(data["claims"]) == 5
+    assert [c["source"] for c in data["claims"]][0] == "design (this study)" and len(data["claims"]) == 6
     rows = data["metrics"]["tables"]["lengths"]["rows"]
     assert [row[:2] for row in rows[:4]] == [[2, "cold start"], [2, "flat GRPO"], [2, lab.NAMES["own"]],
                                             [2, lab.NAMES["ppo_1"]]]

@@ -87,6 +87,22 @@ def test_credit_on_flawed_steps_of_right_solutions_and_on_right_steps_before_a_s
     assert nobody["flawed_right_share"] == 0 and math.isnan(nobody["flawed_step_credit"])
 
 
+def test_own_step_advantages_are_each_steps_normalised_gold_reward_by_a_loop():
+    """The per-step counterpart of the chapter's process_advantages: A_s = r̃_s, the step's reward z-scored over
+    the real steps of its group (sample std, + eps), not summed over the steps after it; 0 off the steps."""
+    right, valid = ss.gold_step_rewards([None, 1, 0, 2], torch.tensor([2, 3, 1, 3]))
+    got = lab.own_step_advantages(right, valid, group_size=2)
+    expected = torch.zeros(4, 3)
+    for group in (slice(0, 2), slice(2, 4)):
+        steps = right[group][valid[group]]
+        z = (right[group] - steps.mean()) / (steps.std() + 1e-4)
+        expected[group] = torch.where(valid[group], z, 0.0)
+    torch.testing.assert_close(got, expected)
+    assert got[0, 0] > 0 > got[1, 1]  # a right step credited, the wrong one blamed, whatever follows it
+    summed = ss.process_advantages(right, valid, group_size=2)  # the chapter's: the same r̃, summed to go
+    torch.testing.assert_close(summed, expected.flip(1).cumsum(1).flip(1) * valid)
+
+
 def test_advantage_scale_is_the_push_relative_to_grpos_by_hand():
     """Σ_i mean_t |a_it| / Σ_i |A_i| over each completion's step tokens; 1 for GRPO itself."""
     step_ids = torch.tensor([[0, 0, 1, -1], [0, 1, 1, 1], [0, -1, -1, -1]])
@@ -181,7 +197,13 @@ def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path, read
     assert data["metrics"]["estimator_params"] > 0 and len(data["claims"]) >= 4
     tables = data["metrics"].pop("tables")
     assert set(tables) == {"accuracy", "cost", "seconds", "credit", "weights", "probe"}
-    assert all(len(t["rows"]) == len(lab.METHODS) for k, t in tables.items() if k not in ("weights", "probe"))
+    assert all(len(t["rows"]) == len(lab.METHODS) for k, t in tables.items() if k not in ("weights", "probe", "credit"))
+    assert tables["credit"]["rows"][-1][0] == f"{lab.NAMES['prm_grpo']}, per step"  # PRM-GRPO's batches, per step
+    assert len(tables["credit"]["rows"]) == len(lab.METHODS) + 1
+    own = [k for k in data["per_seed"]["prm_grpo"][0] if k.startswith(lab.OWN_STEP)]
+    assert own == [lab.OWN_STEP + k for k in lab.CREDIT_KEYS]
+    assert not any(k.startswith(lab.OWN_STEP) for m in lab.METHODS if m != "prm_grpo" for k in data["per_seed"][m][0])
+    assert sum(c["claim"].startswith("mitigation of entangled credit") for c in data["claims"]) == 2
     for name in ("weights", "probe"):  # the estimator's own, SS-GRPO's and SS-GRPO ±'s
         assert [row[0] for row in tables[name]["rows"]] == [lab.NAMES["ss_grpo"], lab.NAMES["ss_grpo_signed"]]
     assert all(math.isfinite(v) for v in data["metrics"].values() if v is not None)
@@ -381,7 +403,8 @@ def claims_per_seed(**changes) -> dict:
                          "flawed_right_share": 0.05,  # half GRPO's right answers through a wrong line
                          "evaluator_calls": 3.0, "flawed_step_credit": -2.0, "wrong_step_blame": 2.0,
                          "right_steps_blame": -1.0, "flat_credit": 0.0, "samples_to_halfway": 500.0,
-                         "step_label_effect": 1.0},
+                         "step_label_effect": 1.0, "own_step_flawed_step_credit": -1.5,
+                         "own_step_wrong_step_blame": 1.5, "own_step_right_steps_blame": -0.5},
             # a 0.55 gain of SS-GRPO over GRPO, 100% of the PRM's; 0.04 of 1.0 extra FLOPs: exactly 4%
             "ss_grpo": {"pass@1": 0.8, "train_wall_clock_s": 10.0, "wrong_step_blame": 0.2, **ss_numbers},
             "ss_grpo_signed": {"pass@1": 0.8, "train_wall_clock_s": 12.0, "wrong_step_blame": 0.6, **ss_numbers},
@@ -400,10 +423,13 @@ NAMES = {"SS-GRPO achieves 97%": "table share", "...at 4% of the PRM's training 
          "the estimator adds only 5% overhead to rollout": "rollout overhead", "the estimator adds ~1M": "parameters",
          "the only extra cost is one forward pass": "flops",
          "storing step-level weights": "memory", "the only extra cost is the estimator's": "only cost", "SS-GRPO beats GRPO (": "beats", "SS-GRPO recovers 97%": "share",
-         "SS-GRPO recovers most": "most", "...at 4% of the PRM's training cost (read as cost beyond": "cost",
+         "SS-GRPO recovers most (": "most", "SS-GRPO recovers most of the benefits": "summary",
+         "...at 4% of the PRM's training cost (read as cost beyond": "cost",
          "a flawed step in a chain": "flawed", "GRPO penalises the right steps": "slip",
          "flat credit (GRPO's broadcast) makes reasoning brittle": "brittle", "for very long rollouts": "long rollouts",
-         "mitigation of entangled credit": "process", "SS-GRPO's step weight stops": "ss flawed",
+         "mitigation of entangled credit: process rewards (the gold step verifier's, PRM-GRPO": "process",
+         "mitigation of entangled credit: process rewards (the gold step verifier's, each step": "process per step",
+         "SS-GRPO's step weight stops": "ss flawed",
          "the broadcast of one advantage slows": "convergence", "the learned step weights give credit": "step size",
          "SS-GRPO: the estimator learns": "causal", "SS-GRPO ±: the estimator learns": "causal signed",
          "a sign-aware weight": "signed", "the estimator is trained with a contrastive": "contrastive",
@@ -487,15 +513,28 @@ def test_each_arithmetic_verdict_flips_with_its_own_numbers(changes, flipped, mo
     ({}, {}),
     ({"ss_grpo.pass@1": 0.78}, {"share": False}),  # 96% of the PRM's gain on every seed
     ({"ss_grpo.pass@1": (0.7, 0.8, 0.86)}, {"share": None, "step size": None}),  # 97% inside the interval
-    ({"ss_grpo.pass@1": 0.24}, {"beats": False, "share": False, "most": False, "step size": False}),
+    ({"ss_grpo.pass@1": 0.24}, {"beats": False, "share": False, "most": False, "summary": False, "step size": False}),
     # a spread too wide to tell, around a mean above GRPO's and below the control's (-0.25 [-1.49, +0.99])
-    ({"ss_grpo.pass@1": (0.0, 0.5, 1.0)}, {"beats": None, "share": None, "most": None, "step size": None}),
+    ({"ss_grpo.pass@1": (0.0, 0.5, 1.0)}, {"beats": None, "share": None, "most": None, "summary": None,
+                                           "step size": None}),
     # below GRPO on the mean (-0.05) and below 97%, half and the control on every seed, no interval below 0
-    ({"ss_grpo.pass@1": (0.0, 0.1, 0.5)}, {"beats": None, "share": None, "most": None, "step size": None}),
-    ({"ss_grpo.pass@1": (0.2, 0.21, 0.22)}, {"beats": False, "share": False, "most": False, "step size": False}),
-    ({"prm_grpo.pass@1": 0.25}, {"share": None, "most": None}),  # premise: no PRM gain to share
-    ({"prm_grpo.pass@1": (0.2, 0.3, 0.9)}, {"share": None, "most": None}),  # a gain the seeds cannot tell from 0
+    ({"ss_grpo.pass@1": (0.0, 0.1, 0.5)}, {"beats": None, "share": None, "most": None, "summary": None,
+                                           "step size": None}),
+    ({"ss_grpo.pass@1": (0.2, 0.21, 0.22)}, {"beats": False, "share": False, "most": False, "summary": False,
+                                             "step size": False}),
+    # 64% of the PRM's gain on every seed: most of it, not 97% (and below the control's 0.75)
+    ({"ss_grpo.pass@1": 0.6}, {"share": False, "step size": False}),
+    ({"ss_grpo.pass@1": 0.5}, {"share": False, "most": False, "summary": False, "step size": False}),  # 45%
+    ({"prm_grpo.pass@1": 0.25}, {"share": None, "most": None, "summary": None}),  # premise: no PRM gain to share
+    ({"prm_grpo.pass@1": (0.2, 0.3, 0.9)}, {"share": None, "most": None, "summary": None}),  # a gain the seeds
+    # cannot tell from 0
     ({"ss_grpo.train_flops_vs_grpo": 1.05}, {"cost": False}),  # 5% of the MC-labelled PRM's extra FLOPs
+    ({"ss_grpo.train_flops_vs_grpo": 2.5}, {"cost": False, "summary": False}),  # more FLOPs than the PRM's 2.0x
+    ({"ss_grpo.mc_prm_train_flops_vs_grpo": 1.02}, {"cost": False, "summary": False}),  # a PRM cheaper than SS-GRPO
+    ({"ss_grpo.train_flops_vs_grpo": (1.5, 2.0, 2.5)}, {"cost": None, "summary": None}),  # the PRM's 2.0x inside
+    # the cost: fails the statement even where the accuracy half lacks its premise
+    ({"prm_grpo.pass@1": 0.25, "ss_grpo.train_flops_vs_grpo": 2.5}, {"share": None, "most": None, "cost": False,
+                                                                     "summary": False}),
     ({"ss_grpo.train_flops_vs_grpo": 1.044}, {}),  # 4.4% still reads as 4%
     ({"ss_grpo.train_flops_vs_grpo": (1.03, 1.05, 1.07)}, {"cost": None}),  # 5% on the mean, 4% inside its interval
     ({"grpo.flawed_step_credit": -0.1}, {"flawed": False}),
@@ -505,7 +544,8 @@ def test_each_arithmetic_verdict_flips_with_its_own_numbers(changes, flipped, mo
      {"brittle": None}),  # 2 seeds; GRPO's share below PRM-GRPO's on one
     ({"grpo.flawed_right_share": (0.1, 0.0, 0.0)}, {"flawed": None, "brittle": None}),  # one seed has one: no interval
     ({"grpo.flat_credit": (1.0, 0.0, 1.0)}, {"slip": False}),  # one seed gave a token other than its A_i
-    ({"grpo.right_steps_blame": math.nan}, {"slip": None, "process": None}),  # no right step before a slip to look at
+    ({"grpo.right_steps_blame": math.nan}, {"slip": None, "process": None, "process per step": None}),  # no right
+    # step before a slip to look at
     ({"prm_grpo.right_steps_blame": 2.5}, {"process": False}),  # more blame on the right steps than on the slip
     ({"prm_grpo.right_steps_blame": 1.2}, {"process": False}),  # less than on the slip, more than GRPO's 1
     ({"prm_grpo.right_steps_blame": (0.6, 1.0, 1.4)}, {"process": None}),  # GRPO's 1 inside the interval
@@ -513,6 +553,12 @@ def test_each_arithmetic_verdict_flips_with_its_own_numbers(changes, flipped, mo
     ({"prm_grpo.flawed_right_share": (0.0, 0.1, 0.2)}, {"brittle": None}),
     ({"prm_grpo.flawed_step_credit": 0.5}, {"process": False}),  # the flawed step reinforced
     ({"prm_grpo.flawed_step_credit": (0.5, -0.5, -1.5)}, {"process": None}),
+    # the per-step form on the same batches, decided on its own numbers
+    ({"prm_grpo.own_step_right_steps_blame": 1.2}, {"process per step": False}),  # more than GRPO's 1
+    ({"prm_grpo.own_step_right_steps_blame": 1.6}, {"process per step": False}),  # more than on the slip too
+    ({"prm_grpo.own_step_right_steps_blame": (0.6, 1.0, 1.4)}, {"process per step": None}),
+    ({"prm_grpo.own_step_flawed_step_credit": 0.5}, {"process per step": False}),  # the flawed step reinforced
+    ({"prm_grpo.own_step_wrong_step_blame": (-3.0, 0.0, 3.0)}, {"process per step": None}),
     ({"ss_grpo.flawed_step_credit": 0.55}, {"ss flawed": False}),  # more credit than the right steps
     ({"ss_grpo.flawed_right_steps_credit": math.nan}, {"ss flawed": None}),
     ({"prm_grpo.samples_to_halfway": 1500.0}, {"convergence": False}),
@@ -543,6 +589,23 @@ def test_each_run_verdict_flips_with_its_own_numbers(changes, flipped, monkeypat
     expected = ({name: name not in ARITHMETIC or got[name] for name in set(NAMES.values()) | ARITHMETIC | LENGTH}
                 | {"margin advice": None, "only cost": False})
     assert got == expected | flipped
+
+
+def test_the_summary_reads_both_halves_and_names_a_missing_gain_as_its_premise(monkeypatch):
+    """Most of the PRM's gain and less compute than the MC-labelled PRM, in one verdict: with no PRM gain to
+    share it is the premise that is missing (not an undecided share), and the cost half still shows."""
+    holding_article(monkeypatch)
+
+    def summary(per_seed: dict) -> dict:
+        means = {m: lab.seed_means(numbers) for m, numbers in per_seed.items()}
+        (found,) = [c for c in lab.check_claims(means, per_seed, 8, CONTRASTIVE) if name_of(c["claim"]) == "summary"]
+        return found
+
+    held = summary(claims_per_seed())
+    assert held["holds"] is True and "+0.48 [+0.48, +0.48]" in held["measured"]  # 1 - 1.04/2.0 on each seed
+    lacking = summary(claims_per_seed(**{"prm_grpo.pass@1": 0.2}))  # below GRPO on every seed
+    assert common.verdict_word(lacking) == "premise not met" and "(yes: less)" in lacking["measured"]
+    assert common.verdict_word(summary(claims_per_seed(**{"prm_grpo.pass@1": (0.2, 0.3, 0.9)}))) == "inconclusive"
 
 
 def margin_claim(per_seed: dict, objective: dict) -> dict:
@@ -584,11 +647,16 @@ def test_claims_need_only_the_methods_they_compare(monkeypatch):
     own = {"contrastive", "margin advice", "length article", "length trained", "causal", "overhead"}  # SS-GRPO's alone
     article = ARITHMETIC | {"only cost"}  # the article's numbers: no run needed
     assert set(verdicts({m: full[m] for m in ("grpo", "prm_grpo", "ss_grpo")})) == article | own | {
-        "beats", "share", "most", "cost", "flawed", "slip", "brittle", "process", "ss flawed", "convergence", "evaluator"}
+        "beats", "share", "most", "summary", "cost", "flawed", "slip", "brittle", "process", "process per step",
+        "ss flawed", "convergence", "evaluator"}
     assert set(verdicts({m: full[m] for m in ("ss_grpo", "ss_grpo_signed")})) == article | own | {
         "ss flawed", "causal signed", "signed"}
     assert set(verdicts({m: full[m] for m in ("grpo", "prm_grpo")})) == article | {
-        "flawed", "slip", "brittle", "process", "convergence"}
+        "flawed", "slip", "brittle", "process", "process per step", "convergence"}
+    # a PRM-GRPO run logged before the per-step form: its own claim only, the reward-to-go one as before
+    before = {m: full[m] for m in ("grpo", "prm_grpo")} | {"prm_grpo": [
+        {k: v for k, v in numbers.items() if not k.startswith(lab.OWN_STEP)} for numbers in full["prm_grpo"]]}
+    assert set(verdicts(before)) == article | {"flawed", "slip", "brittle", "process", "convergence"}
     assert set(verdicts({m: full[m] for m in ("grpo", "ss_grpo", "grpo_scaled")})) == article | own | {
         "flawed", "slip", "ss flawed", "step size"}
 
@@ -744,6 +812,14 @@ def test_each_update_logs_the_diagnostics_of_the_advantages_it_returns(tmp_path)
         expected = (lab.blame_stats(advantages, A, step_ids, wrong, REWARDS) | lab.article_padding(step_ids)
                     | lab.flawed_step_stats(advantages, A, step_ids, wrong, REWARDS)
                     | {"advantage_scale": lab.advantage_scale(advantages, A, step_ids)})
+        if method == "prm_grpo":  # its batch credited per step too, the same gold step rewards: a reading only
+            steps = step_ids.max(1).values + 1
+            own = ss.broadcast_to_tokens(lab.own_step_advantages(*ss.gold_step_rewards(wrong, steps), 4), step_ids)
+            stats = (lab.blame_stats(own, A, step_ids, wrong, REWARDS) | lab.flawed_step_stats(own, A, step_ids, wrong, REWARDS)
+                     | {"advantage_scale": lab.advantage_scale(own, A, step_ids)})
+            expected |= {lab.OWN_STEP + k: v for k, v in stats.items()}
+            assert set(stats) == set(lab.CREDIT_KEYS)
+        assert (lab.OWN_STEP + "wrong_step_blame" in credit.log[0]) == (method == "prm_grpo")
         if model is not None:
             batch = ss.step_batch(r, step_ids, end_tokens_of(r), 512, TOK.pad_token_id)
             with torch.no_grad():
