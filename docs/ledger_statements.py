@@ -342,11 +342,13 @@ WHOLE_GAME = [
          (CH05, "when group rewards are homogeneous, the normalisation blows up or flattens")),
     said("§7.8", "advantages near zero; all group members get similar scores",
          "groups whose members all score the same get zero advantages and give no policy gradient",
-         (ZERO, "if all G samples get the same reward, the normalised advantage is zero and the gradient vanishes"),
+         (ZERO, "if all G samples get the same reward, the normalised advantage is zero and the policy-gradient term "
+                "vanishes (a KL term, if any, still pulls)"),
          how="rephrase"),
     said("§7.8", "Adaptive difficulty; ensure mixed outcomes in groups when possible; floor on std",
          "mitigation of group collapse: adaptive difficulty, mixed groups, a floor on the std",
-         not_checkable="no run tries them (larger K is the §7.3 row)"),
+         not_checkable="no run here tries them (larger K is the §7.3 row); arms that drop or resample zero-spread "
+                       "groups, or floor the group's std, would fit studies/05_failure_modes' groups part"),
     said("§7.9", "Unstable updates; policy and actors disagree; unexplained regressions in distributed setups.",
          "workers acting with stale weights make updates unstable, with regressions",
          (FAILURES, "workers acting with old weights make updates unstable, with regressions (here: rollouts "
@@ -469,7 +471,7 @@ OVER_LONG = [
          "every token of a response gets the same advantage A_i",
          (CH05, PER_TOKEN), how="rephrase"),
     said("GRPO", "stable variance reduction through within-group normalisation",
-         "normalising within the group reduces the gradient's variance",
+         "normalising within the group gives a stable reduction of the gradient's variance",
          (CRITIC, "normalising within the group (GRPO) reduces the gradient's variance: the update's tr "
                   "Cov(h) / ||E h||² is lower under GRPO than under Ψ = R with no baseline"),
          how="rephrase"),
@@ -549,7 +551,8 @@ OVER_LONG = [
     said("When it falls down", "the normalised advantage is zero and the gradient vanishes",
          "a group whose samples all score the same gets zero advantage, and its policy-gradient term vanishes (a KL "
          "term, if any, still pulls)",
-         (ZERO, "if all G samples get the same reward, the normalised advantage is zero and the gradient vanishes"),
+         (ZERO, "if all G samples get the same reward, the normalised advantage is zero and the policy-gradient term "
+                "vanishes (a KL term, if any, still pulls)"),
          how="rephrase"),
     said("When it falls down", "GRPO provides no learning signal on easy or impossible prompts, which biases "
          "training toward medium-difficulty examples.",
@@ -607,17 +610,23 @@ SURVEY = [
                           "from V = 0, the TD(0) actor-critic does not learn to take the key within the budget of "
                           "20,000 episodes")),
     said("§2.3", "TD bootstrapping methods fail when most states have near-zero estimated value",
-         "TD bootstrapping struggles when almost every state's estimated value is near zero, since that leaves nothing "
-         "meaningful to bootstrap from (read as: near-zero estimates cost TD more than estimates as wrong but not near "
-         "zero)",
-         (LEARNING, "TD bootstrapping fails when most states have near-zero estimated value: started from V = 0 (every "
-                    "state's estimate zero), the TD(0) actor-critic needs more episodes to learn to take the key than "
-                    "started from the exact values V^π, and than started from those values shuffled over the states "
-                    "(wrong, but not near zero), at the same corridor length"),
-         (LEARNING_NOISE, "TD bootstrapping fails when most states have near-zero estimated value: started from V = 0 "
-                          "(every state's estimate zero), the TD(0) actor-critic needs more episodes to learn to take "
-                          "the key than started from the exact values V^π, and than started from those values shuffled "
-                          "over the states (wrong, but not near zero), at the same corridor length")),
+         "TD bootstrapping struggles when almost every state's estimated value is near zero (read as: it needs more "
+         "episodes from near-zero estimates than from the true values)",
+         (LEARNING, "TD bootstrapping struggles when most states have near-zero estimated value: started from V = 0 "
+                    "(every state's estimate zero), the TD(0) actor-critic needs more episodes to learn to take the key "
+                    "than started from the exact values V^π, at the same corridor length"),
+         (LEARNING_NOISE, "TD bootstrapping struggles when most states have near-zero estimated value: started from "
+                          "V = 0 (every state's estimate zero), the TD(0) actor-critic needs more episodes to learn to "
+                          "take the key than started from the exact values V^π, at the same corridor length")),
+    said("§2.3", "leaving nothing meaningful to bootstrap from",
+         "near-zero estimates leave TD nothing meaningful to bootstrap from (read as: they cost TD more than "
+         "estimates that are wrong but not near zero)",
+         (LEARNING, "near-zero estimates leave TD nothing meaningful to bootstrap from: started from V = 0, the TD(0) "
+                    "actor-critic needs more episodes to learn to take the key than started from the exact values "
+                    "shuffled over the states (wrong, but not near zero), at the same corridor length"),
+         (LEARNING_NOISE, "near-zero estimates leave TD nothing meaningful to bootstrap from: started from V = 0, the "
+                          "TD(0) actor-critic needs more episodes to learn to take the key than started from the exact "
+                          "values shuffled over the states (wrong, but not near zero), at the same corridor length")),
     said("§3", "$γ^{999} ≈ 0.00043$",
          "with γ = 0.999 over 1,000 tokens, γ^999 ≈ 0.00043",
          (DILEMMAS, "with γ = 0.999, γ^999 ≈ 0.00043")),
@@ -811,8 +820,8 @@ SURVEY = [
                        "are rewards, not actions)"),
     said("§7", "Standard RL with this sparse binary reward fails catastrophically",
          "standard RL with a sparse binary goal reward fails catastrophically",
-         (HER, "standard RL with a sparse binary goal reward fails catastrophically: DQN's success is no "
-               "better than a random policy's (from n = 20 on)")),
+         (HER, "standard RL with a sparse binary goal reward fails catastrophically: where random exploration almost "
+               "never reaches the goal, DQN's success is no better than a random policy's")),
     said("§7", 'the "future" strategy — sampling goals from states visited later in the same episode — tends '
          "to work best",
          "among relabelling strategies, 'future' tends to work best",
@@ -912,11 +921,15 @@ SS_GRPO = [
          (CREDIT, "flat credit (GRPO's broadcast) makes reasoning brittle: more of its right answers are reached "
                   "through a wrong line than under step credit (the gold PRM-GRPO)"), how="new"),
     said("The Problem", "for a 1000-token rollout, per-step evaluation multiplies inference cost by 1000×",
-         "evaluating every step of a 1,000-token rollout separately multiplies the inference cost by 1,000",
-         not_checkable="the multiplier is set by how the evaluator reads a step, which the article leaves unstated: "
-                       "counted in evaluator calls it is 1,000 by definition, while in tokens read it depends on whether "
-                       "one pass scores every position or each prefix is read anew (studies/07_credit computes both "
-                       "readings)", how="rephrase"),
+         "evaluating every step of a 1,000-token rollout separately multiplies the inference cost by 1,000 (read in "
+         "evaluator calls)",
+         (CREDIT, "for a 1000-token rollout, per-step evaluation multiplies inference cost by 1000x, read as "
+                  "evaluator calls (one per token)"), how="rephrase"),
+    said("The Problem", "for a 1000-token rollout, per-step evaluation multiplies inference cost by 1000×",
+         "evaluating every step of a 1,000-token rollout separately multiplies the inference cost by 1,000 (read in "
+         "tokens the evaluator reads)",
+         (CREDIT, "for a 1000-token rollout, per-step evaluation multiplies inference cost by 1000x, read as "
+                  "tokens processed"), how="rephrase"),
     said("Mechanics", "we can infer step-level advantages by comparing the final outcome of a rollout against "
          "a counterfactual baseline constructed from other rollouts in the same group",
          "SS-GRPO infers step-level advantages: in a right solution its flawed step gets less credit than "
@@ -941,8 +954,8 @@ SS_GRPO = [
                   "verifier call per rollout) and the steps' text")),
     said("Why it works", "The only extra cost is a forward pass of a tiny model per step, which is negligible "
                          "compared to the LLM's generation cost.",
-         "the estimator's forward pass per step is negligible next to a 7B policy's generation (the article's own "
-         "bound, < 1%, as 'negligible')",
+         "the estimator's forward pass per step is negligible next to a 7B policy's generation (read in FLOPs, with "
+         "the article's own bound, < 1%, as 'negligible')",
          (CREDIT, "the only extra cost is one forward pass of a tiny model per step, negligible next to the LLM's "
                   "generation (at the article's scale, a 7B policy)")),
     said("Why it works", "The only extra cost is a forward pass of a tiny model per step, which is negligible "
@@ -951,7 +964,8 @@ SS_GRPO = [
          (CREDIT, "the only extra cost is the estimator's forward pass, read against its table (1.05x inference "
                   "per rollout; 24 and 28 training hours for GRPO and SS-GRPO)")),
     said("Engineering decisions", "to keep overhead <1% of LLM inference",
-         "the estimator keeps the overhead below 1% of LLM inference (checked against the article's own 5% and 1.05x)",
+         "the estimator keeps the overhead below 1% of LLM inference (read as the overhead the article itself states, "
+         "in rollout time: its 5% and 1.05x; in FLOPs see the 'negligible' row)",
          (CREDIT, "the tiny estimator keeps the overhead below 1% of LLM inference, read as the article's own "
                   "stated overheads (each below it)")),
     said("Engineering decisions", "avoiding sequence-length dependence",
@@ -988,10 +1002,14 @@ SS_GRPO = [
          "the estimator costs about 2 ms per step",
          not_checkable="hardware- and scale-specific"),
     said("Trade-offs", "For very long rollouts (>5000 tokens), the estimator's cost becomes non-negligible",
-         "for rollouts over 5,000 tokens the estimator's cost becomes non-negligible (read as: at or above the "
-         "article's own 1% overhead bound)",
+         "for rollouts over 5,000 tokens the estimator's cost becomes non-negligible (read in FLOPs against a 7B "
+         "policy's generation: at or above the article's own 1% overhead bound)",
          (CREDIT, "for very long rollouts (>5000 tokens) the estimator's cost becomes non-negligible (FLOPs against"
                   " a 7B policy's generation, attention included)")),
+    said("Trade-offs", "For very long rollouts (>5000 tokens), the estimator's cost becomes non-negligible",
+         "for rollouts over 5,000 tokens the estimator's latency becomes non-negligible",
+         not_checkable="latency is hardware- and implementation-specific (the bullet's ≈2 ms per step); only the "
+                       "FLOPs reading is computed here"),
     said("Trade-offs", "The estimator adds ~1M parameters",
          "the estimator has about 1M parameters (its own StepValueEstimator)",
          (CREDIT, "the estimator adds ~1M parameters")),

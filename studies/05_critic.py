@@ -20,10 +20,15 @@ The whole study runs on --seeds seeds (the cold start is the same; prompts, samp
 critics' warm-up differ), and each claim decides on the 95% interval over them
 (common.seed_verdict): the slopes per seed, the critics' squared errors net of the rollouts'
 noise, GRPO's held-out pass@1 minus PPO's. Where an essay's statement assumes a critic that is
-right (or wrong), the claim says "premise not met" unless the seeds show it.
+wrong, or one to trust, the claim decides only where the seeds show it (wrong: the net error's
+interval above 0; to trust: a zero, the interval holding 0 and staying below the rollouts' own
+error), and says "premise not met" where they show the reverse. The essay's GAE branch also
+assumes long or semi-dense episodes: read off the run's own completions.
 
-    python studies/05_critic.py             # about 650 s on 2 CPU cores (3 seeds), beside other jobs;
+    python studies/05_critic.py             # 582 s on 2 CPU cores (3 seeds), beside other jobs;
                                             # writes runs/studies/05_critic/
+    python studies/05_critic.py --reanalyse runs/studies/05_critic/results.json
+                                            # its claims again from the stored seeds, nothing trained
 Whether the critic pays more as chains grow is studies/07_lengths.py's question (its PPO arms).
 
 Read beside: credit-assignment-over-long-generations.txt (length, variance, the critic's memory);
@@ -82,6 +87,7 @@ class Args(lm_world.LMArgs):
                                     "study")
     seeds: int = common.arg(3, "seeds --seed, --seed + 1, ...: each runs the whole study; the claims decide on the "
                             "95% interval over them")
+    reanalyse: str = common.reanalyse_arg()
 
     SMOKE = dict(lm_world.LMArgs.SMOKE_LM, critic_warmup=1, truth_problems=2, truth_rollouts=2, variance_prompts=4,
                  variance_bins=2, seeds=2)
@@ -373,11 +379,15 @@ def critic_against_rollouts(policy, critic: TokenCritic, tokenizer, args: Args, 
         ids, mask = lm_world.encode_prompts(tokenizer, prefixes, device)
         values = critic.prefix_values(ids, mask)[:, -1].cpu().numpy()  # left-padded: the last column is the prefix's end
     first = np.array([prefix == problem.prompt for problem, prefix in zip(owners, prefixes)])
-    # the rollout estimate's variance p(1 - p) / K, unbiased from its own p̂: p̂(1 - p̂) / (K - 1)
-    spread = truth * (1 - truth) / (K - 1)
+    spread = rollout_noise(truth, K)
     return {"values": values.tolist(), "truth": truth.tolist(), "first_token": first.tolist(), "completion": which,
             "outcome": outcomes.tolist(), **accuracy(values, truth, first, spread),
             **step_credit(values, truth, spread, np.array(which), outcomes)}
+
+
+def rollout_noise(truth: np.ndarray, rollouts: int) -> np.ndarray:
+    """Each rollout estimate's variance p(1 - p)/K, unbiased from its own p̂: p̂(1 - p̂)/(K - 1)."""
+    return truth * (1 - truth) / (rollouts - 1)
 
 
 def accuracy(values: np.ndarray, truth: np.ndarray, first: np.ndarray, spread: np.ndarray) -> dict:
@@ -775,23 +785,82 @@ def lies_claim(args: Args, per_seed: list[dict]) -> dict:
         f"of the rollouts' noise (0 for a perfect V), mean [95% interval over {len(per_seed)} seeds]: " + "; ".join(parts), any_of(verdicts))
 
 
+def boundary_noise(args: Args, row: dict) -> float:
+    """The rollouts' own squared error at one stage's step boundaries, the mean of `rollout_noise`
+    there: how far the --truth-rollouts estimate that measures V is from the truth itself."""
+    truth, boundary = np.array(row["truth"]), ~np.array(row["first_token"], dtype=bool)
+    return float(rollout_noise(truth[boundary], args.truth_rollouts).mean()) if boundary.any() else math.nan
+
+
+def trusted_at(args: Args, per_seed: list[dict], stage: str) -> tuple[bool | None, str]:
+    """Can V be trusted at this stage? Its net error (0 for a perfect V) is a zero: yes where the
+    interval over the seeds holds 0 and stays below the rollouts' own squared error (`boundary_noise`,
+    mean over the seeds), no where it excludes 0. Not "the interval lies below 0", which a perfect V
+    reaches only by chance; not "the interval does not lie above 0" either, which too few or too
+    noisy rollouts would meet for any V: a V whose error cannot be told from that of the rollouts
+    that measure it has not been shown to be one to trust."""
+    bar = common.mean_or_nan([boundary_noise(args, s["critic_truth"][stage]) for s in per_seed])
+    verdict, text = common.seed_verdict(truth_of(per_seed, stage, "net_error"), zero_below=bar)
+    return verdict, f"{stage} {text} (the rollouts' own error {bar:.3g})"
+
+
+def critic_trusted(args: Args, per_seed: list[dict]) -> tuple[bool | None, str]:
+    """Is the separate critic PPO trains with one to trust, warmed up and after PPO? `trusted_at`
+    at every stage."""
+    found = [trusted_at(args, per_seed, stage) for stage in stage_names(args, "separate")
+             if stage in per_seed[0]["critic_truth"]]
+    return common.all_parts(*(v for v, _ in found)), "; ".join(text for _, text in found)
+
+
+# The whole-game essay's cold open, its picture of one sparse verifier bit: "a five-step solution" (its fifth step
+# writes the answer). Episodes no longer than that are not the "long" ones of its GAE branch.
+COLD_OPEN_STEPS = 5
+REWARDS_PER_EPISODE = 1  # `token_gae`: the outcome R on the last token, 0 on every other
+
+
+def steps_per_completion(per_seed: list[dict], stage: str) -> float:
+    """The mean number of lines (steps, the answer line included) of a stage's truth-study
+    completions, over the seeds: `step_prefixes` gives each completion one prefix per line."""
+    return float(np.mean([np.unique(s["critic_truth"][stage]["completion"], return_counts=True)[1].mean()
+                          for s in per_seed]))
+
+
+def long_or_semi_dense(args: Args, per_seed: list[dict]) -> tuple[bool, str]:
+    """The GAE branch's second premise, exact on the run's episodes: long (more steps than the
+    cold open's, at the cold start or after PPO) or semi-dense (more than one reward each)."""
+    steps = {stage: steps_per_completion(per_seed, stage) for stage in stage_names(args, "separate")
+             if stage in per_seed[0]["critic_truth"]}
+    tokens = np.mean([h["length"] for s in per_seed for h in s["runs"]["ppo"]["history"]])
+    long, semi_dense = max(steps.values()) > COLD_OPEN_STEPS, REWARDS_PER_EPISODE > 1
+    found = ("long (more steps than the essay's cold-open five-step solution)" if long else
+             "not long (no more steps than the essay's cold-open five-step solution)") + (
+             ", semi-dense" if semi_dense else ", not semi-dense")
+    return long or semi_dense, (
+        "episodes here: " + ", ".join(f"{stage} {n:.2f}" for stage, n in steps.items())
+        + f" steps per completion on average (lines, the answer's included; {tokens:.0f} tokens in PPO's batches), "
+        f"{REWARDS_PER_EPISODE} reward per episode, at the end: {found} (studies/07_lengths.py's PPO arms give the "
+        "long ones)")
+
+
 def prefer_gae_claim(args: Args, per_seed: list[dict]) -> dict:
-    """The branch 'a value model you trust: prefer GAE': PPO's lead over GRPO, over the seeds. Its
-    premise, a trustworthy critic: at every stage the interval of the critic's net error lies below
-    0 (`critic_wrong` says no)."""
-    wrong, wrong_text = critic_wrong(args, per_seed, "separate")
+    """The branch 'a value model you trust (and long or semi-dense episodes): prefer GAE': PPO's
+    lead over GRPO, over the seeds. Its premises: a critic to trust (`critic_trusted`) and long or
+    semi-dense episodes (`long_or_semi_dense`); where either fails, premise not met."""
+    trusted, trusted_text = critic_trusted(args, per_seed)
+    episodes, episodes_text = long_or_semi_dense(args, per_seed)
     better, lead_text = common.seed_verdict(pass_at_1(per_seed, "ppo") - pass_at_1(per_seed, "grpo"))
-    rl = per_seed[0]["rl"]
-    premise = {True: "premise not met: the critic is not trustworthy (its error at step boundaries exceeds what "
-                     "the rollouts' noise explains); ", False: "",
-               None: "inconclusive: whether the critic can be trusted cannot be told from these seeds; "}[wrong]
+    unmet = ((["the critic is not one to trust (its error at step boundaries, net of the rollouts' noise, is not 0)"]
+              if trusted is False else []) + ([] if episodes else ["the episodes are neither long nor semi-dense"]))
+    premise = ("premise not met: " + "; ".join(unmet) + "; " if unmet else
+               "inconclusive: whether the critic can be trusted cannot be told from these seeds; " if trusted is None
+               else "")
     return common.claim(
         "whole-game §5", "with a value model you trust (and long or semi-dense episodes), prefer GAE: PPO with a "
         "learned critic and GAE beats GRPO at the same samples",
         f"{premise}PPO (critic, GAE λ={args.gae_lambda:g}) minus GRPO, held-out pass@1 at the same samples, mean [95% "
         f"interval over {len(per_seed)} seeds]: {lead_text}; the critic's squared error at step boundaries net of "
-        f"the rollouts' noise: {wrong_text}; episodes here: {rl.min_steps}-{rl.max_steps} steps, one reward at the end "
-        "(studies/07_lengths.py's PPO arms give the long ones)", better if wrong is False else None)
+        f"the rollouts' noise, a zero to trust: {trusted_text}; {episodes_text}",
+        better if trusted is True and episodes else None)
 
 
 def fallback_claim(args: Args, per_seed: list[dict], method: str) -> dict:
@@ -1008,7 +1077,22 @@ def report(args: Args, per_seed: list[dict], claims: list[dict], tables: dict) -
     print("\n" + common.format_claims(claims))
 
 
+def all_claims(args: Args, per_seed: list[dict]) -> list[dict]:
+    """Every claim of the study, from the seeds' measurements alone (a run, or --reanalyse)."""
+    return length_claims(per_seed) + [cause_claim(per_seed)] + relative_claims(args, per_seed) + critic_claims(args, per_seed)
+
+
+def from_records(records: list[dict]) -> list[dict]:
+    """The seeds as results.json stores them (`main`'s records) back as `run_seed` returned them,
+    less the chapter's args: each method's run and PPO's run at each λ apart again."""
+    lambdas = {name: float(name.removeprefix("ppo_lambda")) for name in records[0]["runs"] if name not in METHODS}
+    return [seed | {"runs": {m: r for m, r in seed["runs"].items() if m in METHODS},
+                    "by_lambda": {lambdas[m]: r for m, r in seed["runs"].items() if m in lambdas}} for seed in records]
+
+
 def main(args: Args) -> dict:
+    if args.reanalyse:
+        return {"claims": common.reanalyse(args, lambda run, stored: all_claims(run, from_records(stored["per_seed"])))}
     start = time.time()
     args, device, out, initial, tokenizer, info = lm_world.start_lm_run(args)
     print(f"05 study: PPO's learned critic; policy {info['path']}, device {device}, {args.seeds} seeds")
@@ -1017,7 +1101,7 @@ def main(args: Args) -> dict:
     plot_learning_curves(args, per_seed, out / "learning_curves.png")
     plot_variance(per_seed, out / "gradient_variance.png")
     plot_critic_truth(per_seed[0]["critic_truth"], out / "critic_truth.png")
-    claims = length_claims(per_seed) + [cause_claim(per_seed)] + relative_claims(args, per_seed) + critic_claims(args, per_seed)
+    claims = all_claims(args, per_seed)
     metrics = collect_metrics(per_seed)
     metrics["tables"] = {"runs": runs_table(args, per_seed), "variance": variance_table(per_seed),
                          "critic_truth": truth_table(per_seed)}

@@ -17,7 +17,7 @@ problems come to each problem's success rate; and the cold start's samples at ea
 (whole-game §2, §5, §7.3, §8; over-long-generations: the KL term, "When it falls down"; SS-GRPO's
 checklist).
 
-    python studies/05_zero_spread.py    # 150 s on 2 CPU cores, beside other jobs;
+    python studies/05_zero_spread.py    # 189 s on 2 CPU cores, beside other jobs;
                                         # writes runs/studies/05_zero_spread/
 
 Figure: zero_spread.png (share of groups with zero spread against G for each policy; share of
@@ -229,7 +229,7 @@ def vanish_claims(rl: grpo.Args, seeds: list[dict]) -> list[dict]:
              f"; premise not met: {'β = 0, no KL term' if rl.beta == 0 else 'a policy still at its reference'}")
     return [
         common.claim("over-long-generations", "if all G samples get the same reward, the normalised advantage is zero "
-                     "and the gradient vanishes", measured + missing, pg_zero if grads else None),
+                     "and the policy-gradient term vanishes (a KL term, if any, still pulls)", measured + missing, pg_zero if grads else None),
         common.claim("over-long-generations", "the KL term, a sum over tokens, gives a dense per-step signal even "
                      "when the reward is terminal: in groups with zero reward spread its gradient is non-zero while "
                      "the policy-gradient term's is zero", measured + missing + no_kl,

@@ -33,10 +33,11 @@ is decided on own step credit's gain at the longest chain alone (seed by seed, n
 The cold start's pass@1 is kept within 0.1-0.7 at every length by design (away from 0 and 1, so
 gains and losses can show), so the reward need not be sparse here:
 the claims that step credit mitigates a sparse reward are decided only where more than half of
-GRPO's groups of G are shown to lack reward spread at the longest chain (p^G + (1 - p)^G at the
-cold start's pass@1 p, a lower bound), else inconclusive. The smallest gap the design can detect (--detectable-gap,
-from the pilot; and this run's own) is shown beside each claim: it sizes the design, it does not
-decide.
+the groups of G that flat GRPO sampled over its updates at the longest chain lack reward spread
+(the interval of that share - 1/2 over seeds above 0); premise not met where it lies below 0, else
+inconclusive. Every run records each update's zero-spread share. The smallest gap the design can
+detect (--detectable-gap, from the pilot; and this run's own) is shown beside each claim: it sizes
+the design, it does not decide.
 
 Read beside: credit-assignment-over-long-generations.txt (Why long generations..., When it falls
 down), ss-grpo-step-sparse-grpo.txt, credit-assignment-is-the-whole-game.txt §5.
@@ -45,6 +46,11 @@ down), ss-grpo-step-sparse-grpo.txt, credit-assignment-is-the-whole-game.txt §5
     python studies/07_lengths.py --lengths 2,16 --arms grpo,own,summed --out runs/studies/07_lengths_pilot  # pilot
     python studies/07_lengths.py                                         # the sweep (see docs for its time)
     python studies/07_lengths.py --reanalyse runs/studies/07_lengths/results.json  # claims, table, figure again
+The sweep's runs/studies/07_lengths predates the zero-spread record: flat GRPO at 16 steps was re-run
+(the same runs: identical evaluations) and its shares copied in,
+    python studies/07_lengths.py --lengths 16 --arms grpo --workers 1 --out runs/studies/07_lengths_spread  # 346 s
+    python studies/07_lengths.py --reanalyse runs/studies/07_lengths/results.json \
+        --spread-from runs/studies/07_lengths_spread/results.json
 The first run trains the cold start (2-16 steps, cached in runs/cold_start/).
 """
 
@@ -72,6 +78,7 @@ import common  # noqa: E402
 import lm_world  # noqa: E402
 
 ssg = importlib.import_module("07_ss_grpo")
+grpo = importlib.import_module("05_grpo_rloo")
 
 ARMS = ("grpo", "own", "summed", "ss_grpo", "ss_signed", "ppo_0.95", "ppo_1")
 NAMES = {"grpo": "flat GRPO", "own": "own step credit (oracle)", "summed": "summed process credit",
@@ -96,6 +103,8 @@ class Args(ssg.Args):
     workers: int = common.arg(2, "runs trained at once, one CPU thread each")
     reanalyse: str = common.arg("", "a results.json of this study: its claims, table and figure re-derived from its "
                                 "own measurements by this code, with its own args and out folder; nothing trained")
+    spread_from: str = common.arg("", "a results.json of this study that re-ran some of these runs (same arm, length, "
+                                  "seed and evaluations): each update's zero-spread share copied from it")
     min_steps: int = common.arg(2, "cold start: fewest operations in a demonstration")
     max_steps: int = common.arg(16, "cold start: most operations in a demonstration (the longest length)")
     sft_steps: int = common.arg(3000, "cold start: SFT steps on demonstrations")
@@ -318,6 +327,15 @@ def outcome_variance(policy, tokenizer, args: Args, device) -> float:
     return float(batch_gradients(policy, tokenizer, args, device, outcome, per_token_mean=False).var(0).sum())
 
 
+def recording_spread(credit, shares: list):
+    """The arm's advantage_fn, which also appends to `shares`, each update, the share of the update's
+    groups whose G rewards are all equal (no reward spread: a group advantage of 0 on every completion)."""
+    def advantage_fn(completions, rewards: torch.Tensor, problems: list) -> torch.Tensor:
+        shares.append(float(grpo.zero_spread(rewards).float().mean()))
+        return credit(completions, rewards, problems)
+    return advantage_fn
+
+
 def run_job(job: tuple) -> dict:
     """One arm at one length and seed: RL from the cold start (07's loop), then its measures."""
     args, arm, steps, seed = job
@@ -325,14 +343,14 @@ def run_job(job: tuple) -> dict:
     at = at_length(args, steps, seed)
     initial, tokenizer, _ = lm_world.cold_start_policy(args.cold_start, at.device, args.cache, progress=False)
     held_out = at.task.held_out(at.eval_problems)
-    policy, start = copy.deepcopy(initial), time.time()
-    credit = make_arm(arm, policy, tokenizer, at, at.device)
+    policy, start, zero_spread = copy.deepcopy(initial), time.time(), []
+    credit = recording_spread(make_arm(arm, policy, tokenizer, at, at.device), zero_spread)
     result = ssg.train(policy, lm_world.frozen_copy(initial), tokenizer, at, credit, held_out, at.device,
                        f"{arm} L={steps} seed {seed}")
     history = result["history"]
     return {"arm": arm, "steps": steps, "seed": seed, "evals": result["evals"], "wall_clock_s": time.time() - start,
             "update_s": float(np.mean([h["generate_s"] + h["update_s"] for h in history])),
-            "final": step_accuracy(policy, tokenizer, held_out, at, at.device)}
+            "final": step_accuracy(policy, tokenizer, held_out, at, at.device), "zero_spread": zero_spread}
 
 
 def cold_start_job(job: tuple) -> dict:
@@ -410,8 +428,11 @@ def analyse(args: Args, runs: list, cold: list) -> dict:
     # each arm's final pass@1 by seed, so a claim on one length can pair the arms seed by seed
     by_seed = {arm: {n: {r["seed"]: r["final"]["pass@1"] for r in runs if r["arm"] == arm and r["steps"] == n}
                      for n in args.length_list} for arm in args.arm_list}
+    # flat GRPO's share of sampled groups without reward spread at the longest chain, by seed (NaN: not recorded)
+    flat = [r for r in runs if r["arm"] == "grpo" and r["steps"] == longest]
+    zero_spread = {r["seed"]: common.mean_or_nan(r.get("zero_spread", [])) for r in flat}
     return {"gain": table, "growth": growth, "pooled_sd": pooled, "measured_detectable_gap": detectable,
-            "to_target": to_target, "pass@1_by_seed": by_seed}
+            "to_target": to_target, "pass@1_by_seed": by_seed, "flat_zero_spread_by_seed": zero_spread}
 
 
 # ============================================================================================
@@ -461,7 +482,7 @@ def check_claims(args: Args, analysis: dict, cold: list) -> list[dict]:
         claims.append(common.claim(source, statement, measured, holds))
     if "own" in analysis["gain"]:
         claims.append(waste_claim(args, analysis["pass@1_by_seed"], all(inside)))
-    sparse = sparse_premise(args, cold)
+    sparse = sparse_premise(args, analysis["flat_zero_spread_by_seed"])
     claims += [mitigation_claim(args, arm, analysis["gain"][arm], all(inside), sparse)
                for arm in MITIGATION if arm in analysis["gain"]]
     claims.append(variance_claim(cold))
@@ -489,27 +510,28 @@ def waste_claim(args: Args, by_seed: dict, inside: bool) -> dict:
                         measured, holds if inside else None)
 
 
-def sparse_premise(args: Args, cold: list) -> tuple[bool | None, str]:
+def sparse_premise(args: Args, zero_spread: dict) -> tuple[bool | None, str]:
     """Is the reward sparse at the longest chain, as the mitigation statement assumes? The sparse-reward
     study's premise (studies/05_failure_modes.py): more than half of GRPO's groups without reward
-    spread. Per seed, from the cold start's pass@1 p: p^G + (1 - p)^G is the share where every
-    problem has the same p and a lower bound otherwise (it is convex in p), so it can show the
-    premise (its interval above one half) but never its absence."""
-    longest, size = max(args.length_list), args.group_size
-    p = np.array([c["pass@1"] for c in sorted(cold, key=lambda c: c["seed"]) if c["steps"] == longest])
-    # a group of G draws, each right with chance p, has no spread when all are right or all are wrong
-    share = p**size + (1 - p)**size
-    sparse, text = common.seed_verdict(share - 0.5)
-    return (True if sparse else None), (f"share of GRPO's groups of {size} with zero reward spread at the cold start, {longest} steps, "
-                    f"p^G + (1 - p)^G at each seed's pass@1 p (a lower bound: problems that differ in difficulty raise it): "
-                    + ", ".join(f"{v:.3f}" for v in share) + f"; above one half by {text}")
+    spread, counted on the groups flat GRPO sampled over its updates (`zero_spread`: the share by
+    seed). Met where the interval of share - 1/2 over seeds lies above 0, not met where it lies below 0,
+    else not shown (None)."""
+    seeds = sorted(zero_spread)
+    share = [zero_spread[s] for s in seeds]
+    sparse, text = common.seed_verdict(np.subtract(share, 0.5))
+    source = f" (recorded by a re-run of the same runs: {args.spread_from})" if args.spread_from else ""
+    return sparse, (f"share of the groups of {args.group_size} that flat GRPO sampled over its {args.rl_steps} updates "
+                    f"at {max(args.length_list)} steps with zero reward spread, by seed{source}: "
+                    + ", ".join(f"{v:.3f}" for v in share) + f"; minus one half, mean [95% interval over "
+                    f"{len(seeds)} seeds]: {text}")
 
 
 def mitigation_claim(args: Args, arm: str, by_length: dict, inside: bool, sparse: tuple[bool | None, str]) -> dict:
     """Does step credit from a trusted judge (the gold step labels) mitigate a sparse reward? At the
     longest chain: yes if the gain's interval lies above 0, no if below 0, else inconclusive; whether
     it grows with length is the arm's other claim. Decided only where the reward is sparse there
-    (`sparse`: sparse_premise's verdict and text) and the cold start within its window."""
+    (`sparse`: sparse_premise's verdict and text; premise not met where it is shown not sparse) and
+    the cold start within its window."""
     longest = max(by_length)
     gain = by_length[longest]
     is_sparse, sparse_text = sparse
@@ -517,7 +539,10 @@ def mitigation_claim(args: Args, arm: str, by_length: dict, inside: bool, sparse
     measured = (f"gain in held-out pass@1 at {longest} steps {gain['mean']:+.3f} [95% interval over {args.repeats} "
                 f"seeds: {gain['low']:+.3f}, {gain['high']:+.3f}]; the gap the design was planned to detect (the "
                 f"pilot's) {args.detectable_gap:.3f}; {sparse_text}")
-    if is_sparse is None:
+    if is_sparse is False:
+        measured += (" (premise not met: the reward is not sparse here, fewer than half of flat GRPO's groups are "
+                     "without spread)")
+    elif is_sparse is None:
         measured += " (the premise, a sparse reward, is not shown: more than half of the groups without spread)"
     if not inside:
         measured += " (premise not met: the cold start is outside 0.1-0.7 at some length)"
@@ -620,8 +645,30 @@ def reload(path: str) -> tuple[Args, list, list, float]:
     return Args(**saved["args"]), stored["cold_start"], stored["runs"], saved["wall_clock_s"]
 
 
+def with_spread(runs: list, path: str) -> list:
+    """The runs, each re-run in `path` given the zero-spread shares that the re-run recorded (a run
+    written before they were recorded has none). Same arm, length, seed and evaluations, or it stops."""
+    try:
+        again = common.stored_numbers(json.loads(Path(path).read_text())["runs"])
+    except (OSError, ValueError, KeyError):
+        common.fail(f"--spread-from {path}: not a results.json of this study")
+    index = {(r["arm"], r["steps"], r["seed"]): i for i, r in enumerate(runs)}
+    runs = list(runs)
+    for rerun in again:
+        i = index.get((rerun["arm"], rerun["steps"], rerun["seed"]))
+        if i is None or "zero_spread" not in rerun or (runs[i]["evals"], runs[i]["final"]) != (rerun["evals"],
+                                                                                            rerun["final"]):
+            common.fail(f"--spread-from {path}: its {rerun['arm']} run at {rerun['steps']} steps, seed "
+                        f"{rerun['seed']} is not a re-run of one of these (or recorded no zero-spread share)")
+        runs[i] = runs[i] | {"zero_spread": rerun["zero_spread"]}
+    return runs
+
+
 def main(args: Args) -> dict:
+    spread_from = args.spread_from
     args, cold, runs, wall = reload(args.reanalyse) if args.reanalyse else measure(args)
+    if spread_from:  # the shares an older run did not record, from a re-run of the same runs
+        args, runs = dataclasses.replace(args, spread_from=spread_from), with_spread(runs, spread_from)
     out = common.make_out_dir(args.out)
     analysis = analyse(args, runs, cold)
     claims = check_claims(args, analysis, cold)

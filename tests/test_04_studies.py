@@ -568,7 +568,7 @@ def her_verdicts(**kwargs) -> list:
 
 
 def test_her_claims_follow_the_seeds_both_ways():
-    # DQN fails beyond 15 bits, HER up to 50 (not run), density, "future" (one strategy), DQN fails from 20, HER
+    # DQN fails beyond 15 bits, HER up to 50 (not run), density, "future" (one strategy), DQN fails where sparse, HER
     # is the ingredient (a tie at n = 5, yes at 20 and 30), the curriculum (near and far goals alike: ties)
     assert her_verdicts() == [True, None, True, None, True, True, None]
     claims = her_claims()
@@ -597,6 +597,28 @@ def test_her_claims_follow_the_seeds_both_ways():
     at_50 = {"dqn": {5: [1.0] * 3, 50: [0.0] * 3}, "chance": {5: [0.1] * 3, 50: [0.0] * 3}}
     assert her_verdicts(her={5: [1.0] * 3, 50: [0.9, 0.8, 0.95]}, **at_50)[1] is True
     assert her_verdicts(her={5: [1.0] * 3, 50: [0.0] * 3}, **at_50)[1] is None
+
+
+def test_sparse_claim_speaks_of_every_n_where_random_exploration_almost_never_reaches_the_goal():
+    # the premise per n: a random policy's success a zero (interval holds 0, below DQN+HER's success);
+    # n = 5 (random 0.13) is outside it, so DQN learning there says nothing; DQN fails at 20 and 30
+    claims = her_claims()
+    sparse = claims[4]
+    assert sparse["holds"] is True and "n=5 +0.13 [" in sparse["measured"]
+    assert "minus a random policy's at n = 20, 30," in sparse["measured"]
+    assert sparse["measured"].endswith("DQN is no better than random from n = 20 on")
+    # random play never reaching the goal at n = 5 puts it inside: there DQN learns, so no
+    assert her_verdicts(chance={**CHANCE, 5: [0.0] * 3})[4] is False
+    # random play reaching the goal measurably at n = 20: out of the premise, DQN's success there not asked
+    reached = {**CHANCE, 20: [0.01, 0.012, 0.011]}
+    assert her_verdicts(dqn={**GOOD_DQN, 20: [0.3] * 3}, chance=reached)[4] is True
+    assert "minus a random policy's at n = 30," in her_claims(chance=reached)[4]["measured"]
+    # the interval holds 0 but reaches past DQN+HER's success: not shown, n = 30 drops out
+    unclear = her_claims(her={**GOOD_HER, 30: [0.2] * 3}, chance={**CHANCE, 30: [0.0, 0.3, 0.0]})[4]
+    assert "minus a random policy's at n = 20," in unclear["measured"]
+    # random play reaching the goal at every n: premise not met
+    everywhere = her_claims(chance={n: [0.1, 0.12, 0.11] for n in CHANCE})[4]
+    assert everywhere["holds"] is None and everywhere["measured"].startswith("premise not met")
 
 
 def test_density_claim_is_exact_every_relabelled_episode_must_hold_a_reward():

@@ -110,6 +110,16 @@ def test_accuracy_and_step_credit_on_a_hand_case():
     assert credit["credit_net_error"] == pytest.approx((0.09 - 0.24 + 0.04 + 0.09) / 3)
 
 
+def test_the_rollouts_own_error_and_the_steps_per_completion_on_a_hand_case():
+    """Noise at the boundaries only: p̂(1 - p̂)/(K - 1) at 16 rollouts, 0.1875/15 and 0; lines:
+    the prefixes of each completion (3 and 1 on one seed, 2 and 2 on the other)."""
+    row = {"truth": [0.5, 0.25, 1.0], "first_token": [True, False, False]}
+    assert ppo.boundary_noise(ppo.Args(), row) == pytest.approx(0.1875 / 15 / 2)
+    assert math.isnan(ppo.boundary_noise(ppo.Args(), {"truth": [0.5], "first_token": [True]}))
+    per_seed = [{"critic_truth": {"cold start": {"completion": which}}} for which in ([0, 0, 0, 1], [0, 0, 1, 1])]
+    assert ppo.steps_per_completion(per_seed, "cold start") == 2.0
+
+
 # ------------------------------------------------------------------ verdicts over seeds
 @pytest.mark.parametrize("slopes,holds", [
     ([1.0, 1.1, 0.9], True),  # nearer linear than no growth or quadratic growth
@@ -129,10 +139,11 @@ def test_any_over_verdicts():
 
 
 def fake_seed(i: int, pass_at_1: dict | None = None, net: dict | None = None, slopes: dict | None = None,
-              relative: dict | None = None, every_over_one: list | None = None) -> dict:
+              relative: dict | None = None, every_over_one: list | None = None, lines: int = 2) -> dict:
     """One seed's results as run_seed returns them, with a small seed-to-seed jitter: by default
     the critics are wrong and feed wrong credit, GRPO is ahead of both PPOs, every slope near 1,
-    GRPO's relative variance below Ψ = R's, λ = 0.95's below λ = 1's."""
+    GRPO's relative variance below Ψ = R's, λ = 0.95's below λ = 1's; the truth study's two
+    completions of `lines` lines each, every rollout estimate 0.5 (noise 0.25 / 15 at 16 rollouts)."""
     jitter = 0.01 * (i - 1)
     pass_at_1 = {"grpo": 0.5, "ppo": 0.45, "ppo_head": 0.46} | (pass_at_1 or {})
     net = {stage: 0.1 for stage in STAGES} | (net or {})
@@ -143,14 +154,16 @@ def fake_seed(i: int, pass_at_1: dict | None = None, net: dict | None = None, sl
     def run(method: str, p: float) -> dict:
         p += jitter if method == "grpo" else -jitter  # GRPO minus PPO: the default gap ± 0.02
         return {"final": {"pass@1": p, "pass@4": 0.8, "pass@16": 0.9, "length": 20.0}, "final_kl": 0.04,
-                "history": [{"zero_spread": 0.25, "kl": 0.04, "length_right": 20.0, "length_wrong": 25.0}],
+                "history": [{"zero_spread": 0.25, "kl": 0.04, "length": 22.0, "length_right": 20.0, "length_wrong": 25.0}],
                 "evals": [{"samples": 0, "pass@1": 0.4}, {"samples": 128, "pass@1": p}],
                 "state_bytes": 2**21 if method == "ppo" else 2**20, "wall_clock_s": 10.0, "peak_memory_bytes": None}
 
     runs = {m: run(m, p) for m, p in pass_at_1.items()}
     truth = {stage: {"error_first_token": 0.2, "error_boundaries": 0.35, "noise_floor": 0.05, "net_error": n + jitter,
                      "credit_error": 0.3, "credit_net_error": n + jitter, "bias": 0.0, "correlation": 0.3,
-                     "values": [0.5], "truth": [0.4], "first_token": [True]} for stage, n in net.items()}
+                     "values": [0.5] * 2 * lines, "truth": [0.5] * 2 * lines,
+                     "first_token": ([True] + [False] * (lines - 1)) * 2, "completion": [0] * lines + [1] * lines}
+             for stage, n in net.items()}
     variance = {name: {"length": [5.0, 10.0], "variance": [1.0, 2.0], "count": [8, 8], "slope": slopes[name] + jitter,
                        "relative": relative[name] * (1 + jitter)} for name in names}
     # R on one token: Ψ = R's tr Cov over it, 5 then 10 per bin (slope 1) unless `every_over_one` says otherwise
@@ -188,7 +201,11 @@ def test_each_claim_on_its_default_values():
         "score": True, "terminal": True, "cause": True, "baselines": True, "normalising": True, "lambda": True, "memory": True,
         "lies": True, "prefer": None, "fallback critic": True, "fallback head": None, "same advantage": False,
         "dilution": True}
-    assert found["prefer"]["measured"].startswith("premise not met: the critic is not trustworthy")
+    assert found["prefer"]["measured"].startswith("premise not met: the critic is not one to trust (its error at "
+                                                  "step boundaries, net of the rollouts' noise, is not 0); the "
+                                                  "episodes are neither long nor semi-dense; PPO (critic")
+    assert "cold start +0.1 [+0.0752, +0.125] (the rollouts' own error 0.0167)" in found["prefer"]["measured"]
+    assert "cold start 2.00, after PPO λ=0.95 2.00 steps per completion on average" in found["prefer"]["measured"]
     gap = common.seed_verdict([0.03, 0.05, 0.07])[1]  # GRPO minus PPO, seed by seed
     assert f"GRPO's held-out pass@1 minus that of PPO (critic, GAE) at the same samples, mean [95% interval over 3 " \
            f"seeds]: {gap}" in found["fallback critic"]["measured"]
@@ -212,14 +229,34 @@ def test_the_cause_claim_shows_the_first_seeds_bins_and_both_slopes():
     assert measured.endswith("the two slopes apart: Ψ = R 1.50 [1.48, 1.52], R on one token 0.00 [0.00, 0.00]")
 
 
-def test_a_trusted_critic_lets_the_gae_branch_decide_and_leaves_the_fallback_without_its_premise():
-    trusted = {stage: -0.05 for stage in STAGES}  # at every stage the net error's interval lies below 0
-    found = verdicts(seeds(net=trusted, pass_at_1={"ppo": 0.55}))
-    assert found["prefer"]["holds"] is True and not found["prefer"]["measured"].startswith("premise")
+def near_zero(per_seed: list[dict], errors: list[float]) -> list[dict]:
+    """The PPO critic's net error at both of its stages, seed by seed."""
+    for seed, error in zip(per_seed, errors):
+        for stage in ("cold start", "after PPO λ=0.95"):
+            seed["critic_truth"][stage]["net_error"] = error
+    return per_seed
+
+
+def test_a_trusted_critic_on_long_episodes_lets_the_gae_branch_decide():
+    """Trusted: the net error's interval holds 0 and stays below the rollouts' own 0.0167; long:
+    more lines than the essay's five."""
+    found = verdicts(near_zero(seeds(pass_at_1={"ppo": 0.55}, lines=6), [-0.001, 0.0, 0.001]))
+    assert found["prefer"]["holds"] is True and found["prefer"]["measured"].startswith("PPO (critic")
+    assert "6.00 steps per completion" in found["prefer"]["measured"]
+    assert verdicts(near_zero(seeds(lines=6), [-0.001, 0.0, 0.001]))["prefer"]["holds"] is False  # PPO behind: no
+
+
+def test_a_trusted_critic_on_short_episodes_still_lacks_the_second_premise():
+    found = verdicts(near_zero(seeds(pass_at_1={"ppo": 0.55}, lines=5), [-0.001, 0.0, 0.001]))
+    assert found["prefer"]["holds"] is None
+    assert found["prefer"]["measured"].startswith("premise not met: the episodes are neither long nor semi-dense; ")
+
+
+def test_a_critic_shown_right_leaves_the_fallback_without_its_premise():
+    found = verdicts(seeds(net={stage: -0.05 for stage in STAGES}))  # every interval below 0
     assert found["lies"]["holds"] is False
     assert found["fallback critic"]["holds"] is None
     assert found["fallback critic"]["measured"].startswith("premise not met: this critic's error is within")
-    assert verdicts(seeds(net=trusted))["prefer"]["holds"] is False  # PPO behind GRPO: no
 
 
 def test_the_fallback_is_no_where_ppo_with_a_wrong_critic_leads():
@@ -229,11 +266,8 @@ def test_the_fallback_is_no_where_ppo_with_a_wrong_critic_leads():
 
 
 def test_a_critic_that_cannot_be_told_right_or_wrong_leaves_both_branches_open():
-    per_seed = seeds(net={"cold start": 0.0, "after PPO λ=0.95": 0.0})
-    for i, seed in enumerate(per_seed):  # the interval holds 0 and reaches past its half-width
-        for stage in ("cold start", "after PPO λ=0.95"):
-            seed["critic_truth"][stage]["net_error"] = [-0.01, 0.02, 0.0][i]
-    found = verdicts(per_seed)
+    # the interval holds 0 and reaches past the rollouts' 0.0167
+    found = verdicts(near_zero(seeds(lines=6), [-0.01, 0.02, 0.0]))
     assert found["prefer"]["holds"] is None and found["prefer"]["measured"].startswith("inconclusive")
     assert found["fallback critic"]["holds"] is None and found["fallback head"]["holds"] is None
 
@@ -304,6 +338,8 @@ def test_the_critic_study_runs_with_smoke(tmp_path, read_results):
     assert [row[0] for row in tables["critic_truth"]["rows"]] == list(data["per_seed"][0]["critic_truth"])
     assert tables["runs"]["rows"][1][2].startswith(f"{data['metrics']['grpo_pass@1']:.3f} [")
     assert len(data["claims"]) == 13
+    # --reanalyse: the same claims again from what the run stored, nothing trained
+    assert ppo.main(ppo.Args(reanalyse=str(out / "results.json")))["claims"] == data["claims"]
     variance = data["per_seed"][0]["gradient_variance"]
     assert variance[ppo.ONE_TOKEN]["length"] == variance[NO_BASELINE]["length"]
     for name in ("learning_curves.png", "gradient_variance.png", "critic_truth.png"):

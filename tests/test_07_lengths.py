@@ -4,6 +4,7 @@ of gains by seed, the verdict rule both ways, the variance claim, CLI checks and
 
 import dataclasses
 import importlib
+import json
 import math
 
 import numpy as np
@@ -165,23 +166,69 @@ SPARSE = (True, "most groups lack spread")
     (interval(0.0, 0.05), True, SPARSE, None),  # round 0: no size is ruled out
     (interval(0.1, 0.15), True, SPARSE, None),  # holds 0
     (interval(0.2, 0.1), False, SPARSE, None),  # the cold start outside its window: premise not met
-    (interval(0.2, 0.1), True, (None, "few groups lack spread"), None),  # the reward not shown sparse
+    (interval(0.2, 0.1), True, (None, "half the groups lack spread"), None),  # the reward not shown sparse
+    (interval(0.2, 0.1), True, (False, "few groups lack spread"), None),  # shown not sparse: premise not met
 ])
 def test_the_mitigation_claim_reads_the_longest_chains_interval(tmp_path, longest, inside, sparse, holds):
     args = dataclasses.replace(smoke_args(tmp_path), detectable_gap=0.1)
     found = lab.mitigation_claim(args, "own", {2: interval(0.5, 0.01), 3: longest}, inside, sparse)
     assert found["holds"] is holds and "at 3 steps" in found["measured"] and sparse[1] in found["measured"]
-    assert ("premise not met" in found["measured"]) is not inside
-    assert ("is not shown" in found["measured"]) is not sparse[0]
+    assert ("premise not met" in found["measured"]) is (not inside or sparse[0] is False)
+    assert ("is not shown" in found["measured"]) is (sparse[0] is None)
 
 
-@pytest.mark.parametrize("pass1,sparse", [((0.2, 0.18), None), ((0.02, 0.021), True), ((0.05, 0.2), None)])
-def test_the_sparse_premise_is_the_expected_zero_spread_share_at_the_longest_chain(tmp_path, pass1, sparse):
-    args = dataclasses.replace(smoke_args(tmp_path), group_size=8)  # lengths 2, 3; groups of 8 as in the sweep
-    records = [r | {"pass@1": p} for s, p in enumerate(pass1) for r in cold(s, {3: 1.0})] + cold(0, {2: 1.0})
-    met, text = lab.sparse_premise(args, records)
-    share = [p**args.group_size + (1 - p)**args.group_size for p in pass1]
-    assert met is sparse and ", ".join(f"{v:.3f}" for v in share) in text
+@pytest.mark.parametrize("shares,sparse", [
+    ((0.7, 0.75, 0.72), True),  # more than half of the groups without spread on every seed
+    ((0.2, 0.25, 0.22), False),  # fewer than half: the premise is shown absent
+    ((0.2, 0.9, 0.5), None),  # the seeds disagree
+    ((math.nan,) * 3, None),  # not recorded
+])
+def test_the_sparse_premise_is_flat_grpos_sampled_zero_spread_share_minus_a_half(tmp_path, shares, sparse):
+    args = smoke_args(tmp_path)  # lengths 2, 3
+    met, text = lab.sparse_premise(args, dict(enumerate(shares)))
+    assert met is sparse and ", ".join(f"{v:.3f}" for v in shares) in text and "at 3 steps" in text
+    assert common.seed_verdict(np.subtract(shares, 0.5))[1] in text
+
+
+def test_the_analysis_reads_flat_grpos_zero_spread_at_the_longest_chain_only(tmp_path):
+    args = smoke_args(tmp_path, arms="grpo,own")  # lengths 2, 3
+    runs = [{"arm": a, "steps": n, "seed": s, "final": {"pass@1": 0.3}, "evals": [], "zero_spread": [z, z + 0.5]}
+            for a, z in (("grpo", 0.1), ("own", 0.3)) for n in (2, 3) for s in (0, 1)]
+    runs[2]["zero_spread"] = [0.0, 0.2]  # flat at 3 steps, seed 0
+    records = cold(0, {2: 1.0, 3: 1.0}) + cold(1, {2: 1.0, 3: 1.0})
+    assert lab.analyse(args, runs, records)["flat_zero_spread_by_seed"] == pytest.approx({0: 0.1, 1: 0.35})
+
+
+def test_the_recorded_share_is_the_groups_whose_rewards_are_all_equal():
+    shares, given = [], torch.ones(4, 3)
+    credit = lab.recording_spread(lambda completions, rewards, problems: given, shares)
+    assert credit(None, torch.tensor([[1.0, 1.0], [0.0, 1.0]]), []) is given
+    credit(None, torch.tensor([[0.0, 0.0], [1.0, 1.0]]), [])
+    assert shares == [0.5, 1.0]
+
+
+def stored_run(seed: int, pass1: float, **extra) -> dict:
+    return {"arm": "grpo", "steps": 3, "seed": seed, "evals": [{"step": 0, "pass@1": pass1}],
+            "final": {"pass@1": pass1}} | extra
+
+
+def test_spread_from_copies_the_reruns_shares_onto_the_same_runs(tmp_path):
+    path = tmp_path / "rerun.json"
+    path.write_text(json.dumps({"runs": [stored_run(1, 0.4, zero_spread=[0.5, 0.25])]}))
+    runs = [stored_run(0, 0.3), stored_run(1, 0.4)]
+    found = lab.with_spread(runs, str(path))
+    assert "zero_spread" not in found[0] and found[1]["zero_spread"] == [0.5, 0.25] and "zero_spread" not in runs[1]
+
+
+@pytest.mark.parametrize("rerun", [stored_run(1, 0.41, zero_spread=[0.5]),  # its evaluations differ: another run
+                                   stored_run(2, 0.4, zero_spread=[0.5]),  # no such run here
+                                   stored_run(1, 0.4)])  # recorded no share
+def test_spread_from_stops_on_a_run_that_is_not_a_rerun(tmp_path, capsys, rerun):
+    path = tmp_path / "rerun.json"
+    path.write_text(json.dumps({"runs": [rerun]}))
+    with pytest.raises(SystemExit) as stop:
+        lab.with_spread([stored_run(0, 0.3), stored_run(1, 0.4)], str(path))
+    assert stop.value.code == 2 and "is not a re-run" in capsys.readouterr().err
 
 
 def cold(seed: int, variance: dict) -> list[dict]:
@@ -199,7 +246,8 @@ def test_the_variance_claim_reads_the_slopes_interval_over_seeds(powers, holds):
 def test_a_cold_start_outside_the_window_makes_every_length_claim_premise_not_met(tmp_path):
     args = smoke_args(tmp_path, arms="grpo,own")
     analysis = {"gain": {"own": {2: interval(0.0, 0.01), 3: interval(0.3, 0.01)}}, "growth": {"own": interval(0.3, 0.01)},
-                "pass@1_by_seed": {"own": {3: {0: 0.6, 1: 0.62}}, "grpo": {3: {0: 0.3, 1: 0.3}}}}
+                "pass@1_by_seed": {"own": {3: {0: 0.6, 1: 0.62}}, "grpo": {3: {0: 0.3, 1: 0.3}}},
+                "flat_zero_spread_by_seed": {0: 0.2, 1: 0.3}}
     records = cold(0, {2: 1.0, 3: 2.0, 4: 3.0}) + cold(1, {2: 1.0, 3: 2.0, 4: 3.0})
     inside = lab.check_claims(args, analysis, records)
     records[0]["pass@1"] = records[3]["pass@1"] = 0.05  # length 2 below the window on both seeds
@@ -242,6 +290,8 @@ def test_smoke_run_writes_results_a_figure_and_a_claim_per_arm(tmp_path, read_re
     lab.main(args)
     data = read_results(tmp_path / "out" / "results.json")
     assert (tmp_path / "out" / "gain_by_length.png").stat().st_size > 1000
+    for r in data["runs"]:  # each update's share recorded
+        assert len(r["zero_spread"]) == data["args"]["rl_steps"] and all(0 <= z <= 1 for z in r["zero_spread"])
     assert {r["arm"] for r in data["runs"]} == {"grpo", "own", "ppo_1"} and len(data["runs"]) == 3 * 2 * 2
     assert [c["source"] for c in data["claims"]][0] == "design (this study)" and len(data["claims"]) == 6
     rows = data["metrics"]["tables"]["lengths"]["rows"]
