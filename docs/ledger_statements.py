@@ -210,6 +210,11 @@ WHOLE_GAME = [
          (OVER, "without KL to the reference, optimising a learned reward turns a fluent model into "
                 "high-reward gibberish"),
          how="re-point"),
+    said("§6", "fluent, helpful initialization collapses into high-reward gibberish the RM likes",
+         "without KL to the reference, optimising a learned reward drives the policy to outputs the reward model "
+         "scores high while their true quality collapses",
+         (OVER, "optimising a learned reward model over-optimises it: its score rises while the true quality "
+                "(the verifier's, on held-out problems) falls"), how="new"),
     said("§6", "a wrong search query early poisons later book calls",
          "in tool-use RL one bad early tool call poisons the later ones, and tool-result tokens must be masked",
          not_checkable="no tool-using agent here"),
@@ -219,7 +224,7 @@ WHOLE_GAME = [
                     "(here: with the last operation missing from the prompt, held-out pass@1 falls below the trained "
                     "policy's and below the cold start's)")),
     said("§7.1", "Put necessary facts into the state explicitly",
-         "putting a dropped fact back into the state (Pong: the frame difference) fixes what its absence cost",
+         "putting a dropped fact back into the state (Pong: the frame difference) helps recover what its absence cost",
          (BLINDNESS, "state blindness: an observation that drops a fact the decision needs (here: the ball's "
                      "motion) costs the policy, and putting the fact back in the state (the frame difference) "
                      "recovers it: more points won at the end with the difference than on the frame alone")),
@@ -278,9 +283,9 @@ WHOLE_GAME = [
          (CREDIT, "a flawed step in a chain that still reaches the right answer is reinforced by GRPO")),
     said("§7.4", "Harmless tokens drift; useful reasoning style disappears",
          "flat credit makes harmless tokens drift and a useful reasoning style disappear",
-         not_checkable="no measure of token drift here; and the one reasoning style we measure, writing the worked "
-                       "steps, is what our verifier pays for, so flat credit can only raise it: a style that pays "
-                       "nothing, which flat credit could wash out, does not exist in our task"),
+         not_checkable="our task has no harmless tokens or unpaid style for flat credit to wash out: the verifier reads "
+                       "the last line and every earlier line feeds the answer, and the one style we measure, writing "
+                       "the worked steps, is what the verifier pays for, so flat credit can only raise it"),
     said("§7.4", "Mitigation: Process rewards",
          "mitigation of entangled credit: process rewards put the blame on the wrong step and take it off "
          "the right ones",
@@ -739,13 +744,8 @@ SURVEY = [
          "with an ORM, all tokens of a response share one advantage under GRPO or RLOO",
          (CH05, PER_TOKEN), how="rephrase"),
     said("§4.5.2", "PRMs also do not distinguish between correct but irrelevant steps and correct and decisive steps",
-         "a PRM, measuring step correctness, scores a correct but irrelevant step like a correct decisive one (here: "
-         "irrelevant read as steps the answer needs but the policy gets right almost surely)",
-         (PROGRESS, "PRMs also do not distinguish between correct but irrelevant steps and correct and decisive steps: "
-                    "among the right steps of one-hard-step chains, a PRM's gold step-correctness label (1 on every "
-                    "right step) ranks the decisive step (the hard multiplication, which the policy often gets wrong) "
-                    "neither above nor below the irrelevant ones (easy additions and subtractions, which the answer "
-                    "needs but the policy gets right almost surely): AUROC 0.5")),
+         "a PRM, measuring step correctness, scores a correct but irrelevant step like a correct decisive one",
+         not_checkable="our task has no correct-but-irrelevant step, one the answer does not depend on (the essay's example: restating the problem): every line feeds the answer, the policy never writes such a line, and one inserted by hand would lie outside what it learned; studies/06_progress compares the decisive step with needed but near-certain steps instead, a different question"),
     said("§4.5.2", "a step might be labeled \"correct\" because a lucky rollout happened to reach the right answer",
          "automatic Monte Carlo step labels are noisy: a lucky rollout can mark a wrong step correct",
          (OVER, "automatic (Monte Carlo) step labels are noisy: a step may be labelled correct because a lucky rollout "
@@ -753,13 +753,8 @@ SURVEY = [
     said("§4.5.3", "they distinguish between steps that are correct-but-irrelevant and steps that are "
          "correct-and-decisive",
          "progress (the change in P(correct)) tells decisive steps from correct but irrelevant ones, which "
-         "step correctness cannot (here: irrelevant read as steps the answer needs but the policy gets right almost "
-         "surely, whose taking changes P(correct) little; our task has no step the answer does not depend on)",
-         (PROGRESS, "progress models distinguish between steps that are correct-but-irrelevant and steps that are "
-                    "correct-and-decisive, which step correctness cannot: among the right steps of one-hard-step "
-                    "chains, progress (the change in P(success | prefix)) ranks the decisive step (the hard "
-                    "multiplication, which the policy often gets wrong) above the irrelevant ones (easy additions and "
-                    "subtractions, right almost surely) better than correctness does"),
+         "step correctness cannot",
+         not_checkable="our task has no correct-but-irrelevant step, one the answer does not depend on (the essay's example: restating the problem): every line feeds the answer, the policy never writes such a line, and one inserted by hand would lie outside what it learned; studies/06_progress compares the decisive step with needed but near-certain steps instead, a different question",
          how="rephrase"),
     said("§4.5.4", "requires strong inductive biases or large amounts of comparative data",
          "token-level credit needs strong priors or much comparative data",
