@@ -54,6 +54,7 @@ ZERO = "studies/05_zero_spread"
 OVER = "studies/06_overoptimisation"
 OVER_CHECKS = "studies/06_overoptimisation_checks"
 OVER_MARKS = "studies/06_overoptimisation_marks"
+OVER_MITIGATIONS = "studies/06_overoptimisation_mitigations"
 SEEDS_06 = "studies/06_seeds"
 PROGRESS = "studies/06_progress"
 OVER_LENGTH = "studies/06_overoptimisation_length"
@@ -340,8 +341,13 @@ WHOLE_GAME = [
          (OVER, "against reward hacking keep KL to the reference (the half checked here: no reward here has "
                 "a cheap heuristic bonus to remove)"), how="re-point"),
     said("§7.7", "KL constraints; reward ensembles; refresh RM",
-         "mitigation of over-optimisation: reward ensembles, refreshing the reward model",
-         not_checkable="no ensemble or refreshed reward model here"),
+         "mitigation of over-optimisation: reward ensembles",
+         (OVER_MITIGATIONS, "mitigation of over-optimisation: a reward ensemble (the mean of 3 ORMs) falls less in gold "
+                            "at β = 0 than a single ORM"), how="new"),
+    said("§7.7", "KL constraints; reward ensembles; refresh RM",
+         "mitigation of over-optimisation: refreshing the reward model",
+         not_checkable="no run refreshes the reward model on the policy's own samples (it would need new labels from "
+                       "the verifier during RL, a loop this study does not have)"),
     said("§7.8", "normalization blows up or flattens",
          "when every sample of a group scores the same, the normalised advantage either blows up or goes flat",
          (CH05, "when group rewards are homogeneous, the normalisation blows up or flattens")),
@@ -909,8 +915,10 @@ SS_GRPO = [
                   "GRPO's halfway mark in fewer samples")),
     said("The Problem", "The result is slow convergence, reward hacking, and brittle reasoning.",
          "the broadcast causes reward hacking",
-         not_checkable="07's verifier cannot be hacked, and 06 has no broadcast against step credit on one learned "
-                       "reward (an arm of 06's loop could add it)"),
+         (OVER_MITIGATIONS, "broadcasting one sequence-level advantage to every token causes reward hacking: on the same "
+                            "learned PRM, GRPO with its score broadcast as one sequence reward games it more than GRPO "
+                            "with the PRM as step credit (its score of wrong steps rises more, and held-out pass@1 falls "
+                            "further from its peak)")),
     said("The Problem", "The result is slow convergence, reward hacking, and brittle reasoning.",
          "the broadcast causes brittle reasoning",
          (CREDIT, "flat credit (GRPO's broadcast) makes reasoning brittle: more of its right answers are reached "

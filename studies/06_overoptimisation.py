@@ -29,7 +29,7 @@ the chapter leaves out:
                         wrong) answers, RL on it, and the two fixes: r - b·length (b fitted with
                         correctness held fixed) and the same RM trained on length-balanced pairs
 
-Four checks run alone where --parts names them (the default, study, is all of the above), each on
+Six checks run alone where --parts names them (the default, study, is all of the above), each on
 the study's labelled solutions and reward models (the same draws, so the same models):
 
   hacking               the PRM's P(step right) on the wrong steps of wrong held-out completions
@@ -45,6 +45,13 @@ the study's labelled solutions and reward models (the same draws, so the same mo
   marks                 the PRM's own marks (its more likely class: P(step right) > 1/2) on the steps of the
                         cold start's held-out completions (the hacking check's cold start) against the gold
                         labels: does the step judge the policy is rewarded by err both ways?
+  broadcast             GRPO on the learned PRM two ways, the same prompts, seed and updates: its score of the
+                        whole solution (PRM-min) as one sequence reward broadcast to every token, and its step
+                        scores as step credit (PRM steps): does the broadcast game the PRM more (its score of
+                        wrong steps rises more, held-out pass@1 falls further from the picked update)?
+  ensemble              GRPO at β = 0 (the over-optimisation arms' settings) on the mean P(right) of
+                        --ensemble-size ORMs (the study's, the others trained alike on their own seeds) and on
+                        the study's ORM alone: does the reward ensemble's gold fall less?
 
 Every claim is decided on the 95% interval over the seeds (common.seed_verdict: one value per seed,
 > 0 in the statement's direction) or is exact (counts). To fit three seeds in 15 minutes the
@@ -60,6 +67,8 @@ completions for 60 updates (the full scale: --rollouts-per-prefix 16 --label-ns 
                                            # three checks alone (3 seeds): 1,024 s, beside other jobs
     python studies/06_overoptimisation.py --parts marks --out runs/studies/06_overoptimisation_marks
                                            # the PRM's marks alone (3 seeds): 401 s, beside other jobs
+    python studies/06_overoptimisation.py --parts broadcast,ensemble --out runs/studies/06_overoptimisation_mitigations
+                                           # the broadcast and the ensemble (3 seeds): 677 s, beside other jobs
     python studies/06_overoptimisation.py --reanalyse runs/studies/06_overoptimisation/results.json
                                            # the claims again from the stored seeds, nothing trained
 
@@ -102,8 +111,14 @@ prm = importlib.import_module("06_prm_qrm")
 
 RL_METHODS = {**prm.RL_METHODS, "qrm": "Q-RM tokens", "orm": "GRPO on the learned ORM"}
 REWARD_MODELS = ("prm", "orm", "qrm")  # made, then trained, in this order from one random stream
-PARTS = ("study", "hacking", "pairs", "ppo", "marks")  # what a run measures (--parts): the study, then checks of their own
+PARTS = ("study", "hacking", "pairs", "ppo", "marks", "broadcast", "ensemble")  # --parts: the study, then checks
 ORM_ARMS = ("kl", "no_kl")  # the over-optimisation runs on the ORM: at --kl-beta, and at β = 0
+BROADCAST_ARMS = {"broadcast": "the PRM's score of the solution (PRM-min) broadcast as one sequence reward",
+                  "prm": "the PRM as step credit (PRM steps)"}  # the broadcast part's GRPO runs, on one PRM
+ENSEMBLE_ARMS = ("single", "ensemble")  # the ensemble part's GRPO runs at β = 0: the study's ORM, the ORMs' mean
+# the ensemble's extra ORMs seed their heads and minibatches from --seed + ENSEMBLE_SEED + k (k = 1, 2, ...), apart
+# from every stream the study seeds (--seed + 0 .. 13)
+ENSEMBLE_SEED = 100
 MARK_COUNTS = ("right_steps", "right_marked_wrong", "wrong_steps", "wrong_marked_right", "left_out")  # `step_marks`
 LIGHTMAN_N = 1860  # Lightman et al. (2024), best-of-1860 on MATH (their Figure 3)
 LIGHTMAN = {"PRM": 0.782, "ORM": 0.724, "majority vote": 0.696}
@@ -148,15 +163,19 @@ class Args(lm_world.LMArgs):
                             "score of the wrong steps written before RL, after RL on it and on the verifier), pairs "
                             "(Q-RM's localisation against its preference pairs), ppo (Q-RM's token credit against "
                             "GAE on a learned critic in the same loop), marks (the PRM's marks on held-out steps "
-                            "against the gold labels)", PARTS, item=str)
+                            "against the gold labels), broadcast (GRPO on the PRM's score of the solution "
+                            "broadcast to every token against the PRM as step credit), ensemble (GRPO at β = 0 on "
+                            "the mean of --ensemble-size ORMs against the ORM alone)", PARTS, item=str)
     qrm_samples: str = common.arg("3,6,12", "pairs: solutions sampled per training problem (the chapter's 256), whose "
                                   "(right, wrong) pairs train a Q-RM each; the chapter's: 6", item=int)
     critic_warmup: int = common.arg(10, "ppo: the critic's value-only updates on the cold start's samples before RL "
                                     "(studies/05_critic.py's)")
+    ensemble_size: int = common.arg(3, "ensemble: ORMs whose mean P(right) is the reward (the study's and the rest "
+                                    "trained alike, each on its own seed)")
 
     SMOKE = dict(lm_world.LMArgs.SMOKE_LM, seeds=2, rollouts_per_prefix=4, rm_steps=2, rl_steps=2, prompts=2,
                  label_ns="1,4", bon_samples=4, bon_repeats=2, calibration_solutions=4, overopt_steps=2, length_steps=2,
-                 qrm_samples="2,4", critic_warmup=1)
+                 qrm_samples="2,4", critic_warmup=1, ensemble_size=2)
 
     def __post_init__(self):
         super().__post_init__()
@@ -164,6 +183,7 @@ class Args(lm_world.LMArgs):
                                 "bon_repeats", "calibration_solutions", "overopt_steps", "overopt_lr", "kl_beta",
                                 "speed_window", "length_steps")
         common.require(self.critic_warmup >= 0, "--critic-warmup must be non-negative")
+        common.require(self.ensemble_size >= 2, "--ensemble-size must be at least 2: one ORM is the single arm")
         common.require(self.seeds >= 2, "--seeds must be at least 2: a verdict needs an interval over seeds")
         common.require(self.seed + self.seeds - 1 <= common.SEED_BOUNDS[1], "--seed + --seeds - 1 must be a valid seed")
         common.require(all(0 < n <= self.rollouts_per_prefix for n in self.label_n_list),
@@ -285,10 +305,27 @@ def advantages_of(method: str, models: dict, tokenizer, group_size: int):
 def proxy_advantage_fn(orm, group_size: int, log: list):
     """GRPO's advantages (05's, z-scored in the group) on the learned ORM's P(right) in place of
     the verifier's verdict; logs each update's mean ORM score (the proxy)."""
+    return ensemble_advantage_fn([orm], group_size, log)
+
+
+def ensemble_advantage_fn(orms: list, group_size: int, log: list):
+    """`proxy_advantage_fn` on a reward ensemble: the mean of the ORMs' P(right) at EOS (one ORM: its own)."""
     def advantage_fn(completions: Completions, rewards, problems) -> torch.Tensor:
-        proxy = torch.sigmoid(prm.reward_model_logits(orm, completions))[last_token_mask(completions.completion_mask)]
+        last = last_token_mask(completions.completion_mask)
+        # r = (1/k) Σ_j σ(ORM_j(x, y)) at EOS
+        proxy = torch.stack([torch.sigmoid(prm.reward_model_logits(orm, completions))[last] for orm in orms]).mean(0)
         log.append({"proxy": float(proxy.mean())})
         return prm.grpo_advantages(proxy.view(-1, group_size)).flatten()[:, None] * completions.completion_mask.float()
+    return advantage_fn
+
+
+def broadcast_advantage_fn(prm_model, tokenizer, group_size: int):
+    """The PRM as one sequence reward: its score of the whole solution (PRM-min, the worst step's
+    P(right), `prm_min`) z-scored in the group as GRPO's, the one advantage broadcast to every token."""
+    def advantage_fn(completions: Completions, rewards, problems) -> torch.Tensor:
+        ends = lm_world.step_end_tokens(tokenizer, completions.completion_ids, completions.completion_mask)
+        score = prm_min(torch.sigmoid(prm.reward_model_logits(prm_model, completions)), ends)
+        return prm.grpo_advantages(score.view(-1, group_size)).flatten()[:, None] * completions.completion_mask.float()
     return advantage_fn
 
 
@@ -529,14 +566,17 @@ def rl_comparison(initial, tokenizer, models: dict, run: "prm.Args", args: Args,
 def orm_arms(initial, tokenizer, models: dict, run: "prm.Args", args: Args, device) -> dict:
     """GRPO on the learned ORM's P(right) (`proxy_advantage_fn`) at --overopt-lr for --overopt-steps,
     at --kl-beta ("kl") and at β = 0 ("no_kl"), the same prompts and seed; the verifier only watches."""
-    arms = {}
-    for arm, beta in zip(ORM_ARMS, (args.kl_beta, 0.0)):
-        log = []
-        hard = dataclasses.replace(run, beta=beta, lr=args.overopt_lr, rl_steps=args.overopt_steps)
-        arms[arm] = rl_run(initial, tokenizer, hard, proxy_advantage_fn(models["orm"], run.group_size, log), device,
-                           f"RL on the ORM, β={beta:g}")
-        arms[arm]["log"] = log
-    return arms
+    return {arm: proxy_run(initial, tokenizer, [models["orm"]], run, args, beta, device, f"RL on the ORM, β={beta:g}")
+            for arm, beta in zip(ORM_ARMS, (args.kl_beta, 0.0))}
+
+
+def proxy_run(initial, tokenizer, orms: list, run: "prm.Args", args: Args, beta: float, device, desc: str) -> dict:
+    """GRPO on the mean P(right) of `orms` (`ensemble_advantage_fn`) at --overopt-lr for --overopt-steps and
+    β = beta, the verifier only watching; with each update's score logged."""
+    log = []
+    hard = dataclasses.replace(run, beta=beta, lr=args.overopt_lr, rl_steps=args.overopt_steps)
+    return {**rl_run(initial, tokenizer, hard, ensemble_advantage_fn(orms, run.group_size, log), device, desc),
+            "log": log}
 
 
 # ============================================================================================
@@ -550,15 +590,34 @@ def arm_points(arm: dict, window: int) -> list[dict]:
     times the tokens per completion), their ORM score and their verifier pass rate. The batch of
     update s is sampled by the policy the evaluation at s scores; the last evaluation reads the last
     batches."""
-    kl = moving_average([h["kl"] * h["length"] for h in arm["history"]], window)
-    proxy = moving_average([entry["proxy"] for entry in arm["log"]], window)
-    train_gold = moving_average([h["reward"] for h in arm["history"]], window)
+    evals = arm["evals"]
+    kl = at_evaluations([h["kl"] * h["length"] for h in arm["history"]], evals, window)
+    proxy = at_evaluations([entry["proxy"] for entry in arm["log"]], evals, window)
+    train_gold = at_evaluations([h["reward"] for h in arm["history"]], evals, window)
+    return [{"step": e["step"], "gold": e["pass@1"], "kl": k, "proxy": p, "train_gold": g}
+            for e, k, p, g in zip(evals, kl, proxy, train_gold)]
 
-    def at(curve: np.ndarray, step: int) -> float:
-        return float(curve[min(step, len(curve) - 1)])
 
-    return [{"step": e["step"], "gold": e["pass@1"], "kl": at(kl, e["step"]), "proxy": at(proxy, e["step"]),
-             "train_gold": at(train_gold, e["step"])} for e in arm["evals"]]
+def at_evaluations(values: list[float], evals: list[dict], window: int) -> list[float]:
+    """Trailing means over `window` updates of one number per update, read at each evaluation's update
+    (the last evaluation, after the last update, reads the last updates)."""
+    curve = moving_average(values, window)
+    return [float(curve[min(e["step"], len(curve) - 1)]) for e in evals]
+
+
+def with_summary(arm: dict, window: int) -> dict:
+    """A run on a learned ORM with its evaluations' points (`arm_points`) and their reading (`arm_summary`)."""
+    points = arm_points(arm, window)
+    return {**arm, "points": points, "summary": arm_summary(points)}
+
+
+def gold_course(run: dict, window: int) -> dict:
+    """A run's held-out gold at the evaluation that its training batches' verifier pass rate picks
+    (`arm_summary`'s peak, on problems apart from the held-out ones) and at the end, and the fall between."""
+    picks = at_evaluations([h["reward"] for h in run["history"]], run["evals"], window)
+    peak, gold = int(np.argmax(picks)), [e["pass@1"] for e in run["evals"]]
+    return {"peak_step": run["evals"][peak]["step"], "gold_peak": gold[peak], "gold_end": gold[-1],
+            "gold_fall": gold[peak] - gold[-1]}
 
 
 def ranks(values) -> np.ndarray:
@@ -799,6 +858,45 @@ def hacking_study(initial, tokenizer, models: dict, run: "prm.Args", device) -> 
     return {"cold_start": judge(initial), "runs": runs}
 
 
+def broadcast_study(initial, tokenizer, models: dict, run: "prm.Args", args: Args, device) -> dict:
+    """GRPO on one learned PRM two ways (`BROADCAST_ARMS`), the same prompts, seed and updates: its score of
+    the whole solution as one sequence reward broadcast to every token, and its step scores as step credit
+    (the chapter's process advantages). The PRM judges the cold start's held-out completions and each
+    trained policy's (`prm_judge`); each run's held-out gold is read at its picked update and at the end."""
+    judge = prm_judge(models["prm"], tokenizer, run, device)
+    credit = {"broadcast": broadcast_advantage_fn(models["prm"], tokenizer, run.group_size),
+              "prm": advantages_of("prm", models, tokenizer, run.group_size)}
+    runs = {arm: rl_run(initial, tokenizer, run, credit[arm], device, f"RL {arm}", judge) for arm in BROADCAST_ARMS}
+    return {"cold_start": judge(initial),
+            "runs": {arm: {**r, "summary": gold_course(r, args.speed_window)} for arm, r in runs.items()}}
+
+
+def extra_orms(policy, data: dict, run: "prm.Args", count: int) -> tuple[list, list]:
+    """`count` more ORMs trained as the study's (`orm_loss`: the same labelled solutions, steps and
+    settings), each on its own seed (its head's initialisation and its minibatches: Coste et al.'s
+    ensembles differ in seed), with their training losses."""
+    loss, items = orm_loss(data)
+    orms, losses = [], []
+    for k in range(1, count + 1):
+        torch.manual_seed(run.seed + ENSEMBLE_SEED + k)
+        orms.append(prm.make_scorer(policy))
+        losses.append(prm.fit_scorer(orms[-1], loss, items, run, np.random.default_rng(run.seed + ENSEMBLE_SEED + k),
+                                     f"ORM {k + 1}"))
+    return orms, losses
+
+
+def ensemble_study(initial, tokenizer, models: dict, data: dict, run: "prm.Args", args: Args, device) -> dict:
+    """GRPO at β = 0 (`proxy_run`, the over-optimisation arms' learning rate and updates) on the study's
+    ORM alone and on the mean of --ensemble-size ORMs (the study's and `extra_orms`), the same prompts and
+    seed; the verifier only watches."""
+    extra, losses = extra_orms(initial, data, run, args.ensemble_size - 1)
+    members = {"single": [models["orm"]], "ensemble": [models["orm"], *extra]}
+    descs = {"single": "RL on the ORM, β=0", "ensemble": f"RL on the mean of {len(members['ensemble'])} ORMs, β=0"}
+    arms = {arm: proxy_run(initial, tokenizer, members[arm], run, args, 0.0, device, descs[arm]) for arm in ENSEMBLE_ARMS}
+    return {"orms": args.ensemble_size, "losses": losses,
+            "arms": {arm: with_summary(r, args.speed_window) for arm, r in arms.items()}}
+
+
 def nested_pairs(problems: list, rewards, per_problem: int, first: int) -> list[tuple[int, int]]:
     """The (right, wrong) pairs among the first `first` of each problem's `per_problem` consecutive
     solutions: a smaller set is part of every larger one."""
@@ -950,11 +1048,14 @@ def run_checks(policy, tokenizer, args: Args, seed: int, device) -> dict:
     of the study's seed (the same draws, so the same models)."""
     run = chapter_args(args, seed)
     common.seed_everything(seed)
-    models = train_reward_models(policy, tokenizer, prm.label_study(policy, tokenizer, run, device), run)
+    data = prm.label_study(policy, tokenizer, run, device)
+    models = train_reward_models(policy, tokenizer, data, run)
     checks = {"hacking": lambda: hacking_study(policy, tokenizer, models, run, device),
               "pairs": lambda: pairs_study(policy, tokenizer, models, run, args.qrm_sample_list, device),
               "ppo": lambda: ppo_study(policy, tokenizer, models, run, args, device),
-              "marks": lambda: prm_judge(models["prm"], tokenizer, run, device)(policy)}
+              "marks": lambda: prm_judge(models["prm"], tokenizer, run, device)(policy),
+              "broadcast": lambda: broadcast_study(policy, tokenizer, models, run, args, device),
+              "ensemble": lambda: ensemble_study(policy, tokenizer, models, data, run, args, device)}
     return {"seed": seed, "rl_steps": run.rl_steps, **{part: checks[part]() for part in PARTS[1:] if part in args.part_list}}
 
 
@@ -972,10 +1073,8 @@ def run_seed(policy, tokenizer, args: Args, seed: int, device) -> dict:
     models = train_reward_models(policy, tokenizer, data, run)
     held = held_out_study(policy, tokenizer, models, run, args, device)
     runs = rl_comparison(policy, tokenizer, models, run, args, device)
-    arms = orm_arms(policy, tokenizer, models, run, args, device)
-    for arm in arms.values():
-        arm["points"] = arm_points(arm, args.speed_window)
-        arm["summary"] = arm_summary(arm["points"])
+    arms = {k: with_summary(arm, args.speed_window) for k, arm in orm_arms(policy, tokenizer, models, run, args,
+                                                                            device).items()}
     length = length_bias_study(policy, tokenizer, data, held, run, args, device) if args.length_bias else None
     labels = {k: v for k, v in data.items() if k not in ("problems", "completions", "texts", "rewards", "outcomes",
                                                           "labels")}
@@ -1414,6 +1513,66 @@ def marks_claim(seeds: list[dict]) -> dict:
                  and any(f["right_marked_wrong"] for f in found))
 
 
+def broadcast_claim(seeds: list[dict]) -> dict:
+    """Does the broadcast of one sequence-level advantage cause the hacking? GRPO on one learned PRM,
+    its score of the solution broadcast against its step scores as step credit, per seed: the rise of
+    the PRM's score of wrong steps from the cold start (correctness held fixed, `wrong_step_scores`), and
+    the fall of held-out pass@1 from the update the training batches pick to the end (`gold_course`),
+    each broadcast minus step credit: yes where both are larger under the broadcast."""
+    found = [s["broadcast"] for s in seeds]
+    before = [f["cold_start"]["wrong_step_score"] for f in found]
+    rise = {arm: np.subtract([f["runs"][arm]["judged"]["wrong_step_score"] for f in found], before)
+            for arm in BROADCAST_ARMS}
+    fall = {arm: [f["runs"][arm]["summary"]["gold_fall"] for f in found] for arm in BROADCAST_ARMS}
+    more_rise, more_rise_text = over_seeds(rise["broadcast"] - rise["prm"])
+    more_fall, more_fall_text = over_seeds(np.subtract(fall["broadcast"], fall["prm"]))
+
+    def arm(name: str) -> str:
+        runs = [f["runs"][name] for f in found]
+        return (f"{BROADCAST_ARMS[name]}: the score's rise {over_seeds(rise[name])[1]}, held-out pass@1 "
+                f"{per_seed([r['summary']['gold_peak'] for r in runs])} at the picked update (update "
+                f"{', '.join(str(r['summary']['peak_step']) for r in runs)}) -> "
+                f"{per_seed([r['summary']['gold_end'] for r in runs])} at the end (per seed)")
+
+    return claim("SS-GRPO article, The Problem", "broadcasting one sequence-level advantage to every token causes "
+                 "reward hacking: on the same learned PRM, GRPO with its score broadcast as one sequence reward games "
+                 "it more than GRPO with the PRM as step credit (its score of wrong steps rises more, and held-out "
+                 "pass@1 falls further from its peak)", f"{seeds[0]['rl_steps']} updates of GRPO each, the same "
+                 "prompts; the PRM's P(step right) on the wrong steps of wrong held-out completions, cold start "
+                 f"{mean_of(before):.3f}; held-out pass@1 at the update the verifier's pass rate on the training "
+                 f"batches picks, and at the end. {arm('broadcast')}; {arm('prm')}. Broadcast minus step credit: the "
+                 f"score's rise {more_rise_text}, pass@1's fall {more_fall_text} ({legend(seeds)})",
+                 common.all_parts(more_rise, more_fall))
+
+
+def ensemble_claim(seeds: list[dict]) -> dict:
+    """A reward ensemble against one ORM, both optimised at β = 0: held-out gold's fall from the
+    update the training batches pick to the end (`arm_summary`), single minus ensemble per seed. Its
+    premise is the single ORM's own fall (over-optimisation to mitigate), as for the KL mitigation."""
+    found = [s["ensemble"] for s in seeds]
+    single, ensemble = ([f["arms"][arm]["summary"] for f in found] for arm in ENSEMBLE_ARMS)
+    fell, fell_text = over_seeds([a["gold_fall"] for a in single])
+    less, less_text = over_seeds([a["gold_fall"] - b["gold_fall"] for a, b in zip(single, ensemble)])
+    _, end_text = over_seeds([b["gold_end"] - a["gold_end"] for a, b in zip(single, ensemble)])
+    premise = premise_of(fell, "the single ORM's gold fall from the picked update", fell_text)
+
+    def arm(name: str, summaries: list[dict]) -> str:
+        m = seed_mean(summaries)
+        return (f"{name}: held-out gold {per_seed([a['gold_peak'] for a in summaries])} at the picked update (update "
+                f"{', '.join(str(a['peak_step']) for a in summaries)}) -> {per_seed([a['gold_end'] for a in summaries])}"
+                f" at the end (per seed), its score {m['proxy_start']:.3f} -> {m['proxy_end']:.3f}, KL at the end "
+                f"{m['kl_end']:.1f} nats")
+
+    return claim("whole-game §7.7", f"mitigation of over-optimisation: a reward ensemble (the mean of "
+                 f"{found[0]['orms']} ORMs) falls less in gold at β = 0 than a single ORM",
+                 f"GRPO at β = 0 on the mean P(right) of {found[0]['orms']} ORMs (the study's and the rest trained "
+                 "alike, each on its own seed) and on the study's ORM alone, the same prompts and updates; the picked "
+                 "update is the one the verifier's pass rate on the training batches picks. "
+                 f"{arm('ORM alone', single)}; {arm('ensemble', ensemble)}. The gold's fall, single minus ensemble "
+                 f"{less_text}; the single ORM's fall {fell_text}; gold at the end, ensemble minus single {end_text} "
+                 f"({legend(seeds)}){premise}", less if fell else None)
+
+
 def rises_at_every_step(seeds: list[dict]) -> tuple[bool | None, str]:
     """Does the ORM's score rise monotonically with KL along the β = 0 run? Each seed's evaluations
     ordered by their KL (not by update: KL can fall between updates), the score's change from each to
@@ -1616,7 +1775,7 @@ def preference_claims(seeds: list[dict]) -> list[dict]:
 
 
 CHECK_CLAIMS = {"hacking": (hacking_claim, prm_proxy_claim), "pairs": (pairs_claim,), "ppo": (ppo_claim,),
-                "marks": (marks_claim,)}
+                "marks": (marks_claim,), "broadcast": (broadcast_claim,), "ensemble": (ensemble_claim,)}
 
 
 def check_claims(args: Args, seeds: list[dict]) -> list[dict]:
@@ -1847,12 +2006,40 @@ def marks_results(m: dict) -> tuple[dict, dict]:
                   ["gold label", "steps", "marked the other way"], rows))
 
 
+def broadcast_results(m: dict) -> tuple[dict, dict]:
+    """--parts broadcast: the metrics (means over the seeds) and the table."""
+    before = m["cold_start"]["wrong_step_score"]
+    rows = [[BROADCAST_ARMS[arm], before, r["judged"]["wrong_step_score"], r["evals"][0]["pass@1"],
+             r["summary"]["gold_peak"], r["summary"]["gold_end"], r["summary"]["gold_fall"]]
+            for arm, r in m["runs"].items()]
+    metrics = {f"broadcast[{arm}]_{k}": r["summary"][k] for arm, r in m["runs"].items() for k in r["summary"]}
+    metrics.update({f"broadcast[{arm}]_wrong_step_score": r["judged"]["wrong_step_score"]
+                    for arm, r in m["runs"].items()})
+    metrics["broadcast_cold_start_wrong_step_score"] = before
+    return metrics, table("GRPO on one learned PRM: its score of the solution broadcast to every token, or its steps as "
+                          "step credit", ["reward", "PRM's P(step right) on wrong steps, before RL", "after RL",
+                                          "held-out pass@1 at the start", "at the picked update", "at the end",
+                                          "fall from the picked update"], rows)
+
+
+def ensemble_results(m: dict) -> tuple[dict, dict]:
+    """--parts ensemble: the metrics (means over the seeds) and the table."""
+    names = {"single": "the study's ORM", "ensemble": f"the mean of {m['orms']:.0f} ORMs"}
+    keys = ("gold_start", "gold_peak", "gold_end", "gold_fall", "proxy_start", "proxy_end", "kl_end")
+    metrics = {f"ensemble[{arm}]_{k}": m["arms"][arm]["summary"][k] for arm in ENSEMBLE_ARMS for k in keys}
+    return metrics, table("GRPO at β = 0 on one ORM and on a reward ensemble: held-out gold and the optimised score",
+                          ["reward", "gold at the start", "at the picked update", "at the end", "fall", "score at the "
+                           "start", "at the end", "KL at the end (nats)"],
+                          [[names[arm], *(m["arms"][arm]["summary"][k] for k in keys)] for arm in ENSEMBLE_ARMS])
+
+
 def checks_results(args: Args, seeds: list[dict]) -> dict:
     """The metrics (means over the seeds) and tables of the checks the seeds hold."""
     m, metrics, tables = seed_mean(seeds), {}, {}
     found = {"hacking": lambda: hacking_results(args, m["hacking"], seeds[0]["rl_steps"]),
              "pairs": lambda: pairs_results(m["pairs"]), "ppo": lambda: ppo_results(m["ppo"]),
-             "marks": lambda: marks_results(m["marks"])}
+             "marks": lambda: marks_results(m["marks"]), "broadcast": lambda: broadcast_results(m["broadcast"]),
+             "ensemble": lambda: ensemble_results(m["ensemble"])}
     for part in PARTS[1:]:
         if part in m:
             part_metrics, tables[f"{part}_check"] = found[part]()

@@ -631,6 +631,98 @@ def test_hacking_study_runs_rl_on_the_prm_and_on_the_verifier_and_judges_each_an
     assert [desc for desc, _ in calls] == ["RL outcome", "RL prm"] and calls[0][1] is prm.outcome_advantage_fn
 
 
+def test_the_broadcast_is_grpo_on_the_prms_min_step_score_on_every_token(monkeypatch):
+    given = fake_reward_models(monkeypatch)
+    r = hand_completions([SMALL.prompt] * 2 + [PROBLEM.prompt] * 2, GROUPED)
+    A = overopt.broadcast_advantage_fn("PRM", TOK, 2)(r, GROUPED_REWARDS, [SMALL, PROBLEM])
+    probs = torch.sigmoid(given["PRM"])
+    worst = torch.tensor([float(min(probs[i, e] for e in step_ends_by_hand(text))) for i, text in enumerate(GROUPED)])
+    grpo = lm_pins.grpo.group_advantages(worst.view(2, 2), "grpo")  # 05's: (r - mean) / (std + eps)
+    torch.testing.assert_close(A, grpo.flatten()[:, None] * r.completion_mask)  # one advantage, every token
+
+
+def test_an_ensembles_advantages_are_grpo_on_the_mean_of_its_orms_scores(monkeypatch):
+    given = fake_reward_models(monkeypatch)
+    r = hand_completions([SMALL.prompt] * 2 + [PROBLEM.prompt] * 2, GROUPED)
+    log = []
+    A = overopt.ensemble_advantage_fn(["ORM", "QRM"], 2, log)(r, GROUPED_REWARDS, [SMALL, PROBLEM])
+    eos = (torch.arange(4), [len(t) for t in GROUPED])
+    mean = (torch.sigmoid(given["ORM"][eos]) + torch.sigmoid(given["QRM"][eos])) / 2
+    torch.testing.assert_close(A, lm_pins.grpo.group_advantages(mean.view(2, 2), "grpo").flatten()[:, None]
+                               * r.completion_mask)
+    assert log == [{"proxy": pytest.approx(float(mean.mean()))}]
+
+
+def test_the_broadcast_part_runs_both_credits_on_one_prm_and_judges_each_and_the_cold_start(monkeypatch):
+    given = fake_reward_models(monkeypatch)
+    r = hand_completions([SMALL.prompt] * 2 + [PROBLEM.prompt] * 2, GROUPED)
+    monkeypatch.setattr(overopt, "prm_judge", lambda model, tok, run, device: lambda policy: f"{model} on {policy}")
+    seen = {}
+
+    def rl_spy(initial, tokenizer, run, advantage_fn, device, desc, judge=None):
+        seen[desc] = (run, advantage_fn(r, GROUPED_REWARDS, [SMALL, PROBLEM]))
+        return {**orm_run(), "judged": judge(f"{desc} policy")}
+
+    monkeypatch.setattr(overopt, "rl_run", rl_spy)
+    run = HandArgs(group_size=2)
+    found = overopt.broadcast_study(POLICY, TOK, {"prm": "PRM", "orm": "ORM", "qrm": "QRM"}, run,
+                                    overopt.Args(speed_window=2), "cpu")
+    assert found["cold_start"] == f"PRM on {POLICY}" and list(found["runs"]) == list(overopt.BROADCAST_ARMS)
+    assert list(seen) == ["RL broadcast", "RL prm"] and all(args == run for args, _ in seen.values())
+    torch.testing.assert_close(seen["RL broadcast"][1], overopt.broadcast_advantage_fn("PRM", TOK, 2)(r, None, None))
+    torch.testing.assert_close(seen["RL prm"][1], prm.prm_advantage_fn("PRM", TOK, 2)(r, None, None))
+    assert given  # the PRM scored both runs' batches
+    for arm, result in found["runs"].items():
+        assert result["judged"] == f"PRM on RL {arm} policy"
+        assert result["summary"] == overopt.gold_course(orm_run(), 2)
+
+
+def test_gold_course_reads_the_held_out_gold_where_the_training_batches_peak():
+    # trailing means of 2 of the training pass rate at updates 0, 2, 4: 0.2, 0.5, 0.4: update 2 is picked
+    assert overopt.gold_course(orm_run(), 2) == pytest.approx({"peak_step": 2, "gold_peak": 0.2, "gold_end": 0.5,
+                                                               "gold_fall": -0.3})
+    late = overopt.gold_course(orm_run(rewards=(0.2, 0.2, 0.2, 0.9)), 1)  # the last evaluation reads the last batch
+    assert late == pytest.approx({"peak_step": 4, "gold_peak": 0.5, "gold_end": 0.5, "gold_fall": 0.0})
+
+
+def test_the_ensembles_extra_orms_learn_the_orms_loss_each_on_its_own_seed(monkeypatch):
+    fits = []
+
+    def fit_spy(scorer, loss, n_items, args, rng, desc):
+        fits.append((n_items, rng.integers(1 << 30), desc))
+        return [0.5]
+
+    monkeypatch.setattr(prm, "fit_scorer", fit_spy)
+    policy, _ = lm_pins.tiny_model(0)
+    data = labelled_data()
+    run = HandArgs(seed=3)
+    orms, losses = overopt.extra_orms(policy, data, run, 2)
+    again, _ = overopt.extra_orms(policy, data, run, 2)
+    heads = [[p for p in m.parameters() if all(p is not q for q in m.base_model.parameters())] for m in orms]
+    assert losses == [[0.5], [0.5]] and [f[2] for f in fits[:2]] == ["ORM 2", "ORM 3"]
+    assert fits[0][0] == len(data["texts"]) and fits[:2] == fits[2:] and fits[0][1] != fits[1][1]
+    assert not all(torch.equal(a, b) for a, b in zip(*heads))  # the members start apart
+    for first, second in zip(orms, again):  # and alike on the same seed
+        assert all(torch.equal(a, b) for a, b in zip(first.parameters(), second.parameters()))
+
+
+def test_the_ensemble_part_optimises_the_studys_orm_and_the_ensemble_alike_at_beta_zero(monkeypatch):
+    calls = []
+    monkeypatch.setattr(overopt, "extra_orms", lambda policy, data, run, count: (["ORM 2", "ORM 3"][:count], ["L"]))
+
+    def proxy_spy(initial, tokenizer, orms, run, args, beta, device, desc):
+        calls.append((orms, run, beta, desc))
+        return orm_run()
+
+    monkeypatch.setattr(overopt, "proxy_run", proxy_spy)
+    run = HandArgs(group_size=2)
+    found = overopt.ensemble_study(POLICY, TOK, {"orm": "ORM"}, {}, run, overopt.Args(speed_window=2), "cpu")
+    assert [c[0] for c in calls] == [["ORM"], ["ORM", "ORM 2", "ORM 3"]]
+    assert all(c[1] == run and c[2] == 0.0 for c in calls) and [c[3] for c in calls] == ["RL on the ORM, β=0", "RL on the mean of 3 ORMs, β=0"]
+    assert found["orms"] == 3 and found["losses"] == ["L"] and list(found["arms"]) == list(overopt.ENSEMBLE_ARMS)
+    assert found["arms"]["single"] == overopt.with_summary(orm_run(), 2)
+
+
 def test_nested_pairs_keep_the_first_solutions_of_each_problem():
     problems, rewards = [PROBLEM] * 3 + [SMALL] * 3, torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 0.0])
     assert overopt.nested_pairs(problems, rewards, 3, 3) == prm.preference_pairs(problems, rewards) == [
@@ -906,6 +998,68 @@ def test_the_checks_verdicts_decide_over_the_seeds(change, expected):
     assert overopt.check_claims(overopt.Args(), [{k: s[k] for k in ("seed", "pairs")} for s in seeds]) == [claims[2]]
 
 
+def gold_course_of(fall: float, i: int = 0) -> dict:
+    return {"peak_step": 30 + i, "gold_peak": 0.4, "gold_end": 0.4 - fall, "gold_fall": fall}
+
+
+def broadcast_seed(i, broadcast=0.6, steps=0.5, before=0.4, falls=(0.2, 0.05)) -> dict:
+    """The PRM's score of wrong steps before RL and after GRPO with its score broadcast (± 0.01 over the
+    seeds) or as step credit; pass@1's fall from the picked update under each (the broadcast's ± 0.01)."""
+    runs = {"broadcast": {"judged": judged_of(spread(broadcast, i)), "summary": gold_course_of(spread(falls[0], i), i)},
+            "prm": {"judged": judged_of(steps), "summary": gold_course_of(falls[1], i)}}
+    return {"seed": i, "rl_steps": 36, "broadcast": {"cold_start": judged_of(before), "runs": runs}}
+
+
+@pytest.mark.parametrize("change,expected", [
+    ({}, True),  # the broadcast's score of wrong steps rises more, and its pass@1 falls further
+    ({"broadcast": 0.45}, False),  # it rises less than under step credit
+    ({"broadcast": 0.5}, None),  # as much: not shown either way
+    ({"falls": (0.05, 0.05)}, None),  # pass@1 falls as far under both
+    ({"falls": (0.0, 0.1)}, False),  # step credit's pass@1 falls further
+    ({"before": 0.7}, True),  # both scores fall below the cold start's, the broadcast's less: still the larger rise
+])
+def test_the_broadcast_verdict_compares_both_halves_of_the_hacking_per_seed(change, expected):
+    seeds = three(broadcast_seed, **change)
+    found = overopt.check_claims(overopt.Args(parts="broadcast"), seeds)
+    assert found == [overopt.broadcast_claim(seeds)] and found[0]["holds"] is expected
+    assert found[0]["source"] == "SS-GRPO article, The Problem" and found[0]["claim"] == (
+        "broadcasting one sequence-level advantage to every token causes reward hacking: on the same learned PRM, GRPO "
+        "with its score broadcast as one sequence reward games it more than GRPO with the PRM as step credit (its score "
+        "of wrong steps rises more, and held-out pass@1 falls further from its peak)")
+    assert "cold start 0.400" in found[0]["measured"] or "before" in change
+    assert "(update 30, 31, 32)" in found[0]["measured"] and "pass@1's fall" in found[0]["measured"]
+
+
+def ensemble_seed(i, single=0.2, ensemble=0.05, ends=(0.1, 0.3), orms=3) -> dict:
+    """The gold's fall from the picked update at β = 0 on the study's ORM (± 0.01 over the seeds) and on
+    the mean of `orms` ORMs, and the gold at the end of each."""
+    def arm(fall: float, end: float) -> dict:
+        return {"summary": {**gold_course_of(fall, i), "gold_end": end, "proxy_start": 0.5, "proxy_end": 0.9,
+                            "kl_end": 20.0}}
+
+    return {"seed": i, "rl_steps": 36, "ensemble": {"orms": orms, "losses": [], "arms": {
+        "single": arm(spread(single, i), ends[0]), "ensemble": arm(ensemble, ends[1])}}}
+
+
+@pytest.mark.parametrize("change,expected", [
+    ({}, True),  # the single ORM's gold falls, the ensemble's falls less
+    ({"ensemble": 0.2}, None),  # as far
+    ({"ensemble": 0.35}, False),  # further
+    ({"single": 0.0}, None),  # no fall shown under the single ORM: nothing to mitigate
+    ({"single": -0.1, "ensemble": -0.3}, None),  # the single ORM's gold rises to the end: premise not met
+])
+def test_the_ensemble_verdict_needs_the_single_orms_fall_and_a_smaller_one(change, expected):
+    seeds = three(ensemble_seed, **change)
+    found = overopt.check_claims(overopt.Args(parts="ensemble"), seeds)
+    assert found == [overopt.ensemble_claim(seeds)] and found[0]["holds"] is expected
+    assert found[0]["source"] == "whole-game §7.7" and found[0]["claim"] == (
+        "mitigation of over-optimisation: a reward ensemble (the mean of 3 ORMs) falls less in gold at β = 0 than a "
+        "single ORM")
+    assert ("premise not met" in found[0]["measured"]) is (change.get("single", 0) < 0)
+    assert ("inconclusive" in found[0]["measured"]) is (change.get("single") == 0.0)
+    assert "ensemble minus single +0.2 [+0.2, +0.2]" in found[0]["measured"]
+
+
 def test_rl_claims_need_the_outcome_baseline_and_skip_missing_methods():
     seeds = three(rl_seed)
 
@@ -1144,6 +1298,7 @@ def test_the_critic_copy_reads_warms_up_and_steps_as_05s(monkeypatch):
     ("--qrm-samples", "1,6", "--qrm-samples must be at least two increasing sizes"),
     ("--qrm-samples", "6", "--qrm-samples must be at least two increasing sizes"),
     ("--critic-warmup", "-1", "--critic-warmup must be non-negative"),
+    ("--ensemble-size", "1", "--ensemble-size must be at least 2"),
 ])
 def test_cli_rejects_bad_values_with_one_line(cli_error, flag, value, message):
     assert message in cli_error("studies.06_overoptimisation", flag, value)
@@ -1201,18 +1356,27 @@ def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path, read
 
 def test_the_checks_smoke_run_writes_their_own_results_and_reanalyses_them(tmp_path, read_results):
     args = overopt.Args(smoke=True, device="cpu", out=str(tmp_path / "out"), cache=str(tmp_path / "cache"),
-                        parts="hacking,pairs,ppo,marks")
+                        parts="hacking,pairs,ppo,marks,broadcast,ensemble")
     first = overopt.main(args)
     data = read_results(tmp_path / "out" / "results.json")
-    assert [c["claim"] for c in first["claims"]] == [c["claim"] for c in overopt.check_claims(args, three(hacking_seed))]
+    constructed = [merged(hacking_seed(i), broadcast_seed(i), ensemble_seed(i, orms=2)) for i in range(3)]
+    assert [c["claim"] for c in first["claims"]] == [c["claim"] for c in overopt.check_claims(args, constructed)]
     seeds, tables, metrics = data["seeds"], data["metrics"]["tables"], data["metrics"]
-    assert [s["seed"] for s in seeds] == [0, 1] and set(seeds[0]) == {"seed", "rl_steps", "hacking", "pairs", "ppo", "marks"}
+    assert [s["seed"] for s in seeds] == [0, 1] and set(seeds[0]) == {"seed", "rl_steps", "hacking", "pairs", "ppo", "marks",
+                                                                      "broadcast", "ensemble"}
     assert [row["samples"] for row in seeds[0]["pairs"]["sweep"]] == [2, 4]  # the smoke sizes
     for s in seeds:  # each policy judged on the very samples its written stats describe
         assert all(r["judged"]["pass@1"] == r["final"]["pass@1"] for r in s["hacking"]["runs"].values())
         assert len(s["ppo"]["critic_warmup_losses"]) == 1 and s["ppo"]["gae_lambda"] == 0.95  # 05's smoke warm-up, its λ
-        assert s["marks"] == s["hacking"]["cold_start"]  # the same PRM on the same samples: the study's models
-    assert set(tables) == {"hacking_check", "pairs_check", "ppo_check", "marks_check"}
+        assert s["marks"] == s["hacking"]["cold_start"] == s["broadcast"]["cold_start"]  # the study's models
+        assert s["broadcast"]["runs"]["prm"]["judged"] == s["hacking"]["runs"]["prm"]["judged"]  # the same run
+        assert len(s["ensemble"]["losses"]) == 1 and len(s["ensemble"]["losses"][0]) == 2  # the smoke's 2 ORMs, 2 steps
+        assert [len(a["log"]) for a in s["ensemble"]["arms"].values()] == [2, 2]  # --overopt-steps updates each
+    assert set(tables) == {"hacking_check", "pairs_check", "ppo_check", "marks_check", "broadcast_check",
+                           "ensemble_check"}
+    assert tables["ensemble_check"]["rows"][1][4] == metrics["ensemble[ensemble]_gold_fall"]
+    assert tables["broadcast_check"]["rows"][0][2] == metrics["broadcast[broadcast]_wrong_step_score"]
+    assert tables["broadcast_check"]["rows"][1][-1] == metrics["broadcast[prm]_gold_fall"]
     assert tables["marks_check"]["rows"][0][1:] == [metrics["marks_wrong_steps"], metrics["marks_wrong_marked_right"]]
     assert [row[0] for row in tables["hacking_check"]["rows"]] == ["cold start", *(overopt.RL_METHODS[m]
                                                                                    for m in ("outcome", "prm"))]
