@@ -55,6 +55,7 @@ OVER = "studies/06_overoptimisation"
 OVER_CHECKS = "studies/06_overoptimisation_checks"
 OVER_MARKS = "studies/06_overoptimisation_marks"
 OVER_MITIGATIONS = "studies/06_overoptimisation_mitigations"
+OVER_BETAS = "studies/06_overoptimisation_betas"
 SEEDS_06 = "studies/06_seeds"
 PROGRESS = "studies/06_progress"
 OVER_LENGTH = "studies/06_overoptimisation_length"
@@ -100,13 +101,17 @@ WHOLE_GAME = [
     said("§2", 'A flight booker optimized for "confirmation email received" books refundable junk',
          "a proxy reward (confirmation received) makes a booking agent book the wrong thing",
          not_checkable="no tool-using agent or booking environment here"),
-    said("§2", "Process rewards (step judges) densify credit but introduce judge error: a wrong step marked "
-         "correct, or a creative correct step marked wrong.",
-         "step judges misjudge steps both ways: wrong steps marked correct, and correct steps marked wrong",
+    said("§2", "introduce judge error: a wrong step marked correct",
+         "step judges (process rewards) mark some wrong steps correct",
          (OVER_MARKS, "step judges misjudge steps both ways: wrong steps marked correct, and correct steps marked "
                       "wrong (the learned PRM's own marks on held-out steps)"),
          (OVER, "step judges misjudge steps both ways: wrong steps marked correct, and correct steps marked "
                 "wrong (Math-Shepherd's automatic step labels)"),
+         how="rephrase"),
+    said("§2", "or a creative correct step marked wrong",
+         "step judges (process rewards) mark some creative correct steps wrong",
+         (OVER_MARKS, "step judges mark creative correct steps wrong: of the lines of right held-out completions that "
+                      "leave the worked solution (a right answer reached another way), the learned PRM marks some wrong"),
          how="rephrase"),
     said("§2, §7.2, §7.7", "RM score soars while held-out human preference falls (Goodhart).",
          "optimising a learned reward model over-optimises it: its score rises while the true quality (here "
@@ -206,10 +211,10 @@ WHOLE_GAME = [
          "PPO's clipping limits how far token probabilities move in one update",
          (SEEDS, "PPO's clipping limits how far token probabilities move in one update")),
     said("§6", "fluent, helpful initialization collapses into high-reward gibberish the RM likes",
-         "without KL to the reference, optimising a learned reward turns a fluent model into high-reward "
-         "gibberish (here: gibberish read as samples that lose their worked form)",
-         (OVER, "without KL to the reference, optimising a learned reward turns a fluent model into "
-                "high-reward gibberish"),
+         "without KL to the reference, optimising a learned reward turns a fluent model into gibberish (here: "
+         "gibberish read as samples that are no longer well-formed)",
+         (OVER_BETAS, "without KL to the reference, optimising a learned reward turns a fluent model into gibberish: "
+                      "after RL on the learned ORM at β = 0, fewer samples are well-formed than at the cold start"),
          how="re-point"),
     said("§6", "fluent, helpful initialization collapses into high-reward gibberish the RM likes",
          "without KL to the reference, optimising a learned reward drives the policy to outputs the reward model "
@@ -238,7 +243,9 @@ WHOLE_GAME = [
     said("§7.2", "Prefer verifiable checks",
          "against reward hacking, prefer a verifiable check to a learned score",
          (SEEDS_06, "prefer a verifiable check to a learned score: RL with the verifier in the "
-                              "reward ends above RL on the learned PRM alone (outcome GRPO (verifier))")),
+                              "reward ends above RL on the learned PRM alone (outcome GRPO (verifier))"),
+         (SEEDS_06, "prefer a verifiable check to a learned score: RL with the verifier in the "
+                              "reward ends above RL on the learned PRM alone (PRM steps, verifier on the answer step)")),
     said("§7.2", "KL-to-ref; remove cheap heuristic bonuses",
          "against reward hacking, keep KL to the reference",
          (OVER, "against reward hacking keep KL to the reference (the half checked here: no reward here has "
@@ -462,8 +469,8 @@ OVER_LONG = [
          (FAILURES, "small β allows more aggressive reward optimisation: the training reward rises more at the "
                     "sweep's smallest β than at its largest")),
     said("KL", "opens the door to reward hacking",
-         "a small β invites reward hacking",
-         (OVER, "a small β invites reward hacking (here β = 0 against 0.3)")),
+         "a small β invites reward hacking (here: β = 0.03 against 0.3)",
+         (OVER_BETAS, "a small β invites reward hacking (here β = 0.03 against 0.3)")),
     said("KL", "Large beta keeps the policy close to the SFT baseline",
          "a large β keeps the policy close to the SFT model",
          (FAILURES, "large β keeps the policy close to the SFT reference: the KL to it is smaller at the "
@@ -629,15 +636,6 @@ SURVEY = [
          (LEARNING_NOISE, "TD bootstrapping struggles when most states have near-zero estimated value: started from "
                           "V = 0 (every state's estimate zero), the TD(0) actor-critic needs more episodes to learn to "
                           "take the key than started from the exact values V^π, at the same corridor length")),
-    said("§2.3", "leaving nothing meaningful to bootstrap from",
-         "near-zero estimates leave TD nothing meaningful to bootstrap from (read as: they cost TD more than "
-         "estimates that are wrong but not near zero)",
-         (LEARNING, "near-zero estimates leave TD nothing meaningful to bootstrap from: started from V = 0, the TD(0) "
-                    "actor-critic needs more episodes to learn to take the key than started from the exact values "
-                    "shuffled over the states (wrong, but not near zero), at the same corridor length"),
-         (LEARNING_NOISE, "near-zero estimates leave TD nothing meaningful to bootstrap from: started from V = 0, the "
-                          "TD(0) actor-critic needs more episodes to learn to take the key than started from the exact "
-                          "values shuffled over the states (wrong, but not near zero), at the same corridor length")),
     said("§3", "$γ^{999} ≈ 0.00043$",
          "with γ = 0.999 over 1,000 tokens, γ^999 ≈ 0.00043",
          (DILEMMAS, "with γ = 0.999, γ^999 ≈ 0.00043")),
@@ -646,14 +644,15 @@ SURVEY = [
          (DILEMMAS, "pushing γ to 1 preserves the signal's magnitude")),
     said("§3", "The result is high-variance gradient estimates",
          "with γ = 1 one outcome broadcast to every token gives high-variance gradient estimates",
-         (CRITIC, "the gradient's variance grows with length because the same scalar R multiplies every per-token "
-                  "log-probability gradient, which makes it a sum of T per-token terms: with the same R on the same "
-                  "completions, its variance on every token over its variance on one token grows roughly linearly "
-                  "with the length T")),
+         (CRITIC, "one outcome broadcast to every token gives high-variance gradient estimates: with the same R on the "
+                  "same completions, the gradient's variance with R on every token is above its variance with R on one "
+                  "token"), how="re-point"),
     said("§3", "wash out the signal from the few tokens that actually mattered",
          "the broadcast washes out the signal of the few tokens that mattered",
-         (CRITIC, "with γ = 1 the credit is diluted: one advantage for every token washes out the signal of the few "
-                  "tokens that mattered, so a longer completion's gradient carries less signal per unit of noise")),
+         (CRITIC, "the broadcast washes out the signal of the few tokens that mattered: GRPO's gradient with its "
+                  "advantage on every token carries less signal per unit of noise than the same advantage on the tokens "
+                  "that mattered (here: a failed completion's first wrong line, every line of a right one)"),
+         how="re-point"),
     said("§4.1.1", "multi-step methods reduce the bias that comes from inaccurate value estimates at nearby states",
          "looking further ahead before bootstrapping reduces the bias of an inaccurate critic",
          (DILEMMAS, "multi-step returns reduce the bias of an inaccurate critic: the further GAE looks ahead (the "
@@ -763,7 +762,8 @@ SURVEY = [
          not_checkable="our task has no correct-but-irrelevant step, one the answer does not depend on (the essay's example: restating the problem): every line feeds the answer, the policy never writes such a line, and one inserted by hand would lie outside what it learned; studies/06_progress compares the decisive step with needed but near-certain steps instead, a different question",
          how="rephrase"),
     said("§4.5.4", "requires strong inductive biases or large amounts of comparative data",
-         "token-level credit needs strong priors or much comparative data",
+         "token-level credit needs strong priors or much comparative data (here: Q-RM's credit read per step, the "
+         "mean of its token credits)",
          (OVER_CHECKS, "token-level credit needs large amounts of comparative data (the half checked here; strong "
                        "inductive biases are the other): with no strong prior, Q-RM localises the first wrong step from many "
                        "(right, wrong) pairs and not from few")),
@@ -989,9 +989,13 @@ SS_GRPO = [
          (CREDIT, "SS-GRPO achieves 97% of the accuracy gain of a full PRM (its table: GRPO 72.3%, PRM 78.1%, SS-GRPO "
                   "77.5%)")),
     said("Performance", "at 4% of the training cost",
-         "SS-GRPO trains at 4% of the PRM's training cost (read on the article's table of total training hours)",
+         "SS-GRPO trains at 4% of the PRM's training cost (read on the article's table as total training hours)",
          (CREDIT, "...at 4% of the PRM's training cost, read as total training hours (its table: 24/120/28 h for "
                   "GRPO/PRM/SS-GRPO)")),
+    said("Performance", "at 4% of the training cost",
+         "SS-GRPO trains at 4% of the PRM's training cost (read on the article's table as the hours each spends beyond "
+         "GRPO's, as its '97% of the accuracy gain' is a share of the gain over GRPO)",
+         (CREDIT, "...at 4% of the PRM's training cost, read as the hours each spends beyond GRPO's"), how="rephrase"),
     said("Performance", "The estimator adds only 5% overhead to rollout generation",
          "the estimator adds only 5% overhead to rollout generation",
          not_checkable="the overhead is the ratio of the estimator's cost to a 7B policy's generation; our "
@@ -1006,9 +1010,17 @@ SS_GRPO = [
          not_checkable="hardware- and scale-specific"),
     said("Trade-offs", "For very long rollouts (>5000 tokens), the estimator's cost becomes non-negligible",
          "for rollouts over 5,000 tokens the estimator's cost becomes non-negligible (read in FLOPs against a 7B "
-         "policy's generation: at or above the article's own 1% overhead bound)",
-         (CREDIT, "for very long rollouts (>5000 tokens) the estimator's cost becomes non-negligible (FLOPs against"
-                  " a 7B policy's generation, attention included)")),
+         "policy's generation, on the article's code, whose estimator reads each step alone: at or above the article's "
+         "own 1% overhead bound)",
+         (CREDIT, "for very long rollouts (>5000 tokens) the estimator's cost becomes non-negligible (FLOPs against a "
+                  "7B policy's generation, attention included; read on the article's code, whose estimator reads each "
+                  "step's tokens alone)")),
+    said("Trade-offs", "For very long rollouts (>5000 tokens), the estimator's cost becomes non-negligible",
+         "for rollouts over 5,000 tokens the estimator's cost becomes non-negligible (read in FLOPs on the article's "
+         "prose, where the estimator reads each step with the prompt)",
+         (CREDIT, "for very long rollouts (>5000 tokens) the estimator's cost becomes non-negligible (FLOPs against a "
+                  "7B policy's generation, attention included; read on the article's prose, where f(s, P) reads each "
+                  "step with the prompt)")),
     said("Trade-offs", "For very long rollouts (>5000 tokens), the estimator's cost becomes non-negligible",
          "for rollouts over 5,000 tokens the estimator's latency becomes non-negligible",
          not_checkable="latency is hardware- and implementation-specific (the bullet's ≈2 ms per step); only the "
@@ -1035,13 +1047,15 @@ SS_GRPO = [
          (ESTIMATOR, "retraining the estimator every N updates avoids distribution shift: on the final policy's samples "
                     "the estimator retrained every N = 5 updates tells right from failed solutions better than one "
                     "frozen after its first 20 updates")),
-    said("Summary", "we recover most of the benefits of process reward models at a fraction of the cost",
-         "learning the step weight from outcomes alone recovers most of a PRM's benefit at a fraction of its cost "
-         "(here: at our scale)",
-         (CREDIT, "SS-GRPO recovers most of the benefits of process reward models at a fraction of the cost: most "
-                  "(over half) of the PRM's accuracy gain over GRPO, at less training compute than a PRM labelled by "
-                  "Monte Carlo"),
-         how="rephrase"),
+    said("Summary", "we recover most of the benefits of process reward models",
+         "learning the step weight from outcomes alone recovers most of a PRM's benefit (here: at our scale, the "
+         "accuracy gain over GRPO of PRM-GRPO on the gold step labels)",
+         (CREDIT, "SS-GRPO recovers most (over half) of the PRM's accuracy gain over GRPO"), how="rephrase"),
+    said("Summary", "at a fraction of the cost",
+         "learning the step weight costs a fraction of what a PRM costs (here: training compute against a PRM labelled "
+         "by Monte Carlo rollouts, as Math-Shepherd's are)",
+         (CREDIT, "SS-GRPO trains at a fraction of a PRM's cost: its training compute is below that of a PRM labelled "
+                  "by Monte Carlo"), how="rephrase"),
 ]
 
 STATEMENTS = {"whole-game": WHOLE_GAME, "over-long-generations": OVER_LONG, "survey": SURVEY,
@@ -1074,7 +1088,9 @@ LEFT_OUT = {
         "human evaluation (advice)."),
     "survey": (
         "Minsky coined the term (bibliography, §1); perfect credit would turn RL into supervised learning (a "
-        "framing, §1); the strategy game's 80 decisions and the maze's 10,000 steps (illustrations, §2); neither "
+        "framing, §1); 'leaving nothing meaningful to bootstrap from' (§2.3's reason for its statement: with V = 0 "
+        "the bootstrapped term γV(s') is 0 by definition; whether the zeros cost TD more than other wrong values is "
+        "studies/02_learning's shuffled control, not the essay's statement); the strategy game's 80 decisions and the maze's 10,000 steps (illustrations, §2); neither "
         "discounting extreme solves the problem (a conclusion, §3); n-step and λ windows use temporal distance as a "
         "proxy for relevance (a framing, §4.1.1); transport bypasses discounting by construction (a description, "
         "§4.1.4); GRPO-λ and GTPO exist (bibliography, §4.5.4); RUDDER's LSTM, its contribution analysis and "

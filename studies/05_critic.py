@@ -10,7 +10,9 @@ Length is the essays' argument: the score Σ_t ∇ log π(y_t) of a T-token comp
 so a terminal reward's gradient grows noisier with T. We measure each completion's gradient under
 each Ψ (torch.func) at the cold start and fit the slope of its variance against the completion
 length, and put the essay's cause, one R on every token, beside the same R on one token of the
-same completion (a sum of T terms against one); and we ask whether the critic tells the truth:
+same completion (a sum of T terms against one), and GRPO's advantage on every token beside the same
+advantage on the tokens that mattered alone (a failed completion's first wrong line, all of a right
+one), each one's signal per unit of noise; and we ask whether the critic tells the truth:
 its V at the first token and at each step boundary against P(success | prefix) estimated by fresh
 rollouts from that prefix, and the credit V(after a step) - V(before it) it feeds into Ψ against
 the same difference of the rollout truth.
@@ -18,14 +20,15 @@ Beside PPO, GRPO at the same budget, and the training state each holds.
 
 The whole study runs on --seeds seeds (the cold start is the same; prompts, samples and the
 critics' warm-up differ), and each claim decides on the 95% interval over them
-(common.seed_verdict): the slopes per seed, the critics' squared errors net of the rollouts'
-noise, GRPO's held-out pass@1 minus PPO's. Where an essay's statement assumes a critic that is
-wrong, or one to trust, the claim decides only where the seeds show it (wrong: the net error's
-interval above 0; to trust: a zero, the interval holding 0 and staying below the rollouts' own
-error), and says "premise not met" where they show the reverse. The essay's GAE branch also
-assumes long or semi-dense episodes: read off the run's own completions.
+(common.seed_verdict): the slopes per seed, the log of one arm's variance or signal over
+another's, the critics' squared errors net of the rollouts' noise, GRPO's held-out pass@1 minus
+PPO's. Where an essay's statement assumes a critic that is wrong, or one to trust, the claim
+decides only where the seeds show it (wrong: the net error's interval above 0; to trust: a zero,
+the interval holding 0 and staying below the rollouts' own error), and says "premise not met" where
+they show the reverse. The essay's GAE branch also assumes long or semi-dense episodes: read off
+the run's own completions.
 
-    python studies/05_critic.py             # 582 s on 2 CPU cores (3 seeds), beside other jobs;
+    python studies/05_critic.py             # 664 s on 2 CPU cores (3 seeds), beside other jobs;
                                             # writes runs/studies/05_critic/
     python studies/05_critic.py --reanalyse runs/studies/05_critic/results.json
                                             # its claims again from the stored seeds, nothing trained
@@ -514,24 +517,47 @@ def every_over_one(variance: dict) -> list[float]:
     return [e / o if o > 0 else math.nan for e, o in zip(every, one)]
 
 
-def signal_by_length(gradients: torch.Tensor, lengths: torch.Tensor, group_size: int, bins: int) -> dict:
-    """The update's signal against its noise along its own direction, by completion length: each
-    completion's gradient projected on the mean gradient of the other half of the prompts (a
-    direction its own noise did not pick), then per `length_bins` bin the projection's mean² over
-    its variance (NaN where the mean is not above 0); and the slope of its log on log length
-    (below 0: a longer completion carries less signal per unit of noise)."""
+def held_out_projection(gradients: torch.Tensor, group_size: int) -> torch.Tensor:
+    """Each completion's gradient projected on the mean gradient of the other half of the prompts
+    (a direction its own noise did not pick), (B,) in float64."""
     prompt = torch.arange(len(gradients), device=gradients.device) // group_size
     half = prompt % 2 == 0
     projection = torch.zeros(len(gradients), dtype=torch.float64, device=gradients.device)
     for rows, other in ((half, ~half), (~half, half)):
         direction = gradients[other].double().mean(0)
         projection[rows] = gradients[rows].double() @ direction / direction.norm().clamp(min=1e-12)
+    return projection
+
+
+def snr(projection: torch.Tensor) -> float:
+    """The projections' mean² over their variance (NaN where the mean is not above 0: no signal)."""
+    return float(projection.mean() ** 2 / projection.var()) if projection.mean() > 0 and projection.var() > 0 else math.nan
+
+
+def signal_by_length(gradients: torch.Tensor, lengths: torch.Tensor, group_size: int, bins: int) -> dict:
+    """The update's signal against its noise along its own direction: the `held_out_projection`'s
+    `snr` over all completions ("pooled") and per `length_bins` bin; and the slope of the bins' log
+    on log length (below 0: a longer completion carries less signal per unit of noise)."""
+    projection = held_out_projection(gradients, group_size)
     groups, mean_length = length_bins(lengths, bins)
-    ratio = []
-    for rows in groups:
-        p = projection[rows.to(gradients.device)]
-        ratio.append(float(p.mean() ** 2 / p.var()) if p.mean() > 0 and p.var() > 0 else math.nan)
-    return {"length": mean_length, "snr": ratio, "slope": common.loglog_slope(mean_length, ratio)}
+    ratio = [snr(projection[rows.to(gradients.device)]) for rows in groups]
+    return {"length": mean_length, "snr": ratio, "slope": common.loglog_slope(mean_length, ratio),
+            "pooled": snr(projection)}
+
+
+def mattered(tokenizer, completions: lm_world.Completions, problems: list, rewards: torch.Tensor) -> torch.Tensor:
+    """1 on the tokens that decided each completion's outcome, 0 elsewhere, (B, T): every token of a
+    right completion (each of its lines is needed for the answer); of a failed one, the tokens of
+    its first wrong line (the gold label `lm_world.first_wrong_step`: the first line that differs
+    from the worked solution), its last line where the text ends before that line (it stopped
+    short) or matches throughout (it was cut off). problems: each row's problem; rewards (B,)."""
+    mask = completions.completion_mask
+    steps = lm_world.token_step_ids(tokenizer, completions.completion_ids, mask)
+    texts = lm_world.completion_texts(tokenizer, completions)
+    wrong = [lm_world.first_wrong_step(p, t) for p, t in zip(problems, texts)]
+    line = torch.tensor([len(t.split("\n")) - 1 if w is None else w for w, t in zip(wrong, texts)], device=mask.device)
+    line = torch.minimum(line, steps.max(1).values)
+    return torch.where(rewards.bool()[:, None], mask.bool(), steps == line[:, None]).float()
 
 
 def relative_variance(gradients: torch.Tensor, group_size: int) -> float:
@@ -574,8 +600,9 @@ def gradient_variance_study(policy, critic: TokenCritic, tokenizer, rl: grpo.Arg
     the score Σ_t ∇ log π(y_t) alone, shows what length does by itself: R also changes with length,
     which the same R on one token of each completion (`one_token`) holds fixed: the essay's cause
     is the scalar's reaching every token.
-    Also, at --gae-lambda, how far PPO's token advantages spread within a completion, and GRPO's
-    signal against its noise by length (`signal_by_length`)."""
+    Also, at --gae-lambda, how far PPO's token advantages spread within a completion; and GRPO's
+    signal against its noise (`signal_by_length`) with its A_i on every token, and with the same
+    A_i on the tokens that mattered alone (`mattered`), on the same completions."""
     rng = np.random.default_rng(rl.seed + 17)
     problems = rl.task.sample(args.variance_prompts, rng, exclude=frozenset(p.prompt for p in rl.task.held_out()))
     completions, rewards = grpo.sample_groups(policy, tokenizer, problems, rl,
@@ -599,10 +626,16 @@ def gradient_variance_study(policy, critic: TokenCritic, tokenizer, rl: grpo.Arg
         advantages, _ = token_gae(values, rewards.flatten(), mask, 1.0, lam)
         study[critic_name(lam)] = spread(per_completion_gradients(policy, completions, advantages))
     within = advantage_spread(token_gae(values, rewards.flatten(), mask, 1.0, args.gae_lambda)[0], mask).cpu()
-    broadcast = psi[grpo.NAMES["grpo"]][:, None] * scores  # GRPO's: one A_i on every token
+    advantage = psi[grpo.NAMES["grpo"]]
+    broadcast = advantage[:, None] * scores  # GRPO's: one A_i on every token
+    repeated = [p for p in problems for _ in range(rl.group_size)]
+    focus = mattered(tokenizer, completions, repeated, rewards.flatten())
+    focused = per_completion_gradients(policy, completions, advantage[:, None] * focus)  # the same A_i, fewer tokens
     return study, {"ppo_spread": {"mean": float(within.mean()), "share_unequal": float((within > 1e-6).float().mean()),
                                   "completions": len(within)},
-                   "grpo_signal": signal_by_length(broadcast, completions.lengths, rl.group_size, args.variance_bins)}
+                   "grpo_signal": signal_by_length(broadcast, completions.lengths, rl.group_size, args.variance_bins),
+                   "focused_signal": signal_by_length(focused, completions.lengths, rl.group_size, args.variance_bins)
+                   | {"token_share": float(focus.sum() / mask.sum())}}
 
 
 # ============================================================================================
@@ -721,6 +754,25 @@ def cause_claim(per_seed: list[dict]) -> dict:
         f"mean [95% interval over {n}]: {text} ({LINEAR}); the two slopes apart: Ψ = R "
         f"{interval(variance_of(per_seed, BARE, 'slope'), 2)}, R on one token "
         f"{interval(variance_of(per_seed, ONE_TOKEN, 'slope'), 2)}", linear)
+
+
+def broadcast_claim(per_seed: list[dict]) -> dict:
+    """Survey §3: 'Every token ... receives the same advantage estimate. The result is high-variance
+    gradient estimates': is the variance with the outcome on every token above that with the same
+    outcome on one token, on the same completions? Per seed, the mean over the length bins of the
+    log of `every_over_one` (a bin where no completion scores has no ratio: both sides are 0), decided
+    over the seeds (above 0: yes)."""
+    logs = [common.mean_or_nan(np.log(every_over_one(s["gradient_variance"]))) for s in per_seed]
+    above, text = common.seed_verdict(logs)
+    first = per_seed[0]["gradient_variance"]
+    bins = ", ".join(f"{x:.0f} tokens {three_digits(r)}" for x, r in zip(first[BARE]["length"], every_over_one(first)))
+    return common.claim(
+        "survey §3", "one outcome broadcast to every token gives high-variance gradient estimates: with the same R on "
+        "the same completions, the gradient's variance with R on every token is above its variance with R on one token",
+        f"tr Cov at the cold start with R on every token (Ψ = R) over tr Cov with R on one token of each completion "
+        f"(drawn uniformly), per length bin (seed {per_seed[0]['seed']}: {bins}); the mean over the bins of its log, "
+        "per seed " + ", ".join(f"{x:+.3g}" for x in logs) + f", mean [95% interval over {len(per_seed)} seeds]: "
+        f"{text} (> 0: the broadcast's variance is above)", above)
 
 
 def relative_claims(args: Args, per_seed: list[dict]) -> list[dict]:
@@ -911,6 +963,32 @@ def dilution_claim(per_seed: list[dict]) -> dict:
         "it falls)", falls)
 
 
+def focus_claim(per_seed: list[dict]) -> dict:
+    """Survey §3: 'every token ... receives the same advantage estimate ... that wash out the signal
+    from the few tokens that actually mattered': on the same completions and the same GRPO A_i, the
+    signal per unit of noise (`signal_by_length` over all completions, as `dilution_claim` measures
+    it per length bin) with A_i on every token against A_i on the tokens that mattered (`mattered`).
+    Per seed the log of focused over broadcast, decided over the seeds (above 0: the broadcast
+    carries less). Pooled, not per bin: a bin where one side shows no signal has no ratio, and
+    dropping it would drop the bins that speak against that side."""
+    broadcast, focused = ([s["token_credit"][key] for s in per_seed] for key in ("grpo_signal", "focused_signal"))
+    logs = [math.log(f["pooled"] / b["pooled"]) if f["pooled"] > 0 and b["pooled"] > 0 else math.nan
+            for b, f in zip(broadcast, focused)]
+    washes, text = common.seed_verdict(logs)
+    return common.claim(
+        "survey §3", "the broadcast washes out the signal of the few tokens that mattered: GRPO's gradient with its "
+        "advantage on every token carries less signal per unit of noise than the same advantage on the tokens that "
+        "mattered (here: a failed completion's first wrong line, every line of a right one)",
+        "GRPO's per-completion gradient at the cold start, A_i on every token or on the tokens that mattered (the "
+        "gold first wrong line of a failed completion, every token of a right one: "
+        + ", ".join(f"{f['token_share']:.0%}" for f in focused) + " of the tokens, by seed), each projected on its own "
+        "mean gradient over the other half of the prompts; over all completions, the projection's mean² over its "
+        "variance, broadcast against focused: " + ", ".join(f"{b['pooled']:.3g} against {f['pooled']:.3g}"
+                                                            for b, f in zip(broadcast, focused))
+        + f" by seed; log(focused / broadcast), mean [95% interval over {len(per_seed)} seeds]: {text} (> 0: the "
+        "broadcast carries less)", washes)
+
+
 # "roughly doubles": nearer 2x than no growth (1x) or tripling (3x), the midpoints, as common.ROUGHLY_LINEAR for a slope
 ROUGHLY_DOUBLE = (1.5, 2.5)
 
@@ -935,7 +1013,7 @@ def critic_claims(args: Args, per_seed: list[dict]) -> list[dict]:
     if "grpo" in runs and "ppo" in runs:
         claims = [memory_claim(runs), *claims, prefer_gae_claim(args, per_seed)]
     return (claims + [fallback_claim(args, per_seed, m) for m in CRITICS if m in runs and "grpo" in runs]
-            + [same_advantage_claim(args, per_seed), dilution_claim(per_seed)])
+            + [same_advantage_claim(args, per_seed), dilution_claim(per_seed), focus_claim(per_seed)])
 
 
 # ============================================================================================
@@ -1079,7 +1157,8 @@ def report(args: Args, per_seed: list[dict], claims: list[dict], tables: dict) -
 
 def all_claims(args: Args, per_seed: list[dict]) -> list[dict]:
     """Every claim of the study, from the seeds' measurements alone (a run, or --reanalyse)."""
-    return length_claims(per_seed) + [cause_claim(per_seed)] + relative_claims(args, per_seed) + critic_claims(args, per_seed)
+    return (length_claims(per_seed) + [cause_claim(per_seed), broadcast_claim(per_seed)] + relative_claims(args, per_seed)
+            + critic_claims(args, per_seed))
 
 
 def from_records(records: list[dict]) -> list[dict]:

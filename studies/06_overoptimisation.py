@@ -29,7 +29,7 @@ the chapter leaves out:
                         wrong) answers, RL on it, and the two fixes: r - b·length (b fitted with
                         correctness held fixed) and the same RM trained on length-balanced pairs
 
-Six checks run alone where --parts names them (the default, study, is all of the above), each on
+Seven checks run alone where --parts names them (the default, study, is all of the above), each on
 the study's labelled solutions and reward models (the same draws, so the same models):
 
   hacking               the PRM's P(step right) on the wrong steps of wrong held-out completions
@@ -44,7 +44,8 @@ the study's labelled solutions and reward models (the same draws, so the same mo
                         learn, and no worse than GAE?
   marks                 the PRM's own marks (its more likely class: P(step right) > 1/2) on the steps of the
                         cold start's held-out completions (the hacking check's cold start) against the gold
-                        labels: does the step judge the policy is rewarded by err both ways?
+                        labels: does the step judge the policy is rewarded by err both ways, and does it mark
+                        creative steps wrong (lines of right completions off the worked solution)?
   broadcast             GRPO on the learned PRM two ways, the same prompts, seed and updates: its score of the
                         whole solution (PRM-min) as one sequence reward broadcast to every token, and its step
                         scores as step credit (PRM steps): does the broadcast game the PRM more (its score of
@@ -52,6 +53,10 @@ the study's labelled solutions and reward models (the same draws, so the same mo
   ensemble              GRPO at β = 0 (the over-optimisation arms' settings) on the mean P(right) of
                         --ensemble-size ORMs (the study's, the others trained alike on their own seeds) and on
                         the study's ORM alone: does the reward ensemble's gold fall less?
+  betas                 GRPO on the ORM (the over-optimisation arms' settings) at β = 0, --small-beta and
+                        --kl-beta, and the cold start's held-out samples: is the small β hacked (the ORM's score
+                        rises, the gold falls further than at the larger β), and does β = 0 leave fewer samples
+                        well-formed than the cold start wrote (gibberish)?
 
 Every claim is decided on the 95% interval over the seeds (common.seed_verdict: one value per seed,
 > 0 in the statement's direction) or is exact (counts). To fit three seeds in 15 minutes the
@@ -66,9 +71,11 @@ completions for 60 updates (the full scale: --rollouts-per-prefix 16 --label-ns 
     python studies/06_overoptimisation.py --parts hacking,pairs,ppo --out runs/studies/06_overoptimisation_checks
                                            # three checks alone (3 seeds): 1,024 s, beside other jobs
     python studies/06_overoptimisation.py --parts marks --out runs/studies/06_overoptimisation_marks
-                                           # the PRM's marks alone (3 seeds): 401 s, beside other jobs
+                                           # the PRM's marks alone (3 seeds): 434 s, beside other jobs
     python studies/06_overoptimisation.py --parts broadcast,ensemble --out runs/studies/06_overoptimisation_mitigations
                                            # the broadcast and the ensemble (3 seeds): 677 s, beside other jobs
+    python studies/06_overoptimisation.py --parts betas --out runs/studies/06_overoptimisation_betas
+                                           # the ORM at three β, the cold start's samples: 551 s, beside other jobs
     python studies/06_overoptimisation.py --reanalyse runs/studies/06_overoptimisation/results.json
                                            # the claims again from the stored seeds, nothing trained
 
@@ -111,21 +118,26 @@ prm = importlib.import_module("06_prm_qrm")
 
 RL_METHODS = {**prm.RL_METHODS, "qrm": "Q-RM tokens", "orm": "GRPO on the learned ORM"}
 REWARD_MODELS = ("prm", "orm", "qrm")  # made, then trained, in this order from one random stream
-PARTS = ("study", "hacking", "pairs", "ppo", "marks", "broadcast", "ensemble")  # --parts: the study, then checks
+PARTS = ("study", "hacking", "pairs", "ppo", "marks", "broadcast", "ensemble", "betas")  # --parts: the study, then checks
 ORM_ARMS = ("kl", "no_kl")  # the over-optimisation runs on the ORM: at --kl-beta, and at β = 0
 BROADCAST_ARMS = {"broadcast": "the PRM's score of the solution (PRM-min) broadcast as one sequence reward",
                   "prm": "the PRM as step credit (PRM steps)"}  # the broadcast part's GRPO runs, on one PRM
+BETA_ARMS = ("no_kl", "small", "kl")  # the betas part's GRPO runs on the ORM: at β = 0, --small-beta and --kl-beta
 ENSEMBLE_ARMS = ("single", "ensemble")  # the ensemble part's GRPO runs at β = 0: the study's ORM, the ORMs' mean
 # the ensemble's extra ORMs seed their heads and minibatches from --seed + ENSEMBLE_SEED + k (k = 1, 2, ...), apart
 # from every stream the study seeds (--seed + 0 .. 13)
 ENSEMBLE_SEED = 100
-MARK_COUNTS = ("right_steps", "right_marked_wrong", "wrong_steps", "wrong_marked_right", "left_out")  # `step_marks`
+MARK_COUNTS = ("right_steps", "right_marked_wrong", "wrong_steps", "wrong_marked_right", "left_out",
+               "left_out_marked_wrong")  # `step_marks`
 LIGHTMAN_N = 1860  # Lightman et al. (2024), best-of-1860 on MATH (their Figure 3)
 LIGHTMAN = {"PRM": 0.782, "ORM": 0.724, "majority vote": 0.696}
 LENGTH_RUNS = ("length-preferring RM", "same RM, length-normalised", "RM on length-balanced pairs")
 # the KL arm's β: in a pilot (one seed, 60 updates at 3x the chapter's learning rate) the chapter's β = 0.04 let the
 # policy drift 12 nats from the reference (β = 0: 40); 0.3 held it within 3, a KL constraint that constrains
 KL_BETA = 0.3
+# the betas part's small β: a tenth of KL_BETA, an order of magnitude less pull to the reference but still a
+# KL-penalised objective (the chapter's β = 0.04 is of that size)
+SMALL_BETA = 0.03
 # the ppo part's critic, with studies/05_critic.py's settings (its --gae-lambda, --critic-lr; --critic-warmup below)
 GAE_LAMBDA = 0.95  # GAE's λ over tokens (γ = 1)
 CRITIC_LR = 1e-3  # the critic's AdamW learning rate
@@ -154,6 +166,7 @@ class Args(lm_world.LMArgs):
     overopt_steps: int = common.arg(60, "over-optimisation: updates of GRPO on the learned ORM, at --kl-beta and at β = 0")
     overopt_lr: float = common.arg(3e-4, "over-optimisation: learning rate, 3x the chapter's (the ORM optimised hard)")
     kl_beta: float = common.arg(KL_BETA, "over-optimisation: β of the KL arm's penalty to the reference")
+    small_beta: float = common.arg(SMALL_BETA, "betas: the small β of the ORM's third arm (above 0, below --kl-beta)")
     speed_window: int = common.arg(5, "RL: trailing window (updates) of the training batches' numbers (pass rate, "
                                    "KL, ORM score)")
     length_bias: bool = common.arg(False, "also run the length-bias study: RL on a preference RM that prefers length, "
@@ -165,7 +178,8 @@ class Args(lm_world.LMArgs):
                             "GAE on a learned critic in the same loop), marks (the PRM's marks on held-out steps "
                             "against the gold labels), broadcast (GRPO on the PRM's score of the solution "
                             "broadcast to every token against the PRM as step credit), ensemble (GRPO at β = 0 on "
-                            "the mean of --ensemble-size ORMs against the ORM alone)", PARTS, item=str)
+                            "the mean of --ensemble-size ORMs against the ORM alone), betas (GRPO on the ORM at β = 0, "
+                            "--small-beta and --kl-beta, and the cold start's samples)", PARTS, item=str)
     qrm_samples: str = common.arg("3,6,12", "pairs: solutions sampled per training problem (the chapter's 256), whose "
                                   "(right, wrong) pairs train a Q-RM each; the chapter's: 6", item=int)
     critic_warmup: int = common.arg(10, "ppo: the critic's value-only updates on the cold start's samples before RL "
@@ -183,6 +197,7 @@ class Args(lm_world.LMArgs):
                                 "bon_repeats", "calibration_solutions", "overopt_steps", "overopt_lr", "kl_beta",
                                 "speed_window", "length_steps")
         common.require(self.critic_warmup >= 0, "--critic-warmup must be non-negative")
+        common.require(0 < self.small_beta < self.kl_beta, "--small-beta must be above 0 and below --kl-beta")
         common.require(self.ensemble_size >= 2, "--ensemble-size must be at least 2: one ORM is the single arm")
         common.require(self.seeds >= 2, "--seeds must be at least 2: a verdict needs an interval over seeds")
         common.require(self.seed + self.seeds - 1 <= common.SEED_BOUNDS[1], "--seed + --seeds - 1 must be a valid seed")
@@ -498,12 +513,14 @@ def worked_form(text: str) -> bool:
 
 def output_stats(problems: list, texts: list[str], correct, lengths) -> dict:
     """What a policy writes: gold pass@1, tokens, padding (lines beyond the worked solution's
-    count, characters beyond its length) and form (worked form; worked form with a wrong answer)."""
+    count, characters beyond its length) and form (well-formed, a bare answer too: `well_formed`; worked form;
+    worked form with a wrong answer)."""
     extra = np.array([max(0, len(t.split("\n")) - len(p.lines)) for p, t in zip(problems, texts)])
     excess = np.array([max(0, len(t) - len(p.solution)) for p, t in zip(problems, texts)])
     form, correct = np.array([worked_form(t) for t in texts], bool), np.asarray(correct, bool)
     return {"pass@1": float(correct.mean()), "length": float(np.mean(lengths)), "extra_lines": float(extra.mean()),
             "padded_share": float((extra > 0).mean()), "excess_chars": float(excess.mean()),
+            "well_formed_share": float(np.mean([well_formed(t) for t in texts])),
             "worked_form_share": float(form.mean()), "worked_form_wrong_share": float((form & ~correct).mean())}
 
 
@@ -818,7 +835,8 @@ def step_marks(probs: torch.Tensor, ends: torch.Tensor, problems: list, texts: l
     """The PRM's own marks (its more likely class: P(step right) > 1/2, probs read where each step ends)
     against the gold labels, counted: right steps (no line so far differs from the worked solution)
     marked wrong, and wrong steps of the wrong samples marked right. A right sample's lines that
-    leave the worked solution reach the right answer another way, so neither label is known: left out."""
+    leave the worked solution reach the right answer another way (creative steps): left out of both
+    counts, and counted apart with those of them marked wrong."""
     correct, found = np.asarray(correct, bool), dict.fromkeys(MARK_COUNTS, 0)
     for i, (problem, text) in enumerate(zip(problems, texts)):
         gold = np.array(prm.gold_step_labels(problem, text), bool)
@@ -827,6 +845,7 @@ def step_marks(probs: torch.Tensor, ends: torch.Tensor, problems: list, texts: l
         found["right_marked_wrong"] += int((gold & ~right_mark).sum())
         if correct[i]:
             found["left_out"] += int((~gold).sum())
+            found["left_out_marked_wrong"] += int((~gold & ~right_mark).sum())
         else:
             found["wrong_steps"] += int((~gold).sum())
             found["wrong_marked_right"] += int((~gold & right_mark).sum())
@@ -894,6 +913,18 @@ def ensemble_study(initial, tokenizer, models: dict, data: dict, run: "prm.Args"
     descs = {"single": "RL on the ORM, β=0", "ensemble": f"RL on the mean of {len(members['ensemble'])} ORMs, β=0"}
     arms = {arm: proxy_run(initial, tokenizer, members[arm], run, args, 0.0, device, descs[arm]) for arm in ENSEMBLE_ARMS}
     return {"orms": args.ensemble_size, "losses": losses,
+            "arms": {arm: with_summary(r, args.speed_window) for arm, r in arms.items()}}
+
+
+def betas_study(initial, tokenizer, models: dict, run: "prm.Args", args: Args, device) -> dict:
+    """GRPO on the learned ORM (`proxy_run`: the over-optimisation arms' learning rate and updates) at each
+    β of `BETA_ARMS`, the same prompts and seed (at β = 0 and --kl-beta the study's `orm_arms` runs), and
+    what the cold start writes on the held-out problems (`sample_stats`: the samples each run's final reads)."""
+    betas = dict(zip(BETA_ARMS, (0.0, args.small_beta, args.kl_beta)))
+    arms = {arm: proxy_run(initial, tokenizer, [models["orm"]], run, args, beta, device, f"RL on the ORM, β={beta:g}")
+            for arm, beta in betas.items()}
+    return {"betas": betas, "cold_start": sample_stats(initial, tokenizer, run.task.held_out(run.eval_problems), run,
+                                                       device),
             "arms": {arm: with_summary(r, args.speed_window) for arm, r in arms.items()}}
 
 
@@ -1055,7 +1086,8 @@ def run_checks(policy, tokenizer, args: Args, seed: int, device) -> dict:
               "ppo": lambda: ppo_study(policy, tokenizer, models, run, args, device),
               "marks": lambda: prm_judge(models["prm"], tokenizer, run, device)(policy),
               "broadcast": lambda: broadcast_study(policy, tokenizer, models, run, args, device),
-              "ensemble": lambda: ensemble_study(policy, tokenizer, models, data, run, args, device)}
+              "ensemble": lambda: ensemble_study(policy, tokenizer, models, data, run, args, device),
+              "betas": lambda: betas_study(policy, tokenizer, models, run, args, device)}
     return {"seed": seed, "rl_steps": run.rl_steps, **{part: checks[part]() for part in PARTS[1:] if part in args.part_list}}
 
 
@@ -1513,6 +1545,25 @@ def marks_claim(seeds: list[dict]) -> dict:
                  and any(f["right_marked_wrong"] for f in found))
 
 
+def creative_marks_claim(seeds: list[dict]) -> dict:
+    """Does the learned PRM mark creative correct steps wrong: the lines of right completions that leave
+    the worked solution (a right answer reached another way, `step_marks`' left out)? Exact, per seed:
+    yes where every seed's PRM marks some of them wrong, no where none does, else no verdict; a seed
+    without such a line has nothing to mark."""
+    found = [s["marks"] for s in seeds]
+    marked = [f["left_out_marked_wrong"] for f in found]
+    premise = ("" if all(f["left_out"] for f in found) else
+               "; premise not met: a seed has no line of a right completion off the worked solution")
+    holds = all(marked) or (False if not any(marked) else None)
+    counts = ", ".join(f"{f['left_out_marked_wrong']} of {f['left_out']} "
+                       f"({f['left_out_marked_wrong'] / max(f['left_out'], 1):.3f})" for f in found)
+    return claim("whole-game §2", "step judges mark creative correct steps wrong: of the lines of right held-out "
+                 "completions that leave the worked solution (a right answer reached another way), the learned PRM "
+                 "marks some wrong", "the learned PRM's marks (P(step right) > 1/2) on the cold start's held-out "
+                 "completions: the lines of right completions off the worked solution marked wrong, per seed: "
+                 f"{counts}{premise}", None if premise else holds)
+
+
 def broadcast_claim(seeds: list[dict]) -> dict:
     """Does the broadcast of one sequence-level advantage cause the hacking? GRPO on one learned PRM,
     its score of the solution broadcast against its step scores as step credit, per seed: the rise of
@@ -1571,6 +1622,50 @@ def ensemble_claim(seeds: list[dict]) -> dict:
                  f"{arm('ORM alone', single)}; {arm('ensemble', ensemble)}. The gold's fall, single minus ensemble "
                  f"{less_text}; the single ORM's fall {fell_text}; gold at the end, ensemble minus single {end_text} "
                  f"({legend(seeds)}){premise}", less if fell else None)
+
+
+def small_beta_claim(seeds: list[dict]) -> dict:
+    """GRPO on the ORM at a small β against the larger one, as `kl_claims` reads β = 0 against it: hacking
+    at the small β is both halves, the ORM's score rises there and the gold falls further than at the larger."""
+    found, betas = [s["betas"]["arms"] for s in seeds], seeds[0]["betas"]["betas"]
+    small, large = ([f[arm]["summary"] for f in found] for arm in ("small", "kl"))
+    up, up_text = over_seeds([a["proxy_rise"] for a in small])
+    more, more_text = over_seeds([a["gold_fall"] - b["gold_fall"] for a, b in zip(small, large)])
+
+    def arm(name: str) -> str:
+        m = seed_mean([f[name]["summary"] for f in found])
+        return (f"β = {betas[name]:g}: held-out gold {m['gold_peak']:.3f} at the picked update -> {m['gold_end']:.3f} "
+                f"at the end (fall {m['gold_fall']:.3f}), the ORM's score {m['proxy_start']:.3f} -> "
+                f"{m['proxy_end']:.3f}, KL at the end {m['kl_end']:.1f} nats")
+
+    return claim("over-long-generations", f"a small β invites reward hacking (here β = {betas['small']:g} against "
+                 f"{betas['kl']:g})", f"GRPO on the learned ORM, the same prompts and updates (means): "
+                 f"{'; '.join(arm(name) for name in BETA_ARMS)}. The ORM's score at the end minus at the start, at "
+                 f"β = {betas['small']:g}, {up_text}; the gold's fall from the picked update at β = {betas['small']:g} "
+                 f"minus at β = {betas['kl']:g} {more_text} ({legend(seeds)})", common.all_parts(up, more))
+
+
+def gibberish_claim(seeds: list[dict]) -> dict:
+    """Gibberish read as not well-formed (`well_formed`, a bare answer too: the measure studies/05_failure_modes
+    reads for "quality collapses"): the cold start's share of well-formed held-out samples minus the share
+    after GRPO on the ORM at β = 0, per seed, on the same problems, sample counts and generator seed."""
+    found = [s["betas"] for s in seeds]
+    cold = [f["cold_start"] for f in found]
+    finals = {arm: [f["arms"][arm]["final"] for f in found] for arm in BETA_ARMS}
+    fewer, fewer_text = over_seeds([c["well_formed_share"] - f["well_formed_share"]
+                                    for c, f in zip(cold, finals["no_kl"])])
+
+    def shares(stats: list[dict]) -> str:
+        return (f"well-formed {per_seed([s['well_formed_share'] for s in stats])}, in worked form "
+                f"{per_seed([s['worked_form_share'] for s in stats])}, pass@1 {per_seed([s['pass@1'] for s in stats])}")
+
+    betas, free = found[0]["betas"], seed_mean([f["arms"]["no_kl"]["summary"] for f in found])
+    after = "; ".join(f"after GRPO on the learned ORM at β = {betas[arm]:g}: {shares(finals[arm])}" for arm in BETA_ARMS)
+    return claim("whole-game §6", "without KL to the reference, optimising a learned reward turns a fluent model into "
+                 "gibberish: after RL on the learned ORM at β = 0, fewer samples are well-formed than at the cold "
+                 "start", f"held-out samples (per seed), cold start: {shares(cold)}; {after} (the ORM's score at β = 0 "
+                 f"{free['proxy_start']:.3f} -> {free['proxy_end']:.3f}). Well-formed share, cold start minus β = 0 "
+                 f"{fewer_text} ({legend(seeds)})", fewer)
 
 
 def rises_at_every_step(seeds: list[dict]) -> tuple[bool | None, str]:
@@ -1775,7 +1870,8 @@ def preference_claims(seeds: list[dict]) -> list[dict]:
 
 
 CHECK_CLAIMS = {"hacking": (hacking_claim, prm_proxy_claim), "pairs": (pairs_claim,), "ppo": (ppo_claim,),
-                "marks": (marks_claim,), "broadcast": (broadcast_claim,), "ensemble": (ensemble_claim,)}
+                "marks": (marks_claim, creative_marks_claim), "broadcast": (broadcast_claim,),
+                "ensemble": (ensemble_claim,), "betas": (small_beta_claim, gibberish_claim)}
 
 
 def check_claims(args: Args, seeds: list[dict]) -> list[dict]:
@@ -2000,7 +2096,8 @@ def ppo_results(m: dict) -> tuple[dict, dict]:
 def marks_results(m: dict) -> tuple[dict, dict]:
     """--parts marks: the metrics (means over the seeds) and the table."""
     rows = [["wrong steps of wrong completions", m["wrong_steps"], m["wrong_marked_right"]],
-            ["right steps", m["right_steps"], m["right_marked_wrong"]]]
+            ["right steps", m["right_steps"], m["right_marked_wrong"]],
+            ["lines of right completions off the worked solution", m["left_out"], m["left_out_marked_wrong"]]]
     return ({f"marks_{k}": m[k] for k in MARK_COUNTS},
             table("The PRM's marks (P(step right) > 1/2) on the cold start's held-out steps against the gold labels",
                   ["gold label", "steps", "marked the other way"], rows))
@@ -2033,13 +2130,27 @@ def ensemble_results(m: dict) -> tuple[dict, dict]:
                           [[names[arm], *(m["arms"][arm]["summary"][k] for k in keys)] for arm in ENSEMBLE_ARMS])
 
 
+def betas_results(m: dict) -> tuple[dict, dict]:
+    """--parts betas: the metrics (means over the seeds) and the table."""
+    keys = ("gold_peak", "gold_end", "gold_fall", "proxy_start", "proxy_end", "kl_end")
+    metrics = {f"betas[{arm}]_{k}": m["arms"][arm]["summary"][k] for arm in BETA_ARMS for k in keys}
+    metrics.update({f"betas[{arm}]_well_formed_share": m["arms"][arm]["final"]["well_formed_share"] for arm in BETA_ARMS})
+    metrics["betas_cold_start_well_formed_share"] = m["cold_start"]["well_formed_share"]
+    rows = [[f"β = {m['betas'][arm]:g}", *(m["arms"][arm]["summary"][k] for k in keys),
+             m["arms"][arm]["final"]["well_formed_share"]] for arm in BETA_ARMS]
+    return metrics, table(f"GRPO on the learned ORM at three β (the cold start's samples: "
+                          f"{m['cold_start']['well_formed_share']:.3f} well-formed)",
+                          ["β", "gold at the picked update", "at the end", "fall", "score at the start", "at the end",
+                           "KL at the end (nats)", "well-formed at the end"], rows)
+
+
 def checks_results(args: Args, seeds: list[dict]) -> dict:
     """The metrics (means over the seeds) and tables of the checks the seeds hold."""
     m, metrics, tables = seed_mean(seeds), {}, {}
     found = {"hacking": lambda: hacking_results(args, m["hacking"], seeds[0]["rl_steps"]),
              "pairs": lambda: pairs_results(m["pairs"]), "ppo": lambda: ppo_results(m["ppo"]),
              "marks": lambda: marks_results(m["marks"]), "broadcast": lambda: broadcast_results(m["broadcast"]),
-             "ensemble": lambda: ensemble_results(m["ensemble"])}
+             "ensemble": lambda: ensemble_results(m["ensemble"]), "betas": lambda: betas_results(m["betas"])}
     for part in PARTS[1:]:
         if part in m:
             part_metrics, tables[f"{part}_check"] = found[part]()

@@ -25,7 +25,7 @@ whether it is contrastive. Claims on the runs decide on their 95% interval over 
 (common.seed_verdict: no only where the interval rules out what the statement says), or are exact.
 Whether step credit pays more as chains grow is studies/07_lengths.py's question.
 
-    python studies/07_credit.py      # 679 s on 2 CPU cores beside other jobs (3 seeds, 4 methods);
+    python studies/07_credit.py      # 720 s on 2 CPU cores beside other jobs (3 seeds, 4 methods);
                                      # runs/studies/07_credit/
     python studies/07_credit.py --methods grpo,ss_grpo,ss_grpo_signed,prm_grpo,grpo_scaled   # and the control
     python studies/07_credit.py --reanalyse runs/studies/07_credit/results.json   # claims again, nothing trained
@@ -77,6 +77,7 @@ ARTICLE_ESTIMATOR_PARAMS = 1e6  # "the estimator adds ~1M parameters"
 ARTICLE_POLICY_PARAMS = 7e9
 ARTICLE_POLICY_SHAPE = {"layers": 32, "hidden": 4096}  # a 7B policy's attention: Llama-2-7B's layers and width
 ARTICLE_LONG_ROLLOUT = 5000  # "for very long rollouts (>5000 tokens), the estimator's cost becomes non-negligible"
+PROSE_STEPS = (10, 100, 1000)  # step lengths (tokens) at which the prose reading's prompt threshold is shown: none given
 ARTICLE_ROLLOUT_TOKENS, ARTICLE_PER_STEP_COST = 1000, 1000.0  # "a 1000-token rollout ... multiplies inference by 1000x"
 ARTICLE_WEIGHT_MEMORY = 0.10  # "storing step-level weights for all rollouts increases memory by ~10%"
 # A rollout buffer's bytes per token, smallest and largest plausible (an int32 id alone; an int64 id and float32
@@ -681,32 +682,52 @@ def weight_memory_share(steps: float, tokens: float, bytes_per_token: int) -> fl
     return WEIGHT_BYTES * steps / (bytes_per_token * tokens)
 
 
-def long_rollout_flops_share(estimator: dict, tokens_per_policy_token: float, tokens: float) -> float:
+def long_rollout_flops_share(estimator: dict, tokens: float, step: float, prompt: float) -> float:
     """The estimator's inference FLOPs as a share of a 7B policy's generation FLOPs over a `tokens`-token
-    rollout, attention included: the policy's token at position t costs 2·params + 4·layers·width·t (QKᵀ and
-    the weighted sum over t keys), 2·params·T + 2·layers·width·T² over the rollout; the estimator (bidirectional)
-    reads each step whole, at worst one step as long as the rollout: 2·params + 4·layers·width·T per token it
-    reads, tokens_per_policy_token of them per policy token."""
+    rollout cut into steps of `step` tokens after a `prompt`-token prompt, attention included (the article's
+    prose: f(s, P) reads each step with the prompt; its code reads the step alone, prompt 0 for the estimator).
+    The policy's token at position t costs 2·params + 4·layers·width·(prompt + t) (QKᵀ and the weighted sum
+    over its keys); the estimator (bidirectional) reads each step and the prompt whole, 2·params +
+    4·layers·width·(step + prompt) per token it reads."""
     layers, width = ARTICLE_POLICY_SHAPE["layers"], ARTICLE_POLICY_SHAPE["hidden"]
-    policy = 2 * ARTICLE_POLICY_PARAMS * tokens + 2 * layers * width * tokens ** 2
-    attention = 4 * ARTICLE_ESTIMATOR["layers"] * ARTICLE_ESTIMATOR["hidden"] * tokens  # every key of the step
-    per_token = 2 * (estimator["layers"] + estimator["head"]) + attention
-    return tokens_per_policy_token * per_token * tokens / policy
+    # Σ_{t=1..T} of the policy's cost ≈ 2·params·T + 4·layers·width·prompt·T + 2·layers·width·T²
+    policy = 2 * ARTICLE_POLICY_PARAMS * tokens + 4 * layers * width * prompt * tokens + 2 * layers * width * tokens ** 2
+    read = step + prompt  # tokens in one of the estimator's passes, tokens / step passes
+    per_token = 2 * (estimator["layers"] + estimator["head"]) + 4 * ARTICLE_ESTIMATOR["layers"] * ARTICLE_ESTIMATOR["hidden"] * read
+    return tokens / step * read * per_token / policy
 
 
-def longest_rollout_share(estimator: dict, tokens_per_policy_token: float) -> float:
-    """The largest share over rollouts of ARTICLE_LONG_ROLLOUT tokens or more: (a + b·T) / (c + e·T) is monotone
-    in T, so it is the larger of its value at ARTICLE_LONG_ROLLOUT and its limit b / e (T → ∞), the ratio of the
-    two attention terms."""
-    limit = tokens_per_policy_token * 4 * ARTICLE_ESTIMATOR["layers"] * ARTICLE_ESTIMATOR["hidden"] / (
+def longest_rollout_share(estimator: dict) -> float:
+    """The largest share on the article's code (each step read alone) over rollouts of ARTICLE_LONG_ROLLOUT
+    tokens or more, any prompt, any cut into steps: the estimator's cost grows with the step, so one step as long
+    as the rollout bounds it, and a prompt only adds to the policy's; then (a + b·T) / (c + e·T) is monotone in
+    T, so it is the larger of its value at ARTICLE_LONG_ROLLOUT and its limit b / e (T → ∞), the ratio of the two
+    attention terms."""
+    limit = 4 * ARTICLE_ESTIMATOR["layers"] * ARTICLE_ESTIMATOR["hidden"] / (
         2 * ARTICLE_POLICY_SHAPE["layers"] * ARTICLE_POLICY_SHAPE["hidden"])
-    return max(long_rollout_flops_share(estimator, tokens_per_policy_token, ARTICLE_LONG_ROLLOUT), limit)
+    return max(long_rollout_flops_share(estimator, ARTICLE_LONG_ROLLOUT, ARTICLE_LONG_ROLLOUT, 0), limit)
+
+
+def prompt_at_share(estimator: dict, step: float, share: float) -> float:
+    """On the article's prose (each step read with the prompt), the prompt length at which a rollout of
+    ARTICLE_LONG_ROLLOUT tokens in steps of `step` tokens costs `share` of the policy's FLOPs (0 where even no
+    prompt reaches it): the root of estimator(P) = share · policy(P), quadratic in x = step + P."""
+    T, layers, width = ARTICLE_LONG_ROLLOUT, ARTICLE_POLICY_SHAPE["layers"], ARTICLE_POLICY_SHAPE["hidden"]
+    a = 2 * (estimator["layers"] + estimator["head"])
+    b = 4 * ARTICLE_ESTIMATOR["layers"] * ARTICLE_ESTIMATOR["hidden"]
+    # (T/step)·x·(a + b·x) = share·(2·params·T + 4·layers·width·(x - step)·T + 2·layers·width·T²)
+    quadratic = T / step * b
+    linear = T / step * a - share * 4 * layers * width * T
+    constant = -share * (2 * ARTICLE_POLICY_PARAMS * T - 4 * layers * width * step * T + 2 * layers * width * T ** 2)
+    x = (-linear + math.sqrt(linear ** 2 - 4 * quadratic * constant)) / (2 * quadratic)
+    return max(x - step, 0.0)
 
 
 def article_numbers(summary: dict) -> dict:
     """The article's own numbers checked against each other, and its estimator at its own sizes;
     the FLOPs share uses the estimator's measured tokens per policy token where SS-GRPO ran (it
-    re-reads the prompt with each step), else 1 (steps only, as the article's code reads them)."""
+    re-reads the prompt with each step), else 1 (steps only, as the article's code reads them); on rollouts over
+    ARTICLE_LONG_ROLLOUT tokens, the code's bound, and the prompts at which the prose's reading reaches 1%."""
     share = table_gain_share(ARTICLE)
     total, incremental = table_cost_readings(ARTICLE)
     size = encoder_parameters(**ARTICLE_ESTIMATOR)
@@ -724,7 +745,9 @@ def article_numbers(summary: dict) -> dict:
             "article_estimator_tokens_per_policy_token": reads,
             "article_estimator_flops_share_7b": estimator_flops_share(size["layers"] + size["head"],
                                                                       ARTICLE_POLICY_PARAMS, reads),
-            "article_estimator_flops_share_7b_long": longest_rollout_share(size, reads),
+            "article_estimator_flops_share_7b_long": longest_rollout_share(size),
+            **{f"article_long_rollout_prompt_at_bound_{step}": prompt_at_share(size, step, ARTICLE_INFERENCE_OVERHEAD)
+               for step in PROSE_STEPS},
             "article_prefix_rescoring_cost": prefix_rescoring_cost(ARTICLE_ROLLOUT_TOKENS), **memory}
 
 
@@ -794,17 +817,7 @@ def article_claims(n: dict, summary: dict) -> list[dict]:
               f"the prompt with every step) costs {n['article_estimator_flops_share_7b']:.3%} of a 7B policy's "
               f"generation (below 1% counts as negligible); its 5% and 1.05x are not FLOPs",
               n["article_estimator_flops_share_7b"] < 0.01),
-        claim("SS-GRPO article, Trade-offs", f"for very long rollouts (>{ARTICLE_LONG_ROLLOUT} tokens) the "
-              "estimator's cost becomes non-negligible (FLOPs against a 7B policy's generation, attention included)",
-              f"2·params per token plus attention (4·layers·width per key), the policy "
-              f"{ARTICLE_POLICY_SHAPE['layers']} layers of width {ARTICLE_POLICY_SHAPE['hidden']} over the rollout, "
-              f"the article's estimator reading each step whole and, at worst, one step as long as the rollout "
-              f"({n['article_estimator_tokens_per_policy_token']:.2f} tokens per policy token): at most "
-              f"{n['article_estimator_flops_share_7b_long']:.3%} of the policy's FLOPs for any rollout of "
-              f"{ARTICLE_LONG_ROLLOUT} tokens or more (the larger of its value at {ARTICLE_LONG_ROLLOUT} and its "
-              f"limit; exact); at or above {ARTICLE_INFERENCE_OVERHEAD:.0%} counts as non-negligible, the bound of "
-              "the claim on a 7B policy's generation",
-              n["article_estimator_flops_share_7b_long"] >= ARTICLE_INFERENCE_OVERHEAD),
+        *long_rollout_claims(n),
         claim("SS-GRPO article, Why it works", "the only extra cost is the estimator's forward pass, read against "
               "its table (1.05x inference per rollout; 24 and 28 training hours for GRPO and SS-GRPO)",
               f"training takes +{n['article_training_hours_vs_grpo'] - 1:.0%} over GRPO's hours against the forward "
@@ -830,6 +843,37 @@ def article_claims(n: dict, summary: dict) -> list[dict]:
               f"the tokens of one pass (Σ t over t = 1..{ARTICLE_ROLLOUT_TOKENS}); a causal PRM with a head at each "
               f"step's end scores all steps in one pass (1x)" + ours,
               round(n["article_prefix_rescoring_cost"]) == ARTICLE_PER_STEP_COST),
+    ]
+
+
+def long_rollout_claims(n: dict) -> list[dict]:
+    """Past ARTICLE_LONG_ROLLOUT tokens, is the estimator's cost at or above the 1% bound (the claim on a 7B
+    policy's generation)? The article gives neither the steps' length nor the prompt's, so no where every length
+    keeps the share below it, else undetermined (yes would need every length to reach it, and one-token steps of
+    a long enough rollout fall below). On its code (steps alone) the largest share decides, exactly; on its
+    prose (each step with the prompt) the share rises without bound with the prompt: undetermined."""
+    statement = (f"for very long rollouts (>{ARTICLE_LONG_ROLLOUT} tokens) the estimator's cost becomes "
+                 "non-negligible (FLOPs against a 7B policy's generation, attention included; read on the article's ")
+    model = (f"2·params per token plus attention (4·layers·width per key), the policy {ARTICLE_POLICY_SHAPE['layers']} "
+             f"layers of width {ARTICLE_POLICY_SHAPE['hidden']} over the rollout")
+    bound, longest = ARTICLE_INFERENCE_OVERHEAD, n["article_estimator_flops_share_7b_long"]
+    prompts = ", ".join(f"{n[f'article_long_rollout_prompt_at_bound_{step}']:,.0f} tokens for {step}-token steps"
+                        for step in PROSE_STEPS)
+    return [
+        claim("SS-GRPO article, Trade-offs", statement + "code, whose estimator reads each step's tokens alone)",
+              f"{model}, the estimator reading each step whole and nothing else (1 token per policy token; one step "
+              f"as long as the rollout costs the most, a prompt adds only to the policy's): at most {longest:.3%} of "
+              f"the policy's FLOPs for any rollout of {ARTICLE_LONG_ROLLOUT} tokens or more, any prompt and any cut "
+              f"into steps (the larger of its value at {ARTICLE_LONG_ROLLOUT} and its limit; exact); at or above "
+              f"{bound:.0%} counts as non-negligible, the bound of the claim on a 7B policy's generation (no where "
+              "even the costliest cut stays below it, else the steps' length, which the article does not state, "
+              "decides)", False if longest < bound else None),
+        claim("SS-GRPO article, Trade-offs", statement + "prose, where f(s, P) reads each step with the prompt)",
+              f"{model} after the prompt, the estimator reading each step with the prompt ((step + prompt)/step tokens "
+              f"per policy token): depends on the prompt's length and the steps', which the article does not state: "
+              f"with no prompt it is the code's reading (at most {longest:.3%}); it rises without bound as the prompt "
+              f"grows, reaching {bound:.0%} on a {ARTICLE_LONG_ROLLOUT}-token rollout with a prompt of {prompts}",
+              None),
     ]
 
 
@@ -992,26 +1036,39 @@ def gain_share(lead: np.ndarray, gain: np.ndarray, share: float) -> tuple[bool |
                    f"(yes: at least {share:.0%})")
 
 
-def summary_claim(per_seed: dict, mc_rollouts: int) -> list[dict]:
-    """The article's summary, both halves per seed: most of a PRM's benefit (over half of its accuracy gain over
-    GRPO, as accuracy_claims reads it) at a fraction of its cost (less training compute than a PRM labelled by
-    Monte Carlo, priced as cost_claims prices it, on SS-GRPO's own rollouts)."""
-    if not {"grpo", "prm_grpo", "ss_grpo"} <= set(per_seed):
-        return []
-    most, most_text = gain_share(*gains(per_seed), MOST)
+def cheaper_than_mc_prm(per_seed: dict, mc_rollouts: int) -> tuple[bool | None, str]:
+    """Does SS-GRPO train on less compute than a PRM labelled by Monte Carlo (priced as cost_claims prices it,
+    on SS-GRPO's own rollouts)? Per seed, 1 minus SS-GRPO's share of the PRM's training FLOPs; and its text."""
     ss, mc = of(per_seed, "ss_grpo", "train_flops_vs_grpo"), of(per_seed, "ss_grpo", "mc_prm_train_flops_vs_grpo")
     # the share of the PRM's training FLOPs SS-GRPO spares, 1 - ss/mc: > 0 exactly where SS-GRPO's extra cost
     # beyond GRPO's, ss - 1, is also below the PRM's, mc - 1 (the 4% claim's reading): on each seed the readings agree in sign
     cheaper, cheaper_text = decided(1 - ss / mc)
+    return cheaper, (
+        f"training FLOPs per rollout against GRPO's, SS-GRPO {np.mean(ss):.2f}x, a PRM labelled by Monte Carlo "
+        f"({mc_rollouts} rollouts per step prefix, its own training not counted) {np.mean(mc):.2f}x on the same "
+        f"rollouts, so SS-GRPO's total is {np.mean(ss) / np.mean(mc):.0%} of the PRM's (its extra cost "
+        f"{(np.mean(ss) - 1) / (np.mean(mc) - 1):.0%}); 1 minus SS-GRPO's share of the PRM's FLOPs, per seed: "
+        f"{cheaper_text} (yes: less)")
+
+
+def summary_claims(per_seed: dict, mc_rollouts: int) -> list[dict]:
+    """The article's summary, both halves per seed in one claim: most of a PRM's benefit (over half of its
+    accuracy gain over GRPO, as accuracy_claims reads it) at a fraction of its cost (less training compute than a
+    PRM labelled by Monte Carlo); and the cost half in its own claim, which needs no PRM-GRPO run."""
+    if not {"grpo", "ss_grpo"} <= set(per_seed):
+        return []
+    source = "SS-GRPO article, Summary"
+    cheaper, cheaper_text = cheaper_than_mc_prm(per_seed, mc_rollouts)
+    cost = claim(source, "SS-GRPO trains at a fraction of a PRM's cost: its training compute is below that of a PRM "
+                 "labelled by Monte Carlo", cheaper_text, cheaper)
+    if "prm_grpo" not in per_seed:
+        return [cost]
+    most, most_text = gain_share(*gains(per_seed), MOST)
     return [claim(
-        "SS-GRPO article, Summary", "SS-GRPO recovers most of the benefits of process reward models at a fraction of "
-        "the cost: most (over half) of the PRM's accuracy gain over GRPO, at less training compute than a PRM "
-        "labelled by Monte Carlo", f"most of the gain: {most_text}; at a fraction of the cost: training FLOPs per "
-        f"rollout against GRPO's, SS-GRPO {np.mean(ss):.2f}x, a PRM labelled by Monte Carlo ({mc_rollouts} rollouts "
-        f"per step prefix, its own training not counted) {np.mean(mc):.2f}x on the same rollouts, so SS-GRPO's total "
-        f"is {np.mean(ss) / np.mean(mc):.0%} of the PRM's (its extra cost {(np.mean(ss) - 1) / (np.mean(mc) - 1):.0%}); "
-        f"1 minus SS-GRPO's share of the PRM's FLOPs, per seed: {cheaper_text} (yes: less)",
-        common.all_parts(most, cheaper))]
+        source, "SS-GRPO recovers most of the benefits of process reward models at a fraction of the cost: most (over "
+        "half) of the PRM's accuracy gain over GRPO, at less training compute than a PRM labelled by Monte Carlo",
+        f"most of the gain: {most_text}; at a fraction of the cost: {cheaper_text}",
+        common.all_parts(most, cheaper)), cost]
 
 
 def slip_claims(per_seed: dict) -> list[dict]:
@@ -1243,7 +1300,7 @@ def evaluator_claim(per_seed: dict) -> dict:
 
 def check_claims(summary: dict, per_seed: dict, mc_rollouts: int, objective: dict) -> list[dict]:
     return (article_claims(article_numbers(summary), summary) + accuracy_claims(per_seed)
-            + cost_claims(summary, per_seed, mc_rollouts) + summary_claim(per_seed, mc_rollouts) + slip_claims(per_seed) + step_credit_claims(per_seed)
+            + cost_claims(summary, per_seed, mc_rollouts) + summary_claims(per_seed, mc_rollouts) + slip_claims(per_seed) + step_credit_claims(per_seed)
             + step_size_claims(per_seed) + estimator_claims(per_seed, objective))
 
 

@@ -558,7 +558,7 @@ def test_bias_removal_time_returns_the_budget_when_the_bias_is_never_halved():
 def test_the_exponential_time_claim_fits_each_seed_as_03s_delay_claims_do(law, holds):
     lengths = [5, 10, 20, 40, 80]
     times = {L: [law(L) * k for k in (0.95, 1.0, 1.05)] for L in lengths}
-    claim = learning_script.exponential_time_claim(times, lengths, 10**9)
+    claim = learning_script.exponential_time_claim(times, lengths, 10**9, branching=2)
     assert claim["holds"] is holds and claim["source"] == "survey §5 (RUDDER paper's theorem)"
     assert common.exponential_growth(lengths, times, 0)[1] in claim["measured"]
 
@@ -566,5 +566,20 @@ def test_the_exponential_time_claim_fits_each_seed_as_03s_delay_claims_do(law, h
 def test_the_exponential_time_claim_is_undecided_with_a_run_at_the_budget():
     lengths = [5, 10, 20]
     times = {5: [10, 11, 12], 10: [20, 21, 22], 20: [40, 41, 50]}
-    claim = learning_script.exponential_time_claim(times, lengths, 50)
+    claim = learning_script.exponential_time_claim(times, lengths, 50, branching=2)
     assert claim["holds"] is None and "1 runs at the budget: censored" in claim["measured"]
+
+
+def test_the_exponential_time_claim_cannot_tell_on_a_delay_of_one_path():
+    lengths = [5, 10, 20, 40, 80]
+    times = {L: [100 + 40 * L * k for k in (0.95, 1.0, 1.05)] for L in lengths}  # a power law: "no" if it could tell
+    claim = learning_script.exponential_time_claim(times, lengths, 10**9, branching=1)
+    assert claim["holds"] is None and "cannot tell: past the key room every state leads to one next state" in claim["measured"]
+    assert learning_script.exponential_time_claim(times, lengths, 10**9, branching=2)["holds"] is False
+
+
+def test_key_to_door_is_one_path_past_the_key_room_and_two_at_it():
+    args = learning_args()
+    assert learning_script.delay_branching(args, 6, "cpu") == 1
+    P, _ = learning_script.gae.make_env(args, 6, 1, 0, "cpu").model()
+    assert int((P[0] > 0).any(0).sum()) == 2  # the key room: take the key or leave it

@@ -14,6 +14,8 @@ import pytest
 import torch
 
 import common
+import lm_world
+from lm_pins import hand_completions
 
 ROOT = Path(__file__).resolve().parents[1]
 grpo = importlib.import_module("05_grpo_rloo")
@@ -174,7 +176,9 @@ def fake_seed(i: int, pass_at_1: dict | None = None, net: dict | None = None, sl
             "runs": runs, "by_lambda": {0.95: runs["ppo"]}, "gradient_variance": variance, "critic_truth": truth,
             "token_credit": {"ppo_spread": {"mean": 0.3, "share_unequal": 1.0, "completions": 64},
                              "grpo_signal": {"length": [5.0, 10.0, 20.0], "snr": [0.04, 0.02, 0.01],
-                                             "slope": -1.0 + jitter}}}
+                                             "slope": -1.0 + jitter, "pooled": 0.02},
+                             "focused_signal": {"length": [5.0, 10.0, 20.0], "snr": [0.08, 0.04, 0.02],
+                                                "slope": -1.0, "pooled": 0.04 * (1 + jitter), "token_share": 0.4}}}
 
 
 def seeds(**changes) -> list[dict]:
@@ -182,14 +186,14 @@ def seeds(**changes) -> list[dict]:
 
 
 def verdicts(per_seed: list[dict]) -> dict:
-    claims = (ppo.length_claims(per_seed) + [ppo.cause_claim(per_seed)] + ppo.relative_claims(ppo.Args(), per_seed)
-              + ppo.critic_claims(ppo.Args(), per_seed))
+    claims = ppo.all_claims(ppo.Args(), per_seed)
     keys = {"the score alone (Ψ = 1) is a sum": "score", "with a terminal reward": "terminal",
-            "because the same scalar R multiplies": "cause",
+            "because the same scalar R multiplies": "cause", "broadcast to every token gives high-variance": "broadcast",
             "even with baselines": "baselines", "normalising within the group": "normalising",
             "bias-variance dial": "lambda", "memory footprint": "memory", "systematic lies": "lies",
             "prefer GAE": "prefer", "PPO (critic, GAE)": "fallback critic", "value head on the policy": "fallback head",
-            "with PPO and a terminal reward, too": "same advantage", "the credit is diluted": "dilution"}
+            "with PPO and a terminal reward, too": "same advantage", "the credit is diluted": "dilution",
+            "the same advantage on the tokens that mattered": "focus"}
     found = {key: c for c in claims for text, key in keys.items() if text in c["claim"]}
     assert len(found) == len(claims) == len(keys)
     return found
@@ -198,9 +202,9 @@ def verdicts(per_seed: list[dict]) -> dict:
 def test_each_claim_on_its_default_values():
     found = verdicts(seeds())
     assert {key: c["holds"] for key, c in found.items()} == {
-        "score": True, "terminal": True, "cause": True, "baselines": True, "normalising": True, "lambda": True, "memory": True,
+        "score": True, "terminal": True, "cause": True, "broadcast": True, "baselines": True, "normalising": True, "lambda": True, "memory": True,
         "lies": True, "prefer": None, "fallback critic": True, "fallback head": None, "same advantage": False,
-        "dilution": True}
+        "dilution": True, "focus": True}
     assert found["prefer"]["measured"].startswith("premise not met: the critic is not one to trust (its error at "
                                                   "step boundaries, net of the rollouts' noise, is not 0); the "
                                                   "episodes are neither long nor semi-dense; PPO (critic")
@@ -337,7 +341,7 @@ def test_the_critic_study_runs_with_smoke(tmp_path, read_results):
     assert "value_loss" in data["per_seed"][0]["runs"]["ppo"]["history"][0]
     assert [row[0] for row in tables["critic_truth"]["rows"]] == list(data["per_seed"][0]["critic_truth"])
     assert tables["runs"]["rows"][1][2].startswith(f"{data['metrics']['grpo_pass@1']:.3f} [")
-    assert len(data["claims"]) == 13
+    assert len(data["claims"]) == 15
     # --reanalyse: the same claims again from what the run stored, nothing trained
     assert ppo.main(ppo.Args(reanalyse=str(out / "results.json")))["claims"] == data["claims"]
     variance = data["per_seed"][0]["gradient_variance"]
@@ -369,9 +373,10 @@ def test_signal_by_length_projects_on_the_other_halfs_direction():
     # even rows project on (0,1): 0, so no signal (NaN); odd rows on (1,0): 0 as well
     assert found["length"] == [4.0, 16.0] and all(math.isnan(r) for r in found["snr"])
     aligned = torch.tensor([[1.0, 1.0], [3.0, 3.0]] * 8)
-    ratio = ppo.signal_by_length(aligned, lengths, group_size=2, bins=2)["snr"]
-    # a bin's 8 projections alternate c and 3c: mean 2c, variance 8c²/7 (n - 1), so the ratio is 4 / (8/7)
-    assert ratio == pytest.approx([3.5, 3.5])
+    found = ppo.signal_by_length(aligned, lengths, group_size=2, bins=2)
+    # a bin's 8 projections alternate c and 3c: mean 2c, variance 8c²/7 (n - 1), so the ratio is 4 / (8/7);
+    # all 16 together: variance 16c²/15, so 4 / (16/15)
+    assert found["snr"] == pytest.approx([3.5, 3.5]) and found["pooled"] == pytest.approx(3.75)
 
 
 @pytest.mark.parametrize("slopes,holds", [((-1.0, -0.9, -1.1), True), ((0.5, 0.6, 0.4), False), ((-1.0, 1.0, 0.0), None)])
@@ -380,3 +385,37 @@ def test_the_dilution_claim_reads_each_seeds_slope(slopes, holds):
     for seed, slope in zip(per_seed, slopes):
         seed["token_credit"]["grpo_signal"]["slope"] = slope
     assert verdicts(per_seed)["dilution"]["holds"] is holds
+
+
+def test_mattered_marks_a_failed_completions_first_wrong_line_and_all_of_a_right_one():
+    """Gold "3+4=7\\n7*2=14\\n#14": right (every token, EOS too); wrong in line 1; a bare wrong answer
+    (line 0); stopped short after a right first line (its last line); cut off mid-line (that line)."""
+    texts = ["3+4=7\n7*2=14\n#14", "3+4=7\n7*2=15\n#15", "#9", "3+4=7", "3+4=7\n7*"]
+    problem = lm_world.ChainProblem(3, (("+", 4), ("*", 2)))
+    completions = hand_completions([problem.prompt] * 5, texts, cut=[False] * 4 + [True])
+    rewards = torch.tensor([1.0, 0.0, 0.0, 0.0, 0.0])
+    focus = ppo.mattered(lm_world.make_char_tokenizer(), completions, [problem] * 5, rewards)
+    chars = [[*t] + ["<eos>"] * (i < 4) for i, t in enumerate(texts)]
+    marked = ["".join(c for c, f in zip(row, focus[i].tolist()) if f) for i, row in enumerate(chars)]
+    assert marked == ["3+4=7\n7*2=14\n#14<eos>", "7*2=15\n", "#9<eos>", "3+4=7<eos>", "7*"]
+    assert not (focus * ~completions.completion_mask).any()
+
+
+@pytest.mark.parametrize("ratios,holds", [((5.0, 10.0), True), ((0.2, 0.5), False), ((0.5, 2.0), None)])
+def test_the_broadcast_claim_reads_the_mean_log_of_every_over_one(ratios, holds):
+    found = verdicts(seeds(every_over_one=list(ratios)))["broadcast"]
+    assert found["holds"] is holds
+    # each seed's mean log over its two bins (`fake_seed`'s jitter moves the second ratio by -1%, 0, +1%)
+    logs = [np.log(np.array(ratios) * [1.0, 1.0 + j]).mean() for j in (-0.01, 0.0, 0.01)]
+    assert "per seed " + ", ".join(f"{x:+.3g}" for x in logs) + ", mean" in found["measured"]
+
+
+@pytest.mark.parametrize("pooled,holds", [((0.03, 0.031, 0.029), True), ((0.01, 0.011, 0.009), False),
+                                          ((0.01, 0.03, 0.02), None), ((math.nan, 0.03, 0.03), None)])
+def test_the_focus_claim_reads_each_seeds_log_of_focused_over_broadcast(pooled, holds):
+    """Broadcast 0.02 on every seed, focused as given (NaN: no signal on that seed)."""
+    per_seed = seeds()
+    for seed, value in zip(per_seed, pooled):
+        seed["token_credit"]["focused_signal"]["pooled"] = value
+    found = verdicts(per_seed)["focus"]
+    assert found["holds"] is holds and "40%, 40%, 40% of the tokens, by seed" in found["measured"]

@@ -501,7 +501,10 @@ def test_output_stats_count_padding_and_form_by_hand():
     correct = [lm_world.verify(p, t) for p, t in zip(problems, texts)]
     stats = overopt.output_stats(problems, texts, correct, [9, 21, 27, 4])
     assert stats == pytest.approx({"pass@1": 0.75, "length": 15.25, "extra_lines": 0.5, "padded_share": 0.25,
-                                   "excess_chars": 3.0, "worked_form_share": 0.75, "worked_form_wrong_share": 0.25})
+                                   "excess_chars": 3.0, "well_formed_share": 1.0, "worked_form_share": 0.75,
+                                   "worked_form_wrong_share": 0.25})
+    garbled = overopt.output_stats([SMALL, SMALL], ["#4", "3+1=4\n#4#"], [1.0, 0.0], [2, 9])
+    assert garbled["well_formed_share"] == 0.5  # a bare answer is well-formed; a broken answer line is not
 
 
 def test_length_correlations_overall_and_within_each_verdict():
@@ -587,8 +590,11 @@ def test_step_marks_count_the_prms_more_likely_class_against_the_gold_labels():
     probs[0, step_ends_by_hand(RIGHT)[0]] = 0.1  # a right step marked wrong
     probs[1, step_ends_by_hand(SLIP)[0]] = 0.5  # not above 1/2: marked wrong, though right
     probs[1, step_ends_by_hand(SLIP)[2]] = 0.1  # a wrong step marked wrong
-    assert overopt.step_marks(probs, ends, problems, texts, correct) == {
-        "right_steps": 5, "right_marked_wrong": 2, "wrong_steps": 4, "wrong_marked_right": 3, "left_out": 1}
+    found = overopt.step_marks(probs, ends, problems, texts, correct)
+    assert found == {"right_steps": 5, "right_marked_wrong": 2, "wrong_steps": 4, "wrong_marked_right": 3,
+                     "left_out": 1, "left_out_marked_wrong": 0}
+    probs[3, step_ends_by_hand("#4")[0]] = 0.2  # the creative right step marked wrong
+    assert overopt.step_marks(probs, ends, problems, texts, correct) == {**found, "left_out_marked_wrong": 1}
 
 
 def test_the_prm_judges_the_very_samples_sample_stats_describes(monkeypatch):
@@ -721,6 +727,24 @@ def test_the_ensemble_part_optimises_the_studys_orm_and_the_ensemble_alike_at_be
     assert all(c[1] == run and c[2] == 0.0 for c in calls) and [c[3] for c in calls] == ["RL on the ORM, β=0", "RL on the mean of 3 ORMs, β=0"]
     assert found["orms"] == 3 and found["losses"] == ["L"] and list(found["arms"]) == list(overopt.ENSEMBLE_ARMS)
     assert found["arms"]["single"] == overopt.with_summary(orm_run(), 2)
+
+
+def test_the_betas_part_runs_the_orm_at_each_beta_alike_and_samples_the_cold_start(monkeypatch):
+    calls = []
+
+    def proxy_spy(initial, tokenizer, orms, run, args, beta, device, desc):
+        calls.append((initial, orms, run, beta, desc))
+        return orm_run()
+
+    monkeypatch.setattr(overopt, "proxy_run", proxy_spy)
+    monkeypatch.setattr(overopt, "sample_stats", lambda policy, tok, problems, run, device: (policy, problems, run))
+    run = HandArgs(hand_problems=(PROBLEM, SMALL), group_size=2, eval_problems=2)
+    found = overopt.betas_study(POLICY, TOK, {"orm": "ORM"}, run, overopt.Args(speed_window=2, small_beta=0.05), "cpu")
+    assert [c[3] for c in calls] == [0.0, 0.05, overopt.KL_BETA] and found["betas"] == dict(zip(overopt.BETA_ARMS, [
+        0.0, 0.05, overopt.KL_BETA]))
+    assert all(c[:3] == (POLICY, ["ORM"], run) for c in calls) and calls[2][4] == "RL on the ORM, β=0.3"
+    assert found["cold_start"] == (POLICY, run.task.held_out(2), run)  # the held-out problems each run's final samples, same seed
+    assert found["arms"]["small"] == overopt.with_summary(orm_run(), 2)
 
 
 def test_nested_pairs_keep_the_first_solutions_of_each_problem():
@@ -940,10 +964,11 @@ def hacking_seed(i, hacked=0.6, before=0.4, honest=0.45, hacked_pass=0.2, aurocs
             "ppo": {"qrm": run(spread(qrm, i)), "gae": run(gae), "gae_lambda": 0.95}, "marks": marks_of(i)}
 
 
-def marks_of(i, wrong=(3, 0, 0), right=(0, 2, 0), steps=(40, 60)) -> dict:
-    """Seed i's `step_marks`: wrong steps marked right, right steps marked wrong, of (wrong, right) steps."""
+def marks_of(i, wrong=(3, 0, 0), right=(0, 2, 0), steps=(40, 60), creative=(1, 2, 1), left_out=(5, 5, 5)) -> dict:
+    """Seed i's `step_marks`: wrong steps marked right, right steps marked wrong, of (wrong, right) steps;
+    the creative lines (right completions' lines off the worked solution) marked wrong, of `left_out`."""
     return {"wrong_steps": steps[0], "wrong_marked_right": wrong[i], "right_steps": steps[1],
-            "right_marked_wrong": right[i], "left_out": 5}
+            "right_marked_wrong": right[i], "left_out": left_out[i], "left_out_marked_wrong": creative[i]}
 
 
 @pytest.mark.parametrize("change,expected", [
@@ -957,6 +982,21 @@ def test_the_prms_marks_verdict_is_exact(change, expected):
     assert found["holds"] is expected and "learned PRM's own marks" in found["claim"]
     assert ("premise not met" in found["measured"]) is (expected is None)
     assert "marked right 3 of 40 (0.075), 0 of 40 (0.000)" in found["measured"] or expected is not True
+
+
+@pytest.mark.parametrize("change,expected", [
+    ({}, True),  # some creative line marked wrong on every seed
+    ({"creative": (0, 0, 0)}, False),  # none on any seed
+    ({"creative": (2, 0, 1)}, None),  # some seeds only: the seeds disagree
+    ({"left_out": (5, 0, 5), "creative": (1, 0, 1)}, None),  # a seed with no creative line: premise not met
+])
+def test_the_creative_steps_verdict_is_exact_on_every_seed(change, expected):
+    found = overopt.creative_marks_claim([{"marks": marks_of(i, **change)} for i in range(3)])
+    assert found["holds"] is expected and found["source"] == "whole-game §2" and found["claim"] == (
+        "step judges mark creative correct steps wrong: of the lines of right held-out completions that leave the "
+        "worked solution (a right answer reached another way), the learned PRM marks some wrong")
+    assert ("premise not met" in found["measured"]) is ("left_out" in change)
+    assert "per seed: 1 of 5 (0.200), 2 of 5 (0.400), 1 of 5 (0.200)" in found["measured"] or change
 
 
 @pytest.mark.parametrize("change,expected", [
@@ -980,8 +1020,8 @@ def test_the_prms_marks_verdict_is_exact(change, expected):
 def test_the_checks_verdicts_decide_over_the_seeds(change, expected):
     seeds = three(hacking_seed, **change)
     claims = overopt.check_claims(overopt.Args(parts="hacking,pairs,ppo,marks"), seeds)
-    assert claims[-1] == overopt.marks_claim(seeds)
-    claims = claims[:-1]
+    assert claims[-2:] == [overopt.marks_claim(seeds), overopt.creative_marks_claim(seeds)]
+    claims = claims[:-2]
     assert claims == [overopt.hacking_claim(seeds), overopt.prm_proxy_claim(seeds), overopt.pairs_claim(seeds),
                       overopt.ppo_claim(seeds)]
     assert verdicts(claims) == expected
@@ -1039,6 +1079,42 @@ def ensemble_seed(i, single=0.2, ensemble=0.05, ends=(0.1, 0.3), orms=3) -> dict
 
     return {"seed": i, "rl_steps": 36, "ensemble": {"orms": orms, "losses": [], "arms": {
         "single": arm(spread(single, i), ends[0]), "ensemble": arm(ensemble, ends[1])}}}
+
+
+def betas_seed(i, small=0.2, large=0.05, rise=0.3, cold=0.9, free=0.5) -> dict:
+    """GRPO on the ORM at β = 0, 0.03 and 0.3: the gold's fall at the small β (± 0.01 over the seeds) and at
+    the larger, the ORM's rise at the small β; the well-formed share of the cold start's samples and after
+    β = 0 (± 0.01)."""
+    def arm(fall: float, shape: float) -> dict:
+        return {"summary": {**gold_course_of(fall, i), "proxy_start": 0.5, "proxy_end": 0.5 + rise,
+                            "proxy_rise": rise + 0.01 * (i - 1), "kl_end": 20.0},
+                "final": {"well_formed_share": shape, "worked_form_share": 0.5, "pass@1": 0.1}}
+
+    return {"seed": i, "rl_steps": 36, "betas": {
+        "betas": {"no_kl": 0.0, "small": 0.03, "kl": 0.3},
+        "cold_start": {"well_formed_share": cold, "worked_form_share": 0.5, "pass@1": 0.3},
+        "arms": {"no_kl": arm(0.3, spread(free, i)), "small": arm(spread(small, i), 0.8), "kl": arm(large, 0.9)}}}
+
+
+@pytest.mark.parametrize("change,expected", [
+    ({}, [True, True]),  # the small β's proxy rises and its gold falls further; β = 0 loses well-formed samples
+    ({"small": 0.05}, [None, True]),  # the gold falls as far at the small β as at the larger
+    ({"small": 0.0}, [False, True]),  # less far
+    ({"rise": -0.2}, [False, True]),  # the ORM's score falls at the small β: not hacked
+    ({"free": 0.9}, [True, None]),  # as many well-formed samples after β = 0 as at the cold start
+    ({"free": 0.95}, [True, False]),  # more
+])
+def test_the_betas_verdicts_compare_the_small_beta_with_the_larger_and_beta_zero_with_the_cold_start(change, expected):
+    seeds = three(betas_seed, **change)
+    found = overopt.check_claims(overopt.Args(parts="betas"), seeds)
+    assert found == [overopt.small_beta_claim(seeds), overopt.gibberish_claim(seeds)] and verdicts(found) == expected
+    assert found[0]["claim"] == "a small β invites reward hacking (here β = 0.03 against 0.3)"
+    assert found[1]["claim"] == ("without KL to the reference, optimising a learned reward turns a fluent model into "
+                                 "gibberish: after RL on the learned ORM at β = 0, fewer samples are well-formed than "
+                                 "at the cold start")
+    assert [c["source"] for c in found] == ["over-long-generations", "whole-game §6"]
+    assert "at β = 0.03 minus at β = 0.3" in found[0]["measured"] and "cold start minus β = 0" in found[1]["measured"]
+    assert "cold start: well-formed 0.9, 0.9, 0.9" in found[1]["measured"] or "cold" in change
 
 
 @pytest.mark.parametrize("change,expected", [
@@ -1299,6 +1375,8 @@ def test_the_critic_copy_reads_warms_up_and_steps_as_05s(monkeypatch):
     ("--qrm-samples", "6", "--qrm-samples must be at least two increasing sizes"),
     ("--critic-warmup", "-1", "--critic-warmup must be non-negative"),
     ("--ensemble-size", "1", "--ensemble-size must be at least 2"),
+    ("--small-beta", "0.3", "--small-beta must be above 0 and below --kl-beta"),
+    ("--small-beta", "0", "--small-beta must be above 0 and below --kl-beta"),
 ])
 def test_cli_rejects_bad_values_with_one_line(cli_error, flag, value, message):
     assert message in cli_error("studies.06_overoptimisation", flag, value)
@@ -1356,14 +1434,14 @@ def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path, read
 
 def test_the_checks_smoke_run_writes_their_own_results_and_reanalyses_them(tmp_path, read_results):
     args = overopt.Args(smoke=True, device="cpu", out=str(tmp_path / "out"), cache=str(tmp_path / "cache"),
-                        parts="hacking,pairs,ppo,marks,broadcast,ensemble")
+                        parts="hacking,pairs,ppo,marks,broadcast,ensemble,betas")
     first = overopt.main(args)
     data = read_results(tmp_path / "out" / "results.json")
-    constructed = [merged(hacking_seed(i), broadcast_seed(i), ensemble_seed(i, orms=2)) for i in range(3)]
+    constructed = [merged(hacking_seed(i), broadcast_seed(i), ensemble_seed(i, orms=2), betas_seed(i)) for i in range(3)]
     assert [c["claim"] for c in first["claims"]] == [c["claim"] for c in overopt.check_claims(args, constructed)]
     seeds, tables, metrics = data["seeds"], data["metrics"]["tables"], data["metrics"]
     assert [s["seed"] for s in seeds] == [0, 1] and set(seeds[0]) == {"seed", "rl_steps", "hacking", "pairs", "ppo", "marks",
-                                                                      "broadcast", "ensemble"}
+                                                                      "broadcast", "ensemble", "betas"}
     assert [row["samples"] for row in seeds[0]["pairs"]["sweep"]] == [2, 4]  # the smoke sizes
     for s in seeds:  # each policy judged on the very samples its written stats describe
         assert all(r["judged"]["pass@1"] == r["final"]["pass@1"] for r in s["hacking"]["runs"].values())
@@ -1372,9 +1450,12 @@ def test_the_checks_smoke_run_writes_their_own_results_and_reanalyses_them(tmp_p
         assert s["broadcast"]["runs"]["prm"]["judged"] == s["hacking"]["runs"]["prm"]["judged"]  # the same run
         assert len(s["ensemble"]["losses"]) == 1 and len(s["ensemble"]["losses"][0]) == 2  # the smoke's 2 ORMs, 2 steps
         assert [len(a["log"]) for a in s["ensemble"]["arms"].values()] == [2, 2]  # --overopt-steps updates each
+        assert s["betas"]["arms"]["no_kl"]["evals"] == s["ensemble"]["arms"]["single"]["evals"]  # the same run
     assert set(tables) == {"hacking_check", "pairs_check", "ppo_check", "marks_check", "broadcast_check",
-                           "ensemble_check"}
+                           "ensemble_check", "betas_check"}
     assert tables["ensemble_check"]["rows"][1][4] == metrics["ensemble[ensemble]_gold_fall"]
+    assert tables["betas_check"]["rows"][1][-1] == metrics["betas[small]_well_formed_share"]
+    assert tables["marks_check"]["rows"][2][1:] == [metrics["marks_left_out"], metrics["marks_left_out_marked_wrong"]]
     assert tables["broadcast_check"]["rows"][0][2] == metrics["broadcast[broadcast]_wrong_step_score"]
     assert tables["broadcast_check"]["rows"][1][-1] == metrics["broadcast[prm]_gold_fall"]
     assert tables["marks_check"]["rows"][0][1:] == [metrics["marks_wrong_steps"], metrics["marks_wrong_marked_right"]]
