@@ -649,10 +649,10 @@ SURVEY = [
                   "token"), how="re-point"),
     said("§3", "wash out the signal from the few tokens that actually mattered",
          "the broadcast washes out the signal of the few tokens that mattered",
-         (CRITIC, "the broadcast washes out the signal of the few tokens that mattered: GRPO's gradient with its "
-                  "advantage on every token carries less signal per unit of noise than the same advantage on the tokens "
-                  "that mattered (here: a failed completion's first wrong line, every line of a right one)"),
-         how="re-point"),
+         not_checkable="our completions have no filler: the tokens that matter (a failed completion's first wrong line, "
+                       "every line of a right one) are about two thirds of all tokens, not a few; studies/05_critic "
+                       "compares the broadcast with credit on those tokens (its claim 'the broadcast washes out the "
+                       "signal …'), a different question"),
     said("§4.1.1", "multi-step methods reduce the bias that comes from inaccurate value estimates at nearby states",
          "looking further ahead before bootstrapping reduces the bias of an inaccurate critic",
          (DILEMMAS, "multi-step returns reduce the bias of an inaccurate critic: the further GAE looks ahead (the "
@@ -682,14 +682,13 @@ SURVEY = [
          (REDISTRIBUTION, "in the redistributed MDP, TD is unbiased"),
          (REDISTRIBUTION_DISTRACTORS, "in the redistributed MDP, TD is unbiased")),
     said("§4.1.2, §5", "MC methods have minimal variance",
-         "with an optimal redistribution Monte Carlo's variance is minimal, since only the immediate reward is left to "
-         "average (read as: that variance is below the original reward-to-go's; 'minimal' names no class of "
-         "redistributions to minimise over)",
-         (REDISTRIBUTION, "an optimal redistribution leaves Monte Carlo only the immediate reward to average: its "
-                          "variance, Var(r̃*_t | s, a), is below the original reward-to-go's Var(Σ_{k≥t} r_k | s, a)"),
-         (REDISTRIBUTION_DISTRACTORS, "an optimal redistribution leaves Monte Carlo only the immediate reward to "
-                                      "average: its variance, Var(r̃*_t | s, a), is below the original reward-to-go's "
-                                      "Var(Σ_{k≥t} r_k | s, a)"), how="re-point"),
+         "with an optimal redistribution Monte Carlo's variance is minimal",
+         not_checkable="'minimal' names no class of redistributions to minimise over, and the answer turns on the class: "
+                       "studies/03_redistribution's learned r̃, which spreads the last prediction's error over every "
+                       "step (so reads later rewards), leaves Monte Carlo a lower variance than the optimal r̃*, while "
+                       "r̃* leaves a lower one than the original reward (its claims 'in the redistributed MDP, Monte "
+                       "Carlo's variance is minimal' and 'an optimal redistribution leaves Monte Carlo only the "
+                       "immediate reward to average')"),
     said("§4.1.2, §5", "The key events get concentrated reward signal while irrelevant steps get near-zero signal",
          "the redistributed reward piles up on the decisive event and is about zero elsewhere",
          (REDISTRIBUTION, "the return predictor's jump, and so the redistributed reward, sits at the decisive step "
@@ -943,6 +942,14 @@ SS_GRPO = [
          "the estimator is trained with a contrastive objective (read as the checklist's: a loss that compares "
          "rollouts of different outcomes, with a margin to raise)",
          (CREDIT, "the estimator is trained with a contrastive objective")),
+    said("Mechanics", "for two rollouts in the same group with different outcomes, the step weights should be higher "
+                      "for steps that appear more frequently in successful rollouts",
+         "the estimator's objective (the article's own definition of 'contrastive'): within a group, steps that appear "
+         "more often in successful rollouts get higher weights",
+         not_checkable="not measured as such: the article's code regresses each rollout's weights on its "
+                       "within-group normalised reward, whose optimum gives a step the mean normalised reward of the "
+                       "rollouts that hold it (higher the more often it appears in successes), but no claim here "
+                       "computes that optimum on the article's loss"),
     said("Checklist", "Monitor the entropy of step weights; if it collapses to uniform, increase the "
          "contrastive margin.",
          "if the step weights' entropy collapses to uniform, raising the contrastive margin helps",

@@ -13,9 +13,9 @@ programming: does it keep the optimal policy, what future reward does a generic 
 does Φ = V^π, the one potential that can leave none, leave none? And, for context, the least future
 reward a potential of the position alone (blind to the key) can leave.
 
-    python studies/03_redistribution.py   # 13 s on 2 CPU cores (shared)
+    python studies/03_redistribution.py   # 16 s on 2 CPU cores (shared)
     python studies/03_redistribution.py --distractor-prob 0.5 --out runs/studies/03_redistribution_distractors
-                                          # 11 s; r's variance is no longer 0
+                                          # 17 s; r's variance is no longer 0
 """
 
 import importlib
@@ -159,11 +159,18 @@ def redistribution_properties(env: common.KeyToDoor, episode: dict, redistribute
         out[f"mc_variance_all_steps[{name}]"] = conditional_variance(to_go, pairs, num_pairs)
         out[f"immediate_variance[{name}]"] = conditional_variance(rewards, pairs, num_pairs)
     P, R = env.model()
-    mean_redistributed, _ = pair_means(redistributed.double().cpu(), pairs.cpu(), num_pairs)
+    mean_redistributed, counts = pair_means(redistributed.double().cpu(), pairs.cpu(), num_pairs)
+    Qs = {}
     for name, table in (("redistributed", mean_redistributed.view(-1, common.KeyToDoor.num_actions)), ("original", R)):
-        Q = optimal_q(P, table)
-        out[f"optimal_key_action[{name}]"] = int(Q[0].argmax())
-        out[f"optimal_start_value[{name}]"] = float(Q[0].max())
+        Qs[name] = optimal_q(P, table)
+        out[f"optimal_key_action[{name}]"] = int(Qs[name][0].argmax())
+        out[f"optimal_start_value[{name}]"] = float(Qs[name][0].max())
+    # every state the episodes reach with both actions where the true choice matters (the actions' Q* differ)
+    both = counts.view(-1, common.KeyToDoor.num_actions).gt(0).all(1)
+    true_Q = Qs["original"][:len(both)]
+    decisive = both & (true_Q[:, 1] - true_Q[:, 0]).abs().gt(1e-9)
+    out["decisive_states"] = int(decisive.sum())
+    out["decisive_states_agree"] = int((Qs["redistributed"][:len(both)].argmax(1) == true_Q.argmax(1))[decisive].sum())
     return out
 
 
@@ -349,10 +356,13 @@ def redistribution_claims(seeds: list[dict], shaping: dict) -> tuple[dict, list[
                      "Var(Σ_{k≥t} r_k | s, a)", immediate, below),
         common.claim("survey §4.1.2", "the redistributed MDP has the same optimal policy",
                      f"dynamic programming on the mean r̃ of each (s, a) vs the true model, each of {n} seeds: optimal "
-                     f"action in the key room {actions} vs {truth} (1: take the key); optimal value "
-                     f"{metrics['optimal_start_value[redistributed]']:.3f} vs "
+                     f"action in the key room {actions} vs {truth} (1: take the key); at every state the episodes "
+                     f"reach with both actions where the true choice matters, the same best action in "
+                     f"{[s['decisive_states_agree'] for s in seeds]} of {[s['decisive_states'] for s in seeds]} "
+                     f"states; optimal value {metrics['optimal_start_value[redistributed]']:.3f} vs "
                      f"{metrics['optimal_start_value[original]']:.3f} (mean of the seeds)",
-                     all(a == truth for a in actions)),
+                     all(a == truth for a in actions)
+                     and all(s["decisive_states_agree"] == s["decisive_states"] for s in seeds)),
         common.claim("survey §4.1.2 (Ng et al. 1999)", "potential-based shaping Φ(s') - Φ(s) preserves the optimal policy",
               f"exact dynamic programming, key-to-door, a random Φ: argmax Q* kept in all "
               f"{shaping['decisive_states']} states where the choice matters: {'yes' if shaping['argmax_kept'] else 'no'}; "

@@ -158,6 +158,7 @@ def test_redistribution_properties_of_the_optimal_redistribution_and_of_none():
     # the distractors still to come are as noisy after redistribution as before
     assert got["mc_variance_all_steps[redistributed]"] == pytest.approx(got["mc_variance_all_steps[original]"], rel=0.05)
     assert got["optimal_key_action[redistributed]"] == got["optimal_key_action[original]"] == 1
+    assert got["decisive_states"] == got["decisive_states_agree"] == 1  # reached with both actions: the key room
     assert got["optimal_start_value[original]"] == pytest.approx(1 + 3 * expected)
     assert got["optimal_start_value[redistributed]"] == pytest.approx(1 + 3 * expected, abs=0.02)
     unchanged = red.redistribution_properties(env, episode, rewards)
@@ -209,6 +210,7 @@ def seed_properties(future=(1e-4, -1e-4, 5e-5), exact=(0.0, 0.0, 0.0), future_r=
              "immediate_variance[optimal]": i, "immediate_variance[redistributed]": 2 * i,
              "immediate_variance[original]": 0.0,
              "optimal_key_action[redistributed]": a, "optimal_key_action[original]": 1,
+             "decisive_states": 1, "decisive_states_agree": int(a == 1),
              "optimal_start_value[redistributed]": value, "optimal_start_value[original]": 1.0,
              "reward_spread_by_step": [key + 0.01 * k, elsewhere, elsewhere / 2], "reward_mean_by_step": [1.0, o / 2, o]}
             for k, (f, e, f_r, i, a, o) in enumerate(zip(future, exact, future_r, immediate, actions, off))]
@@ -237,6 +239,8 @@ SHAPING = {"decisive_states": 2, "argmax_kept": True, "identity_gap": 1e-16, "va
     (seed_properties(steps=0.1, steps_r=0.2, immediate=(0.1, 0.25, 0.15)), SHAPING,  # the seeds disagree
      [True, True, True, True, None, True, True, True]),
     (seed_properties(actions=(1, 0, 1)), SHAPING, [True, True, True, None, None, False, True, True]),  # one seed's policy
+    ([dict(s, decisive_states=2) for s in seed_properties()], SHAPING,  # another state where the choice differs
+     [True, True, True, None, None, False, True, True]),
     (seed_properties(value=1.06), SHAPING, [True, True, True, None, None, True, True, True]),  # values: shown, not decided
     (seed_properties(key=0.0, elsewhere=0.05), SHAPING, [False, True, True, None, None, True, True, True]),  # not at key
     (seed_properties(off=(0.05, 0.06, 0.05)), SHAPING, [False, True, True, None, None, True, True, True]),  # r̃ off zero
