@@ -575,12 +575,14 @@ OVER_LONG = [
     said("When it falls down", "GRPO provides no learning signal on easy or impossible prompts, which biases "
          "training toward medium-difficulty examples.",
          "GRPO learns nothing on easy or impossible prompts, which favours prompts of medium difficulty",
-         (ZERO, "GRPO gives no signal on easy or impossible prompts, which biases training toward "
-                "medium-difficulty examples (prompts binned by their own pass rate at the cold start: below 1/3 "
-                "hard, above 2/3 easy)"),
-         (ZERO, "GRPO gives no signal on easy or impossible prompts, which biases training toward "
-                "medium-difficulty examples (prompts binned by their own pass rate after GRPO: below 1/3 hard, above "
-                "2/3 easy)")),
+         (ZERO, "GRPO provides no learning signal on easy or impossible prompts, which biases training toward "
+                "medium-difficulty examples (at the cold start: prompts none or all of whose separate samples are "
+                "right leave fewer groups with a reward spread than the prompts in between, which so take a larger "
+                "share of the groups with a spread than of the prompts)"),
+         (ZERO, "GRPO provides no learning signal on easy or impossible prompts, which biases training toward "
+                "medium-difficulty examples (after GRPO: prompts none or all of whose separate samples are right "
+                "leave fewer groups with a reward spread than the prompts in between, which so take a larger share "
+                "of the groups with a spread than of the prompts)"), how="re-point"),
     said("When it falls down", "the KL penalty actively discourages the RL policy from exploring that space",
          "when the SFT reference never writes the reasoning traces the task needs, the KL penalty actively discourages "
          "the policy from exploring them, whatever the reward (here: a reference that rarely writes them)",
@@ -934,9 +936,9 @@ SS_GRPO = [
                   "tokens processed"), how="rephrase"),
     said("Mechanics", "we can infer step-level advantages by comparing the final outcome of a rollout against "
          "a counterfactual baseline constructed from other rollouts in the same group",
-         "SS-GRPO infers step-level advantages: in a right solution its flawed step gets less credit than "
-         "its right steps",
-         (CREDIT, "SS-GRPO's step weight stops reinforcing the flawed step: in a right solution it gets less "
+         "SS-GRPO infers step-level advantages (here: in a right solution its flawed step gets less credit than "
+         "its right steps)",
+         (CREDIT, "SS-GRPO's step weight credits the flawed step less: in a right solution it gets less "
                   "credit than the solution's right steps")),
     said("Mechanics, Checklist", "The estimator is trained with a contrastive objective",
          "the estimator is trained with a contrastive objective (read as the checklist's: a loss that compares "

@@ -17,7 +17,7 @@ problems come to each problem's success rate; and the cold start's samples at ea
 (whole-game §2, §5, §7.3, §8; over-long-generations: the KL term, "When it falls down"; SS-GRPO's
 checklist).
 
-    python studies/05_zero_spread.py    # 189 s on 2 CPU cores, beside other jobs;
+    python studies/05_zero_spread.py    # 158 s on 2 CPU cores, beside other jobs;
                                         # writes runs/studies/05_zero_spread/
 
 Figure: zero_spread.png (share of groups with zero spread against G for each policy; share of
@@ -323,6 +323,47 @@ def medium_claim(rl: grpo.Args, args: Args, seeds: list[dict], policy: str) -> d
         None if lacking else common.all_parts(*(holds for holds, _ in gaps.values())))
 
 
+def extremes(m: dict, args: Args, G: int) -> dict:
+    """Prompts split by the statement's own categories, from their --bin-samples separate completions:
+    "extreme" where none or all are right (impossible or easy), "between" otherwise. Per group: the
+    prompts, and their expected groups of G with a reward spread (sum over the prompts)."""
+    ends = [c in (0, args.bin_samples) for c in m["bin_correct"]]
+    signal = [1 - zero_spread_probability(args.samples, c, G) for c in m["correct"]]
+    return {name: {"problems": sum(e is side for e in ends),
+                   "signal": sum(s for s, e in zip(signal, ends) if e is side)}
+            for name, side in (("extreme", True), ("between", False))}
+
+
+def extremes_claim(rl: grpo.Args, args: Args, seeds: list[dict], policy: str) -> dict:
+    """Over-long-generations, with the statement's own categories: do prompts that are impossible or
+    easy for `policy` (none or all of their separate samples right) leave fewer groups with a reward
+    spread than the prompts in between, and do those in between so take a larger share of the groups
+    with a spread than of the prompts? Each decided over the seeds; premise: both kinds on every seed."""
+    G = rl.group_size
+    found = [extremes(s[policy], args, G) for s in seeds]
+    missing = sum(f["extreme"]["problems"] == 0 or f["between"]["problems"] == 0 for f in found)
+    per = {k: [f[k]["signal"] / max(f[k]["problems"], 1) for f in found] for k in ("extreme", "between")}
+    less, less_text = decide(np.subtract(per["between"], per["extreme"]))
+    total = [f["extreme"]["signal"] + f["between"]["signal"] for f in found]
+    share = [f["between"]["signal"] / t - f["between"]["problems"] / (f["between"]["problems"] + f["extreme"]["problems"])
+             if t > 0 else math.nan for f, t in zip(found, total)]
+    biased, biased_text = decide(share)
+    measured = (f"own pass rate from {args.bin_samples} completions per problem, groups from {args.samples} others; "
+                f"per seed, prompts none or all of whose {args.bin_samples} are right: "
+                + ", ".join(str(f["extreme"]["problems"]) for f in found) + f" of {args.problems}; share of groups of "
+                f"G = {G} with a reward spread, mean of {len(seeds)} seeds: those prompts {np.mean(per['extreme']):.3f}, "
+                f"the prompts in between {np.mean(per['between']):.3f}; in between minus extreme, mean [95% interval]: "
+                f"{less_text}; the in-between prompts' share of the groups with a spread minus their share of the "
+                f"prompts: {biased_text}")
+    return common.claim(
+        "over-long-generations", "GRPO provides no learning signal on easy or impossible prompts, which biases "
+        f"training toward medium-difficulty examples ({WHEN[policy]}: prompts none or all of whose separate samples "
+        "are right leave fewer groups with a reward spread than the prompts in between, which so take a larger share "
+        "of the groups with a spread than of the prompts)",
+        measured + ("; premise not met: a seed without both kinds of prompt" if missing else ""),
+        None if missing else common.all_parts(less, biased))
+
+
 def baseline_errors(correct: list[int], n: int, G: int) -> tuple[float, float]:
     """Two baselines' mean squared error against each problem's own success rate p, unbiased from
     c right of n per problem: one for all problems, the mean reward (at least the spread of
@@ -385,6 +426,7 @@ def entropy_claims(args: Args, seeds: list[dict]) -> list[dict]:
 def check_claims(rl: grpo.Args, args: Args, seeds: list[dict]) -> list[dict]:
     return (vanish_claims(rl, seeds) + most_claims(rl, args, seeds) + group_size_claims(args, seeds)
             + [medium_claim(rl, args, seeds, policy) for policy in WHEN]
+            + [extremes_claim(rl, args, seeds, policy) for policy in WHEN]
             + [difficulty_claim(rl, args, seeds, policy) for policy in WHEN] + entropy_claims(args, seeds))
 
 

@@ -1129,7 +1129,7 @@ def step_credit_claims(per_seed: dict) -> list[dict]:
         less, text = decided(of(per_seed, "ss_grpo", "flawed_right_steps_credit")
                              - of(per_seed, "ss_grpo", "flawed_step_credit"))
         claims.append(claim(
-            "SS-GRPO article, The Problem and Mechanics", "SS-GRPO's step weight stops reinforcing the flawed step: in "
+            "SS-GRPO article, The Problem and Mechanics", "SS-GRPO's step weight credits the flawed step less: in "
             "a right solution it gets less credit than the solution's right steps", f"SS-GRPO, right completions with a "
             f"wrong line (second half of training; shares of GRPO's A_i): credit on the right steps before the flawed "
             f"one minus on the flawed step {text}", less))

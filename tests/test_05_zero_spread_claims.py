@@ -318,8 +318,8 @@ def test_check_claims_gives_every_claim_once():
     seeds = with_temperatures(made_seeds(counts(), bins={"cold start": BINS, "after GRPO": BINS}),
                               {0.25: (0.9, 0.2), 1.0: (0.9, 0.5), 2.0: (0.5, 0.9)})
     claims = zs.check_claims(RL, ARGS, seeds)
-    assert len(claims) == 14 and len({c["claim"] for c in claims}) == 14
-    assert [c["source"] for c in by_claim(claims, "medium-difficulty")] == ["over-long-generations"] * 2
+    assert len(claims) == 16 and len({c["claim"] for c in claims}) == 16
+    assert [c["source"] for c in by_claim(claims, "medium-difficulty")] == ["over-long-generations"] * 4
     assert [c["source"] for c in by_claim(claims, "difficulty for free")] == ["whole-game §5"] * 2
 
 
@@ -341,7 +341,7 @@ def test_the_zero_spread_study_runs_with_smoke(tmp_path, read_results):
     assert run.returncode == 0, run.stderr
     data = read_results(out / "results.json")
     table = data["metrics"].pop("tables")["zero_spread"]
-    assert len(data["claims"]) == 13 and len(data["seeds"]) == 2  # one G: no G = 8 against 4
+    assert len(data["claims"]) == 15 and len(data["seeds"]) == 2  # one G: no G = 8 against 4
     assert set(data["zero_spread"]) == set(zs.POLICIES)
     assert table["rows"] == [[name, int(steps), row["pass@1"], f"{row['2']:.0%}"]
                              for name, strata in data["zero_spread"].items() for steps, row in strata.items()]
@@ -373,3 +373,18 @@ def test_each_entropy_claim_needs_a_temperature_on_its_side_of_1():
     hot, cold = zs.entropy_claims(args, with_temperatures(made_seeds(counts()), {1.0: (0.9, 0.5), 2.0: (0.4, 0.9)}))
     assert hot["holds"] is True and "premise not met" not in hot["measured"]
     assert cold["holds"] is None and "premise not met: --temperatures needs one below 1" in cold["measured"]
+
+
+@pytest.mark.parametrize("correct,bin_correct,holds", [
+    ([0, 8, 4, 3, 5, 4], [0, 3, 1, 2, 1, 2], True),  # the extremes have no spread, the rest do
+    ([4, 4, 0, 8, 0, 8], [0, 3, 1, 2, 1, 2], False),  # the extremes have the spread, the rest none
+    ([0, 8, 4, 3, 5, 4], [1, 2, 1, 2, 1, 2], None),  # no prompt is impossible or easy: premise not met
+])
+def test_the_extremes_claim_bins_by_none_or_all_right_and_reads_both_halves(correct, bin_correct, holds):
+    seeds = [{"cold start": {"correct": [c + (i and k == 2) for k, c in enumerate(correct)],
+                             "bin_correct": bin_correct}} for i in range(3)]
+    claim = zs.extremes_claim(RL, ARGS, seeds, "cold start")
+    assert claim["holds"] is holds
+    assert ("premise not met" in claim["measured"]) is (holds is None)
+    found = zs.extremes(seeds[0]["cold start"], ARGS, 4)
+    assert found["extreme"]["problems"] == sum(b in (0, 3) for b in bin_correct)

@@ -431,7 +431,7 @@ NAMES = {"SS-GRPO achieves 97%": "table share", "...at 4% of the PRM's training 
          "flat credit (GRPO's broadcast) makes reasoning brittle": "brittle",
          "mitigation of entangled credit: process rewards (the gold step verifier's, PRM-GRPO": "process",
          "mitigation of entangled credit: process rewards (the gold step verifier's, each step": "process per step",
-         "SS-GRPO's step weight stops": "ss flawed",
+         "SS-GRPO's step weight credits the flawed": "ss flawed",
          "the broadcast of one advantage slows": "convergence", "the learned step weights give credit": "step size",
          "SS-GRPO: the estimator learns": "causal", "SS-GRPO ±: the estimator learns": "causal signed",
          "a sign-aware weight": "signed", "the estimator is trained with a contrastive": "contrastive",
