@@ -537,8 +537,9 @@ OVER_LONG = [
          how="re-point"),
     said("Over-optimisation", "Certain surface patterns (agreement, flattery, confident tone) inflate reward model "
                               "scores independently of content quality.",
-         "flattering or agreeable wording raises the RM score whatever the content",
-         not_checkable="needs a preference reward model and a chat task"),
+         "surface patterns (agreement, flattery, a confident tone) raise the RM score whatever the content",
+         not_checkable="agreement, flattery and tone need a chat task and a reward model trained on human preferences; "
+                       "the one surface pattern our task has, the worked form, is the next row's check"),
     said("Over-optimisation", "can score well on the reward model while containing incorrect information",
          "well-formatted but wrong answers can score well on a learned reward model",
          (OVER, "format hacking: well-formed outputs can score well on a learned reward model while being "
@@ -648,7 +649,11 @@ SURVEY = [
          "with γ = 1 one outcome broadcast to every token gives high-variance gradient estimates",
          (CRITIC, "one outcome broadcast to every token gives high-variance gradient estimates: with the same R on the "
                   "same completions, the gradient's variance with R on every token is above its variance with R on one "
-                  "token"), how="re-point"),
+                  "token"),
+         fix="studies/05_critic.py (broadcast_claim): the raw variance of a sum of T token terms against one token's "
+             "grows with T by scale alone; compare at the same expected gradient instead (R on one token drawn "
+             "uniformly and scaled by T, or the relative variance tr Cov / ||E||² that spread() computes), the log "
+             "ratio per seed decided with seed_verdict", how="re-point"),
     said("§3", "wash out the signal from the few tokens that actually mattered",
          "the broadcast washes out the signal of the few tokens that mattered",
          not_checkable="our completions have no filler: the tokens that matter (a failed completion's first wrong line, "
@@ -942,7 +947,7 @@ SS_GRPO = [
                   "credit than the solution's right steps")),
     said("Mechanics, Checklist", "The estimator is trained with a contrastive objective",
          "the estimator is trained with a contrastive objective (read as the checklist's: a loss that compares "
-         "rollouts of different outcomes, with a margin to raise)",
+         "rollouts of different outcomes, with a margin to raise; the article's own definition is the next row)",
          (CREDIT, "the estimator is trained with a contrastive objective")),
     said("Mechanics", "for two rollouts in the same group with different outcomes, the step weights should be higher "
                       "for steps that appear more frequently in successful rollouts",
