@@ -646,14 +646,12 @@ SURVEY = [
          "with γ = 1 the decisive action receives the reward at full size",
          (DILEMMAS, "pushing γ to 1 preserves the signal's magnitude")),
     said("§3", "The result is high-variance gradient estimates",
-         "with γ = 1 one outcome broadcast to every token gives high-variance gradient estimates",
-         (CRITIC, "one outcome broadcast to every token gives high-variance gradient estimates: with the same R on the "
-                  "same completions, the gradient's variance with R on every token is above its variance with R on one "
-                  "token"),
-         fix="studies/05_critic.py (broadcast_claim): the raw variance of a sum of T token terms against one token's "
-             "grows with T by scale alone; compare at the same expected gradient instead (R on one token drawn "
-             "uniformly and scaled by T, or the relative variance tr Cov / ||E||² that spread() computes), the log "
-             "ratio per seed decided with seed_verdict", how="re-point"),
+         "with γ = 1 one outcome broadcast to every token gives high-variance gradient estimates (here: against the same "
+         "advantage on the tokens that mattered, signal per unit of noise)",
+         (CRITIC, "the broadcast washes out the signal of the few tokens that mattered: GRPO's gradient with its "
+                  "advantage on every token carries less signal per unit of noise than the same advantage on the tokens "
+                  "that mattered (here: a failed completion's first wrong line, every line of a right one)"),
+         how="re-point"),
     said("§3", "wash out the signal from the few tokens that actually mattered",
          "the broadcast washes out the signal of the few tokens that mattered",
          not_checkable="our completions have no filler: the tokens that matter (a failed completion's first wrong line, "

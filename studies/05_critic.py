@@ -767,8 +767,9 @@ def broadcast_claim(per_seed: list[dict]) -> dict:
     first = per_seed[0]["gradient_variance"]
     bins = ", ".join(f"{x:.0f} tokens {three_digits(r)}" for x, r in zip(first[BARE]["length"], every_over_one(first)))
     return common.claim(
-        "survey §3", "one outcome broadcast to every token gives high-variance gradient estimates: with the same R on "
-        "the same completions, the gradient's variance with R on every token is above its variance with R on one token",
+        "survey §3", "one outcome broadcast to every token gives high-variance gradient estimates, read as raw "
+        "variance: with the same R on the same completions, the gradient's variance with R on every token (a sum of T "
+        "terms) is above its variance with R on one token (one term, so not the same expected gradient)",
         f"tr Cov at the cold start with R on every token (Ψ = R) over tr Cov with R on one token of each completion "
         f"(drawn uniformly), per length bin (seed {per_seed[0]['seed']}: {bins}); the mean over the bins of its log, "
         "per seed " + ", ".join(f"{x:+.3g}" for x in logs) + f", mean [95% interval over {len(per_seed)} seeds]: "
