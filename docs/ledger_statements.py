@@ -102,11 +102,9 @@ WHOLE_GAME = [
          "a proxy reward (confirmation received) makes a booking agent book the wrong thing",
          not_checkable="no tool-using agent or booking environment here"),
     said("§2", "introduce judge error: a wrong step marked correct",
-         "step judges (process rewards) mark some wrong steps correct",
-         (OVER_MARKS, "step judges misjudge steps both ways: wrong steps marked correct, and correct steps marked "
-                      "wrong (the learned PRM's own marks on held-out steps)"),
-         (OVER, "step judges misjudge steps both ways: wrong steps marked correct, and correct steps marked "
-                "wrong (Math-Shepherd's automatic step labels)"),
+         "step judges (process rewards) mark some wrong steps correct (here: Math-Shepherd's automatic step labels)",
+         (OVER, "automatic (Monte Carlo) step labels are noisy: a step may be labelled correct because a lucky rollout "
+                "reached the right answer"),
          how="rephrase"),
     said("§2", "or a creative correct step marked wrong",
          "step judges (process rewards) mark some creative correct steps wrong",
@@ -243,9 +241,7 @@ WHOLE_GAME = [
     said("§7.2", "Prefer verifiable checks",
          "against reward hacking, prefer a verifiable check to a learned score",
          (SEEDS_06, "prefer a verifiable check to a learned score: RL with the verifier in the "
-                              "reward ends above RL on the learned PRM alone (outcome GRPO (verifier))"),
-         (SEEDS_06, "prefer a verifiable check to a learned score: RL with the verifier in the "
-                              "reward ends above RL on the learned PRM alone (PRM steps, verifier on the answer step)")),
+                              "reward ends above RL on the learned PRM alone (outcome GRPO (verifier))")),
     said("§7.2", "KL-to-ref; remove cheap heuristic bonuses",
          "against reward hacking, keep KL to the reference",
          (OVER, "against reward hacking keep KL to the reference (the half checked here: no reward here has "
