@@ -171,8 +171,8 @@ WHOLE_GAME = [
                   "learned critic and GAE beats GRPO at the same samples")),
     said("§5", "Yes, but value learning is unstable on your data: fall back to Monte Carlo returns or group "
          "baselines",
-         "where the learned value is wrong, group baselines (or Monte Carlo returns) do at least as well as "
-         "PPO with that critic",
+         "when value learning is unstable on your data, fall back to Monte Carlo returns or group baselines (read "
+         "as: where the learned value is shown wrong, group baselines do at least as well as PPO with that critic)",
          (CRITIC, "where the learned value is wrong, group baselines do at least as well as PPO with that "
                   "critic: GRPO's held-out pass@1 is not below that of PPO (critic, GAE)"),
          (CRITIC, "where the learned value is wrong, group baselines do at least as well as PPO with that "
