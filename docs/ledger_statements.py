@@ -378,7 +378,8 @@ WHOLE_GAME = [
          (FAILURES, "the mitigation: limit the off-policy lag (here: held-out pass@1 is higher, the younger "
                     "the rollouts taken as on-policy, ages 0, 8)")),
     said("§7.10", "train/serve skew is silent poison",
-         "train/serve skew (another prompt builder at serving time) hurts; one builder for both fixes it",
+         "train/serve skew (another prompt builder at serving time) hurts; one builder for both fixes it (whether it "
+         "does so silently is the next row)",
          (FAILURES, "train/serve skew poisons serving: a serving-time prompt built by another template than "
                     "training's lowers held-out pass@1 (the fix, one builder for both, is the as-trained number; the "
                     "essay's 'silent', no error and well-formed outputs, is not measured here)")),
@@ -445,7 +446,6 @@ OVER_LONG = [
                     "roughly linearly with the episode's length"),
          (GRADIENT_99, "with one terminal reward (Ψ_t = R on every frame), the policy gradient's variance "
                        "grows roughly linearly with the episode's length"),
-         (CRITIC, "with a terminal reward the gradient's variance grows roughly linearly with episode length"),
          (LENGTHS, "with one terminal reward, the gradient's variance grows roughly linearly with the length")),
     said("Why", "because the same scalar R_n multiplies every per-token log-probability gradient in the "
          "episode",
@@ -925,12 +925,12 @@ SS_GRPO = [
                   "through a wrong line than under step credit (the gold PRM-GRPO)"), how="new"),
     said("The Problem", "for a 1000-token rollout, per-step evaluation multiplies inference cost by 1000×",
          "evaluating every step of a 1,000-token rollout separately multiplies the inference cost by 1,000 (read in "
-         "evaluator calls)",
+         "evaluator calls; in tokens read, the next row)",
          (CREDIT, "for a 1000-token rollout, per-step evaluation multiplies inference cost by 1000x, read as "
                   "evaluator calls (one per token)"), how="rephrase"),
     said("The Problem", "for a 1000-token rollout, per-step evaluation multiplies inference cost by 1000×",
          "evaluating every step of a 1,000-token rollout separately multiplies the inference cost by 1,000 (read in "
-         "tokens the evaluator reads)",
+         "tokens the evaluator reads; in evaluator calls, the previous row)",
          (CREDIT, "for a 1000-token rollout, per-step evaluation multiplies inference cost by 1000x, read as "
                   "tokens processed"), how="rephrase"),
     said("Mechanics", "we can infer step-level advantages by comparing the final outcome of a rollout against "
@@ -977,10 +977,15 @@ SS_GRPO = [
          (CREDIT, "the only extra cost is the estimator's forward pass, read against its table (1.05x inference "
                   "per rollout; 24 and 28 training hours for GRPO and SS-GRPO)")),
     said("Engineering decisions", "to keep overhead <1% of LLM inference",
-         "the estimator keeps the overhead below 1% of LLM inference (read as the overhead the article itself states, "
-         "in rollout time: its 5% and 1.05x; in FLOPs see the 'negligible' row)",
+         "the estimator is made tiny to keep the overhead below 1% of LLM inference, and does (read as the overhead "
+         "the article itself states, in rollout time: its 5% and 1.05x)",
          (CREDIT, "the tiny estimator keeps the overhead below 1% of LLM inference, read as the article's own "
                   "stated overheads (each below it)")),
+    said("Engineering decisions", "to keep overhead <1% of LLM inference",
+         "the estimator is made tiny to keep the overhead below 1% of LLM inference, and does (read in FLOPs against a "
+         "7B policy's generation)",
+         (CREDIT, "the only extra cost is one forward pass of a tiny model per step, negligible next to the LLM's "
+                  "generation (at the article's scale, a 7B policy)"), how="rephrase"),
     said("Engineering decisions", "avoiding sequence-length dependence",
          "a fixed-size (mean-pooled) step representation avoids dependence on the step's length",
          (CREDIT, "a mean-pooled, fixed-size step representation avoids dependence on the step's length: the same "
