@@ -95,11 +95,15 @@ def evaluation_error(args: Args, L: int, lam: float, seed: int, device) -> float
     error = args.initial_error * torch.randn(len(truth), generator=torch.Generator().manual_seed(seed)).to(device)
     V = truth + error * (torch.arange(len(truth), device=device) < env.num_states)
     for _ in range(args.eval_episodes // args.batch):
-        episode = common.play_episodes(env, policy)
-        s = episode["states"]
-        critic_step(V, s, gae.gae(episode["rewards"], V[s], V[episode["next_states"]], episode["ends"], 1.0, lam),
-                    args.critic_lr)
+        evaluation_step(env, policy, V, lam, args.critic_lr)
     return float((V[0] - truth[0]) ** 2)
+
+
+def evaluation_step(env, policy: torch.Tensor, V: torch.Tensor, lam: float, lr: float) -> None:
+    """One batch of episodes under the fixed `policy`, and the critic's step toward their λ-return."""
+    episode = common.play_episodes(env, policy)
+    s = episode["states"]
+    critic_step(V, s, gae.gae(episode["rewards"], V[s], V[episode["next_states"]], episode["ends"], 1.0, lam), lr)
 
 
 def bias_removal_time(args: Args, L: int, seed: int, device) -> int:
@@ -112,10 +116,7 @@ def bias_removal_time(args: Args, L: int, seed: int, device) -> int:
     truth = float(gae.exact_truth(env, policy, 1.0)[0][0])
     V = torch.zeros(env.num_states + 1, device=device)
     for episodes in range(args.batch, args.max_episodes + 1, args.batch):
-        episode = common.play_episodes(env, policy)
-        s = episode["states"]
-        critic_step(V, s, gae.gae(episode["rewards"], V[s], V[episode["next_states"]], episode["ends"], 1.0, 0.0),
-                    args.critic_lr)
+        evaluation_step(env, policy, V, 0.0, args.critic_lr)
         if abs(float(V[0]) - truth) <= abs(truth) / 2:
             return episodes
     return args.max_episodes
