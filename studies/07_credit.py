@@ -57,6 +57,7 @@ from common import claim, format_claims, format_table, mean_or_nan, moving_avera
 from lm_world import Completions  # noqa: E402
 
 ssg = importlib.import_module("07_ss_grpo")
+lengths_lab = importlib.import_module("studies.07_lengths")  # its per-step credit (arm "own"), re-used as it is
 
 METHODS = ("grpo", "ss_grpo", "ss_grpo_signed", "prm_grpo", "grpo_scaled")
 DEFAULT_METHODS = METHODS[:4]  # the step-size control: three more GRPO-sized runs, about 2 minutes more
@@ -229,19 +230,11 @@ def credit_stats(advantages: torch.Tensor, r: Rollouts) -> dict:
             | {"advantage_scale": advantage_scale(advantages, r.A, r.step_ids)})
 
 
-def own_step_advantages(right: torch.Tensor, valid: torch.Tensor, group_size: int) -> torch.Tensor:
-    """The per-step counterpart of the chapter's process_advantages, (B, S): each step credited by its own
-    normalised reward r̃_s, not summed over the steps after it (studies/07_lengths.py's arm "own" alike)."""
-    summed = ssg.process_advantages(right, valid, group_size)  # A_s = Σ_{k≥s} r̃_k
-    # r̃_s = A_s - A_{s+1}: the same r̃ as the chapter's, its sum to go undone
-    return summed - F.pad(summed[:, 1:], (0, 1))
-
-
 def own_step_stats(r: Rollouts, group_size: int) -> dict:
     """PRM-GRPO's update credited per step instead (A_t = r̃ of t's step, from the same gold step rewards): what
     that credit would do to the same completions, under OWN_STEP keys. It trains nothing: PRM-GRPO trains on the
     reward-to-go form, so these completions are those of the reward-to-go policy."""
-    grid = own_step_advantages(*ssg.gold_step_rewards(r.wrong, r.steps), group_size)
+    grid = lengths_lab.own_step_advantages(*ssg.gold_step_rewards(r.wrong, r.steps), group_size)
     stats = credit_stats(ssg.broadcast_to_tokens(grid, r.step_ids), r)
     return {OWN_STEP + k: v for k, v in stats.items()}
 

@@ -156,7 +156,8 @@ def at_length(args: Args, steps: int, seed: int) -> Args:
 # The arms' credit: each an advantage_fn(completions, rewards (N, G), problems) -> (B, T) for 07's loop
 # ============================================================================================
 def own_step_advantages(right: torch.Tensor, valid: torch.Tensor, group_size: int) -> torch.Tensor:
-    """Each step credited by its own correctness, (B, S): 07's process credit without the sum."""
+    """Each step credited by its own correctness, (B, S): the per-step counterpart of 07's process_advantages,
+    each step's normalised reward r̃_s not summed over the steps after it (studies/07_credit.py uses it too)."""
     summed = ssg.process_advantages(right, valid, group_size)  # A_s = Σ_{k≥s} r̃_k
     # r̃_s = A_s - A_{s+1}: the step's own normalised reward
     return summed - torch.nn.functional.pad(summed[:, 1:], (0, 1))

@@ -91,7 +91,7 @@ def test_own_step_advantages_are_each_steps_normalised_gold_reward_by_a_loop():
     """The per-step counterpart of the chapter's process_advantages: A_s = r̃_s, the step's reward z-scored over
     the real steps of its group (sample std, + eps), not summed over the steps after it; 0 off the steps."""
     right, valid = ss.gold_step_rewards([None, 1, 0, 2], torch.tensor([2, 3, 1, 3]))
-    got = lab.own_step_advantages(right, valid, group_size=2)
+    got = lab.lengths_lab.own_step_advantages(right, valid, group_size=2)
     expected = torch.zeros(4, 3)
     for group in (slice(0, 2), slice(2, 4)):
         steps = right[group][valid[group]]
@@ -826,7 +826,7 @@ def test_each_update_logs_the_diagnostics_of_the_advantages_it_returns(tmp_path)
                     | {"advantage_scale": lab.advantage_scale(advantages, A, step_ids)})
         if method == "prm_grpo":  # its batch credited per step too, the same gold step rewards: a reading only
             steps = step_ids.max(1).values + 1
-            own = ss.broadcast_to_tokens(lab.own_step_advantages(*ss.gold_step_rewards(wrong, steps), 4), step_ids)
+            own = ss.broadcast_to_tokens(lab.lengths_lab.own_step_advantages(*ss.gold_step_rewards(wrong, steps), 4), step_ids)
             stats = (lab.blame_stats(own, A, step_ids, wrong, REWARDS) | lab.flawed_step_stats(own, A, step_ids, wrong, REWARDS)
                      | {"advantage_scale": lab.advantage_scale(own, A, step_ids)})
             expected |= {lab.OWN_STEP + k: v for k, v in stats.items()}
