@@ -395,12 +395,16 @@ WHOLE_GAME = [
          (ZERO, "too much entropy gives incoherent samples: from the cold start, fewer completions are well-formed at "
                 "a high temperature than at T = 1")),
     said("§8", "Too little: mode collapse to one template answer.",
-         "too little entropy collapses the samples to one template answer",
-         not_checkable="the essay names no level of entropy, and at T → 0 sampling becomes greedy decoding, one "
-                       "completion by definition; what studies/05_zero_spread measures is a tendency, a problem's "
-                       "completions narrowing as the temperature falls (its claim 'too little entropy narrows…'), and "
-                       "every completion of our task shares one format by construction, so a template cannot be told "
-                       "from the task's format"),
+         "too little entropy narrows the samples toward one template answer (read as a tendency, as the 'too much' "
+         "row reads its side: fewer of a problem's completions are distinct as the temperature falls)",
+         (ZERO, "too little entropy narrows a problem's completions toward one: from the cold start, fewer of a "
+                "problem's completions are distinct at a low temperature than at T = 1 (one template would leave 1 of "
+                "16)"), how="new"),
+    said("§8", "Too little: mode collapse to one template answer.",
+         "too little entropy collapses the samples to one template answer (read as the collapse itself: one answer "
+         "per problem)",
+         not_checkable="the essay names no level of entropy at which the samples collapse, and at T → 0 sampling "
+                       "becomes greedy decoding, one completion by definition; the tendency is the previous row's"),
     said("§8", "If all $K$ are near-copies, GRPO cannot invent a better mode.",
          "a group of near-copies gives GRPO nothing better to move toward",
          not_checkable="no run controls the diversity of the group"),
@@ -564,11 +568,16 @@ OVER_LONG = [
          (OVER, "a PRM assigns step scores that reflect the label distribution, not a ground-truth value "
                 "function")),
     said("When it falls down", "the normalised advantage is zero and the gradient vanishes",
-         "a group whose samples all score the same gets zero advantage, and its policy-gradient term vanishes (a KL "
-         "term, if any, still pulls)",
+         "a group whose samples all score the same gets zero advantage, and its gradient vanishes (read as the "
+         "policy-gradient term, the learning signal from the reward; the whole gradient is the next row's)",
          (ZERO, "if all G samples get the same reward, the normalised advantage is zero and the policy-gradient term "
                 "vanishes (a KL term, if any, still pulls)"),
          how="rephrase"),
+    said("When it falls down", "the normalised advantage is zero and the gradient vanishes",
+         "a group whose samples all score the same gets zero advantage, and its gradient vanishes (read as the whole "
+         "GRPO gradient, the essay's β·KL term included)",
+         (ZERO, "if all G samples get the same reward, the normalised advantage is zero and the gradient vanishes, "
+                "read as the whole GRPO gradient (the policy-gradient and β·KL terms together)"), how="new"),
     said("When it falls down", "GRPO provides no learning signal on easy or impossible prompts, which biases "
          "training toward medium-difficulty examples.",
          "GRPO learns nothing on easy or impossible prompts, which favours prompts of medium difficulty",
@@ -595,7 +604,8 @@ OVER_LONG = [
     said("When it falls down", "The model may converge to surface-level formatting of long chains rather than "
                                "substantively better reasoning.",
          "the model may converge to the surface form of long chains rather than better reasoning",
-         not_checkable="needs long chain-of-thought training"),
+         not_checkable="the essay places it at chains of 2,000-8,000 tokens; our completions run 3-32 tokens, and "
+                       "a 'may' names no outcome a run could fail to show"),
 ]
 
 SURVEY = [
@@ -642,18 +652,17 @@ SURVEY = [
          "with γ = 1 the decisive action receives the reward at full size",
          (DILEMMAS, "pushing γ to 1 preserves the signal's magnitude")),
     said("§3", "The result is high-variance gradient estimates",
-         "with γ = 1 one outcome broadcast to every token gives high-variance gradient estimates (here: against the same "
-         "advantage on the tokens that mattered, signal per unit of noise)",
-         (CRITIC, "the broadcast washes out the signal of the few tokens that mattered: GRPO's gradient with its "
-                  "advantage on every token carries less signal per unit of noise than the same advantage on the tokens "
-                  "that mattered (here: a failed completion's first wrong line, every line of a right one)"),
+         "with γ = 1 one outcome broadcast to every token gives noisier gradient estimates than credit on the tokens "
+         "that mattered (read as signal per unit of noise, the same advantage on the same completions; whether those "
+         "tokens are few is the next row's)",
+         (CRITIC, "one advantage on every token gives noisier gradient estimates than credit on the tokens that "
+                  "mattered: GRPO's gradient with its advantage on every token carries less signal per unit of noise "
+                  "than the same advantage on the tokens that mattered (here: a failed completion's first wrong line, "
+                  "every line of a right one)"),
          how="re-point"),
     said("§3", "wash out the signal from the few tokens that actually mattered",
          "the broadcast washes out the signal of the few tokens that mattered",
-         not_checkable="our completions have no filler: the tokens that matter (a failed completion's first wrong line, "
-                       "every line of a right one) are about two thirds of all tokens, not a few; studies/05_critic "
-                       "compares the broadcast with credit on those tokens (its claim 'the broadcast washes out the "
-                       "signal …'), a different question"),
+         (CRITIC, "the broadcast washes out the signal of the few tokens that mattered")),
     said("§4.1.1", "multi-step methods reduce the bias that comes from inaccurate value estimates at nearby states",
          "looking further ahead before bootstrapping reduces the bias of an inaccurate critic",
          (DILEMMAS, "multi-step returns reduce the bias of an inaccurate critic: the further GAE looks ahead (the "
@@ -925,12 +934,7 @@ SS_GRPO = [
                   "through a wrong line than under step credit (the gold PRM-GRPO)"), how="new"),
     said("The Problem", "for a 1000-token rollout, per-step evaluation multiplies inference cost by 1000×",
          "evaluating every step of a 1,000-token rollout separately multiplies the inference cost by 1,000 (read in "
-         "evaluator calls; in tokens read, the next row)",
-         (CREDIT, "for a 1000-token rollout, per-step evaluation multiplies inference cost by 1000x, read as "
-                  "evaluator calls (one per token)"), how="rephrase"),
-    said("The Problem", "for a 1000-token rollout, per-step evaluation multiplies inference cost by 1000×",
-         "evaluating every step of a 1,000-token rollout separately multiplies the inference cost by 1,000 (read in "
-         "tokens the evaluator reads; in evaluator calls, the previous row)",
+         "the tokens the evaluator reads)",
          (CREDIT, "for a 1000-token rollout, per-step evaluation multiplies inference cost by 1000x, read as "
                   "tokens processed"), how="rephrase"),
     said("Mechanics", "we can infer step-level advantages by comparing the final outcome of a rollout against "
@@ -968,9 +972,15 @@ SS_GRPO = [
     said("Why it works", "The only extra cost is a forward pass of a tiny model per step, which is negligible "
                          "compared to the LLM's generation cost.",
          "the estimator's forward pass per step is negligible next to a 7B policy's generation (read in FLOPs, with "
-         "the article's own bound, < 1%, as 'negligible')",
-         (CREDIT, "the only extra cost is one forward pass of a tiny model per step, negligible next to the LLM's "
-                  "generation (at the article's scale, a 7B policy)")),
+         "the article's own bound, < 1%, as 'negligible', on its code: each step read alone)",
+         (CREDIT, "the estimator's forward pass costs below 1% of a 7B policy's generation (FLOPs, attention included; "
+                  "read on the article's code, whose estimator reads each step's tokens alone)")),
+    said("Why it works", "The only extra cost is a forward pass of a tiny model per step, which is negligible "
+                         "compared to the LLM's generation cost.",
+         "the estimator's forward pass per step is negligible next to a 7B policy's generation (read in FLOPs, with "
+         "the article's own bound, < 1%, as 'negligible', on its prose: each step read with the prompt)",
+         (CREDIT, "the estimator's forward pass costs below 1% of a 7B policy's generation (FLOPs, attention included; "
+                  "read on the article's prose, where f(s, P) reads each step with the prompt)"), how="new"),
     said("Why it works", "The only extra cost is a forward pass of a tiny model per step, which is negligible "
                          "compared to the LLM's generation cost.",
          "that forward pass is the only extra cost",
@@ -983,9 +993,14 @@ SS_GRPO = [
                   "stated overheads (each below it)")),
     said("Engineering decisions", "to keep overhead <1% of LLM inference",
          "the estimator is made tiny to keep the overhead below 1% of LLM inference, and does (read in FLOPs against a "
-         "7B policy's generation)",
-         (CREDIT, "the only extra cost is one forward pass of a tiny model per step, negligible next to the LLM's "
-                  "generation (at the article's scale, a 7B policy)"), how="rephrase"),
+         "7B policy's generation, on the article's code: each step read alone)",
+         (CREDIT, "the estimator's forward pass costs below 1% of a 7B policy's generation (FLOPs, attention included; "
+                  "read on the article's code, whose estimator reads each step's tokens alone)"), how="rephrase"),
+    said("Engineering decisions", "to keep overhead <1% of LLM inference",
+         "the estimator is made tiny to keep the overhead below 1% of LLM inference, and does (read in FLOPs against a "
+         "7B policy's generation, on the article's prose: each step read with the prompt)",
+         (CREDIT, "the estimator's forward pass costs below 1% of a 7B policy's generation (FLOPs, attention included; "
+                  "read on the article's prose, where f(s, P) reads each step with the prompt)"), how="new"),
     said("Engineering decisions", "avoiding sequence-length dependence",
          "a fixed-size (mean-pooled) step representation avoids dependence on the step's length",
          (CREDIT, "a mean-pooled, fixed-size step representation avoids dependence on the step's length: the same "
@@ -1068,8 +1083,9 @@ SS_GRPO = [
          "accuracy gain over GRPO of PRM-GRPO on the gold step labels)",
          (CREDIT, "SS-GRPO recovers most (over half) of the PRM's accuracy gain over GRPO"), how="rephrase"),
     said("Summary", "at a fraction of the cost",
-         "learning the step weight costs a fraction of what a PRM costs (here: training compute against a PRM labelled "
-         "by Monte Carlo rollouts, as Math-Shepherd's are)",
+         "learning the step weight costs less than a PRM (read as any share below the PRM's cost, here training "
+         "compute against a PRM labelled by Monte Carlo rollouts, as Math-Shepherd's are; how small a share, the "
+         "article's 4%, is the Performance rows')",
          (CREDIT, "SS-GRPO trains at a fraction of a PRM's cost: its training compute is below that of a PRM labelled "
                   "by Monte Carlo"), how="rephrase"),
 ]
@@ -1115,7 +1131,10 @@ LEFT_OUT = {
         "(theory, §9); PRM labels +1/0/−1 and PRMs give dense rewards for RL (definitions, §10); Math-Shepherd's "
         "'any completion' rule (a definition, §10); open problems. Dropped from the hand-written ledger: its three "
         "§10 rows on Lightman et al.'s best-of-N numbers (PRM against ORM, PRM and ORM against majority vote): the "
-        "survey makes no such comparison (over-long-generations does, and keeps its row)."),
+        "survey makes no such comparison (over-long-generations does, and keeps its row). 'High-variance gradient "
+        "estimates' read as raw variance, R on every token against R on one token (studies/05_critic shows it): a sum "
+        "of T terms against one term is larger by its size alone and has another expected gradient, so it is not a "
+        "reading of §3's statement."),
     "SS-GRPO article": (
         "GRPO is the de-facto algorithm and powers DeepSeek-R1 (bibliography and opinion, The Problem); the estimator "
         "f(s, P), w(s) ∈ [0, 1] and A_i(s) = A_i · w(s) (the method's definition); the benchmark set-up: GSM8K, a 7B "
@@ -1124,6 +1143,7 @@ LEFT_OUT = {
         "hand-written ledger as not the article's statements: 'SS-GRPO beats GRPO at the same step size' (our "
         "control for its mechanism), its overhead and cost figures recomputed at our scale (the article states them "
         "for a 7B policy, where the estimator is tiny; ours is bigger than our policy), 'more as chains grow' (not in "
-        "the article), the signed variant (ours), and '97% of the PRM's gain' at our scale (the article states it for 7B "
+        "the article), the signed variant (ours), the 1000× read as evaluator calls (one per token is 1,000 calls by "
+        "the article's own count, no cost measured), and '97% of the PRM's gain' at our scale (the article states it for 7B "
         "on GSM8K only; its own table is checked)."),
 }

@@ -964,22 +964,14 @@ def dilution_claim(per_seed: list[dict]) -> dict:
         "it falls)", falls)
 
 
-def focus_claim(per_seed: list[dict]) -> dict:
-    """Survey §3: 'every token ... receives the same advantage estimate ... that wash out the signal
-    from the few tokens that actually mattered': on the same completions and the same GRPO A_i, the
-    signal per unit of noise (`signal_by_length` over all completions, as `dilution_claim` measures
-    it per length bin) with A_i on every token against A_i on the tokens that mattered (`mattered`).
-    Per seed the log of focused over broadcast, decided over the seeds (above 0: the broadcast
-    carries less). Pooled, not per bin: a bin where one side shows no signal has no ratio, and
-    dropping it would drop the bins that speak against that side."""
+def focus_verdict(per_seed: list[dict]) -> tuple[bool | None, str]:
+    """On the same completions and the same GRPO A_i, the signal per unit of noise with A_i on every
+    token against A_i on the tokens that mattered: `focus_claim`'s verdict and what it measured."""
     broadcast, focused = ([s["token_credit"][key] for s in per_seed] for key in ("grpo_signal", "focused_signal"))
     logs = [math.log(f["pooled"] / b["pooled"]) if f["pooled"] > 0 and b["pooled"] > 0 else math.nan
             for b, f in zip(broadcast, focused)]
     washes, text = common.seed_verdict(logs)
-    return common.claim(
-        "survey §3", "the broadcast washes out the signal of the few tokens that mattered: GRPO's gradient with its "
-        "advantage on every token carries less signal per unit of noise than the same advantage on the tokens that "
-        "mattered (here: a failed completion's first wrong line, every line of a right one)",
+    return washes, (
         "GRPO's per-completion gradient at the cold start, A_i on every token or on the tokens that mattered (the "
         "gold first wrong line of a failed completion, every token of a right one: "
         + ", ".join(f"{f['token_share']:.0%}" for f in focused) + " of the tokens, by seed), each projected on its own "
@@ -987,7 +979,42 @@ def focus_claim(per_seed: list[dict]) -> dict:
         "variance, broadcast against focused: " + ", ".join(f"{b['pooled']:.3g} against {f['pooled']:.3g}"
                                                             for b, f in zip(broadcast, focused))
         + f" by seed; log(focused / broadcast), mean [95% interval over {len(per_seed)} seeds]: {text} (> 0: the "
-        "broadcast carries less)", washes)
+        "broadcast carries less)")
+
+
+def focus_claim(per_seed: list[dict]) -> dict:
+    """Survey §3: 'every token ... receives the same advantage estimate. The result is
+    high-variance gradient estimates': on the same completions and the same GRPO A_i, the
+    signal per unit of noise (`signal_by_length` over all completions, as `dilution_claim` measures
+    it per length bin) with A_i on every token against A_i on the tokens that mattered (`mattered`).
+    Per seed the log of focused over broadcast, decided over the seeds (above 0: the broadcast
+    carries less). Pooled, not per bin: a bin where one side shows no signal has no ratio, and
+    dropping it would drop the bins that speak against that side."""
+    washes, measured = focus_verdict(per_seed)
+    return common.claim(
+        "survey §3", "one advantage on every token gives noisier gradient estimates than credit on the tokens that "
+        "mattered: GRPO's gradient with its advantage on every token carries less signal per unit of noise than the "
+        "same advantage on the tokens that mattered (here: a failed completion's first wrong line, every line of a "
+        "right one)", measured, washes)
+
+
+FEW_TOKENS = "the broadcast washes out the signal of the few tokens that mattered"
+
+
+def few_tokens_claim(per_seed: list[dict]) -> dict:
+    """Survey §3: '... that wash out the signal from the few tokens that actually mattered': the
+    statement assumes that few tokens matter. Where the share of the tokens that mattered lies
+    above one half over the seeds (most of them, so not a few), its premise is not met; else
+    `focus_verdict` decides."""
+    share = [s["token_credit"]["focused_signal"]["token_share"] for s in per_seed]
+    most, text = common.seed_verdict(np.array(share) - 0.5)
+    washes, measured = focus_verdict(per_seed)
+    premise = (f"the share of tokens that mattered minus one half, mean [95% interval over {len(per_seed)} seeds]: "
+               f"{text}")
+    if most:
+        return common.claim("survey §3", FEW_TOKENS, f"premise not met: most tokens mattered, not a few ({premise}); "
+                            + measured, None)
+    return common.claim("survey §3", FEW_TOKENS, f"{premise}; {measured}", washes)
 
 
 # "roughly doubles": nearer 2x than no growth (1x) or tripling (3x), the midpoints, as common.ROUGHLY_LINEAR for a slope
@@ -1014,7 +1041,8 @@ def critic_claims(args: Args, per_seed: list[dict]) -> list[dict]:
     if "grpo" in runs and "ppo" in runs:
         claims = [memory_claim(runs), *claims, prefer_gae_claim(args, per_seed)]
     return (claims + [fallback_claim(args, per_seed, m) for m in CRITICS if m in runs and "grpo" in runs]
-            + [same_advantage_claim(args, per_seed), dilution_claim(per_seed), focus_claim(per_seed)])
+            + [same_advantage_claim(args, per_seed), dilution_claim(per_seed), focus_claim(per_seed),
+               few_tokens_claim(per_seed)])
 
 
 # ============================================================================================

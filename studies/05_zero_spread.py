@@ -210,10 +210,12 @@ def shares(seeds: list[dict], policy: str, args: Args, G: int) -> list[float]:
 
 def vanish_claims(rl: grpo.Args, seeds: list[dict]) -> list[dict]:
     """Exact on each seed's batch that holds zero-spread groups: they give no policy gradient,
-    while their KL term pulls (where the policy has left its reference and β > 0)."""
+    while their KL term pulls (where the policy has left its reference and β > 0), so the whole
+    GRPO gradient of those groups vanishes only where both norms are 0."""
     grads = [s["gradient"] for s in seeds if s["gradient"]["zero-spread share"] > 0]
     pg_zero = all(g["zero-spread pg"] == 0.0 for g in grads)
     pulls = all(g["zero-spread kl"] > 0 for g in grads)
+    still = all(g["zero-spread kl"] == 0.0 for g in grads)
     moved = all(g["zero-spread kl tokens"] > 0 or g["mixed kl tokens"] > 0 for g in grads)
 
     def per_seed(key: str, spec: str) -> str:
@@ -230,6 +232,9 @@ def vanish_claims(rl: grpo.Args, seeds: list[dict]) -> list[dict]:
     return [
         common.claim("over-long-generations", "if all G samples get the same reward, the normalised advantage is zero "
                      "and the policy-gradient term vanishes (a KL term, if any, still pulls)", measured + missing, pg_zero if grads else None),
+        common.claim("over-long-generations", "if all G samples get the same reward, the normalised advantage is zero "
+                     "and the gradient vanishes, read as the whole GRPO gradient (the policy-gradient and β·KL terms "
+                     "together)", measured + missing, pg_zero and still if grads else None),
         common.claim("over-long-generations", "the KL term, a sum over tokens, gives a dense per-step signal even "
                      "when the reward is terminal: in groups with zero reward spread its gradient is non-zero while "
                      "the policy-gradient term's is zero", measured + missing + no_kl,

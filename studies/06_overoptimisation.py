@@ -1505,22 +1505,23 @@ def pairs_claim(seeds: list[dict]) -> dict:
 def ppo_claim(seeds: list[dict]) -> dict:
     """Q-RM's token credit in place of GAE: can it stand in? Per seed, whether PPO on it learns (its
     held-out pass@1 at the end minus the cold start's) and its pass@1 at the end minus GAE's. Yes
-    where it learns and is not shown worse than GAE (replacing is not beating); no where it is shown
-    not to learn (below the cold start) or shown worse than GAE; else none."""
+    where it learns and is shown at least level with GAE, that is above it (an interval that holds 0
+    cannot tell level from worse, and no margin of "level" comes from the seeds); no where it is
+    shown not to learn (below the cold start) or shown worse than GAE; else none."""
     qrm, gae = ([final_pass(s["ppo"][m]) for s in seeds] for m in ("qrm", "gae"))
     cold = [s["ppo"]["qrm"]["evals"][0]["pass@1"] for s in seeds]  # update 0: the cold start, the same problems
     learns, learns_text = over_seeds(np.subtract(qrm, cold))
     _, gae_learns_text = over_seeds(np.subtract(gae, cold))
     level, text = over_seeds(np.subtract(qrm, gae))
-    holds = False if False in (learns, level) else (True if learns else None)
+    holds = False if False in (learns, level) else (True if learns and level else None)
     return claim("survey §4.6, §9", "Q-RM's token-level credit can replace GAE inside PPO (or REINFORCE)", "held-out "
                  f"pass@1 after {seeds[0]['rl_steps']} updates of the chapter's loop (one optimiser step per batch, "
                  f"as studies/05_critic.py's PPO), the same prompts: Q-RM's token advantages {mean_of(qrm):.3f} minus "
                  f"GAE(λ = {seeds[0]['ppo']['gae_lambda']:g}) on a learned critic (05's, warmed up on the cold start) "
                  f"{mean_of(gae):.3f}: {text}; learns: Q-RM minus the cold start ({mean_of(cold):.3f}) {learns_text}, "
-                 f"GAE minus the cold start {gae_learns_text} ({legend(seeds)}); yes: Q-RM learns (above 0) and is not "
-                 "shown worse than GAE (Q-RM minus GAE not below 0); no: Q-RM minus the cold start, or Q-RM minus GAE, "
-                 "below 0", holds)
+                 f"GAE minus the cold start {gae_learns_text} ({legend(seeds)}); yes: Q-RM learns (above 0) and "
+                 "Q-RM minus GAE lies above 0 (one that holds 0 cannot tell level from worse); no: Q-RM minus the "
+                 "cold start, or Q-RM minus GAE, below 0", holds)
 
 
 def marks_claim(seeds: list[dict]) -> dict:

@@ -690,22 +690,24 @@ def long_rollout_flops_share(estimator: dict, tokens: float, step: float, prompt
     return tokens / step * read * per_token / policy
 
 
-def longest_rollout_share(estimator: dict) -> float:
-    """The largest share on the article's code (each step read alone) over rollouts of ARTICLE_LONG_ROLLOUT
-    tokens or more, any prompt, any cut into steps: the estimator's cost grows with the step, so one step as long
-    as the rollout bounds it, and a prompt only adds to the policy's; then (a + b·T) / (c + e·T) is monotone in
-    T, so it is the larger of its value at ARTICLE_LONG_ROLLOUT and its limit b / e (T → ∞), the ratio of the two
-    attention terms."""
+def largest_share(estimator: dict, shortest: int) -> float:
+    """The largest share on the article's code (each step read alone) over rollouts of `shortest` tokens or
+    more, any prompt, any cut into steps: the estimator's cost grows with the step, so one step as long as the
+    rollout bounds it, and a prompt only adds to the policy's; then (a + b·T) / (c + e·T) is monotone in T, so
+    it is the larger of its value at `shortest` and its limit b / e (T → ∞), the ratio of the two attention
+    terms."""
     limit = 4 * ARTICLE_ESTIMATOR["layers"] * ARTICLE_ESTIMATOR["hidden"] / (
         2 * ARTICLE_POLICY_SHAPE["layers"] * ARTICLE_POLICY_SHAPE["hidden"])
-    return max(long_rollout_flops_share(estimator, ARTICLE_LONG_ROLLOUT, ARTICLE_LONG_ROLLOUT, 0), limit)
+    return max(long_rollout_flops_share(estimator, shortest, shortest, 0), limit)
 
 
-def prompt_at_share(estimator: dict, step: float, share: float) -> float:
+def prompt_at_share(estimator: dict, tokens: int, step: float, share: float) -> float:
     """On the article's prose (each step read with the prompt), the prompt length at which a rollout of
-    ARTICLE_LONG_ROLLOUT tokens in steps of `step` tokens costs `share` of the policy's FLOPs (0 where even no
-    prompt reaches it): the root of estimator(P) = share · policy(P), quadratic in x = step + P."""
-    T, layers, width = ARTICLE_LONG_ROLLOUT, ARTICLE_POLICY_SHAPE["layers"], ARTICLE_POLICY_SHAPE["hidden"]
+    `tokens` tokens in steps of `step` tokens costs `share` of the policy's FLOPs (0 where even no prompt
+    reaches it): the root of estimator(P) = share · policy(P), quadratic in x = step + P."""
+    if long_rollout_flops_share(estimator, tokens, step, 0) >= share:
+        return 0.0
+    T, layers, width = tokens, ARTICLE_POLICY_SHAPE["layers"], ARTICLE_POLICY_SHAPE["hidden"]
     a = 2 * (estimator["layers"] + estimator["head"])
     b = 4 * ARTICLE_ESTIMATOR["layers"] * ARTICLE_ESTIMATOR["hidden"]
     # (T/step)·x·(a + b·x) = share·(2·params·T + 4·layers·width·(x - step)·T + 2·layers·width·T²)
@@ -738,8 +740,10 @@ def article_numbers(summary: dict) -> dict:
             "article_estimator_tokens_per_policy_token": reads,
             "article_estimator_flops_share_7b": estimator_flops_share(size["layers"] + size["head"],
                                                                       ARTICLE_POLICY_PARAMS, reads),
-            "article_estimator_flops_share_7b_long": longest_rollout_share(size),
-            **{f"article_long_rollout_prompt_at_bound_{step}": prompt_at_share(size, step, ARTICLE_INFERENCE_OVERHEAD)
+            "article_estimator_flops_share_7b_any": largest_share(size, 1),
+            "article_estimator_flops_share_7b_long": largest_share(size, ARTICLE_LONG_ROLLOUT),
+            **{f"article_{name}_prompt_at_bound_{step}": prompt_at_share(size, tokens, step, ARTICLE_INFERENCE_OVERHEAD)
+               for name, tokens in (("rollout", ARTICLE_ROLLOUT_TOKENS), ("long_rollout", ARTICLE_LONG_ROLLOUT))
                for step in PROSE_STEPS},
             "article_prefix_rescoring_cost": prefix_rescoring_cost(ARTICLE_ROLLOUT_TOKENS), **memory}
 
@@ -802,14 +806,7 @@ def article_claims(n: dict, summary: dict) -> list[dict]:
               f"{n['article_estimator_params_layers'] / 1e6:.2f}M layers + {n['article_estimator_params_head']} head "
               f"= {n['article_estimator_params_total'] / 1e6:.2f}M; ~1M only without the embedding table",
               round(n["article_estimator_params_total"] / ARTICLE_ESTIMATOR_PARAMS) == 1),
-        claim("SS-GRPO article, Why it works", "the only extra cost is one forward pass of a tiny model per step, "
-              "negligible next to the LLM's generation (at the article's scale, a 7B policy)",
-              f"FLOPs (2·params per token, attention left out): the article's estimator without its embedding "
-              f"({(n['article_estimator_params_layers'] + n['article_estimator_params_head']) / 1e6:.2f}M) reading "
-              f"{n['article_estimator_tokens_per_policy_token']:.2f} tokens per policy token (measured here: it re-reads "
-              f"the prompt with every step) costs {n['article_estimator_flops_share_7b']:.3%} of a 7B policy's "
-              f"generation (below 1% counts as negligible); its 5% and 1.05x are not FLOPs",
-              n["article_estimator_flops_share_7b"] < 0.01),
+        *flops_claims(n),
         *long_rollout_claims(n),
         claim("SS-GRPO article, Why it works", "the only extra cost is the estimator's forward pass, read against "
               "its table (1.05x inference per rollout; 24 and 28 training hours for GRPO and SS-GRPO)",
@@ -839,6 +836,41 @@ def article_claims(n: dict, summary: dict) -> list[dict]:
     ]
 
 
+def flops_model() -> str:
+    return (f"2·params per token plus attention (4·layers·width per key), the policy {ARTICLE_POLICY_SHAPE['layers']} "
+            f"layers of width {ARTICLE_POLICY_SHAPE['hidden']} over the rollout")
+
+
+def prompts_at_bound(n: dict, rollout: str) -> str:
+    return ", ".join(f"{n[f'article_{rollout}_prompt_at_bound_{step}']:,.0f} tokens for {step}-token steps"
+                     for step in PROSE_STEPS)
+
+
+def flops_claims(n: dict) -> list[dict]:
+    """Is the estimator's forward pass below ARTICLE_INFERENCE_OVERHEAD of a 7B policy's generation FLOPs (the
+    article's "<1% of LLM inference", and the bound its "negligible" is read with)? On its code (each step read
+    alone) the largest share over every rollout and cut decides, exactly; on its prose (each step with the
+    prompt) the share rises without bound with the prompt, whose length the article does not state:
+    undetermined."""
+    statement = (f"the estimator's forward pass costs below {ARTICLE_INFERENCE_OVERHEAD:.0%} of a 7B policy's "
+                 "generation (FLOPs, attention included; read on the article's ")
+    bound, largest = ARTICLE_INFERENCE_OVERHEAD, n["article_estimator_flops_share_7b_any"]
+    return [
+        claim("SS-GRPO article, Why it works; Engineering decisions", statement + "code, whose estimator reads each "
+              "step's tokens alone)", f"{flops_model()}, the estimator reading each step whole and nothing else: at most "
+              f"{largest:.3%} of the policy's FLOPs for any rollout, any prompt and any cut into steps (the larger of "
+              f"its value at one token and its limit; exact), against the bound {bound:.0%}", largest < bound),
+        claim("SS-GRPO article, Why it works; Engineering decisions", statement + "prose, where f(s, P) reads each "
+              "step with the prompt)", f"{flops_model()} after the prompt, the estimator reading each step with the "
+              "prompt ((step + prompt)/step tokens per policy token): depends on the prompt's length and the steps', "
+              f"which the article does not state: with no prompt it is the code's reading (at most {largest:.3%}); "
+              f"it rises without bound as the prompt grows, reaching {bound:.0%} on a {ARTICLE_ROLLOUT_TOKENS}-token "
+              f"rollout with a prompt of {prompts_at_bound(n, 'rollout')}; at our task's lengths "
+              f"({n['article_estimator_tokens_per_policy_token']:.2f} tokens read per policy token, attention left "
+              f"out) it would be {n['article_estimator_flops_share_7b']:.3%}", None),
+    ]
+
+
 def long_rollout_claims(n: dict) -> list[dict]:
     """Past ARTICLE_LONG_ROLLOUT tokens, is the estimator's cost at or above the 1% bound (the claim on a 7B
     policy's generation)? The article gives neither the steps' length nor the prompt's, so no where every length
@@ -847,11 +879,8 @@ def long_rollout_claims(n: dict) -> list[dict]:
     prose (each step with the prompt) the share rises without bound with the prompt: undetermined."""
     statement = (f"for very long rollouts (>{ARTICLE_LONG_ROLLOUT} tokens) the estimator's cost becomes "
                  "non-negligible (FLOPs against a 7B policy's generation, attention included; read on the article's ")
-    model = (f"2·params per token plus attention (4·layers·width per key), the policy {ARTICLE_POLICY_SHAPE['layers']} "
-             f"layers of width {ARTICLE_POLICY_SHAPE['hidden']} over the rollout")
+    model, prompts = flops_model(), prompts_at_bound(n, "long_rollout")
     bound, longest = ARTICLE_INFERENCE_OVERHEAD, n["article_estimator_flops_share_7b_long"]
-    prompts = ", ".join(f"{n[f'article_long_rollout_prompt_at_bound_{step}']:,.0f} tokens for {step}-token steps"
-                        for step in PROSE_STEPS)
     return [
         claim("SS-GRPO article, Trade-offs", statement + "code, whose estimator reads each step's tokens alone)",
               f"{model}, the estimator reading each step whole and nothing else (1 token per policy token; one step "
@@ -1239,7 +1268,7 @@ def objective_claims(per_seed: dict, objective: dict) -> list[dict]:
     collapsed = f"normalised entropy of w over a completion's steps {mean:.4f} [{low:.4f}, {high:.4f}] (1 = uniform)"
     # the advice acts on a margin term: where the loss has none (the article's, and 07's estimator_loss), no run
     # can raise it; where it has one, whether raising it helps needs runs at two margins (not made here)
-    measured = (f"premise not met: the article's loss (and this chapter's estimator_loss, an MSE to the min-max reward) "
+    measured = (f"not tested: the article's loss (and this chapter's estimator_loss, an MSE to the min-max reward) "
                 f"has no margin term for the advice to act on, so no run tested a margin; the {collapsed}"
                 if objective["article_margin_effect"] == 0 else f"not tested: the loss reads the margin, and whether "
                 f"raising it helps needs runs at two margins; the {collapsed}")

@@ -193,7 +193,7 @@ def verdicts(per_seed: list[dict]) -> dict:
             "bias-variance dial": "lambda", "memory footprint": "memory", "systematic lies": "lies",
             "prefer GAE": "prefer", "PPO (critic, GAE)": "fallback critic", "value head on the policy": "fallback head",
             "with PPO and a terminal reward, too": "same advantage", "the credit is diluted": "dilution",
-            "the same advantage on the tokens that mattered": "focus"}
+            "the same advantage on the tokens that mattered": "focus", "the signal of the few tokens": "few"}
     found = {key: c for c in claims for text, key in keys.items() if text in c["claim"]}
     assert len(found) == len(claims) == len(keys)
     return found
@@ -204,7 +204,7 @@ def test_each_claim_on_its_default_values():
     assert {key: c["holds"] for key, c in found.items()} == {
         "score": True, "terminal": True, "cause": True, "broadcast": True, "baselines": True, "normalising": True, "lambda": True, "memory": True,
         "lies": True, "prefer": None, "fallback critic": True, "fallback head": None, "same advantage": False,
-        "dilution": True, "focus": True}
+        "dilution": True, "focus": True, "few": True}
     assert found["prefer"]["measured"].startswith("premise not met: the critic is not one to trust (its error at "
                                                   "step boundaries, net of the rollouts' noise, is not 0); the "
                                                   "episodes are neither long nor semi-dense; PPO (critic")
@@ -341,7 +341,7 @@ def test_the_critic_study_runs_with_smoke(tmp_path, read_results):
     assert "value_loss" in data["per_seed"][0]["runs"]["ppo"]["history"][0]
     assert [row[0] for row in tables["critic_truth"]["rows"]] == list(data["per_seed"][0]["critic_truth"])
     assert tables["runs"]["rows"][1][2].startswith(f"{data['metrics']['grpo_pass@1']:.3f} [")
-    assert len(data["claims"]) == 15
+    assert len(data["claims"]) == 16
     # --reanalyse: the same claims again from what the run stored, nothing trained
     assert ppo.main(ppo.Args(reanalyse=str(out / "results.json")))["claims"] == data["claims"]
     variance = data["per_seed"][0]["gradient_variance"]
@@ -419,3 +419,16 @@ def test_the_focus_claim_reads_each_seeds_log_of_focused_over_broadcast(pooled, 
         seed["token_credit"]["focused_signal"]["pooled"] = value
     found = verdicts(per_seed)["focus"]
     assert found["holds"] is holds and "40%, 40%, 40% of the tokens, by seed" in found["measured"]
+
+
+@pytest.mark.parametrize("shares,holds", [((0.4, 0.41, 0.39), True), ((0.7, 0.71, 0.69), None),
+                                          ((0.3, 0.7, 0.5), True)])
+def test_few_tokens_premise_fails_where_most_tokens_mattered(shares, holds):
+    """Focused 0.03 against broadcast 0.02 on every seed (the broadcast carries less); a share of
+    tokens that mattered above one half over the seeds is not 'a few'."""
+    per_seed = seeds()
+    for seed, share in zip(per_seed, shares):
+        seed["token_credit"]["focused_signal"] |= {"token_share": share, "pooled": 0.03}
+    found = verdicts(per_seed)["few"]
+    assert found["holds"] is holds
+    assert found["measured"].startswith("premise not met: most tokens mattered") is (holds is None)

@@ -186,20 +186,26 @@ def by_claim(claims: list[dict], text: str) -> list[dict]:
 
 def test_the_vanishing_claims_are_exact_on_every_seeds_batch():
     claims = zs.vanish_claims(RL, made_seeds(counts()))
-    assert [c["holds"] for c in claims] == [True, True]
-    assert "0.0e+00, 0.0e+00, 0.0e+00" in claims[0]["measured"] and claims[0]["measured"] == claims[1]["measured"]
+    assert [c["holds"] for c in claims] == [True, False, True]  # the KL term pulls: the whole gradient stays
+    assert "0.0e+00, 0.0e+00, 0.0e+00" in claims[0]["measured"] and claims[0]["measured"] == claims[2]["measured"]
 
 
 @pytest.mark.parametrize("change,rl,expected", [
-    ({"zero-spread pg": 1e-9}, RL, [False, False]),  # one seed's zero-spread groups still push
-    ({"zero-spread kl": 0.0}, RL, [True, False]),  # the policy moved, yet no pull on them
-    ({"zero-spread kl tokens": 0.0, "mixed kl tokens": 0.0, "zero-spread kl": 0.0}, RL, [True, None]),  # at ref
-    ({}, grpo.Args(group_size=4, beta=0.0), [True, None]),  # no KL term
+    ({"zero-spread pg": 1e-9}, RL, [False, False, False]),  # one seed's zero-spread groups still push
+    ({"zero-spread kl": 0.0}, RL, [True, False, False]),  # the policy moved, yet no pull on that seed's
+    ({"zero-spread kl tokens": 0.0, "mixed kl tokens": 0.0, "zero-spread kl": 0.0}, RL, [True, False, None]),  # at ref
+    ({}, grpo.Args(group_size=4, beta=0.0), [True, False, None]),  # no KL term
 ])
 def test_each_vanishing_verdict_turns_with_its_own_measurement(change, rl, expected):
     claims = zs.vanish_claims(rl, made_seeds(counts(), grads={1: GRADS | change}))
     assert [c["holds"] for c in claims] == expected
     assert all("premise not met" in c["measured"] for c in claims if c["holds"] is None)
+
+
+def test_the_whole_gradient_vanishes_only_where_no_batch_has_a_kl_pull():
+    still = GRADS | {"zero-spread kl": 0.0}
+    claims = zs.vanish_claims(grpo.Args(group_size=4, beta=0.0), made_seeds(counts(), grads=dict.fromkeys(range(3), still)))
+    assert claims[1]["holds"] is True and "the whole GRPO gradient" in claims[1]["claim"]
 
 
 def test_the_vanishing_claims_read_only_the_batches_with_zero_spread_groups():
@@ -208,9 +214,9 @@ def test_the_vanishing_claims_read_only_the_batches_with_zero_spread_groups():
     none = GRADS | dict.fromkeys(("zero-spread kl", "zero-spread pg", "zero-spread kl tokens"), math.nan) | {
         "zero-spread share": 0.0}
     claims = zs.vanish_claims(RL, made_seeds(counts(), grads={1: none}))
-    assert [c["holds"] for c in claims] == [True, True] and "the 2 of 3 batches" in claims[0]["measured"]
+    assert [c["holds"] for c in claims] == [True, False, True] and "the 2 of 3 batches" in claims[0]["measured"]
     claims = zs.vanish_claims(RL, made_seeds(counts(), grads=dict.fromkeys(range(3), none)))
-    assert [c["holds"] for c in claims] == [None, None]
+    assert [c["holds"] for c in claims] == [None, None, None]
     assert all("premise not met: no batch had a zero-spread group" in c["measured"] for c in claims)
 
 
@@ -318,7 +324,7 @@ def test_check_claims_gives_every_claim_once():
     seeds = with_temperatures(made_seeds(counts(), bins={"cold start": BINS, "after GRPO": BINS}),
                               {0.25: (0.9, 0.2), 1.0: (0.9, 0.5), 2.0: (0.5, 0.9)})
     claims = zs.check_claims(RL, ARGS, seeds)
-    assert len(claims) == 16 and len({c["claim"] for c in claims}) == 16
+    assert len(claims) == 17 and len({c["claim"] for c in claims}) == 17
     assert [c["source"] for c in by_claim(claims, "medium-difficulty")] == ["over-long-generations"] * 4
     assert [c["source"] for c in by_claim(claims, "difficulty for free")] == ["whole-game §5"] * 2
 
@@ -341,7 +347,7 @@ def test_the_zero_spread_study_runs_with_smoke(tmp_path, read_results):
     assert run.returncode == 0, run.stderr
     data = read_results(out / "results.json")
     table = data["metrics"].pop("tables")["zero_spread"]
-    assert len(data["claims"]) == 15 and len(data["seeds"]) == 2  # one G: no G = 8 against 4
+    assert len(data["claims"]) == 16 and len(data["seeds"]) == 2  # one G: no G = 8 against 4
     assert set(data["zero_spread"]) == set(zs.POLICIES)
     assert table["rows"] == [[name, int(steps), row["pass@1"], f"{row['2']:.0%}"]
                              for name, strata in data["zero_spread"].items() for steps, row in strata.items()]

@@ -1012,7 +1012,7 @@ def test_the_creative_steps_verdict_is_exact_on_every_seed(change, expected):
     ({"aurocs": (0.5, 0.55, 0.5)}, [True, True, None, False]),  # at chance with the most pairs: localisation not shown
     ({"aurocs": (0.2, 0.3, 0.4)}, [True, True, None, False]),  # below chance with the most pairs: premise not met
     ({"qrm": 0.45}, [True, True, True, True]),  # Q-RM's credit learns and ends above GAE's
-    ({"qrm": 0.4}, [True, True, True, True]),  # level with GAE: it learns and is not worse, so it stands in
+    ({"qrm": 0.4}, [True, True, True, None]),  # level with GAE: the seeds cannot tell level from a little worse
     ({"qrm": 0.3}, [True, True, True, False]),  # it learns, but GAE ends measurably higher
     ({"qrm": 0.25, "gae": 0.2}, [True, True, True, None]),  # above GAE, but no learning shown
     ({"qrm": 0.2, "gae": 0.1}, [True, True, True, False]),  # above GAE, but below its own cold start (0.25): no

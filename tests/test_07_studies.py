@@ -422,7 +422,6 @@ NAMES = {"SS-GRPO achieves 97%": "table share", "...at 4% of the PRM's training 
          "...at 4% of the PRM's training cost, read as the hours": "table extra cost",
          "the tiny estimator keeps the overhead below": "overhead figures",
          "the estimator adds only 5% overhead to rollout": "rollout overhead", "the estimator adds ~1M": "parameters",
-         "the only extra cost is one forward pass": "flops",
          "storing step-level weights": "memory", "the only extra cost is the estimator's": "only cost", "SS-GRPO beats GRPO (": "beats", "SS-GRPO recovers 97%": "share",
          "SS-GRPO recovers most (": "most", "SS-GRPO recovers most of the benefits": "summary",
          "SS-GRPO trains at a fraction of a PRM's cost": "fraction cost",
@@ -438,8 +437,9 @@ NAMES = {"SS-GRPO achieves 97%": "table share", "...at 4% of the PRM's training 
          "if the entropy of the step weights": "margin advice",
          "SS-GRPO needs no per-step evaluation": "evaluator", "the estimator adds only ~5% overhead": "overhead"}
 ARITHMETIC = {"table share", "table cost", "table extra cost", "overhead figures", "rollout overhead", "parameters",
-              "flops", "per-step calls", "per-step tokens", "memory"}
-LONG = {"long rollouts", "long rollouts prose"}  # the article's code and its prose: no or undetermined, never yes
+              "per-step calls", "per-step tokens", "memory"}
+# the estimator's FLOPs on the article's code (any rollout; past 5000 tokens) and its prose (undetermined)
+LONG = {"flops", "flops prose", "long rollouts", "long rollouts prose"}
 
 
 LENGTH = {"length article", "length trained"}  # one statement, of the article's estimator and of this run's
@@ -448,6 +448,8 @@ LENGTH = {"length article", "length trained"}  # one statement, of the article's
 def name_of(statement: str) -> str:
     if statement.startswith("for a "):  # the per-step cost, read two ways
         return "per-step calls" if "read as evaluator calls" in statement else "per-step tokens"
+    if statement.startswith("the estimator's forward pass costs below"):  # read on the code and on the prose
+        return "flops prose" if "read on the article's prose" in statement else "flops"
     if statement.startswith("for very long rollouts"):  # the estimator's cost past 5000 tokens, read two ways
         return "long rollouts prose" if "read on the article's prose" in statement else "long rollouts"
     if statement.startswith("a mean-pooled"):  # the article's estimator, and this run's trained ones
@@ -474,9 +476,10 @@ def test_the_articles_own_numbers_fail_where_they_disagree():
     got = verdicts(claims_per_seed())
     assert {name: got[name] for name in ARITHMETIC} == {
         "table share": False, "table cost": False, "table extra cost": True, "overhead figures": False,
-        "rollout overhead": True, "parameters": False, "flops": True, "per-step calls": True, "per-step tokens": False,
+        "rollout overhead": True, "parameters": False, "per-step calls": True, "per-step tokens": False,
         "memory": None}  # 12 of 16 to 96 bytes: 75% to 12.5%
-    assert {name: got[name] for name in LONG} == {"long rollouts": False, "long rollouts prose": None}  # 0.39% at most
+    assert {name: got[name] for name in LONG} == {"flops": True, "flops prose": None, "long rollouts": False,
+                                                  "long rollouts prose": None}  # 0.39% at most
     assert got["only cost"] is False  # +17% training hours against +5% inference
 
 
@@ -494,8 +497,6 @@ def test_the_articles_own_numbers_fail_where_they_disagree():
     ({"ARTICLE_ROLLOUT_OVERHEAD": 0.06}, {"overhead figures", "rollout overhead"}),  # not below 6%
     ({"ARTICLE_ESTIMATOR": {"vocab": 32000, "hidden": 128, "layers": 2, "ffn": 2048}}, {"parameters"}),
     ({"ARTICLE": HOLDING["ARTICLE"] | {"ss_grpo": (79.7, 2, 1.05)}}, {"table cost", "table extra cost"}),  # 2%: not 4%
-    ({"ARTICLE_POLICY_PARAMS": 1e8}, set()),  # 0.40M x 2 tokens of 100M: 0.8%
-    ({"ARTICLE_POLICY_PARAMS": 5e7}, {"flops"}),  # of 50M: 1.6%
     ({"ARTICLE_PER_STEP_COST": 2.0}, {"per-step calls", "per-step tokens"}),
     ({"ARTICLE_ROLLOUT_TOKENS": 3, "ARTICLE_PER_STEP_COST": 2.0}, {"per-step calls"}),  # 3 calls, 2x the tokens
     ({"ARTICLE_ROLLOUT_TOKENS": 3, "ARTICLE_PER_STEP_COST": 3.0}, {"per-step tokens"}),
@@ -597,7 +598,8 @@ def test_each_run_verdict_flips_with_its_own_numbers(changes, flipped, monkeypat
     got = verdicts(claims_per_seed(**changes))
     assert set(got) == set(NAMES.values()) | ARITHMETIC | LENGTH | LONG
     expected = ({name: name not in ARITHMETIC or got[name] for name in set(NAMES.values()) | ARITHMETIC | LENGTH}
-                | {"margin advice": None, "only cost": False, "long rollouts": None, "long rollouts prose": None})
+                | {"margin advice": None, "only cost": False, "long rollouts": None, "long rollouts prose": None,
+                   "flops": False, "flops prose": None})  # HOLDING's attention as wide as the estimator's
     assert got == expected | flipped
 
 
@@ -626,11 +628,11 @@ def margin_claim(per_seed: dict, objective: dict) -> dict:
     return found
 
 
-def test_the_margin_advice_lacks_its_premise_where_the_loss_has_no_margin_and_is_untested_where_it_has_one(monkeypatch):
+def test_the_margin_advice_is_untested_whether_or_not_the_loss_reads_a_margin(monkeypatch):
     holding_article(monkeypatch)
     read, unread = CONTRASTIVE, {**CONTRASTIVE, "article_margin_effect": 0.0, "article_pair_effect": 0.0}
     for per_seed in (claims_per_seed(), claims_per_seed(**{"ss_grpo.w_entropy": (0.99, 1.0, 1.0)})):
-        assert margin_claim(per_seed, unread)["measured"].startswith("premise not met")
+        assert margin_claim(per_seed, unread)["measured"].startswith("not tested: the article's loss")
         assert margin_claim(per_seed, read)["measured"].startswith("not tested")
         assert margin_claim(per_seed, unread)["holds"] is None is margin_claim(per_seed, read)["holds"]
     assert verdicts(claims_per_seed(), unread)["contrastive"] is False
@@ -994,6 +996,19 @@ def test_the_length_claims_decide_exactly_against_float32_rounding(monkeypatch):
     assert verdicts(claims_per_seed(), {**CONTRASTIVE, "article_tiled_change": 1e-9})["length article"] is True
 
 
+@pytest.mark.parametrize("shape,params,holds", [
+    ({"layers": 32, "hidden": 4096}, 7e9, True),  # at most 0.39%, the limit of the two attention terms
+    ({"layers": 32, "hidden": 4096}, 5e7, True),  # a one-token rollout: 2·0.40M + 4·2·128 of 2·50M + 2·32·4096: 0.79%
+    ({"layers": 32, "hidden": 4096}, 2e7, False),  # of 20M: 1.97%
+    ({"layers": 1, "hidden": 128}, 7e9, False),  # attention as wide as the estimator's: limit 4
+])
+def test_the_flops_bound_on_the_articles_code_holds_only_where_every_rollout_stays_below_it(shape, params, holds,
+                                                                                          monkeypatch):
+    holding_article(monkeypatch, ARTICLE_POLICY_SHAPE=shape, ARTICLE_POLICY_PARAMS=params, ARTICLE_INFERENCE_OVERHEAD=0.01)
+    got = verdicts(claims_per_seed())
+    assert got["flops"] is holds and got["flops prose"] is None
+
+
 def test_long_rollouts_share_is_the_larger_of_its_value_at_5000_tokens_and_its_limit_by_hand(monkeypatch):
     estimator = {"layers": 1000.0, "head": 0.0}
     monkeypatch.setattr(lab, "ARTICLE_ESTIMATOR", {"vocab": 10, "hidden": 2, "layers": 1, "ffn": 4})
@@ -1002,10 +1017,10 @@ def test_long_rollouts_share_is_the_larger_of_its_value_at_5000_tokens_and_its_l
     # one step as long as the rollout, no prompt: (2·1000 + 4·1·2·T)·T / (2e6·T + 2·1·4·T²); limit 8 / 8 = 1
     at = (2000 + 8 * 5000) * 5000 / (2e6 * 5000 + 8 * 5000 ** 2)
     assert lab.long_rollout_flops_share(estimator, 5000, 5000, 0) == pytest.approx(at)
-    assert lab.longest_rollout_share(estimator) == pytest.approx(1.0)
+    assert lab.largest_share(estimator, 5000) == pytest.approx(1.0)
     # a falling share: an estimator as big as the policy, attention 100 times the estimator's: limit 0.01
     monkeypatch.setattr(lab, "ARTICLE_POLICY_SHAPE", {"layers": 100, "hidden": 4})
-    assert lab.longest_rollout_share({"layers": 1e6, "head": 0.0}) == pytest.approx(
+    assert lab.largest_share({"layers": 1e6, "head": 0.0}, 5000) == pytest.approx(
         (2e6 + 8 * 5000) * 5000 / (2e6 * 5000 + 800 * 5000 ** 2))
 
 
@@ -1017,14 +1032,13 @@ def test_long_rollouts_share_with_steps_and_prompt_by_a_loop_and_the_prompt_that
     monkeypatch.setattr(lab, "ARTICLE_ESTIMATOR", {"vocab": 10, "hidden": 2, "layers": 1, "ffn": 4})
     monkeypatch.setattr(lab, "ARTICLE_POLICY_SHAPE", {"layers": 2, "hidden": 4})
     monkeypatch.setattr(lab, "ARTICLE_POLICY_PARAMS", 1e4)
-    monkeypatch.setattr(lab, "ARTICLE_LONG_ROLLOUT", T)
     policy = sum(2e4 + 4 * 2 * 4 * (prompt + t) for t in range(1, T + 1)) - 2 * 2 * 4 * T  # Σ t = T²/2 + T/2
     passes = [(step + prompt) * (2 * 301 + 4 * 1 * 2 * (step + prompt)) for _ in range(T // step)]
     assert lab.long_rollout_flops_share(estimator, T, step, prompt) == pytest.approx(sum(passes) / policy)
-    reached = lab.prompt_at_share(estimator, step, 0.5)
+    reached = lab.prompt_at_share(estimator, T, step, 0.5)
     assert lab.long_rollout_flops_share(estimator, T, step, reached) == pytest.approx(0.5)
     assert lab.long_rollout_flops_share(estimator, T, step, reached / 2) < 0.5
-    assert lab.prompt_at_share(estimator, step, 1e-6) == 0.0  # reached with no prompt at all
+    assert lab.prompt_at_share(estimator, T, step, 1e-6) == 0.0  # reached with no prompt at all
 
 
 @pytest.mark.parametrize("shape,code", [({"layers": 1, "hidden": 128}, None), ({"layers": 32, "hidden": 4096}, False)])
