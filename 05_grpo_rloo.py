@@ -372,9 +372,10 @@ def check_claims(args: Args) -> list[dict]:
     lone = group_advantages(torch.eye(G)[:1], "grpo")[0, 0].item()  # one right answer in the group
     same = group_advantages(torch.ones(1, G), "grpo").abs().max().item()
     wrong = [round(a, 3) for a in per_token["grpo"][2][mask[2]].tolist()]
-    return [claim("whole-game App. A", "R = [0, 1, 0, 1]: centred advantages [-0.5, 0.5, -0.5, 0.5]; RLOO "
-                  "advantage of sample 2 = 2/3", f"{A}; RLOO {rloo:.4f}",
-                  A == [-0.5, 0.5, -0.5, 0.5] and math.isclose(rloo, 2 / 3, rel_tol=1e-6)),
+    return [claim("whole-game App. A", "R = [0, 1, 0, 1]: centred advantages [-0.5, 0.5, -0.5, 0.5]", f"{A}",
+                  A == [-0.5, 0.5, -0.5, 0.5]),
+            claim("whole-game App. A", "R = [0, 1, 0, 1]: RLOO advantage of sample 2 = 1 - 1/3 = 2/3", f"{rloo:.4f}",
+                  math.isclose(rloo, 2 / 3, rel_tol=1e-6)),
             claim("survey §4.1.1", "GAE is the default in GRPO (the survey says so of PPO, GRPO and most modern "
                   "policy gradient methods)",
                   f"GRPO's token advantages {'are' if from_rewards else 'are not'} its group z-score of the outcome "

@@ -56,6 +56,7 @@ OVER_CHECKS = "studies/06_overoptimisation_checks"
 OVER_MARKS = "studies/06_overoptimisation_marks"
 OVER_MITIGATIONS = "studies/06_overoptimisation_mitigations"
 OVER_BETAS = "studies/06_overoptimisation_betas"
+OVER_GOLD = "studies/06_overoptimisation_gold"
 SEEDS_06 = "studies/06_seeds"
 PROGRESS = "studies/06_progress"
 OVER_LENGTH = "studies/06_overoptimisation_length"
@@ -156,7 +157,7 @@ WHOLE_GAME = [
     said("§3", "unless you compare it to other samples from the same prompt",
          "a failed sample still teaches once it is compared with its siblings: a group baseline gives it a non-zero "
          "(negative) advantage",
-         (CH05, "R = [0, 1, 0, 1]: centred advantages [-0.5, 0.5, -0.5, 0.5]; RLOO advantage of sample 2 = 2/3"),
+         (CH05, "R = [0, 1, 0, 1]: centred advantages [-0.5, 0.5, -0.5, 0.5]"),
          how="re-point"),
     said("§3", "It assigns credit to everything earlier in wall-clock order, including irrelevant retries.",
          "reward-to-go over a tool graph credits everything earlier in time, irrelevant retries included",
@@ -424,8 +425,11 @@ WHOLE_GAME = [
                             "samples at the weak start, none of REINFORCE, RLOO and GRPO solves more than fresh draws of "
                             "the weak start solve by luck")),
     said("App. A", "Simple GRPO-style centered advantages: $A = [-0.5, +0.5, -0.5, +0.5]$.",
-         "R = [0, 1, 0, 1] gives centred advantages [−0.5, 0.5, −0.5, 0.5]; RLOO gives sample 2 the advantage 2/3",
-         (CH05, "R = [0, 1, 0, 1]: centred advantages [-0.5, 0.5, -0.5, 0.5]; RLOO advantage of sample 2 = 2/3")),
+         "R = [0, 1, 0, 1] gives centred advantages [−0.5, 0.5, −0.5, 0.5]",
+         (CH05, "R = [0, 1, 0, 1]: centred advantages [-0.5, 0.5, -0.5, 0.5]"), how="rephrase"),
+    said("App. A", "so advantage $1 - 1/3 = 2/3$",
+         "R = [0, 1, 0, 1]: RLOO gives sample 2 the advantage 1 − 1/3 = 2/3",
+         (CH05, "R = [0, 1, 0, 1]: RLOO advantage of sample 2 = 1 - 1/3 = 2/3"), how="new"),
     said("App. A", "Masked positions contribute nothing.",
          "masked positions (prompt, padding) contribute no gradient",
          (SEEDS, "masked positions contribute nothing: the loss's gradient at the logits of every position that "
@@ -498,10 +502,11 @@ OVER_LONG = [
          not_checkable="a fact about DeepSeek-R1's training recipe (bibliography): no run measures it"),
     said("Process rewards", "significantly outperforms an outcome reward model (ORM) at the same test-time "
          "compute budget",
-         "a PRM beats an ORM at the same test-time compute (Lightman et al.: human step labels, MATH; ours: "
-         "Monte Carlo labels, best-of-N)",
-         (OVER, "best-of-N: PRM beats ORM at the same test-time compute, at every N (best-of-1860 on MATH: "
-                "78.2% vs 72.4%)")),
+         "a PRM trained on step labels beats an ORM at the same test-time compute (Lightman et al.: human step labels, "
+         "MATH; here: the task's exact step labels, best-of-N at every N tried)",
+         (OVER_GOLD, "best-of-N: a PRM trained on step labels beats an ORM at the same test-time compute, at every N "
+                     "tried (here: the task's exact step labels, the nearest stand-in for careful human ones)"),
+         how="re-point"),
     said("Process rewards", "Per-step annotation is expensive",
          "per-step annotation is expensive",
          not_checkable="no human labels here"),
@@ -957,11 +962,17 @@ SS_GRPO = [
                        "computes that optimum on the article's loss"),
     said("Checklist", "Monitor the entropy of step weights; if it collapses to uniform, increase the "
          "contrastive margin.",
-         "if the step weights' entropy collapses to uniform, raising the contrastive margin helps",
+         "if the step weights' entropy collapses to uniform, raising the contrastive margin helps (read on the "
+         "article's code, its train_step_estimator)",
+         (CREDIT, "if the entropy of the step weights collapses to uniform, increasing the contrastive margin helps, "
+                  "read on the article's code (its train_step_estimator)"), how="new"),
+    said("Checklist", "Monitor the entropy of step weights; if it collapses to uniform, increase the "
+         "contrastive margin.",
+         "if the step weights' entropy collapses to uniform, raising the contrastive margin helps (read on a loss "
+         "whose margin acts)",
          not_checkable="no loss here has a margin that acts: the article's code takes a margin argument but never "
-                       "uses it (its loss regresses on the min-max reward, the same at any margin, as the "
-                       "contrastive-objective row's check shows), and this chapter's estimator_loss has none; the "
-                       "condition is met: the weights' entropy is near uniform"),
+                       "uses it (the previous row), and this chapter's estimator_loss has none; a margin loss "
+                       "would be a method the article does not give"),
     said("Why it works", "The estimator learns to identify steps that are causally correlated with success.",
          "the learned weight picks out the steps that drive success",
          (CREDIT, "SS-GRPO: the estimator learns to identify steps causally correlated with success")),

@@ -29,7 +29,7 @@ the chapter leaves out:
                         wrong) answers, RL on it, and the two fixes: r - b·length (b fitted with
                         correctness held fixed) and the same RM trained on length-balanced pairs
 
-Seven checks run alone where --parts names them (the default, study, is all of the above), each on
+Eight checks run alone where --parts names them (the default, study, is all of the above), each on
 the study's labelled solutions and reward models (the same draws, so the same models):
 
   hacking               the PRM's P(step right) on the wrong steps of wrong held-out completions
@@ -57,6 +57,9 @@ the study's labelled solutions and reward models (the same draws, so the same mo
                         --kl-beta, and the cold start's held-out samples: is the small β hacked (the ORM's score
                         rises, the gold falls further than at the larger β), and does β = 0 leave fewer samples
                         well-formed than the cold start wrote (gibberish)?
+  gold                  a second PRM trained on this task's exact step labels (prm.gold_step_labels, the nearest
+                        stand-in here for Lightman et al.'s careful human labels) reranks the study's held-out
+                        samples: does it beat the ORM at best-of-N, at every N?
 
 Every claim is decided on the 95% interval over the seeds (common.seed_verdict: one value per seed,
 > 0 in the statement's direction) or is exact (counts). To fit three seeds in 15 minutes the
@@ -76,6 +79,8 @@ completions for 60 updates (the full scale: --rollouts-per-prefix 16 --label-ns 
                                            # the broadcast and the ensemble (3 seeds): 677 s, beside other jobs
     python studies/06_overoptimisation.py --parts betas --out runs/studies/06_overoptimisation_betas
                                            # the ORM at three β, the cold start's samples: 551 s, beside other jobs
+    python studies/06_overoptimisation.py --parts gold --out runs/studies/06_overoptimisation_gold
+                                           # best-of-N with a PRM on the exact step labels (3 seeds): 425 s, beside other jobs
     python studies/06_overoptimisation.py --reanalyse runs/studies/06_overoptimisation/results.json
                                            # the claims again from the stored seeds, nothing trained
 
@@ -118,7 +123,7 @@ prm = importlib.import_module("06_prm_qrm")
 
 RL_METHODS = {**prm.RL_METHODS, "qrm": "Q-RM tokens", "orm": "GRPO on the learned ORM"}
 REWARD_MODELS = ("prm", "orm", "qrm")  # made, then trained, in this order from one random stream
-PARTS = ("study", "hacking", "pairs", "ppo", "marks", "broadcast", "ensemble", "betas")  # --parts: the study, then checks
+PARTS = ("study", "hacking", "pairs", "ppo", "marks", "broadcast", "ensemble", "betas", "gold")  # --parts: the study, then checks
 ORM_ARMS = ("kl", "no_kl")  # the over-optimisation runs on the ORM: at --kl-beta, and at β = 0
 BROADCAST_ARMS = {"broadcast": "the PRM's score of the solution (PRM-min) broadcast as one sequence reward",
                   "prm": "the PRM as step credit (PRM steps)"}  # the broadcast part's GRPO runs, on one PRM
@@ -179,7 +184,8 @@ class Args(lm_world.LMArgs):
                             "against the gold labels), broadcast (GRPO on the PRM's score of the solution "
                             "broadcast to every token against the PRM as step credit), ensemble (GRPO at β = 0 on "
                             "the mean of --ensemble-size ORMs against the ORM alone), betas (GRPO on the ORM at β = 0, "
-                            "--small-beta and --kl-beta, and the cold start's samples)", PARTS, item=str)
+                            "--small-beta and --kl-beta, and the cold start's samples), gold (best-of-N with a PRM on the "
+                            "exact step labels against the ORM)", PARTS, item=str)
     qrm_samples: str = common.arg("3,6,12", "pairs: solutions sampled per training problem (the chapter's 256), whose "
                                   "(right, wrong) pairs train a Q-RM each; the chapter's: 6", item=int)
     critic_warmup: int = common.arg(10, "ppo: the critic's value-only updates on the cold start's samples before RL "
@@ -461,23 +467,36 @@ def majority_of_n(codes: np.ndarray, correct: np.ndarray, ns: list[int], repeats
     return result
 
 
+def orm_scores(orm, r: Completions) -> torch.Tensor:
+    """The ORM's P(right) of each completion, read on its last token (on the CPU)."""
+    return torch.sigmoid(prm.reward_model_logits(orm, r))[last_token_mask(r.completion_mask)].cpu()
+
+
+def reranked(rankers: dict, correct: np.ndarray, run: "prm.Args", args: Args) -> tuple[list[int], dict]:
+    """Best-of-N accuracy by each ranker's scores (one per held-out sample, `credit_samples` per problem,
+    in order) at N = 1, 2, 4 ... `credit_samples`, each on the same draws of N."""
+    M = run.credit_samples
+    ns = [2 ** i for i in range(int(math.log2(M)) + 1)]
+    shape = (len(correct) // M, M)
+    return ns, {name: best_of_n(s.numpy().reshape(shape), correct.reshape(shape), ns, args.bon_repeats,
+                                np.random.default_rng(run.seed + 5)) for name, s in rankers.items()}
+
+
 def held_out_study(policy, tokenizer, models: dict, run: "prm.Args", args: Args, device) -> dict:
     """The chapter's held-out samples (`bon_samples` per problem): best-of-N by each reranker, where
     each credit puts the blame in the failed ones, how each score tracks length, how well-formed
     wrong answers score, and the PRM's calibration."""
     h = prm.held_out_samples(policy, tokenizer, models, run, device)
     r, correct, ends, z = h["completions"], h["correct"], h["ends"], h["z"]
-    orm_probs = torch.sigmoid(prm.reward_model_logits(models["orm"], r))[last_token_mask(r.completion_mask)].cpu()
+    orm_probs = orm_scores(models["orm"], r)
     mask = h["mask"].float()
     rankers = {"PRM-min": prm_min(h["prm_probs"], ends), "PRM-mean": prm_mean(h["prm_probs"], ends),
                "PRM-product": prm_product(h["prm_probs"], ends), "ORM": orm_probs,
                "Q-RM (mean Z)": (z * mask).sum(1) / mask.sum(1)}
+    ns, curves = reranked(rankers, correct, run, args)
     M = run.credit_samples
-    ns = [2 ** i for i in range(int(math.log2(M)) + 1)]
     shape = (len(h["problems"]) // M, M)
     correct_pm = correct.reshape(shape)
-    curves = {name: best_of_n(s.numpy().reshape(shape), correct_pm, ns, args.bon_repeats,
-                              np.random.default_rng(run.seed + 5)) for name, s in rankers.items()}
     curves["majority vote"] = majority_of_n(answer_codes(h["texts"]).reshape(shape), correct_pm, ns, args.bon_repeats,
                                             np.random.default_rng(run.seed + 5))
     curves["oracle (pass@N)"] = {N: float(np.mean([pass_at_k(M, int(c), N) for c in correct_pm.sum(1)])) for N in ns}
@@ -1074,6 +1093,24 @@ def ppo_study(initial, tokenizer, models: dict, run: "prm.Args", args: Args, dev
             "gae_lambda": GAE_LAMBDA, "critic_warmup_losses": warm_up}
 
 
+GOLD_PRM = "PRM-min (exact labels)"
+
+
+def gold_prm_study(policy, tokenizer, models: dict, data: dict, run: "prm.Args", args: Args, device) -> dict:
+    """A PRM trained as the study's, on the same solutions, but on this task's exact step labels
+    (`prm.gold_step_labels`) instead of Monte Carlo ones; best-of-N on the study's held-out samples by
+    its PRM-min, the study's PRM-min and the ORM, on the same draws of N."""
+    gold = {**data, "labels": [[float(x) for x in prm.gold_step_labels(problem, text)]
+                               for problem, text in zip(data["problems"], data["texts"])]}
+    gold_prm = prm.train_reward_models(policy, {"prm": prm.reward_model_losses(tokenizer, gold, run)["prm"]}, run)["prm"]
+    h = prm.held_out_samples(policy, tokenizer, models, run, device)
+    r = h["completions"]
+    rankers = {GOLD_PRM: prm_min(torch.sigmoid(prm.reward_model_logits(gold_prm, r)).cpu(), h["ends"]),
+               "PRM-min": prm_min(h["prm_probs"], h["ends"]), "ORM": orm_scores(models["orm"], r)}
+    ns, curves = reranked(rankers, h["correct"], run, args)
+    return {"ns": ns, "curves": curves}
+
+
 def run_checks(policy, tokenizer, args: Args, seed: int, device) -> dict:
     """The checks of --parts but the study, with one seed, on the labelled solutions and reward models
     of the study's seed (the same draws, so the same models)."""
@@ -1087,7 +1124,8 @@ def run_checks(policy, tokenizer, args: Args, seed: int, device) -> dict:
               "marks": lambda: prm_judge(models["prm"], tokenizer, run, device)(policy),
               "broadcast": lambda: broadcast_study(policy, tokenizer, models, run, args, device),
               "ensemble": lambda: ensemble_study(policy, tokenizer, models, data, run, args, device),
-              "betas": lambda: betas_study(policy, tokenizer, models, run, args, device)}
+              "betas": lambda: betas_study(policy, tokenizer, models, run, args, device),
+              "gold": lambda: gold_prm_study(policy, tokenizer, models, data, run, args, device)}
     return {"seed": seed, "rl_steps": run.rl_steps, **{part: checks[part]() for part in PARTS[1:] if part in args.part_list}}
 
 
@@ -1262,11 +1300,12 @@ def label_claims(seeds: list[dict]) -> list[dict]:
 
 
 
-def best_of_n_gaps(seeds: list[dict], better: str, worse: str) -> tuple[list, str]:
-    """better's best-of-N accuracy minus worse's at each N > 1, decided over the seeds at each N: the
-    verdict at each N (the caller combines them: `every` N or a tendency, `tends`), and their text."""
-    ns = [n for n in seeds[0]["held"]["ns"] if n > 1]
-    found = {n: over_seeds([s["held"]["curves"][better][n] - s["held"]["curves"][worse][n] for s in seeds])
+def best_of_n_gaps(seeds: list[dict], better: str, worse: str, part: str = "held") -> tuple[list, str]:
+    """better's best-of-N accuracy minus worse's at each N > 1 (in each seed's `part`), decided over the
+    seeds at each N: the verdict at each N (the caller combines them: `every` N or a tendency, `tends`),
+    and their text."""
+    ns = [n for n in seeds[0][part]["ns"] if n > 1]
+    found = {n: over_seeds([s[part]["curves"][better][n] - s[part]["curves"][worse][n] for s in seeds])
              for n in ns}
     return [v for v, _ in found.values()], ", ".join(f"{n}: {text}" for n, (_, text) in found.items())
 
@@ -1870,9 +1909,25 @@ def preference_claims(seeds: list[dict]) -> list[dict]:
     return claims
 
 
+def gold_claim(seeds: list[dict]) -> dict:
+    """Over-long-generations: Lightman et al.'s PRM, trained on human step labels, beats an ORM at the
+    same test-time compute. Here a PRM on the task's exact step labels against the ORM, at every N > 1
+    (`best_of_n_gaps`), with the PRM on Monte Carlo labels beside it."""
+    curves, N = seed_mean([s["gold"]["curves"] for s in seeds]), seeds[0]["gold"]["ns"][-1]
+    verdicts, text = best_of_n_gaps(seeds, GOLD_PRM, "ORM", part="gold")
+    _, mc_text = best_of_n_gaps(seeds, GOLD_PRM, "PRM-min", part="gold")
+    return claim("over-long-generations, Process rewards", "best-of-N: a PRM trained on step labels beats an ORM at "
+                 "the same test-time compute, at every N tried (here: the task's exact step labels, the nearest "
+                 "stand-in for careful human ones)",
+                 f"best-of-N accuracy, PRM-min on the exact labels minus the ORM, at N = {text} ({legend(seeds)}); "
+                 f"minus PRM-min on Monte Carlo labels (the study's), at N = {mc_text}; at N = {N}: exact-label PRM "
+                 f"{curves[GOLD_PRM][N]:.3f}, Monte Carlo PRM {curves['PRM-min'][N]:.3f}, ORM {curves['ORM'][N]:.3f}",
+                 common.all_parts(*verdicts))
+
+
 CHECK_CLAIMS = {"hacking": (hacking_claim, prm_proxy_claim), "pairs": (pairs_claim,), "ppo": (ppo_claim,),
                 "marks": (marks_claim, creative_marks_claim), "broadcast": (broadcast_claim,),
-                "ensemble": (ensemble_claim,), "betas": (small_beta_claim, gibberish_claim)}
+                "ensemble": (ensemble_claim,), "betas": (small_beta_claim, gibberish_claim), "gold": (gold_claim,)}
 
 
 def check_claims(args: Args, seeds: list[dict]) -> list[dict]:
@@ -2145,13 +2200,24 @@ def betas_results(m: dict) -> tuple[dict, dict]:
                            "KL at the end (nats)", "well-formed at the end"], rows)
 
 
+def gold_results(m: dict) -> tuple[dict, dict]:
+    """--parts gold: the metrics (means over the seeds) and the table."""
+    names = (GOLD_PRM, "PRM-min", "ORM")
+    metrics = {f"gold_best_of_n[{name}][N={N}]": m["curves"][name][N] for name in names for N in m["ns"]}
+    return metrics, table("Best-of-N accuracy on the held-out samples: a PRM on the exact step labels, the study's PRM "
+                          "on Monte Carlo labels and the ORM", ["N", "PRM-min, exact labels", "PRM-min, Monte Carlo "
+                                                                "labels", "ORM"],
+                          [[N, *(m["curves"][name][N] for name in names)] for N in m["ns"]])
+
+
 def checks_results(args: Args, seeds: list[dict]) -> dict:
     """The metrics (means over the seeds) and tables of the checks the seeds hold."""
     m, metrics, tables = seed_mean(seeds), {}, {}
     found = {"hacking": lambda: hacking_results(args, m["hacking"], seeds[0]["rl_steps"]),
              "pairs": lambda: pairs_results(m["pairs"]), "ppo": lambda: ppo_results(m["ppo"]),
              "marks": lambda: marks_results(m["marks"]), "broadcast": lambda: broadcast_results(m["broadcast"]),
-             "ensemble": lambda: ensemble_results(m["ensemble"]), "betas": lambda: betas_results(m["betas"])}
+             "ensemble": lambda: ensemble_results(m["ensemble"]), "betas": lambda: betas_results(m["betas"]),
+             "gold": lambda: gold_results(m["gold"])}
     for part in PARTS[1:]:
         if part in m:
             part_metrics, tables[f"{part}_check"] = found[part]()

@@ -1266,16 +1266,17 @@ def objective_claims(per_seed: dict, objective: dict) -> list[dict]:
     entropy = of(per_seed, "ss_grpo", "w_entropy")
     mean, low, high = common.mean_interval(entropy)
     collapsed = f"normalised entropy of w over a completion's steps {mean:.4f} [{low:.4f}, {high:.4f}] (1 = uniform)"
-    # the advice acts on a margin term: where the loss has none (the article's, and 07's estimator_loss), no run
-    # can raise it; where it has one, whether raising it helps needs runs at two margins (not made here)
-    measured = (f"not tested: the article's loss (and this chapter's estimator_loss, an MSE to the min-max reward) "
-                f"has no margin term for the advice to act on, so no run tested a margin; the {collapsed}"
-                if objective["article_margin_effect"] == 0 else f"not tested: the loss reads the margin, and whether "
-                f"raising it helps needs runs at two margins; the {collapsed}")
+    # the advice acts on a margin term: where the loss never reads it (the article's code), raising it leaves the loss,
+    # so the training, as it was and cannot help; where the loss reads it, whether raising it helps needs runs at two
+    # margins (not made here)
+    unread = objective["article_margin_effect"] == 0
+    measured = ("raising the margin leaves the article's loss, so its training, the same: it cannot help (exact)" if unread
+                else "not tested: the loss reads the margin, and whether raising it helps needs runs at two margins")
     return [claim("SS-GRPO article, Mechanics", "the estimator is trained with a contrastive objective", found
                   + " (exact)", contrastive),
             claim("SS-GRPO article, Checklist", "if the entropy of the step weights collapses to uniform, increasing "
-                  "the contrastive margin helps", f"{measured}; {found}", None)]
+                  "the contrastive margin helps, read on the article's code (its train_step_estimator)",
+                  f"{measured}; the {collapsed}; {found}", False if unread else None)]
 
 
 def length_claims(per_seed: dict, objective: dict) -> list[dict]:

@@ -444,7 +444,7 @@ def test_final_evaluation_uses_the_same_draws_before_and_after_with_every_k(monk
 
 
 # ------------------------------------------------------------------------------ claims
-CLAIM_KEYS = {"appendix A": "R = [0, 1, 0, 1]", "GAE": "GAE is the default", "per token": "every token of a "
+CLAIM_KEYS = {"appendix A": "R = [0, 1, 0, 1]: centred", "appendix A RLOO": "R = [0, 1, 0, 1]: RLOO", "GAE": "GAE is the default", "per token": "every token of a "
               "completion", "homogeneous": "homogeneous"}
 
 
@@ -460,13 +460,14 @@ def test_claim_verdicts_on_the_chapters_estimators():
     """The chapter's claims are exact: the arithmetic decides them, no run needed (the claims
     that need training decide over seeds in studies/05_seeds.py)."""
     claims = grpo.check_claims(grpo.Args(group_size=4))
-    assert verdicts(claims) == {"appendix A": True, "GAE": False, "per token": True, "homogeneous": True}
-    assert [c["source"] for c in claims] == ["whole-game App. A", "survey §4.1.1",
+    assert verdicts(claims) == {"appendix A": True, "appendix A RLOO": True, "GAE": False, "per token": True,
+                                "homogeneous": True}
+    assert [c["source"] for c in claims] == ["whole-game App. A", "whole-game App. A", "survey §4.1.1",
                                              "whole-game §4; over-long-generations, GRPO", "whole-game §7.8"]
-    assert claims[0]["measured"] == "[-0.5, 0.5, -0.5, 0.5]; RLOO 0.6667"
-    assert "A = 0 " in claims[3]["measured"] and "1.50 at G=4" in claims[3]["measured"]  # (G-1)/√G
+    assert [c["measured"] for c in claims[:2]] == ["[-0.5, 0.5, -0.5, 0.5]", "0.6667"]
+    assert "A = 0 " in claims[4]["measured"] and "1.50 at G=4" in claims[4]["measured"]  # (G-1)/√G
     # the wrong completion 3 of 2 tokens: GRPO's -0.5 / (sqrt(1/3) + ε) on both
-    assert "2 tokens of the wrong completion 3: [-0.866, -0.866]" in claims[2]["measured"]
+    assert "2 tokens of the wrong completion 3: [-0.866, -0.866]" in claims[3]["measured"]
 
 
 def per_token_estimate(monkeypatch):
@@ -505,7 +506,8 @@ def test_the_appendix_a_verdict_fails_when_rloo_is_off(monkeypatch):
         return shared(rewards, method) * (0.75 if method == "rloo" else 1.0)
 
     monkeypatch.setattr(grpo, "group_advantages", rloo_off)
-    assert verdicts(grpo.check_claims(grpo.Args()))["appendix A"] is False
+    found = verdicts(grpo.check_claims(grpo.Args()))
+    assert found["appendix A RLOO"] is False and found["appendix A"] is True
 
 
 @pytest.mark.parametrize("advantage,holds", [

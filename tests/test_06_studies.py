@@ -1117,6 +1117,42 @@ def test_the_betas_verdicts_compare_the_small_beta_with_the_larger_and_beta_zero
     assert "cold start: well-formed 0.9, 0.9, 0.9" in found[1]["measured"] or "cold" in change
 
 
+def gold_seed(i, exact=(0.3, 0.4, 0.5), orm=(0.2, 0.3, 0.4)) -> dict:
+    """Best-of-N accuracy at N = 1, 2, 4, 8 by the PRM on the exact labels, the Monte Carlo PRM and the ORM (each
+    at N = 1 the sample's own, 0.2; the exact-label PRM ± 0.01 over the seeds)."""
+    curves = {overopt.GOLD_PRM: dict(zip((1, 2, 4, 8), (0.2, *(spread(x, i) for x in exact)))),
+              "PRM-min": {1: 0.2, 2: 0.25, 4: 0.3, 8: 0.35}, "ORM": dict(zip((1, 2, 4, 8), (0.2, *orm)))}
+    return {"seed": i, "gold": {"ns": [1, 2, 4, 8], "curves": curves}}
+
+
+@pytest.mark.parametrize("change,expected", [
+    ({}, True),  # the exact-label PRM above the ORM at every N > 1
+    ({"orm": (0.2, 0.3, 0.5)}, None),  # level at N = 8: not at every N
+    ({"orm": (0.2, 0.3, 0.6)}, False),  # below at N = 8
+])
+def test_the_gold_prm_verdict_needs_the_exact_label_prm_above_the_orm_at_every_n(change, expected):
+    seeds = three(gold_seed, **change)
+    found = overopt.check_claims(overopt.Args(parts="gold"), seeds)
+    assert found == [overopt.gold_claim(seeds)] and found[0]["holds"] is expected
+    assert found[0]["source"] == "over-long-generations, Process rewards"
+    assert "minus the ORM, at N = 2: +0.1 [" in found[0]["measured"] and "N = 1:" not in found[0]["measured"]
+    assert "minus PRM-min on Monte Carlo labels (the study's), at N = 2: +0.05 [" in found[0]["measured"]
+
+
+def test_the_gold_smoke_run_reranks_the_same_samples_by_three_scores(tmp_path, read_results):
+    args = overopt.Args(smoke=True, device="cpu", out=str(tmp_path / "out"), cache=str(tmp_path / "cache"), parts="gold")
+    overopt.main(args)
+    data = read_results(tmp_path / "out" / "results.json")
+    (curves, ns) = (data["seeds"][0]["gold"][k] for k in ("curves", "ns"))
+    assert set(curves) == {overopt.GOLD_PRM, "PRM-min", "ORM"} and ns == [1, 2, 4]  # the smoke's 4 samples a problem
+    # at N = 1 every ranker keeps the one sample drawn: the same draws, so the same accuracy
+    assert len({c["1"] for c in curves.values()}) == 1
+    assert [c["source"] for c in data["claims"]] == ["over-long-generations, Process rewards"]
+    assert data["metrics"]["tables"]["gold_check"]["rows"][-1][3] == data["metrics"]["gold_best_of_n[ORM][N=4]"]
+    again = overopt.main(overopt.Args(reanalyse=str(tmp_path / "out" / "results.json")))["claims"]  # nothing trained
+    assert again == data["claims"]
+
+
 @pytest.mark.parametrize("change,expected", [
     ({}, True),  # the single ORM's gold falls, the ensemble's falls less
     ({"ensemble": 0.2}, None),  # as far

@@ -628,13 +628,13 @@ def margin_claim(per_seed: dict, objective: dict) -> dict:
     return found
 
 
-def test_the_margin_advice_is_untested_whether_or_not_the_loss_reads_a_margin(monkeypatch):
+def test_the_margin_advice_cannot_help_where_the_loss_never_reads_the_margin(monkeypatch):
     holding_article(monkeypatch)
     read, unread = CONTRASTIVE, {**CONTRASTIVE, "article_margin_effect": 0.0, "article_pair_effect": 0.0}
     for per_seed in (claims_per_seed(), claims_per_seed(**{"ss_grpo.w_entropy": (0.99, 1.0, 1.0)})):
-        assert margin_claim(per_seed, unread)["measured"].startswith("not tested: the article's loss")
+        assert margin_claim(per_seed, unread)["measured"].startswith("raising the margin leaves the article's loss")
         assert margin_claim(per_seed, read)["measured"].startswith("not tested")
-        assert margin_claim(per_seed, unread)["holds"] is None is margin_claim(per_seed, read)["holds"]
+        assert margin_claim(per_seed, unread)["holds"] is False and margin_claim(per_seed, read)["holds"] is None
     assert verdicts(claims_per_seed(), unread)["contrastive"] is False
     assert verdicts(claims_per_seed(), {**unread, "article_pair_effect": 1e-3})["contrastive"] is True
 
