@@ -210,10 +210,10 @@ WHOLE_GAME = [
          "PPO's clipping limits how far token probabilities move in one update",
          (SEEDS, "PPO's clipping limits how far token probabilities move in one update")),
     said("§6", "fluent, helpful initialization collapses into high-reward gibberish the RM likes",
-         "without KL to the reference, optimising a learned reward turns a fluent model into gibberish (here: "
-         "gibberish read as samples that are no longer well-formed)",
+         "without KL to the reference, optimising a learned reward makes a fluent model collapse into gibberish (here: "
+         "gibberish read as samples that are not well-formed, and the collapse as most samples becoming so)",
          (OVER_BETAS, "without KL to the reference, optimising a learned reward turns a fluent model into gibberish: "
-                      "after RL on the learned ORM at β = 0, fewer samples are well-formed than at the cold start"),
+                      "after RL on the learned ORM at β = 0, most samples are no longer well-formed"),
          how="re-point"),
     said("§6", "fluent, helpful initialization collapses into high-reward gibberish the RM likes",
          "without KL to the reference, optimising a learned reward drives the policy to outputs the reward model "
@@ -293,12 +293,19 @@ WHOLE_GAME = [
                        "the worked steps, is what the verifier pays for, so flat credit can only raise it"),
     said("§7.4", "Mitigation: Process rewards",
          "mitigation of entangled credit: process rewards put the blame on the wrong step and take it off "
-         "the right ones",
+         "the right ones (read as each step credited by its own process reward; summed to go, the next row)",
          (CREDIT, "mitigation of entangled credit: process rewards (the gold step verifier's, each step credited by "
                   "its own normalised reward, not summed to go) put the blame on the wrong step and take it off the "
                   "right ones: more blame on the first wrong step than on the right steps before it, less blame on "
                   "those right steps than GRPO gives, and a right solution's flawed step pushed down"),
          how="rephrase"),
+    said("§7.4", "Mitigation: Process rewards",
+         "mitigation of entangled credit: process rewards put the blame on the wrong step and take it off "
+         "the right ones (read as the process reward summed to go, the essay's Ψ_t and DeepSeekMath's advantage)",
+         (CREDIT, "mitigation of entangled credit: process rewards (the gold step verifier's, PRM-GRPO, with "
+                  "DeepSeekMath's reward-to-go process advantage) put the blame on the wrong step and take it off the "
+                  "right ones: more blame on the first wrong step than on the right steps before it, less blame on "
+                  "those right steps than GRPO gives, and a right solution's flawed step pushed down"), how="new"),
     said("§7.5", "Either policy stuck near SFT (KL too strong)",
          "too strong a KL keeps the policy stuck near the SFT model",
          (FAILURES, "KL too strong: the policy stays stuck near the SFT reference (here, at the sweep's "
@@ -333,9 +340,10 @@ WHOLE_GAME = [
                                                 "preferences")),
     said("§7.6", "cap generation; train RM on length-balanced prefs; penalize empty verbosity in verifiers",
          "mitigation of length bias: cap generation, penalise empty verbosity",
-         not_checkable="no run caps generation or penalises empty verbosity; and the padding they would cure is not "
-                       "shown here (the length-preferring RM's padding gain is inconclusive over its seeds), so a cap "
-                       "or a penalty arm could not show a cure"),
+         not_checkable="every run caps generation at one budget of new tokens and none runs uncapped beside it; no "
+                       "run penalises empty verbosity; and the padding they would cure is not shown here (the "
+                       "length-preferring RM's padding gain is inconclusive over its seeds), so a cap or a penalty arm "
+                       "could not show a cure"),
     said("§7.7", "Early stopping on human/AI eval",
          "mitigation of over-optimisation: stop early on an evaluation other than the reward model being optimised",
          (OVER, "mitigation of over-optimisation: stop early on an evaluation other than the RM being optimised (here "
@@ -536,9 +544,11 @@ OVER_LONG = [
          not_checkable="no human preferences here: our reward models learn from verifier outcomes, or from a labeller "
                        "we program"),
     said("Over-optimisation", "so policies learn to pad outputs.",
-         "given a reward model that rates longer responses higher, policies learn to pad their outputs",
-         (OVER_LENGTH, "length bias: answers grow without information gain and the reward correlates with token count "
-                       "(an RM whose preference data favour length)"),
+         "given a reward model that rates longer responses higher, policies learn to pad their outputs (here: RL on "
+         "Q-RM's token credit, a reward learned from preference pairs that rates longer answers higher among right "
+         "and among wrong ones)",
+         (OVER_LENGTH, "reward models rate longer responses higher, so policies learn to pad (Q-RM's token credit as "
+                       "the reward)"),
          how="re-point"),
     said("Over-optimisation", "Certain surface patterns (agreement, flattery, confident tone) inflate reward model "
                               "scores independently of content quality.",
@@ -605,7 +615,8 @@ OVER_LONG = [
          "even with a group baseline the gradient's variance grows with the trace's length (our traces: 3-32 "
          "tokens, not 2,000-8,000)",
          (CRITIC, "long reasoning traces amplify variance even with baselines: under each group baseline the "
-                  "gradient's variance grows with the completion's length (log-log slope above 0)")),
+                  "gradient's variance per unit of the advantage's mean square grows with the completion's length "
+                  "(log-log slope above 0)")),
     said("When it falls down", "The model may converge to surface-level formatting of long chains rather than "
                                "substantively better reasoning.",
          "the model may converge to the surface form of long chains rather than better reasoning",
@@ -884,7 +895,8 @@ SURVEY = [
                 "labels)")),
     said("§9", "improves average Pass@1 scores by approximately 5 points on mathematical reasoning tasks "
          "compared to ORM baselines",
-         "Q-RM raises pass@1 by about 5 points over ORM baselines (here: our arithmetic task, at our scale)",
+         "Q-RM raises pass@1 over ORM baselines (Chen et al.'s size, about 5 points on their benchmarks, is the "
+         "paper's anchor; here: our arithmetic task, at our scale, and a 'no' must rule out their 5 points)",
          (OVER, "Q-RM raises pass@1 over an ORM baseline (Chen et al.: by about 5 points)")),
     said("§9", "by approximately 4-5 points compared to token-level PRM counterparts",
          "Q-RM raises pass@1 by about 4-5 points over token-level PRMs",
@@ -1013,9 +1025,18 @@ SS_GRPO = [
          (CREDIT, "the estimator's forward pass costs below 1% of a 7B policy's generation (FLOPs, attention included; "
                   "read on the article's prose, where f(s, P) reads each step with the prompt)"), how="new"),
     said("Engineering decisions", "avoiding sequence-length dependence",
-         "a fixed-size (mean-pooled) step representation avoids dependence on the step's length",
+         "a fixed-size (mean-pooled) step representation avoids dependence on the step's length (read on the "
+         "article's code: no positions, the step alone)",
          (CREDIT, "a mean-pooled, fixed-size step representation avoids dependence on the step's length: the same "
-                  "step's tokens repeated k times get the same w(s) (its estimator, as its code builds it)")),
+                  "step's tokens repeated k times get the same w(s) (its estimator, as its code builds it)"),
+         how="rephrase"),
+    said("Engineering decisions", "avoiding sequence-length dependence",
+         "a fixed-size (mean-pooled) step representation avoids dependence on the step's length (read on its prose, "
+         "f(s, P) reading the step with the prompt: here the trained estimators, with learned positions and the "
+         "prompt in each row)",
+         (CREDIT, "a mean-pooled, fixed-size step representation avoids dependence on the step's length: the same "
+                  "step's tokens repeated k times get the same w(s) (this run's trained estimators: learned positions, "
+                  "the prompt in each row)"), how="new"),
     said("Engineering decisions", "The policy loss applies the same clipping as PPO but with per-step advantages, "
                                   "preserving stability.",
          "clipping as in PPO keeps training with per-step advantages stable",
@@ -1072,8 +1093,10 @@ SS_GRPO = [
          (CREDIT, "the estimator adds ~1M parameters")),
     said("Trade-offs", "storing step-level weights for all rollouts increases memory by ~10%",
          "keeping a weight per step for every rollout costs about 10% more memory",
-         (CREDIT, "storing step-level weights for all rollouts increases memory by ~10% (to its one significant "
-                  "figure)")),
+         not_checkable="the article names neither the memory its 10% is of nor its rollouts' steps per token, and the "
+                       "share is one number per step over that memory: our toy rollouts' shape would answer for ours, "
+                       "not for its 7B rollouts (studies/07_credit shows the range over plausible buffers on ours)",
+         how="rephrase"),
     said("Trade-offs", "If the group size is too small (K<4), the contrastive signal is weak.",
          "with groups smaller than 4 the contrastive signal is weak (here read as: the estimator trained on groups of "
          "K = 2 learns less than at K = 4)",
@@ -1094,11 +1117,11 @@ SS_GRPO = [
          "accuracy gain over GRPO of PRM-GRPO on the gold step labels)",
          (CREDIT, "SS-GRPO recovers most (over half) of the PRM's accuracy gain over GRPO"), how="rephrase"),
     said("Summary", "at a fraction of the cost",
-         "learning the step weight costs less than a PRM (read as any share below the PRM's cost, here training "
-         "compute against a PRM labelled by Monte Carlo rollouts, as Math-Shepherd's are; how small a share, the "
-         "article's 4%, is the Performance rows')",
-         (CREDIT, "SS-GRPO trains at a fraction of a PRM's cost: its training compute is below that of a PRM labelled "
-                  "by Monte Carlo"), how="rephrase"),
+         "learning the step weight costs a small fraction of what a PRM costs (the Performance line's 4%)",
+         not_checkable="'a fraction' echoes the Performance line's 4%, a cost share at 7B, where the estimator is tiny; "
+                       "ours outweighs our policy, so a cost share measured here does not speak for it (as for the "
+                       "other cost figures, left out below); the article's own table is checked in the Performance "
+                       "rows", how="rephrase"),
 ]
 
 STATEMENTS = {"whole-game": WHOLE_GAME, "over-long-generations": OVER_LONG, "survey": SURVEY,

@@ -502,6 +502,12 @@ def variance_by_length(gradients: torch.Tensor, lengths: torch.Tensor, bins: int
             "slope": common.loglog_slope(mean_length, variance)}
 
 
+def bin_means(values: torch.Tensor, lengths: torch.Tensor, bins: int) -> list[float]:
+    """Per `length_bins` bin, the mean of `values` (one per completion)."""
+    groups, _ = length_bins(lengths, bins)
+    return [float(values.cpu()[rows].mean()) for rows in groups]
+
+
 def one_token(mask: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """Per completion, 1 on one of its tokens drawn uniformly and 0 elsewhere, (B, T) on mask's
     device (a completion with no token gets none). mask: right-padded, its tokens first."""
@@ -619,7 +625,10 @@ def gradient_variance_study(policy, critic: TokenCritic, tokenizer, rl: grpo.Arg
         return {**variance_by_length(g, completions.lengths, args.variance_bins),
                 "relative": relative_variance(g, rl.group_size)}
 
-    study = {name: spread(weights[:, None] * scores) for name, weights in psi.items()}
+    # each Ψ's mean square per bin: its size, which also changes with length, divides out of tr Cov below
+    study = {name: spread(weights[:, None] * scores)
+             | {"psi_square": bin_means(weights.square(), completions.lengths, args.variance_bins)}
+             for name, weights in psi.items()}
     picked = one_token(mask, torch.Generator().manual_seed(rl.seed + 19))
     study[ONE_TOKEN] = spread(per_completion_gradients(policy, completions, picked * rewards.flatten()[:, None]))
     for lam in variance_lambdas(args):
@@ -701,6 +710,14 @@ def variance_of(per_seed: list[dict], name: str, key: str) -> np.ndarray:
     return np.array([s["gradient_variance"][name][key] for s in per_seed])
 
 
+def scaled_slopes(per_seed: list[dict], name: str) -> list[float]:
+    """Per seed, the log-log slope on length of tr Cov over Ψ's mean square, bin by bin (NaN where a bin's Ψ is 0)."""
+    return [common.loglog_slope(s["gradient_variance"][name]["length"],
+                                [v / q if q > 0 else math.nan for v, q in zip(s["gradient_variance"][name]["variance"],
+                                                                              s["gradient_variance"][name]["psi_square"])])
+            for s in per_seed]
+
+
 def length_claims(per_seed: list[dict]) -> list[dict]:
     """Does the variance grow with the length? Each seed's log-log slope of tr Cov against the
     completion length, under the score alone, the bare outcome and each group baseline."""
@@ -708,7 +725,7 @@ def length_claims(per_seed: list[dict]) -> list[dict]:
     lengths = [x for s in per_seed for x in s["gradient_variance"][BARE]["length"]]
     span = f"completion lengths {min(lengths):.0f}-{max(lengths):.0f}" if lengths else "no length bin with enough completions"
     score, bare = (variance_of(per_seed, name, "slope") for name in ("Ψ = 1 (the score alone)", BARE))
-    baselines = {grpo.NAMES[m]: common.seed_verdict(variance_of(per_seed, grpo.NAMES[m], "slope"))
+    baselines = {grpo.NAMES[m]: common.seed_verdict(scaled_slopes(per_seed, grpo.NAMES[m]))
                  for m in ("reinforce", "rloo", "grpo")}
     return [
         common.claim("over-long-generations", "the score alone (Ψ = 1) is a sum of T per-token terms: its variance "
@@ -720,8 +737,10 @@ def length_claims(per_seed: list[dict]) -> list[dict]:
                      f"Ψ = R: log-log slope of tr Cov by length bin, mean [95% interval over {n}]: {interval(bare, 2)} "
                      f"({LINEAR}) over {span} (R itself changes with length here)", common.slope_verdict(bare)[0]),
         common.claim("over-long-generations", "long reasoning traces amplify variance even with baselines: under each "
-                     "group baseline the gradient's variance grows with the completion's length (log-log slope above 0)",
-                     f"log-log slope of tr Cov by length bin, mean [95% interval over {n}], over {span}: "
+                     "group baseline the gradient's variance per unit of the advantage's mean square grows with the "
+                     "completion's length (log-log slope above 0)",
+                     f"log-log slope of tr Cov over the bin's mean A² (the advantage's size, which changes with length "
+                     f"too, divided out) by length bin, mean [95% interval over {n}], over {span}: "
                      + "; ".join(f"{name} {text}" for name, (_, text) in baselines.items()),
                      common.all_parts(*[verdict for verdict, _ in baselines.values()]))]
 

@@ -1687,13 +1687,14 @@ def small_beta_claim(seeds: list[dict]) -> dict:
 
 def gibberish_claim(seeds: list[dict]) -> dict:
     """Gibberish read as not well-formed (`well_formed`, a bare answer too: the measure studies/05_failure_modes
-    reads for "quality collapses"): the cold start's share of well-formed held-out samples minus the share
-    after GRPO on the ORM at β = 0, per seed, on the same problems, sample counts and generator seed."""
+    reads for "quality collapses"), and "collapses into" as most samples no longer well-formed: one half minus
+    the share of well-formed held-out samples after GRPO on the ORM at β = 0, per seed (above 0: most are not);
+    the cold start's share beside it, on the same problems, sample counts and generator seed."""
     found = [s["betas"] for s in seeds]
     cold = [f["cold_start"] for f in found]
     finals = {arm: [f["arms"][arm]["final"] for f in found] for arm in BETA_ARMS}
-    fewer, fewer_text = over_seeds([c["well_formed_share"] - f["well_formed_share"]
-                                    for c, f in zip(cold, finals["no_kl"])])
+    collapsed, collapsed_text = over_seeds([0.5 - f["well_formed_share"] for f in finals["no_kl"]])
+    _, fewer_text = over_seeds([c["well_formed_share"] - f["well_formed_share"] for c, f in zip(cold, finals["no_kl"])])
 
     def shares(stats: list[dict]) -> str:
         return (f"well-formed {per_seed([s['well_formed_share'] for s in stats])}, in worked form "
@@ -1702,10 +1703,11 @@ def gibberish_claim(seeds: list[dict]) -> dict:
     betas, free = found[0]["betas"], seed_mean([f["arms"]["no_kl"]["summary"] for f in found])
     after = "; ".join(f"after GRPO on the learned ORM at β = {betas[arm]:g}: {shares(finals[arm])}" for arm in BETA_ARMS)
     return claim("whole-game §6", "without KL to the reference, optimising a learned reward turns a fluent model into "
-                 "gibberish: after RL on the learned ORM at β = 0, fewer samples are well-formed than at the cold "
-                 "start", f"held-out samples (per seed), cold start: {shares(cold)}; {after} (the ORM's score at β = 0 "
-                 f"{free['proxy_start']:.3f} -> {free['proxy_end']:.3f}). Well-formed share, cold start minus β = 0 "
-                 f"{fewer_text} ({legend(seeds)})", fewer)
+                 "gibberish: after RL on the learned ORM at β = 0, most samples are no longer well-formed",
+                 f"held-out samples (per seed), cold start: {shares(cold)}; {after} (the ORM's score at β = 0 "
+                 f"{free['proxy_start']:.3f} -> {free['proxy_end']:.3f}). One half minus the well-formed share at "
+                 f"β = 0 {collapsed_text} (> 0: most are not well-formed); shown, not decided: cold start minus β = 0 "
+                 f"{fewer_text} ({legend(seeds)})", collapsed)
 
 
 def rises_at_every_step(seeds: list[dict]) -> tuple[bool | None, str]:

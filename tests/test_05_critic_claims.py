@@ -130,9 +130,18 @@ def test_the_rollouts_own_error_and_the_steps_per_completion_on_a_hand_case():
 ])
 def test_the_roughly_linear_claims_read_each_seeds_slope_against_the_band(slopes, holds):
     names = ["Ψ = 1 (the score alone)", "Ψ = R (no baseline)"] + [ppo.grpo.NAMES[m] for m in ("reinforce", "rloo", "grpo")]
-    per_seed = [{"gradient_variance": {name: {"slope": k, "length": [4.0, 30.0]} for name in names}} for k in slopes]
+    per_seed = [{"gradient_variance": {name: {"slope": k, "length": [4.0, 30.0], "variance": [1.0, 1.0],
+                                              "psi_square": [1.0, 1.0]} for name in names}} for k in slopes]
     score, bare, _ = ppo.length_claims(per_seed)
     assert score["holds"] is holds and bare["holds"] is holds and "roughly linear: within 0.5-1.5" in score["measured"]
+
+
+@pytest.mark.parametrize("square,holds", [([1.0, 1.0], True), ([1.0, 2.0], None), ([1.0, 4.0], False)])
+def test_the_baselines_claim_divides_each_bins_variance_by_the_advantages_mean_square(square, holds):
+    """tr Cov doubles from the short bin to the long one; an advantage whose mean square doubles too
+    explains all of it (slope 0: cannot tell), one that quadruples more than all (the rest falls)."""
+    found = verdicts(seeds(psi_square={name: square for name in BASELINES}))["baselines"]
+    assert found["holds"] is holds and "tr Cov over the bin's mean A²" in found["measured"]
 
 
 def test_any_over_verdicts():
@@ -141,7 +150,8 @@ def test_any_over_verdicts():
 
 
 def fake_seed(i: int, pass_at_1: dict | None = None, net: dict | None = None, slopes: dict | None = None,
-              relative: dict | None = None, every_over_one: list | None = None, lines: int = 2) -> dict:
+              relative: dict | None = None, every_over_one: list | None = None, lines: int = 2,
+              psi_square: dict | None = None) -> dict:
     """One seed's results as run_seed returns them, with a small seed-to-seed jitter: by default
     the critics are wrong and feed wrong credit, GRPO is ahead of both PPOs, every slope near 1,
     GRPO's relative variance below Ψ = R's, λ = 0.95's below λ = 1's; the truth study's two
@@ -166,8 +176,11 @@ def fake_seed(i: int, pass_at_1: dict | None = None, net: dict | None = None, sl
                      "values": [0.5] * 2 * lines, "truth": [0.5] * 2 * lines,
                      "first_token": ([True] + [False] * (lines - 1)) * 2, "completion": [0] * lines + [1] * lines}
              for stage, n in net.items()}
-    variance = {name: {"length": [5.0, 10.0], "variance": [1.0, 2.0], "count": [8, 8], "slope": slopes[name] + jitter,
-                       "relative": relative[name] * (1 + jitter)} for name in names}
+    # Ψ's mean square per bin: 1 in both unless `psi_square` says otherwise (tr Cov over it: slope 1)
+    square = {name: [1.0, 1.0] for name in names} | (psi_square or {})
+    variance = {name: {"length": [5.0, 10.0], "variance": [1.0, 2.0], "count": [8, 8],
+                       "slope": slopes[name] + jitter, "relative": relative[name] * (1 + jitter),
+                       "psi_square": square[name]} for name in names}
     # R on one token: Ψ = R's tr Cov over it, 5 then 10 per bin (slope 1) unless `every_over_one` says otherwise
     ratio = np.array(every_over_one or [5.0, 10.0]) * (1 + jitter * np.array([0.0, 1.0]))
     variance[ppo.ONE_TOKEN] = {"length": [5.0, 10.0], "variance": list(np.array([1.0, 2.0]) / ratio), "count": [8, 8],
@@ -216,12 +229,12 @@ def test_each_claim_on_its_default_values():
 
 
 def test_the_length_claims_flip_with_their_slopes_and_relative_variances():
-    found = verdicts(seeds(slopes={SCORE: 2.0, NO_BASELINE: 1.7, "RLOO": -0.5},
+    found = verdicts(seeds(slopes={SCORE: 2.0, NO_BASELINE: 1.7}, psi_square={"RLOO": [1.0, 4.0]},
                            relative={"GRPO": 150.0, "critic GAE λ=0.95": 300.0}, every_over_one=[5.0, 5.0]))
     assert {key: found[key]["holds"] for key in ("score", "terminal", "cause", "baselines", "normalising", "lambda")} == {
         "score": False, "terminal": False, "cause": False, "baselines": False, "normalising": False, "lambda": False}
     # one baseline that cannot tell leaves the claim open; with no signal, no verdict; no ratio on a seed, no verdict
-    found = verdicts(seeds(slopes={"RLOO": math.nan}, relative={"GRPO": math.nan}, every_over_one=[math.nan, 5.0]))
+    found = verdicts(seeds(psi_square={"RLOO": [1.0, 0.0]}, relative={"GRPO": math.nan}, every_over_one=[math.nan, 5.0]))
     assert found["baselines"]["holds"] is None and found["normalising"]["holds"] is None
     assert found["cause"]["holds"] is None
 

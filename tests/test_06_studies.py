@@ -1097,12 +1097,12 @@ def betas_seed(i, small=0.2, large=0.05, rise=0.3, cold=0.9, free=0.5) -> dict:
 
 
 @pytest.mark.parametrize("change,expected", [
-    ({}, [True, True]),  # the small β's proxy rises and its gold falls further; β = 0 loses well-formed samples
-    ({"small": 0.05}, [None, True]),  # the gold falls as far at the small β as at the larger
-    ({"small": 0.0}, [False, True]),  # less far
-    ({"rise": -0.2}, [False, True]),  # the ORM's score falls at the small β: not hacked
-    ({"free": 0.9}, [True, None]),  # as many well-formed samples after β = 0 as at the cold start
-    ({"free": 0.95}, [True, False]),  # more
+    ({}, [True, None]),  # the small β's proxy rises and its gold falls further; β = 0 leaves half well-formed
+    ({"small": 0.05}, [None, None]),  # the gold falls as far at the small β as at the larger
+    ({"small": 0.0}, [False, None]),  # less far
+    ({"rise": -0.2}, [False, None]),  # the ORM's score falls at the small β: not hacked
+    ({"free": 0.4}, [True, True]),  # most samples after β = 0 are not well-formed: a collapse
+    ({"free": 0.9}, [True, False]),  # most still are
 ])
 def test_the_betas_verdicts_compare_the_small_beta_with_the_larger_and_beta_zero_with_the_cold_start(change, expected):
     seeds = three(betas_seed, **change)
@@ -1110,10 +1110,10 @@ def test_the_betas_verdicts_compare_the_small_beta_with_the_larger_and_beta_zero
     assert found == [overopt.small_beta_claim(seeds), overopt.gibberish_claim(seeds)] and verdicts(found) == expected
     assert found[0]["claim"] == "a small β invites reward hacking (here β = 0.03 against 0.3)"
     assert found[1]["claim"] == ("without KL to the reference, optimising a learned reward turns a fluent model into "
-                                 "gibberish: after RL on the learned ORM at β = 0, fewer samples are well-formed than "
-                                 "at the cold start")
+                                 "gibberish: after RL on the learned ORM at β = 0, most samples are no longer "
+                                 "well-formed")
     assert [c["source"] for c in found] == ["over-long-generations", "whole-game §6"]
-    assert "at β = 0.03 minus at β = 0.3" in found[0]["measured"] and "cold start minus β = 0" in found[1]["measured"]
+    assert "at β = 0.03 minus at β = 0.3" in found[0]["measured"] and "One half minus the well-formed share" in found[1]["measured"]
     assert "cold start: well-formed 0.9, 0.9, 0.9" in found[1]["measured"] or "cold" in change
 
 
