@@ -161,7 +161,9 @@ WHOLE_GAME = [
          how="re-point"),
     said("§3", "It assigns credit to everything earlier in wall-clock order, including irrelevant retries.",
          "reward-to-go over a tool graph credits everything earlier in time, irrelevant retries included",
-         not_checkable="no tool-call graph here"),
+         not_checkable="no tool-call graph here: the statement contrasts wall-clock order with a tool graph's causal "
+                       "links, which none of our worlds has (in a plain chain the useless step gets the same +1, the "
+                       "App. A row)"),
     said("§4", r"A sequence-level advantage $\hat{A}(x,y)$ often multiplies every token's logprob gradient",
          "for an LM one sequence-level advantage often multiplies every token's log-probability gradient (here: in "
          "all four group estimators)",
@@ -522,7 +524,8 @@ OVER_LONG = [
          "the over-optimisation risks of an ORM",
          "a PRM used as a dense RL reward is itself a learned proxy, open to all the over-optimisation risks of an ORM",
          (OVER_CHECKS, "a PRM used as a dense RL reward is itself a learned proxy, open to the over-optimisation an "
-                       "ORM suffers: under RL on the PRM its score of wrong work rises while held-out pass@1 falls")),
+                       "ORM suffers: under RL on the PRM its score of wrong work rises while held-out pass@1 falls from "
+                       "its peak (the update the training batches pick, as for the ORM)")),
     said("Process rewards", "step boundaries in free-form text are ambiguous",
          "step boundaries in free-form text are ambiguous, and a maths PRM may not transfer to code",
          not_checkable="one domain with explicit step delimiters"),
@@ -1080,7 +1083,8 @@ SS_GRPO = [
                   "step's tokens alone)")),
     said("Trade-offs", "For very long rollouts (>5000 tokens), the estimator's cost becomes non-negligible",
          "for rollouts over 5,000 tokens the estimator's cost becomes non-negligible (read in FLOPs on the article's "
-         "prose, where the estimator reads each step with the prompt)",
+         "prose, where the estimator reads each step with the prompt: the rollout's length makes it reach the "
+         "article's own 1% bound)",
          (CREDIT, "for very long rollouts (>5000 tokens) the estimator's cost becomes non-negligible (FLOPs against a "
                   "7B policy's generation, attention included; read on the article's prose, where f(s, P) reads each "
                   "step with the prompt)")),

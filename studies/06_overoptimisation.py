@@ -93,6 +93,7 @@ and length_bias.png with --length-bias.
 
 import copy
 import dataclasses
+import functools
 import importlib
 import math
 import sys
@@ -1491,22 +1492,27 @@ def hacking_claim(seeds: list[dict]) -> dict:
                  "each)", common.all_parts(rose, above))
 
 
-def prm_proxy_claim(seeds: list[dict]) -> dict:
-    """Over-optimisation of the PRM as of an ORM: both halves under RL on it, per seed, each against
-    the cold start on the same held-out samples: the proxy (its score of wrong steps) rises while
-    the gold (the verifier's pass@1) falls."""
+def prm_proxy_claim(seeds: list[dict], window: int) -> dict:
+    """Over-optimisation of the PRM as of an ORM, read as the ORM's is (`gold_course`): under RL on it, per
+    seed, the proxy (its score of wrong steps, against the cold start on the same held-out samples) rises
+    while the gold (held-out pass@1) falls from the update the training batches' pass rate picks (trailing
+    `window` updates) to the end."""
     found = [s["hacking"] for s in seeds]
     before, hacked = [f["cold_start"] for f in found], [f["runs"]["prm"]["judged"] for f in found]
+    courses = [gold_course(f["runs"]["prm"], window) for f in found]
     rose, rose_text = over_seeds([a["wrong_step_score"] - b["wrong_step_score"] for a, b in zip(hacked, before)])
-    fell, fell_text = over_seeds([b["pass@1"] - a["pass@1"] for a, b in zip(hacked, before)])
+    fell, fell_text = over_seeds([c["gold_fall"] for c in courses])
     return claim("over-long-generations", "a PRM used as a dense RL reward is itself a learned proxy, open to the "
                  "over-optimisation an ORM suffers: under RL on the PRM its score of wrong work rises while held-out "
-                 "pass@1 falls", f"after {seeds[0]['rl_steps']} updates of RL on the PRM against the cold start, on the "
-                 "same held-out samples: the PRM's P(step right) on the wrong steps of wrong completions "
+                 "pass@1 falls from its peak (the update the training batches pick, as for the ORM)",
+                 f"after {seeds[0]['rl_steps']} updates of RL on the PRM against the cold start, on the same held-out "
+                 "samples: the PRM's P(step right) on the wrong steps of wrong completions "
                  f"{mean_of([b['wrong_step_score'] for b in before]):.3f} -> "
-                 f"{mean_of([a['wrong_step_score'] for a in hacked]):.3f}, after minus before {rose_text}; pass@1 "
-                 f"{per_seed([b['pass@1'] for b in before])} -> {per_seed([a['pass@1'] for a in hacked])} (per seed), "
-                 f"before minus after {fell_text} ({legend(seeds)})", common.all_parts(rose, fell))
+                 f"{mean_of([a['wrong_step_score'] for a in hacked]):.3f}, after minus before {rose_text}; held-out "
+                 f"pass@1 at the picked update (update {per_seed([c['peak_step'] for c in courses])}) "
+                 f"{per_seed([c['gold_peak'] for c in courses])} -> at the end {per_seed([c['gold_end'] for c in courses])}"
+                 f", fall {fell_text} ({legend(seeds)}); shown, not decided: the cold start's pass@1 "
+                 f"{per_seed([b['pass@1'] for b in before])}", common.all_parts(rose, fell))
 
 
 def premise_of(shown: bool | None, quantity: str, text: str) -> str:
@@ -1927,7 +1933,7 @@ def gold_claim(seeds: list[dict]) -> dict:
                  common.all_parts(*verdicts))
 
 
-CHECK_CLAIMS = {"hacking": (hacking_claim, prm_proxy_claim), "pairs": (pairs_claim,), "ppo": (ppo_claim,),
+CHECK_CLAIMS = {"hacking": (hacking_claim,), "pairs": (pairs_claim,), "ppo": (ppo_claim,),
                 "marks": (marks_claim, creative_marks_claim), "broadcast": (broadcast_claim,),
                 "ensemble": (ensemble_claim,), "betas": (small_beta_claim, gibberish_claim), "gold": (gold_claim,)}
 
@@ -1936,8 +1942,9 @@ def check_claims(args: Args, seeds: list[dict]) -> list[dict]:
     """The claims of the parts the seeds hold (--parts), the study's first."""
     study = (label_claims(seeds) + rerank_claims(seeds) + prm.credit_claims(*(s["held"]["credit"] for s in seeds))
              + rl_claims(args, seeds) + overoptimisation_claims(seeds) + length_claims(seeds)) if "held" in seeds[0] else []
-    return study + [claim_of(seeds) for part, claims_of in CHECK_CLAIMS.items() if part in seeds[0]
-                    for claim_of in claims_of]
+    # and the PRM's over-optimisation, which picks its peak as the ORM's does, over the run's trailing window
+    checks = CHECK_CLAIMS | {"hacking": (hacking_claim, functools.partial(prm_proxy_claim, window=args.speed_window))}
+    return study + [claim_of(seeds) for part, claims_of in checks.items() if part in seeds[0] for claim_of in claims_of]
 
 
 def metrics_of(args: Args, m: dict) -> dict:

@@ -696,9 +696,14 @@ def largest_share(estimator: dict, shortest: int) -> float:
     rollout bounds it, and a prompt only adds to the policy's; then (a + b·T) / (c + e·T) is monotone in T, so
     it is the larger of its value at `shortest` and its limit b / e (T → ∞), the ratio of the two attention
     terms."""
-    limit = 4 * ARTICLE_ESTIMATOR["layers"] * ARTICLE_ESTIMATOR["hidden"] / (
+    return max(long_rollout_flops_share(estimator, shortest, shortest, 0), attention_limit())
+
+
+def attention_limit() -> float:
+    """The share's limit as one step as long as the rollout grows without bound: the estimator's attention
+    term over the policy's."""
+    return 4 * ARTICLE_ESTIMATOR["layers"] * ARTICLE_ESTIMATOR["hidden"] / (
         2 * ARTICLE_POLICY_SHAPE["layers"] * ARTICLE_POLICY_SHAPE["hidden"])
-    return max(long_rollout_flops_share(estimator, shortest, shortest, 0), limit)
 
 
 def prompt_at_share(estimator: dict, tokens: int, step: float, share: float) -> float:
@@ -875,12 +880,19 @@ def long_rollout_claims(n: dict) -> list[dict]:
     """Past ARTICLE_LONG_ROLLOUT tokens, is the estimator's cost at or above the 1% bound (the claim on a 7B
     policy's generation)? The article gives neither the steps' length nor the prompt's, so no where every length
     keeps the share below it, else undetermined (yes would need every length to reach it, and one-token steps of
-    a long enough rollout fall below). On its code (steps alone) the largest share decides, exactly; on its
-    prose (each step with the prompt) the share rises without bound with the prompt: undetermined."""
+    a long enough rollout fall below). On its code (steps alone) the largest share decides, exactly. On its
+    prose (each step with the prompt) the share rises without bound with the prompt, but "becomes" is about
+    the rollout's length: at a fixed prompt and step length the share falls as the rollout grows (the
+    estimator's cost per policy token is fixed, the policy's attention per token grows), and with one step as
+    long as the rollout it rises only toward `attention_limit`; so no rollout becomes non-negligible by its
+    length where that limit is below the bound (exact), else undetermined."""
     statement = (f"for very long rollouts (>{ARTICLE_LONG_ROLLOUT} tokens) the estimator's cost becomes "
                  "non-negligible (FLOPs against a 7B policy's generation, attention included; read on the article's ")
     model, prompts = flops_model(), prompts_at_bound(n, "long_rollout")
-    bound, longest = ARTICLE_INFERENCE_OVERHEAD, n["article_estimator_flops_share_7b_long"]
+    bound, longest, limit = ARTICLE_INFERENCE_OVERHEAD, n["article_estimator_flops_share_7b_long"], attention_limit()
+    size, step = encoder_parameters(**ARTICLE_ESTIMATOR), PROSE_STEPS[0]
+    prompt = n[f"article_long_rollout_prompt_at_bound_{step}"]
+    at = {T: long_rollout_flops_share(size, T, step, prompt) for T in (ARTICLE_ROLLOUT_TOKENS, 10 * ARTICLE_LONG_ROLLOUT)}
     return [
         claim("SS-GRPO article, Trade-offs", statement + "code, whose estimator reads each step's tokens alone)",
               f"{model}, the estimator reading each step whole and nothing else (1 token per policy token; one step "
@@ -892,10 +904,15 @@ def long_rollout_claims(n: dict) -> list[dict]:
               "decides)", False if longest < bound else None),
         claim("SS-GRPO article, Trade-offs", statement + "prose, where f(s, P) reads each step with the prompt)",
               f"{model} after the prompt, the estimator reading each step with the prompt ((step + prompt)/step tokens "
-              f"per policy token): depends on the prompt's length and the steps', which the article does not state: "
-              f"with no prompt it is the code's reading (at most {longest:.3%}); it rises without bound as the prompt "
-              f"grows, reaching {bound:.0%} on a {ARTICLE_LONG_ROLLOUT}-token rollout with a prompt of {prompts}",
-              None),
+              f"per policy token): its level depends on the prompt's length and the steps', which the article does "
+              f"not state: with no prompt it is the code's reading (at most {longest:.3%}); it rises without bound as "
+              f"the prompt grows, reaching {bound:.0%} on a {ARTICLE_LONG_ROLLOUT}-token rollout with a prompt of "
+              f"{prompts}. But it does not grow with the rollout: at a fixed prompt and step length it falls as the "
+              f"rollout grows (with the {prompt:,.0f}-token prompt and {step}-token steps: {at[ARTICLE_ROLLOUT_TOKENS]:.2%} "
+              f"on {ARTICLE_ROLLOUT_TOKENS:,} tokens, {at[10 * ARTICLE_LONG_ROLLOUT]:.2%} on "
+              f"{10 * ARTICLE_LONG_ROLLOUT:,}), and with one step as long as the rollout it rises only toward "
+              f"{limit:.3%}: where it reaches {bound:.0%}, the prompt does it, on shorter rollouts first (no where that "
+              f"limit is below {bound:.0%}; exact)", False if limit < bound else None),
     ]
 
 

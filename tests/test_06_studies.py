@@ -947,9 +947,9 @@ def judged_of(score: float, pass_at_1: float = 0.3) -> dict:
 def hacking_seed(i, hacked=0.6, before=0.4, honest=0.45, hacked_pass=0.2, aurocs=(0.5, 0.55, 0.6), qrm=0.2,
                  gae=0.4) -> dict:
     """The PRM's score of wrong steps after RL on it (± 0.01 over the seeds), before RL and after outcome
-    GRPO; held-out pass@1 after RL on the PRM (± 0.01; 0.3 before RL); Q-RM's AUROC trained on 3, 6 and
-    12 solutions a problem (the largest ± 0.01); held-out pass@1 at the end with Q-RM's advantages
-    (± 0.01) and with GAE's."""
+    GRPO; held-out pass@1 after RL on the PRM (± 0.01; 0.3 before RL), 0.35 at update 18, the one its
+    training batches' pass rate picks; Q-RM's AUROC trained on 3, 6 and 12 solutions a problem (the
+    largest ± 0.01); held-out pass@1 at the end with Q-RM's advantages (± 0.01) and with GAE's."""
     sweep = [{"samples": n, "pairs": 100 * n + i, "auroc": a, "top1": 0.2} for n, a in zip((3, 6, 12), aurocs)]
     sweep[-1]["auroc"] = spread(aurocs[-1], i)
 
@@ -959,9 +959,17 @@ def hacking_seed(i, hacked=0.6, before=0.4, honest=0.45, hacked_pass=0.2, aurocs
     return {"seed": i, "rl_steps": 36,
             "hacking": {"cold_start": judged_of(before), "runs": {"outcome": {"judged": judged_of(honest, 0.45)},
                                                                   "prm": {"judged": judged_of(spread(hacked, i),
-                                                                                          spread(hacked_pass, i))}}},
+                                                                                          spread(hacked_pass, i)),
+                                                                          **prm_course(spread(hacked_pass, i))}}},
             "pairs": {"solutions": 900, "chapter": {"auroc": 0.48, "top1": 0.2}, "sweep": sweep},
             "ppo": {"qrm": run(spread(qrm, i)), "gae": run(gae), "gae_lambda": 0.95}, "marks": marks_of(i)}
+
+
+def prm_course(end: float) -> dict:
+    """RL on the PRM for 36 updates: the training batches' pass rate peaks at update 18 (alone above 0),
+    where held-out pass@1 is 0.35; evaluations at 0, 18 and 36."""
+    return {"history": [{"reward": float(step == 18)} for step in range(36)],
+            "evals": [{"step": 0, "pass@1": 0.3}, {"step": 18, "pass@1": 0.35}, {"step": 36, "pass@1": end}]}
 
 
 def marks_of(i, wrong=(3, 0, 0), right=(0, 2, 0), steps=(40, 60), creative=(1, 2, 1), left_out=(5, 5, 5)) -> dict:
@@ -1004,8 +1012,8 @@ def test_the_creative_steps_verdict_is_exact_on_every_seed(change, expected):
     ({"hacked": 0.44, "honest": 0.5}, [False, True, True, False]),  # above the cold start, below the verifier's run
     ({"hacked": 0.44, "honest": 0.38}, [True, True, True, False]),
     ({"hacked": 0.4, "honest": 0.3}, [None, None, True, False]),  # no rise over the cold start shown
-    ({"hacked_pass": 0.3}, [True, None, True, False]),  # the PRM's score rises, pass@1 holds: no fall shown
-    ({"hacked_pass": 0.4}, [True, False, True, False]),  # pass@1 rises under RL on the PRM: not over-optimised
+    ({"hacked_pass": 0.35}, [True, None, True, False]),  # the PRM's score rises, pass@1 holds at its peak: no fall
+    ({"hacked_pass": 0.45}, [True, False, True, False]),  # pass@1 rises past the picked update: not over-optimised
     ({"aurocs": (0.7, 0.6, 0.58)}, [True, True, False, False]),  # the fewest pairs already localise
     ({"aurocs": (0.5, 0.7, 0.6)}, [True, True, True, False]),  # the fewest at chance, the most above it
     ({"aurocs": (0.6, 0.55, 0.5)}, [True, True, False, False]),  # the fewest localise, the most do not: no need shown
@@ -1022,14 +1030,15 @@ def test_the_checks_verdicts_decide_over_the_seeds(change, expected):
     claims = overopt.check_claims(overopt.Args(parts="hacking,pairs,ppo,marks"), seeds)
     assert claims[-2:] == [overopt.marks_claim(seeds), overopt.creative_marks_claim(seeds)]
     claims = claims[:-2]
-    assert claims == [overopt.hacking_claim(seeds), overopt.prm_proxy_claim(seeds), overopt.pairs_claim(seeds),
+    assert claims == [overopt.hacking_claim(seeds), overopt.prm_proxy_claim(seeds, 5), overopt.pairs_claim(seeds),
                       overopt.ppo_claim(seeds)]
     assert verdicts(claims) == expected
     assert "cheap correlate" in claims[0]["claim"] and "second" not in claims[1]["claim"]
     assert "learned proxy" in claims[1]["claim"] and "comparative data" in claims[2]["claim"]
     assert "replace GAE" in claims[3]["claim"] and "λ = 0.95" in claims[3]["measured"]
     assert "minus before RL" in claims[0]["measured"] and "minus after outcome GRPO" in claims[0]["measured"]
-    assert "after minus before" in claims[1]["measured"] and "before minus after" in claims[1]["measured"]
+    assert "after minus before" in claims[1]["measured"] and "at the picked update (update 18, 18, 18)" in claims[1][
+        "measured"]
     assert "3 (300 pairs)" not in claims[2]["measured"] and "3 (301 pairs)" in claims[2]["measured"]  # pairs: means
     most, fewest = [s["pairs"]["sweep"][-1]["auroc"] - 0.5 for s in seeds], seeds[0]["pairs"]["sweep"][0]["auroc"] - 0.5
     assert ("premise not met" in claims[2]["measured"]) is (max(most) < -0.05)  # shown below chance only

@@ -479,7 +479,7 @@ def test_the_articles_own_numbers_fail_where_they_disagree():
         "rollout overhead": True, "parameters": False, "per-step calls": True, "per-step tokens": False,
         "memory": None}  # 12 of 16 to 96 bytes: 75% to 12.5%
     assert {name: got[name] for name in LONG} == {"flops": True, "flops prose": None, "long rollouts": False,
-                                                  "long rollouts prose": None}  # 0.39% at most
+                                                  "long rollouts prose": False}  # 0.39% at most
     assert got["only cost"] is False  # +17% training hours against +5% inference
 
 
@@ -1009,6 +1009,14 @@ def test_the_flops_bound_on_the_articles_code_holds_only_where_every_rollout_sta
     assert got["flops"] is holds and got["flops prose"] is None
 
 
+def test_at_a_fixed_prompt_and_step_the_share_falls_as_the_rollout_grows():
+    size = lab.encoder_parameters(**lab.ARTICLE_ESTIMATOR)
+    for step, prompt in ((10, 500.0), (100, 3000.0)):
+        shares = [lab.long_rollout_flops_share(size, T, step, prompt) for T in (1000, 5000, 50000)]
+        assert shares == sorted(shares, reverse=True)
+    assert lab.long_rollout_flops_share(size, 10**7, 10**7, 0) < lab.attention_limit()  # one step: below its limit
+
+
 def test_long_rollouts_share_is_the_larger_of_its_value_at_5000_tokens_and_its_limit_by_hand(monkeypatch):
     estimator = {"layers": 1000.0, "head": 0.0}
     monkeypatch.setattr(lab, "ARTICLE_ESTIMATOR", {"vocab": 10, "hidden": 2, "layers": 1, "ffn": 4})
@@ -1042,15 +1050,17 @@ def test_long_rollouts_share_with_steps_and_prompt_by_a_loop_and_the_prompt_that
 
 
 @pytest.mark.parametrize("shape,code", [({"layers": 1, "hidden": 128}, None), ({"layers": 32, "hidden": 4096}, False)])
-def test_long_rollouts_are_no_only_where_the_costliest_steps_stay_below_the_bound_and_the_prose_undetermined(
+def test_long_rollouts_are_no_only_where_the_costliest_steps_stay_below_the_bound_on_code_and_prose(
         shape, code, monkeypatch):
     """The code's reading: a policy whose attention is as wide as the estimator's reaches the 6% bound on its
     longest steps (limit 4): undetermined, the steps' length decides; a 7B policy's keeps it below (0.39%): no.
-    The prose's: undetermined either way, with the prompts that reach the bound in its measured text."""
+    The prose's: the prompt sets the level (the prompts that reach the bound are in its measured text), but
+    the share grows with the rollout only toward that same limit: the same verdict."""
     holding_article(monkeypatch, ARTICLE_POLICY_SHAPE=shape)
     summary = {m: lab.seed_means(numbers) for m, numbers in claims_per_seed().items()}
     claims = {name_of(c["claim"]): c for c in lab.check_claims(summary, claims_per_seed(), 8, CONTRASTIVE)}
-    assert claims["long rollouts"]["holds"] is code and claims["long rollouts prose"]["holds"] is None
+    # the prose: the prompt sets the level, but the share does not grow with the rollout past the limit
+    assert claims["long rollouts"]["holds"] is code and claims["long rollouts prose"]["holds"] is code
     n = lab.article_numbers(summary)
     assert f"{n['article_long_rollout_prompt_at_bound_10']:,.0f} tokens for 10-token steps" in claims[
         "long rollouts prose"]["measured"]
