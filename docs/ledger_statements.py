@@ -711,13 +711,18 @@ SURVEY = [
          (REDISTRIBUTION, "in the redistributed MDP, TD is unbiased"),
          (REDISTRIBUTION_DISTRACTORS, "in the redistributed MDP, TD is unbiased")),
     said("§4.1.2, §5", "MC methods have minimal variance",
-         "with an optimal redistribution Monte Carlo's variance is minimal",
-         not_checkable="'minimal' names no class of redistributions to minimise over, and the answer turns on the class: "
-                       "studies/03_redistribution's learned r̃, which spreads the last prediction's error over every "
-                       "step (so reads later rewards), leaves Monte Carlo a lower variance than the optimal r̃*, while "
-                       "r̃* leaves a lower one than the original reward (its claims 'in the redistributed MDP, Monte "
-                       "Carlo's variance is minimal' and 'an optimal redistribution leaves Monte Carlo only the "
-                       "immediate reward to average')"),
+         "with an optimal redistribution Monte Carlo's variance is minimal (read as: reduced to the immediate "
+         "reward's, below the original reward-to-go's)",
+         (REDISTRIBUTION, "an optimal redistribution leaves Monte Carlo only the immediate reward to average: its "
+                          "variance, Var(r̃*_t | s, a), is below the original reward-to-go's Var(Σ_{k≥t} r_k | s, a)"),
+         (REDISTRIBUTION_DISTRACTORS, "an optimal redistribution leaves Monte Carlo only the immediate reward to "
+                                      "average: its variance, Var(r̃*_t | s, a), is below the original reward-to-go's "
+                                      "Var(Σ_{k≥t} r_k | s, a)"), how="new"),
+    said("§4.1.2, §5", "MC methods have minimal variance",
+         "with an optimal redistribution Monte Carlo's variance is minimal (read as: the lowest of any "
+         "redistribution's)",
+         (REDISTRIBUTION, "in the redistributed MDP, Monte Carlo's variance is minimal"),
+         (REDISTRIBUTION_DISTRACTORS, "in the redistributed MDP, Monte Carlo's variance is minimal"), how="new"),
     said("§4.1.2, §5", "The key events get concentrated reward signal while irrelevant steps get near-zero signal",
          "the redistributed reward piles up on the decisive event and is about zero elsewhere",
          (REDISTRIBUTION, "the return predictor's jump, and so the redistributed reward, sits at the decisive step "
@@ -790,11 +795,12 @@ SURVEY = [
          not_checkable="our task has no correct-but-irrelevant step, one the answer does not depend on (the essay's example: restating the problem): every line feeds the answer, the policy never writes such a line, and one inserted by hand would lie outside what it learned; studies/06_progress compares the decisive step with needed but near-certain steps instead, a different question",
          how="rephrase"),
     said("§4.5.4", "requires strong inductive biases or large amounts of comparative data",
-         "token-level credit needs strong priors or much comparative data (here: Q-RM's credit read per step, the "
-         "mean of its token credits)",
-         (OVER_CHECKS, "token-level credit needs large amounts of comparative data (the half checked here; strong "
-                       "inductive biases are the other): with no strong prior, Q-RM localises the first wrong step from many "
-                       "(right, wrong) pairs and not from few")),
+         "with hundreds of tokens per response, picking out the few decisive tokens needs strong inductive biases or "
+         "much comparative data",
+         not_checkable="our solutions run tens of tokens in 1-4 steps, not hundreds of tokens with a few decisive "
+                       "ones; studies/06_overoptimisation_checks tests a few-step version (Q-RM's credit read per "
+                       "step, localising the first wrong step from more or fewer pairs: its claim 'token-level credit "
+                       "needs large amounts of comparative data'), shown on the 06 page", how="rephrase"),
     said("§4.5.4, §9", "DPO-derived reward models (DPO-RM) tend to assign high rewards to structural tokens like line "
                        "breaks",
          "DPO-implicit rewards pile up on structural tokens such as line breaks",
@@ -1121,11 +1127,11 @@ SS_GRPO = [
          "accuracy gain over GRPO of PRM-GRPO on the gold step labels)",
          (CREDIT, "SS-GRPO recovers most (over half) of the PRM's accuracy gain over GRPO"), how="rephrase"),
     said("Summary", "at a fraction of the cost",
-         "learning the step weight costs a small fraction of what a PRM costs (the Performance line's 4%)",
-         not_checkable="'a fraction' echoes the Performance line's 4%, a cost share at 7B, where the estimator is tiny; "
-                       "ours outweighs our policy, so a cost share measured here does not speak for it (as for the "
-                       "other cost figures, left out below); the article's own table is checked in the Performance "
-                       "rows", how="rephrase"),
+         "learning the step weight costs a fraction of what a PRM costs",
+         not_checkable="the cost is the article's at 7B, where the estimator is tiny next to the policy; ours outweighs "
+                       "our policy, so a cost share measured here does not speak for it (as for the other cost "
+                       "figures, left out below); the article's own table, which this sentence sums up, is checked "
+                       "in the Performance rows", how="rephrase"),
 ]
 
 STATEMENTS = {"whole-game": WHOLE_GAME, "over-long-generations": OVER_LONG, "survey": SURVEY,
