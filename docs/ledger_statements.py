@@ -520,10 +520,20 @@ OVER_LONG = [
          not_checkable="no human labels here"),
     said("Process rewards, When it falls down", "the PRM becomes a second proxy reward model and inherits all "
          "the over-optimisation risks of an ORM",
-         "a PRM used as a dense RL reward is itself a learned proxy, open to all the over-optimisation risks of an ORM",
+         "a PRM used as a dense RL reward is itself a learned proxy, open to all the over-optimisation risks of an ORM "
+         "(this row: the ORM's Goodhart course, the true quality falling from its peak as the score rises; the ORM's "
+         "other risk shown here, wrong work scoring higher, is the next row's; its length padding is not shown here, "
+         "so there is none to inherit)",
          (OVER_CHECKS, "a PRM used as a dense RL reward is itself a learned proxy, open to the over-optimisation an "
                        "ORM suffers: under RL on the PRM its score of wrong work rises while held-out pass@1 falls from "
-                       "its peak (the update the training batches pick, as for the ORM)")),
+                       "its peak (the update the training batches pick, as for the ORM)"), how="rephrase"),
+    said("Process rewards, When it falls down", "the PRM becomes a second proxy reward model and inherits all "
+         "the over-optimisation risks of an ORM",
+         "a PRM used as a dense RL reward is itself a learned proxy, open to all the over-optimisation risks of an ORM "
+         "(this row: a cheap correlate of the score, wrong work the RM rates higher after RL on it, as well-formed "
+         "wrong answers score well on the ORM)",
+         (OVER_CHECKS, "reward hacking: RL on a learned score finds a cheap correlate of it: the score of wrong work "
+                       "rises (e.g. well-formed work with a wrong final answer)"), how="new"),
     said("Process rewards", "step boundaries in free-form text are ambiguous",
          "step boundaries in free-form text are ambiguous, and a maths PRM may not transfer to code",
          not_checkable="one domain with explicit step delimiters"),

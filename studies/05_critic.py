@@ -578,6 +578,14 @@ def relative_variance(gradients: torch.Tensor, group_size: int) -> float:
     return float(h.var(0).sum() / signal) if signal > 0 else math.nan
 
 
+def failed_share(focus: torch.Tensor, mask: torch.Tensor, rewards: torch.Tensor) -> float:
+    """The share of the failed completions' tokens that decided their failure (their first wrong line), NaN
+    where none failed: a right completion's tokens all count in `mattered`, its formatting too, so the
+    failures alone say whether few tokens decide an outcome."""
+    failed = ~rewards.flatten().bool()
+    return float(focus[failed].sum() / mask[failed].sum()) if failed.any() else math.nan
+
+
 def critic_name(lam: float) -> str:
     return f"critic GAE λ={lam:g}"
 
@@ -644,7 +652,7 @@ def gradient_variance_study(policy, critic: TokenCritic, tokenizer, rl: grpo.Arg
                                   "completions": len(within)},
                    "grpo_signal": signal_by_length(broadcast, completions.lengths, rl.group_size, args.variance_bins),
                    "focused_signal": signal_by_length(focused, completions.lengths, rl.group_size, args.variance_bins)
-                   | {"token_share": float(focus.sum() / mask.sum())}}
+                   | {"token_share": float(focus.sum() / mask.sum()), "failed_token_share": failed_share(focus, mask, rewards)}}
 
 
 # ============================================================================================
@@ -1022,14 +1030,15 @@ FEW_TOKENS = "the broadcast washes out the signal of the few tokens that mattere
 
 def few_tokens_claim(per_seed: list[dict]) -> dict:
     """Survey §3: '... that wash out the signal from the few tokens that actually mattered': the
-    statement assumes that few tokens matter. Where the share of the tokens that mattered lies
-    above one half over the seeds (most of them, so not a few), its premise is not met; else
-    `focus_verdict` decides."""
-    share = [s["token_credit"]["focused_signal"]["token_share"] for s in per_seed]
+    statement assumes that few tokens matter, and names filler and formatting among those that do
+    not. `mattered` counts every token of a right completion, so the premise is read on the failed
+    ones: where the share of their tokens in the first wrong line lies above one half over the
+    seeds (most of them, so not a few), it is not met; else `focus_verdict` decides."""
+    share = [s["token_credit"]["focused_signal"]["failed_token_share"] for s in per_seed]
     most, text = common.seed_verdict(np.array(share) - 0.5)
     washes, measured = focus_verdict(per_seed)
-    premise = (f"the share of tokens that mattered minus one half, mean [95% interval over {len(per_seed)} seeds]: "
-               f"{text}")
+    premise = ("in failed completions, the share of tokens in the first wrong line (" + ", ".join(f"{x:.0%}" for x in share)
+               + f" by seed) minus one half, mean [95% interval over {len(per_seed)} seeds]: {text}")
     if most:
         return common.claim("survey §3", FEW_TOKENS, f"premise not met: most tokens mattered, not a few ({premise}); "
                             + measured, None)

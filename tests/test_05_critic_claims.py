@@ -191,7 +191,8 @@ def fake_seed(i: int, pass_at_1: dict | None = None, net: dict | None = None, sl
                              "grpo_signal": {"length": [5.0, 10.0, 20.0], "snr": [0.04, 0.02, 0.01],
                                              "slope": -1.0 + jitter, "pooled": 0.02},
                              "focused_signal": {"length": [5.0, 10.0, 20.0], "snr": [0.08, 0.04, 0.02],
-                                                "slope": -1.0, "pooled": 0.04 * (1 + jitter), "token_share": 0.4}}}
+                                                "slope": -1.0, "pooled": 0.04 * (1 + jitter), "token_share": 0.4,
+                                                "failed_token_share": 0.3}}}
 
 
 def seeds(**changes) -> list[dict]:
@@ -438,10 +439,10 @@ def test_the_focus_claim_reads_each_seeds_log_of_focused_over_broadcast(pooled, 
                                           ((0.3, 0.7, 0.5), True)])
 def test_few_tokens_premise_fails_where_most_tokens_mattered(shares, holds):
     """Focused 0.03 against broadcast 0.02 on every seed (the broadcast carries less); a share of
-    tokens that mattered above one half over the seeds is not 'a few'."""
+    tokens that mattered in the failed completions above one half over the seeds is not 'a few'."""
     per_seed = seeds()
     for seed, share in zip(per_seed, shares):
-        seed["token_credit"]["focused_signal"] |= {"token_share": share, "pooled": 0.03}
+        seed["token_credit"]["focused_signal"] |= {"failed_token_share": share, "pooled": 0.03}
     found = verdicts(per_seed)["few"]
     assert found["holds"] is holds
     assert found["measured"].startswith("premise not met: most tokens mattered") is (holds is None)
