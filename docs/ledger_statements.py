@@ -968,9 +968,15 @@ SS_GRPO = [
                   "through a wrong line than under step credit (the gold PRM-GRPO)"), how="new"),
     said("The Problem", "for a 1000-token rollout, per-step evaluation multiplies inference cost by 1000×",
          "evaluating every step of a 1,000-token rollout separately multiplies the inference cost by 1,000 (read in "
-         "the tokens the evaluator reads)",
+         "the tokens the evaluator reads; in its passes, the next row)",
          (CREDIT, "for a 1000-token rollout, per-step evaluation multiplies inference cost by 1000x, read as "
                   "tokens processed"), how="rephrase"),
+    said("The Problem", "for a 1000-token rollout, per-step evaluation multiplies inference cost by 1000×",
+         "evaluating every step of a 1,000-token rollout separately multiplies the inference cost by 1,000 (read in "
+         "evaluator passes of fixed cost, as a simulator's: one per token against one for the outcome; in tokens "
+         "read, the previous row)",
+         (CREDIT, "for a 1000-token rollout, per-step evaluation multiplies inference cost by 1000x, read as "
+                  "evaluator calls (one per token)"), how="rephrase"),
     said("Mechanics", "we can infer step-level advantages by comparing the final outcome of a rollout against "
          "a counterfactual baseline constructed from other rollouts in the same group",
          "SS-GRPO infers step-level advantages (here: in a right solution its flawed step gets less credit than "
@@ -1190,7 +1196,6 @@ LEFT_OUT = {
         "for a 7B policy, where the estimator is tiny; ours is bigger than our policy), 'more as chains grow' (not in "
         "the article), the signed variant (ours), mean pooling tested on our trained estimators (their learned positions "
         "and the prompt change w when a step's tokens repeat: positional invariance, which the article does not "
-        "claim), the 1000× read as evaluator calls (one per token is 1,000 calls by "
-        "the article's own count, no cost measured), and '97% of the PRM's gain' at our scale (the article states it for 7B "
+        "claim), and '97% of the PRM's gain' at our scale (the article states it for 7B "
         "on GSM8K only; its own table is checked)."),
 }
