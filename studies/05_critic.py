@@ -720,10 +720,9 @@ def variance_of(per_seed: list[dict], name: str, key: str) -> np.ndarray:
 
 def scaled_slopes(per_seed: list[dict], name: str) -> list[float]:
     """Per seed, the log-log slope on length of tr Cov over Ψ's mean square, bin by bin (NaN where a bin's Ψ is 0)."""
-    return [common.loglog_slope(s["gradient_variance"][name]["length"],
-                                [v / q if q > 0 else math.nan for v, q in zip(s["gradient_variance"][name]["variance"],
-                                                                              s["gradient_variance"][name]["psi_square"])])
-            for s in per_seed]
+    rows = [s["gradient_variance"][name] for s in per_seed]
+    return [common.loglog_slope(r["length"], [v / q if q > 0 else math.nan for v, q in zip(r["variance"], r["psi_square"])])
+            for r in rows]
 
 
 def length_claims(per_seed: list[dict]) -> list[dict]:
@@ -1040,7 +1039,7 @@ def few_tokens_claim(per_seed: list[dict]) -> dict:
     premise = ("in failed completions, the share of tokens in the first wrong line (" + ", ".join(f"{x:.0%}" for x in share)
                + f" by seed) minus one half, mean [95% interval over {len(per_seed)} seeds]: {text}")
     if most:
-        return common.claim("survey §3", FEW_TOKENS, f"premise not met: most tokens mattered, not a few ({premise}); "
+        return common.claim("survey §3", FEW_TOKENS, f"premise not met: most of a failed completion's tokens decided it, not a few ({premise}); "
                             + measured, None)
     return common.claim("survey §3", FEW_TOKENS, f"{premise}; {measured}", washes)
 

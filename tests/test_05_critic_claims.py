@@ -445,4 +445,4 @@ def test_few_tokens_premise_fails_where_most_tokens_mattered(shares, holds):
         seed["token_credit"]["focused_signal"] |= {"failed_token_share": share, "pooled": 0.03}
     found = verdicts(per_seed)["few"]
     assert found["holds"] is holds
-    assert found["measured"].startswith("premise not met: most tokens mattered") is (holds is None)
+    assert found["measured"].startswith("premise not met: most of a failed completion's tokens") is (holds is None)
