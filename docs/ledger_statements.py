@@ -110,7 +110,8 @@ WHOLE_GAME = [
     said("§2", "or a creative correct step marked wrong",
          "step judges (process rewards) mark some creative correct steps wrong",
          (OVER_MARKS, "step judges mark creative correct steps wrong: of the lines of right held-out completions that "
-                      "leave the worked solution (a right answer reached another way), the learned PRM marks some wrong"),
+                      "leave the worked solution yet are true of the problem (a line of its worked solution in another "
+                      "place, or its answer), the learned PRM marks some wrong"),
          how="rephrase"),
     said("§2, §7.2, §7.7", "RM score soars while held-out human preference falls (Goodhart).",
          "optimising a learned reward model over-optimises it: its score rises while the true quality (here "
@@ -537,12 +538,12 @@ OVER_LONG = [
     said("Process rewards", "step boundaries in free-form text are ambiguous",
          "step boundaries in free-form text are ambiguous, and a maths PRM may not transfer to code",
          not_checkable="one domain with explicit step delimiters"),
-    said("Over-optimisation", "proxy reward increases monotonically with KL distance from the reference "
-         "policy, but gold reward peaks and then degrades",
-         "optimising a proxy RM: the proxy rises monotonically with KL while the gold reward peaks and then "
-         "falls",
-         (OVER, "optimising a learned proxy: the proxy rises monotonically with KL while the gold reward "
-                "peaks and then degrades")),
+    said("Over-optimisation", "proxy reward increases monotonically with KL distance from the reference policy",
+         "optimising a proxy RM: the proxy rises monotonically with KL from the reference policy",
+         (OVER, "optimising a learned proxy: the proxy rises monotonically with KL")),
+    said("Over-optimisation", "but gold reward peaks and then degrades",
+         "optimising a proxy RM: the gold reward peaks and then falls",
+         (OVER, "optimising a learned proxy: the gold reward peaks and then degrades")),
     said("Over-optimisation", "gold_reward ≈ α · sqrt(KL) - β · KL",
          "gold ≈ α·√KL − β·KL for small to medium KL",
          (OVER, "gold ≈ α·sqrt(KL) − β·KL for small to medium KL (α, β > 0: the gold rises, peaks and falls "
@@ -631,8 +632,7 @@ OVER_LONG = [
     said("When it falls down", "The model may converge to surface-level formatting of long chains rather than "
                                "substantively better reasoning.",
          "the model may converge to the surface form of long chains rather than better reasoning",
-         not_checkable="the essay places it at chains of 2,000-8,000 tokens; our completions run 3-32 tokens, and "
-                       "a 'may' names no outcome a run could fail to show"),
+         not_checkable="the essay places it at chains of 2,000-8,000 tokens; our completions run 3-32 tokens"),
 ]
 
 SURVEY = [
@@ -751,10 +751,12 @@ SURVEY = [
     said("§4.1.3", "the wrong sub-goal decomposition introduces new credit assignment problems at the option level",
          "options cut a long problem to a few decisions; a wrong decomposition makes credit harder",
          not_checkable="no hierarchical RL here"),
-    said("§4.1.4", "identify a small number of critical steps via attention, augment those steps' rewards, and leave "
-                   "the rest unchanged",
-         "transport edits the reward of only a handful of critical steps",
-         (TRANSPORT, "transport augments a few critical steps and leaves the rest unchanged")),
+    said("§4.1.4", "identify a small number of critical steps via attention, augment those steps' rewards",
+         "transport finds the few critical steps by attention and augments their rewards",
+         (TRANSPORT, "transport augments the critical step (the key room), not steps at random")),
+    said("§4.1.4", "and leave the rest unchanged",
+         "transport leaves the rewards of the other, non-critical steps unchanged",
+         (TRANSPORT, "transport leaves the rewards of the steps other than the critical one unchanged")),
     said("§4.1.5", "have been the most successful methods",
          "transport methods (TVT, TRT) have worked best, ahead of RUDDER",
          not_checkable="a statement about the published record across tasks; one toy comparison cannot check it (TRT "
@@ -872,8 +874,8 @@ SURVEY = [
                           "\"future\" tends to work best: the highest final success")),
     said("§7", "may be viewed as a form of implicit curriculum",
          "HER may be viewed as an implicit curriculum (near goals first)",
-         (HER, "HER may be viewed as an implicit curriculum: near goals (fewer than n/2 bits to flip) are learned "
-               "before far ones (more than n/2 bits to flip)")),
+         *((HER, "HER may be viewed as an implicit curriculum: near goals (fewer than n/2 bits to flip) are learned "
+                 f"before far ones (more than n/2 bits to flip), at n = {n}") for n in (5, 10, 20, 30))),
     said("§7", "Ablation studies confirm that HER is the crucial ingredient enabling learning in these "
          "environments.",
          "HER is the ingredient that makes learning possible: without it the same learner fails (here: bit "
@@ -983,18 +985,16 @@ SS_GRPO = [
          "its right steps)",
          (CREDIT, "SS-GRPO's step weight credits the flawed step less: in a right solution it gets less "
                   "credit than the solution's right steps")),
-    said("Mechanics, Checklist", "The estimator is trained with a contrastive objective",
-         "the estimator is trained with a contrastive objective (read as the checklist's: a loss that compares "
-         "rollouts of different outcomes, with a margin to raise; the article's own definition is the next row)",
-         (CREDIT, "the estimator is trained with a contrastive objective")),
+    said("Checklist", "Train the estimator with a contrastive loss on normalized rewards within each group.",
+         "train the estimator with a contrastive loss on within-group normalised rewards (read as a loss that compares "
+         "a group's rollouts with one another; the article's own definition in Mechanics is the next row)",
+         (CREDIT, "the estimator is trained with a contrastive loss (one that compares a group's rollouts)")),
     said("Mechanics", "for two rollouts in the same group with different outcomes, the step weights should be higher "
                       "for steps that appear more frequently in successful rollouts",
          "the estimator's objective (the article's own definition of 'contrastive'): within a group, steps that appear "
          "more often in successful rollouts get higher weights",
-         not_checkable="not measured as such: the article's code regresses each rollout's weights on its "
-                       "within-group normalised reward, whose optimum gives a step the mean normalised reward of the "
-                       "rollouts that hold it (higher the more often it appears in successes), but no claim here "
-                       "computes that optimum on the article's loss"),
+         (CREDIT, "the estimator's objective, the article's definition: steps that appear more often in a group's "
+                  "successful rollouts get higher weights")),
     said("Checklist", "Monitor the entropy of step weights; if it collapses to uniform, increase the "
          "contrastive margin.",
          "if the step weights' entropy collapses to uniform, raising the contrastive margin helps (read on the "

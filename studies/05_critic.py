@@ -1027,20 +1027,25 @@ def focus_claim(per_seed: list[dict]) -> dict:
 FEW_TOKENS = "the broadcast washes out the signal of the few tokens that mattered"
 
 
+# the survey's own scale for a few decisive tokens (§4.5.4): 5 among 500 (the 5 and the 495 irrelevant ones)
+FEW_DECISIVE = 5 / 500
+
+
 def few_tokens_claim(per_seed: list[dict]) -> dict:
     """Survey §3: '... that wash out the signal from the few tokens that actually mattered': the
     statement assumes that few tokens matter, and names filler and formatting among those that do
     not. `mattered` counts every token of a right completion, so the premise is read on the failed
-    ones: where the share of their tokens in the first wrong line lies above one half over the
-    seeds (most of them, so not a few), it is not met; else `focus_verdict` decides."""
+    ones: where the share of their tokens in the first wrong line lies above the survey's own scale
+    for a few decisive tokens (FEW_DECISIVE) over the seeds, it is not met; else `focus_verdict` decides."""
     share = [s["token_credit"]["focused_signal"]["failed_token_share"] for s in per_seed]
-    most, text = common.seed_verdict(np.array(share) - 0.5)
+    more, text = common.seed_verdict(np.array(share) - FEW_DECISIVE)
     washes, measured = focus_verdict(per_seed)
     premise = ("in failed completions, the share of tokens in the first wrong line (" + ", ".join(f"{x:.0%}" for x in share)
-               + f" by seed) minus one half, mean [95% interval over {len(per_seed)} seeds]: {text}")
-    if most:
-        return common.claim("survey §3", FEW_TOKENS, f"premise not met: most of a failed completion's tokens decided it, not a few ({premise}); "
-                            + measured, None)
+               + f" by seed) minus the survey's own scale for a few decisive tokens (§4.5.4: 5 of 500, "
+               f"{FEW_DECISIVE:.0%}), mean [95% interval over {len(per_seed)} seeds]: {text}")
+    if more:
+        return common.claim("survey §3", FEW_TOKENS, f"premise not met: far more than a few of a failed completion's "
+                            f"tokens decided it ({premise}); " + measured, None)
     return common.claim("survey §3", FEW_TOKENS, f"{premise}; {measured}", washes)
 
 

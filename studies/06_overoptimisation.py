@@ -45,7 +45,8 @@ the study's labelled solutions and reward models (the same draws, so the same mo
   marks                 the PRM's own marks (its more likely class: P(step right) > 1/2) on the steps of the
                         cold start's held-out completions (the hacking check's cold start) against the gold
                         labels: does the step judge the policy is rewarded by err both ways, and does it mark
-                        creative steps wrong (lines of right completions off the worked solution)?
+                        creative correct steps wrong (lines of right completions off the worked solution
+                        yet true of the problem)?
   broadcast             GRPO on the learned PRM two ways, the same prompts, seed and updates: its score of the
                         whole solution (PRM-min) as one sequence reward broadcast to every token, and its step
                         scores as step credit (PRM steps): does the broadcast game the PRM more (its score of
@@ -134,7 +135,7 @@ ENSEMBLE_ARMS = ("single", "ensemble")  # the ensemble part's GRPO runs at β = 
 # from every stream the study seeds (--seed + 0 .. 13)
 ENSEMBLE_SEED = 100
 MARK_COUNTS = ("right_steps", "right_marked_wrong", "wrong_steps", "wrong_marked_right", "left_out",
-               "left_out_marked_wrong")  # `step_marks`
+               "left_out_marked_wrong", "creative", "creative_marked_wrong")  # `step_marks`
 LIGHTMAN_N = 1860  # Lightman et al. (2024), best-of-1860 on MATH (their Figure 3)
 LIGHTMAN = {"PRM": 0.782, "ORM": 0.724, "majority vote": 0.696}
 LENGTH_RUNS = ("length-preferring RM", "same RM, length-normalised", "RM on length-balanced pairs")
@@ -855,8 +856,9 @@ def step_marks(probs: torch.Tensor, ends: torch.Tensor, problems: list, texts: l
     """The PRM's own marks (its more likely class: P(step right) > 1/2, probs read where each step ends)
     against the gold labels, counted: right steps (no line so far differs from the worked solution)
     marked wrong, and wrong steps of the wrong samples marked right. A right sample's lines that
-    leave the worked solution reach the right answer another way (creative steps): left out of both
-    counts, and counted apart with those of them marked wrong."""
+    leave the worked solution are left out of both counts and counted apart with those of them marked
+    wrong; among them, the creative correct steps: lines still true of the problem (a line of its
+    worked solution in another place, or its answer), counted apart too."""
     correct, found = np.asarray(correct, bool), dict.fromkeys(MARK_COUNTS, 0)
     for i, (problem, text) in enumerate(zip(problems, texts)):
         gold = np.array(prm.gold_step_labels(problem, text), bool)
@@ -864,8 +866,11 @@ def step_marks(probs: torch.Tensor, ends: torch.Tensor, problems: list, texts: l
         found["right_steps"] += int(gold.sum())
         found["right_marked_wrong"] += int((gold & ~right_mark).sum())
         if correct[i]:
+            true = np.array([line in problem.lines for line in text.split("\n")], bool)
             found["left_out"] += int((~gold).sum())
             found["left_out_marked_wrong"] += int((~gold & ~right_mark).sum())
+            found["creative"] += int((~gold & true).sum())
+            found["creative_marked_wrong"] += int((~gold & true & ~right_mark).sum())
         else:
             found["wrong_steps"] += int((~gold).sum())
             found["wrong_marked_right"] += int((~gold & right_mark).sum())
@@ -1549,24 +1554,27 @@ def pairs_claim(seeds: list[dict]) -> dict:
 
 def ppo_claim(seeds: list[dict]) -> dict:
     """Q-RM's token credit in place of GAE: can it stand in? Per seed, whether PPO on it learns (its
-    held-out pass@1 at the end minus the cold start's) and its pass@1 at the end minus GAE's. Yes
-    where it learns and is shown at least level with GAE, that is above it (an interval that holds 0
-    cannot tell level from worse, and no margin of "level" comes from the seeds); no where it is
-    shown not to learn (below the cold start) or shown worse than GAE; else none."""
+    held-out pass@1 at the end minus the cold start's) and its pass@1 at the end minus GAE's, against
+    GAE's own spread over the seeds (its std: a gap within it is level). Yes where it learns and
+    Q-RM minus GAE lies above minus that spread (level or better); no where it is shown not to learn
+    (below the cold start) or Q-RM minus GAE lies below minus the spread (worse); else none."""
     qrm, gae = ([final_pass(s["ppo"][m]) for s in seeds] for m in ("qrm", "gae"))
     cold = [s["ppo"]["qrm"]["evals"][0]["pass@1"] for s in seeds]  # update 0: the cold start, the same problems
     learns, learns_text = over_seeds(np.subtract(qrm, cold))
     _, gae_learns_text = over_seeds(np.subtract(gae, cold))
-    level, text = over_seeds(np.subtract(qrm, gae))
-    holds = False if False in (learns, level) else (True if learns and level else None)
+    _, text = over_seeds(np.subtract(qrm, gae))
+    level = float(np.std(gae, ddof=1)) if len(gae) > 1 else float("nan")
+    _, low, high = common.mean_interval(np.subtract(qrm, gae))
+    holds = False if learns is False or high < -level else (True if learns and low > -level else None)
     return claim("survey §4.6, §9", "Q-RM's token-level credit can replace GAE inside PPO (or REINFORCE)", "held-out "
                  f"pass@1 after {seeds[0]['rl_steps']} updates of the chapter's loop (one optimiser step per batch, "
                  f"as studies/05_critic.py's PPO), the same prompts: Q-RM's token advantages {mean_of(qrm):.3f} minus "
                  f"GAE(λ = {seeds[0]['ppo']['gae_lambda']:g}) on a learned critic (05's, warmed up on the cold start) "
                  f"{mean_of(gae):.3f}: {text}; learns: Q-RM minus the cold start ({mean_of(cold):.3f}) {learns_text}, "
-                 f"GAE minus the cold start {gae_learns_text} ({legend(seeds)}); yes: Q-RM learns (above 0) and "
-                 "Q-RM minus GAE lies above 0 (one that holds 0 cannot tell level from worse); no: Q-RM minus the "
-                 "cold start, or Q-RM minus GAE, below 0", holds)
+                 f"GAE minus the cold start {gae_learns_text} ({legend(seeds)}); GAE's spread over the seeds (std) "
+                 f"{level:.3f}; yes: Q-RM learns (above 0) and Q-RM minus GAE lies above minus that spread (level "
+                 "or better); no: Q-RM minus the cold start below 0, or Q-RM minus GAE below minus the spread",
+                 holds)
 
 
 def marks_claim(seeds: list[dict]) -> dict:
@@ -1593,21 +1601,23 @@ def marks_claim(seeds: list[dict]) -> dict:
 
 def creative_marks_claim(seeds: list[dict]) -> dict:
     """Does the learned PRM mark creative correct steps wrong: the lines of right completions that leave
-    the worked solution (a right answer reached another way, `step_marks`' left out)? Exact, per seed:
-    yes where every seed's PRM marks some of them wrong, no where none does, else no verdict; a seed
-    without such a line has nothing to mark."""
+    the worked solution yet are true of the problem (`step_marks`' creative: a line of its worked solution
+    in another place, or its answer)? Exact, per seed: yes where every seed's PRM marks some of them
+    wrong, no where none does, else no verdict; a seed without such a line has nothing to mark."""
     found = [s["marks"] for s in seeds]
-    marked = [f["left_out_marked_wrong"] for f in found]
-    premise = ("" if all(f["left_out"] for f in found) else
-               "; premise not met: a seed has no line of a right completion off the worked solution")
+    marked = [f["creative_marked_wrong"] for f in found]
+    premise = ("" if all(f["creative"] for f in found) else
+               "; premise not met: a seed has no creative correct line to mark")
     holds = all(marked) or (False if not any(marked) else None)
-    counts = ", ".join(f"{f['left_out_marked_wrong']} of {f['left_out']} "
-                       f"({f['left_out_marked_wrong'] / max(f['left_out'], 1):.3f})" for f in found)
+    counts = ", ".join(f"{f['creative_marked_wrong']} of {f['creative']} "
+                       f"({f['creative_marked_wrong'] / max(f['creative'], 1):.3f})" for f in found)
     return claim("whole-game §2", "step judges mark creative correct steps wrong: of the lines of right held-out "
-                 "completions that leave the worked solution (a right answer reached another way), the learned PRM "
-                 "marks some wrong", "the learned PRM's marks (P(step right) > 1/2) on the cold start's held-out "
-                 "completions: the lines of right completions off the worked solution marked wrong, per seed: "
-                 f"{counts}{premise}", None if premise else holds)
+                 "completions that leave the worked solution yet are true of the problem (a line of its worked "
+                 "solution in another place, or its answer), the learned PRM marks some wrong",
+                 "the learned PRM's marks (P(step right) > 1/2) on the cold start's held-out completions: of the "
+                 "lines of right completions off the worked solution ("
+                 + ", ".join(str(f["left_out"]) for f in found) + " per seed), those still true of the problem "
+                 f"marked wrong, per seed: {counts}{premise}", None if premise else holds)
 
 
 def broadcast_claim(seeds: list[dict]) -> dict:
@@ -1739,11 +1749,11 @@ def overoptimisation_claims(seeds: list[dict]) -> list[dict]:
               f"{m['gold_end']:.3f} at the end, KL {m['kl_end']:.1f} nats; the ORM's score {m['proxy_start']:.3f} -> "
               f"{m['proxy_end']:.3f}")
     return [claim("over-long-generations (Gao et al.)", "optimising a learned proxy: the proxy rises monotonically with "
-                  "KL while the gold reward peaks and then degrades", f"GRPO on the learned ORM at β = 0: {course}. The "
-                  f"ORM's score from each evaluation to the next in order of KL {rank_text}; gold at the "
-                  "picked update "
-                  f"minus at the start {rise_text}, minus at the end {fall_text} ({legend(seeds)})",
-                  common.all_parts(rank, rise, fall)),
+                  "KL", f"GRPO on the learned ORM at β = 0: {course}. The ORM's score from each evaluation to the next "
+                  f"in order of KL {rank_text} ({legend(seeds)})", rank),
+            claim("over-long-generations (Gao et al.)", "optimising a learned proxy: the gold reward peaks and then "
+                  "degrades", f"GRPO on the learned ORM at β = 0: {course}. Gold at the picked update minus at the "
+                  f"start {rise_text}, minus at the end {fall_text} ({legend(seeds)})", common.all_parts(rise, fall)),
             claim("whole-game §7.7", "optimising a learned reward model over-optimises it: its score rises while the "
                   "true quality (the verifier's, on held-out problems) falls", f"GRPO on the learned ORM at β = 0: the "
                   f"ORM's score at the end minus at the start {up_text}; held-out gold at the picked update minus at "
@@ -2162,7 +2172,8 @@ def marks_results(m: dict) -> tuple[dict, dict]:
     """--parts marks: the metrics (means over the seeds) and the table."""
     rows = [["wrong steps of wrong completions", m["wrong_steps"], m["wrong_marked_right"]],
             ["right steps", m["right_steps"], m["right_marked_wrong"]],
-            ["lines of right completions off the worked solution", m["left_out"], m["left_out_marked_wrong"]]]
+            ["lines of right completions off the worked solution", m["left_out"], m["left_out_marked_wrong"]],
+            ["of them, true of the problem (creative)", m["creative"], m["creative_marked_wrong"]]]
     return ({f"marks_{k}": m[k] for k in MARK_COUNTS},
             table("The PRM's marks (P(step right) > 1/2) on the cold start's held-out steps against the gold labels",
                   ["gold label", "steps", "marked the other way"], rows))

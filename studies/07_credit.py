@@ -997,7 +997,42 @@ def article_objective(vocab: int = 50) -> dict:
 
     paired, swapped = loss(a, b) + loss(c, d), loss(a, d) + loss(c, b)
     return {"article_margin_effect": abs(loss(a, b, 10.0) - loss(a, b)),
-            "article_pair_effect": abs(paired - swapped) / paired, "article_tiled_change": article_tiled_change()}
+            "article_pair_effect": abs(paired - swapped) / paired, "article_tiled_change": article_tiled_change(),
+            **article_definition()}
+
+
+# One group for the article's own definition: steps A-E (ids 1-5), two right rollouts and two wrong, three steps
+# each; the share of each step's appearances that lie in right rollouts: A 2/3, B 1, C 1/2, D 1/2, E 0
+DEFINITION_STEPS = "ABCDE"
+DEFINITION_GROUP = [((2, 1, 3), 1.0), ((2, 1, 4), 1.0), ((1, 3, 5), 0.0), ((4, 5, 5), 0.0)]
+
+
+class FreeStepWeights(nn.Module):
+    """An estimator that can fit any weight per step: one free number per step id (a step is its id)."""
+    def __init__(self, steps: int):
+        super().__init__()
+        self.w = nn.Parameter(torch.full((steps + 1,), 0.5))
+
+    def forward(self, step_ids: torch.Tensor, step_mask: torch.Tensor) -> torch.Tensor:
+        return self.w[step_ids[:, 0]]
+
+
+def article_definition(updates: int = 2000) -> dict:
+    """The article's definition of its contrastive objective ("steps that appear more frequently in successful
+    rollouts" get higher weights), asked of its train_step_estimator: run to convergence on DEFINITION_GROUP
+    with an estimator free to fit any weight per step, the weights it reaches beside each step's share of
+    appearances in right rollouts."""
+    estimator = FreeStepWeights(len(DEFINITION_STEPS))
+    optimizer = torch.optim.Adam(estimator.parameters(), lr=0.05)
+    group = [([torch.tensor([step]) for step in rollout], reward) for rollout, reward in DEFINITION_GROUP]
+    for _ in range(updates):
+        article_train_step_estimator(estimator, group, optimizer)
+    found = {}
+    for step, name in enumerate(DEFINITION_STEPS, 1):
+        found[f"article_definition_share[{name}]"] = float(np.mean(
+            [reward for rollout, reward in DEFINITION_GROUP for s in rollout if s == step]))
+        found[f"article_definition_weight[{name}]"] = float(estimator.w[step].detach())
+    return found
 
 
 def article_tiled_change() -> float:
@@ -1289,8 +1324,18 @@ def objective_claims(per_seed: dict, objective: dict) -> list[dict]:
     unread = objective["article_margin_effect"] == 0
     measured = ("raising the margin leaves the article's loss, so its training, the same: it cannot help (exact)" if unread
                 else "not tested: the loss reads the margin, and whether raising it helps needs runs at two margins")
-    return [claim("SS-GRPO article, Mechanics", "the estimator is trained with a contrastive objective", found
-                  + " (exact)", contrastive),
+    share, weight = ([objective[f"article_definition_{k}[{name}]"] for name in DEFINITION_STEPS] for k in ("share", "weight"))
+    ordered = all(weight[i] > weight[j] for i in range(len(share)) for j in range(len(share)) if share[i] > share[j])
+    return [claim("SS-GRPO article, Checklist", "the estimator is trained with a contrastive loss (one that compares "
+                  "a group's rollouts)", found + " (exact)", contrastive),
+            claim("SS-GRPO article, Mechanics", "the estimator's objective, the article's definition: steps that "
+                  "appear more often in a group's successful rollouts get higher weights",
+                  "the article's train_step_estimator run to convergence on one group (two right rollouts, two wrong, "
+                  "three steps each) with an estimator free to fit any weight per step: per step, its share of "
+                  "appearances in right rollouts -> the weight reached: "
+                  + ", ".join(f"{s:.2f} -> {w:.3f}" for s, w in zip(share, weight))
+                  + " (exact: the loss's optimum is the mean normalised reward of the rollouts that hold the step, "
+                  "each weighted by one over its number of steps)", ordered),
             claim("SS-GRPO article, Checklist", "if the entropy of the step weights collapses to uniform, increasing "
                   "the contrastive margin helps, read on the article's code (its train_step_estimator)",
                   f"{measured}; the {collapsed}; {found}", False if unread else None)]

@@ -364,6 +364,8 @@ def test_transport_demo_marks_the_steps_its_classifier_attends_to(monkeypatch):
     assert 0 < demo["share_of_steps_changed"] < 1
     assert demo["share_changed_at_key"] == pytest.approx(float(changed[0].mean()))
     assert demo["share_changed_elsewhere"] == pytest.approx(float(changed[1:].mean()))
+    assert demo["steps_per_episode"] == changed.shape[0] and demo["other_steps"] == changed[1:].numel()
+    assert demo["steps_changed_per_episode"] == pytest.approx(float(changed.sum() / changed.shape[1]))
 
 
 def test_transport_demos_train_one_classifier_per_seed_on_its_own_episodes(monkeypatch):
@@ -443,18 +445,21 @@ def transport_summary(td=(100, 200, 300, 100), tr=(100, 100, 100, 100), ru=(16, 
     results = {TD: runs(td, spread), "TRT": runs(tr, spread[::-1]), "RUDDER": runs(ru, (1.0,) * len(spread))}
     quiet = {TD: runs(quiet_td, spread), "RUDDER": runs(quiet_ru, (1.0,) * len(spread))}
     demos = [{"horizon": horizon, "share_changed_at_key": key, "share_changed_elsewhere": rest,
-              "share_of_steps_changed": (key + 9 * rest) / 10} for key, rest in changed]
+              "share_of_steps_changed": (key + 9 * rest) / 10, "steps_per_episode": 10,
+              "steps_changed_per_episode": key + 9 * rest, "other_steps": 900} for key, rest in changed]
     return trt.transport_claims(args, settings, results, demos, quiet)
 
 
 def test_transport_claims_report_their_sources_metrics_and_intervals():
     metrics, claims = transport_summary()
-    assert [c["source"] for c in claims] == ["survey §6", "survey §4.1.4", "survey §6", "survey §4.1.5", "survey §5"]
+    assert [c["source"] for c in claims] == ["survey §6", "survey §4.1.4", "survey §4.1.4", "survey §6",
+                                             "survey §4.1.5", "survey §5"]
     assert "L = 3: 1.0x, 5: 2.0x, 9: 3.0x, 20: 1.0x" in claims[0]["measured"]
     assert metrics["trt_L9_episodes_to_solve[Q-learning (TD)]"] == 300.0
     assert metrics["trt_share_changed_at_key"] == pytest.approx(0.55)
     assert metrics["trt_share_changed_elsewhere"] == pytest.approx(0.015)
-    assert "at L = 3, 5 the episode ends within τ_γ: nothing to transport, TRT is TD" in claims[2]["measured"]
+    assert "at L = 3, 5 the episode ends within τ_γ: nothing to transport, TRT is TD" in claims[3]["measured"]
+    assert "0.69 of 10 steps per episode" in claims[1]["measured"]
     mean, low, high = common.mean_interval([0.5 - 0.01, 0.6 - 0.02, 0.55 - 0.015])
     assert f"{mean:+.3g} [{low:+.3g}, {high:+.3g}]" in claims[1]["measured"]
 
@@ -479,13 +484,23 @@ def test_transport_claim_few_critical_steps_compares_the_key_room_with_the_rest(
     assert transport_summary(changed=changed)[1][1]["holds"] is holds
 
 
+@pytest.mark.parametrize("changed,holds,text", [
+    (((0.5, 0.01), (0.6, 0.02), (0.55, 0.015)), False, "per seed: 1.00%, 2.00%, 1.50%; mean [95% interval over 3 seeds]: +0.015"),
+    (((0.5, 0.0), (0.6, 0.0), (0.55, 0.0)), True, "per seed: 0.00%, 0.00%, 0.00%"),
+    (((0.5, 0.02), (0.6, 0.0), (0.55, 0.0)), None, "per seed: 2.00%, 0.00%, 0.00%"),  # the interval holds 0 and more
+])
+def test_transport_claim_rest_unchanged_is_zero_over_the_seeds(changed, holds, text):
+    claim = transport_summary(changed=changed)[1][2]
+    assert claim["holds"] is holds and text in claim["measured"]
+
+
 @pytest.mark.parametrize("summary,holds", [
     (dict(td=(100, 100, 300, 400)), True),  # TRT needs fewer at L = 9 and 20 (3 and 5 have nothing to transport)
     (dict(td=(100, 100, 300, 50)), False),  # slower at L = 20 on every seed
     (dict(td=(100, 100, 300, 105), spread=(0.8, 1.0, 1.2)), None),  # at L = 20 within the seeds' spread
 ])
 def test_transport_claim_trt_consistently_beats_td_where_it_transports(summary, holds):
-    assert transport_summary(**summary)[1][2]["holds"] is holds
+    assert transport_summary(**summary)[1][3]["holds"] is holds
 
 
 @pytest.mark.parametrize("summary,holds", [
@@ -496,7 +511,7 @@ def test_transport_claim_trt_consistently_beats_td_where_it_transports(summary, 
      None),  # both at the floor at L = 20: a tie says nothing
 ])
 def test_transport_claim_trt_against_rudder_at_every_length(summary, holds):
-    claim = transport_summary(**summary)[1][3]
+    claim = transport_summary(**summary)[1][4]
     assert claim["holds"] is holds and "(the floor: 16 episodes, one batch)" in claim["measured"]
 
 
@@ -511,7 +526,7 @@ def test_transport_claim_trt_against_rudder_at_every_length(summary, holds):
      False),  # faster with distractors; the floor with them could only make that lead larger
 ])
 def test_distractor_claim_compares_rudders_lead_over_td_with_and_without_distractors(summary, holds):
-    claim = transport_summary(**summary)[1][4]
+    claim = transport_summary(**summary)[1][5]
     assert claim["holds"] is holds and claim["source"] == "survey §5"
     assert ("censored" in claim["measured"]) is (holds is None)
     assert "γ = 0.9, ε = 1.0, distractors p = 0.5 or none" in claim["measured"]
@@ -1020,7 +1035,7 @@ def test_pocket_watch_smoke_run(tmp_path, read_results):
 
 def test_transport_smoke_run(tmp_path, read_results):
     data = smoke(trt, tmp_path, read_results)
-    assert (tmp_path / "transport.png").stat().st_size > 1000 and len(data["claims"]) == 6
+    assert (tmp_path / "transport.png").stat().st_size > 1000 and len(data["claims"]) == 7
     assert (tmp_path / "classifier_rate.png").stat().st_size > 1000
     # the actor-critic on TRT's reward: two rates, one seed, 4 updates of 8 episodes
     assert [row[0] for row in data["tables"]["classifier_rate"]["rows"]] == ["0.003", "0.03"]

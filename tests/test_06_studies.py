@@ -592,9 +592,21 @@ def test_step_marks_count_the_prms_more_likely_class_against_the_gold_labels():
     probs[1, step_ends_by_hand(SLIP)[2]] = 0.1  # a wrong step marked wrong
     found = overopt.step_marks(probs, ends, problems, texts, correct)
     assert found == {"right_steps": 5, "right_marked_wrong": 2, "wrong_steps": 4, "wrong_marked_right": 3,
-                     "left_out": 1, "left_out_marked_wrong": 0}
+                     "left_out": 1, "left_out_marked_wrong": 0, "creative": 1, "creative_marked_wrong": 0}
     probs[3, step_ends_by_hand("#4")[0]] = 0.2  # the creative right step marked wrong
-    assert overopt.step_marks(probs, ends, problems, texts, correct) == {**found, "left_out_marked_wrong": 1}
+    assert overopt.step_marks(probs, ends, problems, texts, correct) == {
+        **found, "left_out_marked_wrong": 1, "creative_marked_wrong": 1}
+
+
+def test_step_marks_count_as_creative_only_the_lines_still_true_of_the_problem():
+    """A slip made good by a second slip reaches the right answer: its two false lines leave the worked
+    solution and are not creative; its answer line, off the solution only after them, is."""
+    lucky = "12+7=19\n19*3=56\n56-4=52\n#52"
+    r = hand_completions([PROBLEM.prompt], [lucky])
+    ends = lm_world.step_end_tokens(TOK, r.completion_ids, r.completion_mask)
+    found = overopt.step_marks(torch.full(r.completion_mask.shape, 0.1), ends, [PROBLEM], [lucky], [1.0])
+    assert (found["left_out"], found["left_out_marked_wrong"], found["creative"], found["creative_marked_wrong"]) == (
+        3, 3, 1, 1)
 
 
 def test_the_prm_judges_the_very_samples_sample_stats_describes(monkeypatch):
@@ -945,11 +957,11 @@ def judged_of(score: float, pass_at_1: float = 0.3) -> dict:
 
 
 def hacking_seed(i, hacked=0.6, before=0.4, honest=0.45, hacked_pass=0.2, aurocs=(0.5, 0.55, 0.6), qrm=0.2,
-                 gae=0.4) -> dict:
+                 gae=0.4, gae_spread=0.0) -> dict:
     """The PRM's score of wrong steps after RL on it (± 0.01 over the seeds), before RL and after outcome
     GRPO; held-out pass@1 after RL on the PRM (± 0.01; 0.3 before RL), 0.35 at update 18, the one its
     training batches' pass rate picks; Q-RM's AUROC trained on 3, 6 and 12 solutions a problem (the
-    largest ± 0.01); held-out pass@1 at the end with Q-RM's advantages (± 0.01) and with GAE's."""
+    largest ± 0.01); held-out pass@1 at the end with Q-RM's advantages (± 0.01) and with GAE's (± gae_spread)."""
     sweep = [{"samples": n, "pairs": 100 * n + i, "auroc": a, "top1": 0.2} for n, a in zip((3, 6, 12), aurocs)]
     sweep[-1]["auroc"] = spread(aurocs[-1], i)
 
@@ -962,7 +974,8 @@ def hacking_seed(i, hacked=0.6, before=0.4, honest=0.45, hacked_pass=0.2, aurocs
                                                                                           spread(hacked_pass, i)),
                                                                           **prm_course(spread(hacked_pass, i))}}},
             "pairs": {"solutions": 900, "chapter": {"auroc": 0.48, "top1": 0.2}, "sweep": sweep},
-            "ppo": {"qrm": run(spread(qrm, i)), "gae": run(gae), "gae_lambda": 0.95}, "marks": marks_of(i)}
+            "ppo": {"qrm": run(spread(qrm, i)), "gae": run(gae + gae_spread * (i - 1)), "gae_lambda": 0.95},
+            "marks": marks_of(i)}
 
 
 def prm_course(end: float) -> dict:
@@ -972,11 +985,13 @@ def prm_course(end: float) -> dict:
             "evals": [{"step": 0, "pass@1": 0.3}, {"step": 18, "pass@1": 0.35}, {"step": 36, "pass@1": end}]}
 
 
-def marks_of(i, wrong=(3, 0, 0), right=(0, 2, 0), steps=(40, 60), creative=(1, 2, 1), left_out=(5, 5, 5)) -> dict:
+def marks_of(i, wrong=(3, 0, 0), right=(0, 2, 0), steps=(40, 60), creative=(1, 2, 1), true=(5, 5, 5)) -> dict:
     """Seed i's `step_marks`: wrong steps marked right, right steps marked wrong, of (wrong, right) steps;
-    the creative lines (right completions' lines off the worked solution) marked wrong, of `left_out`."""
+    the creative lines (right completions' lines off the worked solution, true of the problem) marked
+    wrong, of `true`, among 7 lines off the worked solution of which 3 marked wrong."""
     return {"wrong_steps": steps[0], "wrong_marked_right": wrong[i], "right_steps": steps[1],
-            "right_marked_wrong": right[i], "left_out": left_out[i], "left_out_marked_wrong": creative[i]}
+            "right_marked_wrong": right[i], "left_out": 7, "left_out_marked_wrong": 3, "creative": true[i],
+            "creative_marked_wrong": creative[i]}
 
 
 @pytest.mark.parametrize("change,expected", [
@@ -996,14 +1011,16 @@ def test_the_prms_marks_verdict_is_exact(change, expected):
     ({}, True),  # some creative line marked wrong on every seed
     ({"creative": (0, 0, 0)}, False),  # none on any seed
     ({"creative": (2, 0, 1)}, None),  # some seeds only: the seeds disagree
-    ({"left_out": (5, 0, 5), "creative": (1, 0, 1)}, None),  # a seed with no creative line: premise not met
+    ({"true": (5, 0, 5), "creative": (1, 0, 1)}, None),  # a seed with no creative line: premise not met
 ])
 def test_the_creative_steps_verdict_is_exact_on_every_seed(change, expected):
     found = overopt.creative_marks_claim([{"marks": marks_of(i, **change)} for i in range(3)])
     assert found["holds"] is expected and found["source"] == "whole-game §2" and found["claim"] == (
         "step judges mark creative correct steps wrong: of the lines of right held-out completions that leave the "
-        "worked solution (a right answer reached another way), the learned PRM marks some wrong")
-    assert ("premise not met" in found["measured"]) is ("left_out" in change)
+        "worked solution yet are true of the problem (a line of its worked solution in another place, or its "
+        "answer), the learned PRM marks some wrong")
+    assert ("premise not met" in found["measured"]) is ("true" in change)
+    assert "(7, 7, 7 per seed)" in found["measured"]
     assert "per seed: 1 of 5 (0.200), 2 of 5 (0.400), 1 of 5 (0.200)" in found["measured"] or change
 
 
@@ -1020,7 +1037,9 @@ def test_the_creative_steps_verdict_is_exact_on_every_seed(change, expected):
     ({"aurocs": (0.5, 0.55, 0.5)}, [True, True, None, False]),  # at chance with the most pairs: localisation not shown
     ({"aurocs": (0.2, 0.3, 0.4)}, [True, True, None, False]),  # below chance with the most pairs: premise not met
     ({"qrm": 0.45}, [True, True, True, True]),  # Q-RM's credit learns and ends above GAE's
-    ({"qrm": 0.4}, [True, True, True, None]),  # level with GAE: the seeds cannot tell level from a little worse
+    ({"qrm": 0.4}, [True, True, True, None]),  # level with GAE, whose seeds agree: no spread to be level within
+    ({"qrm": 0.4, "gae_spread": 0.01}, [True, True, True, True]),  # level with GAE, within GAE's spread over seeds
+    ({"qrm": 0.38, "gae_spread": 0.01}, [True, True, True, False]),  # below GAE by more than GAE's spread
     ({"qrm": 0.3}, [True, True, True, False]),  # it learns, but GAE ends measurably higher
     ({"qrm": 0.25, "gae": 0.2}, [True, True, True, None]),  # above GAE, but no learning shown
     ({"qrm": 0.2, "gae": 0.1}, [True, True, True, False]),  # above GAE, but below its own cold start (0.25): no
@@ -1239,27 +1258,29 @@ def orm_seed(i, free=None, kl=None, bon=(0.35, 0.25), alpha=0.3, beta=0.1, rl_d=
 
 
 @pytest.mark.parametrize("change,expected", [
-    ({}, [True, True, True, True, True, True, True, True]),
-    ({"free": {"proxy_points": (0.2, 0.6, 0.4, 0.8)}}, [False, True, True, True, True, True, True, True]),  # one falls
-    ({"free": {"proxy_points": (0.2, 0.6, 0.6, 0.8)}}, [None, True, True, True, True, True, True, True]),  # one flat
+    ({}, [True, True, True, True, True, True, True, True, True]),
+    ({"free": {"proxy_points": (0.2, 0.6, 0.4, 0.8)}}, [False, True, True, True, True, True, True, True, True]),  # one falls
+    ({"free": {"proxy_points": (0.2, 0.6, 0.6, 0.8)}}, [None, True, True, True, True, True, True, True, True]),  # one flat
     ({"free": {"proxy_points": (0.2, 0.6, 0.4, 0.8), "kl_points": (0.0, 2.0, 1.0, 3.0)}},
-     [True, True, True, True, True, True, True, True]),  # it fell between updates, but so did KL: rises with KL
-    ({"free": {"gold_rise": 0.0}}, [None, True, True, True, True, True, True, True]),  # no rise to a peak shown
-    ({"free": {"gold_fall": 0.0}}, [None, None, None, True, True, False, None, True]),  # no fall: nothing to save
-    ({"free": {"gold_fall": -0.1}}, [False, False, False, True, True, False, None, True]),  # ends above its pick
-    ({"free": {"proxy_rise": -0.1}}, [True, False, True, True, True, False, True, True]),  # no proxy rise: no hacking
-    ({"bon": (-0.1, 0.25)}, [True, True, True, False, True, True, True, True]),  # best-of-N's α is negative
-    ({"alpha": -0.1}, [True, True, True, True, False, True, True, True]),  # the RL fit's α is negative
-    ({"beta": 0.0}, [True, True, True, True, None, True, True, True]),  # no fall within the range: β not shown
-    ({"rl_d": (0.0, 0.5, 2.0, 4.0)}, [True, True, True, True, None, True, True, True]),  # one evaluation in range
-    ({"kl": {"gold_fall": 0.2}}, [True, True, True, True, True, None, True, True]),  # β = 0.3 falls as far
-    ({"kl": {"gold_end": 0.1}}, [True, True, True, True, True, True, None, True]),  # and ends no higher
-    ({"lost": 0.0}, [True, True, True, True, True, True, True, None]),  # β = 0 kept its form: no gibberish shown
-    ({"lost": -0.3}, [True, True, True, True, True, True, True, False]),  # more well-formed than the cold start
+     [True, True, True, True, True, True, True, True, True]),  # it fell between updates, but so did KL: rises with KL
+    ({"free": {"gold_rise": 0.0}}, [True, None, True, True, True, True, True, True, True]),  # no rise to a peak shown
+    ({"free": {"gold_fall": 0.0}}, [True, None, None, None, True, True, False, None, True]),  # no fall: nothing to save
+    ({"free": {"gold_fall": -0.1}}, [True, False, False, False, True, True, False, None, True]),  # ends above its pick
+    ({"free": {"proxy_rise": -0.1}}, [True, True, False, True, True, True, False, True, True]),  # no proxy rise
+    ({"bon": (-0.1, 0.25)}, [True, True, True, True, False, True, True, True, True]),  # best-of-N's α is negative
+    ({"alpha": -0.1}, [True, True, True, True, True, False, True, True, True]),  # the RL fit's α is negative
+    ({"beta": 0.0}, [True, True, True, True, True, None, True, True, True]),  # no fall within the range: β not shown
+    ({"rl_d": (0.0, 0.5, 2.0, 4.0)}, [True, True, True, True, True, None, True, True, True]),  # one evaluation in range
+    ({"kl": {"gold_fall": 0.2}}, [True, True, True, True, True, True, None, True, True]),  # β = 0.3 falls as far
+    ({"kl": {"gold_end": 0.1}}, [True, True, True, True, True, True, True, None, True]),  # and ends no higher
+    ({"lost": 0.0}, [True, True, True, True, True, True, True, True, None]),  # β = 0 kept its form: no gibberish shown
+    ({"lost": -0.3}, [True, True, True, True, True, True, True, True, False]),  # more well-formed than the cold start
 ])
 def test_overoptimisation_verdicts_decide_over_the_seeds(change, expected):
     claims = overopt.overoptimisation_claims(three(orm_seed, **change))
     assert verdicts(claims) == expected
+    assert claims[1]["claim"].endswith("the gold reward peaks and then degrades") and "monotonically" not in claims[1]["claim"]
+    claims = claims[:1] + claims[2:]
     assert ["monotonically" in claims[0]["claim"], "over-optimises" in claims[1]["claim"],
             "other than the RM being optimised" in claims[2]["claim"], "best-of-N" in claims[3]["claim"], "sqrt(KL)" in claims[4]["claim"]
             and claims[4]["claim"].endswith(": RL"), claims[5]["claim"].endswith("(here β = 0 against 0.3)"),
@@ -1501,6 +1522,7 @@ def test_the_checks_smoke_run_writes_their_own_results_and_reanalyses_them(tmp_p
     assert tables["ensemble_check"]["rows"][1][4] == metrics["ensemble[ensemble]_gold_fall"]
     assert tables["betas_check"]["rows"][1][-1] == metrics["betas[small]_well_formed_share"]
     assert tables["marks_check"]["rows"][2][1:] == [metrics["marks_left_out"], metrics["marks_left_out_marked_wrong"]]
+    assert tables["marks_check"]["rows"][3][1:] == [metrics["marks_creative"], metrics["marks_creative_marked_wrong"]]
     assert tables["broadcast_check"]["rows"][0][2] == metrics["broadcast[broadcast]_wrong_step_score"]
     assert tables["broadcast_check"]["rows"][1][-1] == metrics["broadcast[prm]_gold_fall"]
     assert tables["marks_check"]["rows"][0][1:] == [metrics["marks_wrong_steps"], metrics["marks_wrong_marked_right"]]

@@ -371,7 +371,9 @@ HOLDING = {"ARTICLE": {"grpo": (70.0, 1, 1.0), "prm_grpo": (80.0, 100, 1000.0), 
            "ARTICLE_ESTIMATOR": {"vocab": 1000, "hidden": 128, "layers": 2, "ffn": 512},  # 0.52M
            "ARTICLE_ROLLOUT_TOKENS": 1, "ARTICLE_PER_STEP_COST": 1.0}  # one token: 1 call and 1x the tokens
 # an objective that reads its margin, and an estimator whose w does not change with a step read k times over
-CONTRASTIVE = {"article_margin_effect": 0.1, "article_pair_effect": 0.01, "article_tiled_change": 0.0}
+CONTRASTIVE = {"article_margin_effect": 0.1, "article_pair_effect": 0.01, "article_tiled_change": 0.0,
+               **{f"article_definition_share[{n}]": x for n, x in zip("ABCDE", (2 / 3, 1, 0.5, 0.5, 0))},
+               **{f"article_definition_weight[{n}]": x for n, x in zip("ABCDE", (0.6, 0.9, 0.4, 0.4, 0.1))}}
 SEEDS = 3
 
 
@@ -434,6 +436,7 @@ NAMES = {"SS-GRPO achieves 97%": "table share", "...at 4% of the PRM's training 
          "the broadcast of one advantage slows": "convergence", "the learned step weights give credit": "step size",
          "SS-GRPO: the estimator learns": "causal", "SS-GRPO ±: the estimator learns": "causal signed",
          "a sign-aware weight": "signed", "the estimator is trained with a contrastive": "contrastive",
+         "the estimator's objective, the article's definition": "definition",
          "if the entropy of the step weights": "margin advice",
          "SS-GRPO needs no per-step evaluation": "evaluator", "the estimator adds only ~5% overhead": "overhead"}
 ARITHMETIC = {"table share", "table cost", "table extra cost", "overhead figures", "rollout overhead", "parameters",
@@ -643,7 +646,7 @@ def test_the_articles_objective_is_no_contrast_and_a_contrastive_one_is_told_apa
     """Its own code: an MSE per rollout that never reads `margin`. A Q-RM-like pairwise loss with a
     margin, between a group's right and failed rollout, moves with both probes."""
     assert lab.article_objective() == {"article_margin_effect": 0.0, "article_pair_effect": 0.0,
-                                       "article_tiled_change": 0.0}
+                                       "article_tiled_change": 0.0, **lab.article_definition()}
 
     def contrastive(estimator, rollouts, optimizer, margin=0.1):
         (right, _), (wrong, _) = rollouts
@@ -651,14 +654,33 @@ def test_the_articles_objective_is_no_contrast_and_a_contrastive_one_is_told_apa
         return float(-torch.nn.functional.logsigmoid(scores[0] - scores[1] - margin).detach())
 
     monkeypatch.setattr(lab, "article_train_step_estimator", contrastive)
+    monkeypatch.setattr(lab, "article_definition", dict)  # a group of two rollouts only
     moved = lab.article_objective()
     assert moved["article_margin_effect"] > 0 and moved["article_pair_effect"] > 1e-6
+
+
+def test_the_articles_loss_reaches_each_steps_share_of_appearances_in_right_rollouts():
+    """Its definition, exactly: with equal-length rollouts the optimum of its MSE is each step's share."""
+    found = lab.article_definition()
+    shares = [found[f"article_definition_share[{n}]"] for n in "ABCDE"]
+    assert shares == pytest.approx([2 / 3, 1.0, 0.5, 0.5, 0.0])
+    assert [found[f"article_definition_weight[{n}]"] for n in "ABCDE"] == pytest.approx(shares, abs=1e-4)
+
+
+@pytest.mark.parametrize("weight,holds", [
+    ((0.6, 0.9, 0.4, 0.4, 0.1), True),  # C and D tie, as their shares do
+    ((0.6, 0.9, 0.4, 0.4, 0.7), False),  # E, in no right rollout, weighed above A
+    ((0.6, 0.6, 0.4, 0.4, 0.1), False),  # A and B tie where their shares differ
+])
+def test_the_definition_claim_asks_every_pair_of_steps_for_the_shares_order(weight, holds):
+    objective = {**CONTRASTIVE, **{f"article_definition_weight[{n}]": x for n, x in zip("ABCDE", weight)}}
+    assert verdicts(claims_per_seed(), objective)["definition"] is holds
 
 
 def test_claims_need_only_the_methods_they_compare(monkeypatch):
     holding_article(monkeypatch)
     full = claims_per_seed()
-    own = {"contrastive", "margin advice", "length article", "length trained", "causal", "overhead"}  # SS-GRPO's alone
+    own = {"contrastive", "definition", "margin advice", "length article", "length trained", "causal", "overhead"}  # SS-GRPO's alone
     article = ARITHMETIC | LONG | {"only cost"}  # the article's numbers: no run needed
     assert set(verdicts({m: full[m] for m in ("grpo", "prm_grpo", "ss_grpo")})) == article | own | {
         "beats", "share", "most", "summary", "fraction cost", "cost", "flawed", "slip", "brittle", "process", "process per step",
