@@ -91,8 +91,8 @@ WHOLE_GAME = [
                           "operation cut from the prompt, more of the completions that are right given what the prompt "
                           "shows get a negative group advantage than of the right completions with the whole prompt)")),
     said("§2, §7.2", "The policy finds a cheap correlate of the score.",
-         "reward hacking: RL on a learned score finds a cheap correlate of it, e.g. well-formed work with a "
-         "wrong final answer (format tricks)",
+         "reward hacking: the policy finds a cheap correlate of the score (here: a learned PRM's score; e.g. "
+         "well-formed work with a wrong final answer, format tricks)",
          (OVER_CHECKS, "reward hacking: RL on a learned score finds a cheap correlate of it: the score of wrong work rises "
                        "(e.g. well-formed work with a wrong final answer)")),
     said("§2, §7.2", "A chat model learns to be sycophantic because preference models like agreement.",
@@ -103,9 +103,9 @@ WHOLE_GAME = [
          "a proxy reward (confirmation received) makes a booking agent book the wrong thing",
          not_checkable="no tool-using agent or booking environment here"),
     said("§2", "introduce judge error: a wrong step marked correct",
-         "step judges (process rewards) mark some wrong steps correct (here: Math-Shepherd's automatic step labels)",
-         (OVER, "automatic (Monte Carlo) step labels are noisy: a step may be labelled correct because a lucky rollout "
-                "reached the right answer"),
+         "step judges (process rewards) mark some wrong steps correct (here: the learned PRM's own marks)",
+         (OVER_MARKS, "step judges mark wrong steps correct: of the wrong steps of wrong held-out completions, the "
+                      "learned PRM marks some right"),
          how="rephrase"),
     said("§2", "or a creative correct step marked wrong",
          "step judges (process rewards) mark some creative correct steps wrong",
@@ -316,8 +316,8 @@ WHOLE_GAME = [
          (FAILURES, "KL too weak: the quality of the samples collapses (here: at β = 0 fewer completions are "
                     "well-formed than at the default β and than the reference, the cold start, writes)")),
     said("§7.5", "Wrong KL coefficient or wrong reference.",
-         "a wrong reference model is one cause of KL trouble: KL to a reference that rarely writes the needed "
-         "steps holds the policy back",
+         "a wrong reference is one cause of KL trouble, which shows as a policy held back near it (here: a "
+         "reference that rarely writes the needed steps)",
          (FAILURES, "a wrong reference: KL to an SFT model that rarely writes the steps holds the policy "
                     "back from the behaviour that pays (here, GRPO at β = 0.5: lower held-out pass@1 than the same β "
                     "anchored to the cold start)")),
@@ -325,12 +325,14 @@ WHOLE_GAME = [
          "mitigation: reset the reference carefully",
          (FAILURES, "the mitigation: reset the reference carefully (here: to the current policy every 20 "
                     "updates; higher held-out pass@1 than the poor reference without resets)")),
-    said("§7.6", "Answers grow without information gain; reward correlates with token count.",
-         "length bias: answers grow without information gain and the reward tracks the token count, when the "
-         "reward model prefers length",
-         (OVER_LENGTH, "length bias: answers grow without information gain and the "
-                                                "reward correlates with token count (an RM whose preference data "
-                                                "favour length)")),
+    said("§7.6", "Answers grow without information gain",
+         "length bias: answers grow without information gain, when the reward model prefers length",
+         (OVER_LENGTH, "length bias: answers grow without information gain (an RM whose preference data favour "
+                       "length)")),
+    said("§7.6", "reward correlates with token count",
+         "length bias: the reward tracks the token count, when the reward model prefers length",
+         (OVER_LENGTH, "length bias: the reward correlates with token count (an RM whose preference data favour "
+                       "length)")),
     said("§7.6", "Length-normalize rewards",
          "mitigation of length bias: length-normalise the reward",
          (OVER_LENGTH, "mitigation of length bias: length-normalise the reward (the "
@@ -526,8 +528,8 @@ OVER_LONG = [
          "other risk shown here, wrong work scoring higher, is the next row's; its length padding is not shown here, "
          "so there is none to inherit)",
          (OVER_CHECKS, "a PRM used as a dense RL reward is itself a learned proxy, open to the over-optimisation an "
-                       "ORM suffers: under RL on the PRM its score of wrong work rises while held-out pass@1 falls from "
-                       "its peak (the update the training batches pick, as for the ORM)"), how="rephrase"),
+                       "ORM suffers: under RL on the PRM its score of the policy's work rises while held-out pass@1 "
+                       "falls from its peak (the update the training batches pick, as for the ORM)"), how="rephrase"),
     said("Process rewards, When it falls down", "the PRM becomes a second proxy reward model and inherits all "
          "the over-optimisation risks of an ORM",
          "a PRM used as a dense RL reward is itself a learned proxy, open to all the over-optimisation risks of an ORM "
@@ -755,8 +757,8 @@ SURVEY = [
          "transport finds the few critical steps by attention and augments their rewards",
          (TRANSPORT, "transport augments the critical step (the key room), not steps at random")),
     said("§4.1.4", "and leave the rest unchanged",
-         "transport leaves the rewards of the other, non-critical steps unchanged",
-         (TRANSPORT, "transport leaves the rewards of the steps other than the critical one unchanged")),
+         "transport leaves the rewards of the other steps (those its attention does not pick) unchanged",
+         (TRANSPORT, "transport leaves the rewards of the steps its attention does not pick unchanged")),
     said("§4.1.5", "have been the most successful methods",
          "transport methods (TVT, TRT) have worked best, ahead of RUDDER",
          not_checkable="a statement about the published record across tasks; one toy comparison cannot check it (TRT "
@@ -986,8 +988,9 @@ SS_GRPO = [
          (CREDIT, "SS-GRPO's step weight credits the flawed step less: in a right solution it gets less "
                   "credit than the solution's right steps")),
     said("Checklist", "Train the estimator with a contrastive loss on normalized rewards within each group.",
-         "train the estimator with a contrastive loss on within-group normalised rewards (read as a loss that compares "
-         "a group's rollouts with one another; the article's own definition in Mechanics is the next row)",
+         "train the estimator with a contrastive loss on within-group normalised rewards (read on the article's own "
+         "code, its train_step_estimator: a loss that compares a group's rollouts with one another; the article's "
+         "own definition in Mechanics is the next row)",
          (CREDIT, "the estimator is trained with a contrastive loss (one that compares a group's rollouts)")),
     said("Mechanics", "for two rollouts in the same group with different outcomes, the step weights should be higher "
                       "for steps that appear more frequently in successful rollouts",

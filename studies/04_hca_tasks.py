@@ -701,14 +701,17 @@ IN_WORDS = {True: "yes", False: "no", None: "inconclusive"}  # one part's verdic
 def fade(distance: dict, method: str) -> tuple[bool | None, str]:
     """Does the decisive action's elevation h/π - 1 under `method` hold up with distance? Its value
     at the shortest corridor minus at the longest, per seed: no where that fall's interval lies
-    above 0; yes where it holds 0 (or lies below it: a rise is no fade) and stays below the
-    shortest corridor's elevation (a fall that large is the whole signal gone); else None."""
+    above 0; yes where it lies below 0 (a rise is no fade) or holds 0 with its top within the
+    precision the seeds give the elevation itself (the half-width of its interval at the shortest
+    corridor); else None, with that precision in the text."""
     near, far = distance[min(distance)], distance[max(distance)]
     falls = [n["hindsight_elevation"][method][0] - f["hindsight_elevation"][method][0] for n, f in zip(near, far)]
-    bar = float(np.mean([n["hindsight_elevation"][method][0] for n in near]))
-    verdict, text = common.seed_verdict(falls, zero_below=bar)
-    rise = common.mean_interval(falls)[2] < 0  # only a fall contradicts "whatever its distance"
-    return (True if rise else verdict), text
+    _, low, high = common.mean_interval([n["hindsight_elevation"][method][0] for n in near])
+    precision = (high - low) / 2
+    _, text = common.seed_verdict(falls)
+    _, fall_low, fall_high = common.mean_interval(falls)
+    verdict = False if fall_low > 0 else True if fall_high < 0 or fall_high <= precision else None
+    return verdict, f"{text}, against the elevation's own precision at {min(distance)}, ±{precision:.3g}"
 
 
 RETURN_LEARNED = "return HCA (learned h)"  # the distance claim's: state HCA's later state gives the action away
@@ -731,7 +734,8 @@ def distance_claim(distance: dict, noise: float) -> dict:
         f"{RETURN_LEARNED}: h/π - 1 at the first action, the first's minus the corridor's and the corridor's, mean "
         f"[95% interval] over {len(distance[near])} seeds, by corridor: "
         + " | ".join(f"{d}: {text.removeprefix(RETURN_LEARNED + ' ')}" for d, (_, text) in found.items())
-        + f"; the first's at {near} minus at {far} (> 0: fades with distance; zero below the first's at {near}): "
+        + f"; the first's at {near} minus at {far} (> 0: fades with distance; no fade where its interval's top stays "
+        f"within the first's own precision at {near}): "
         f"{falls[1]} ({IN_WORDS[falls[0]]}). Check, the exact h's h/π - 1 at the first action: "
         + ", ".join(f"{d}: {m:.3g} [{lo:.3g}, {hi:.3g}]" for d, (m, lo, hi) in exact.items())
         + ". State HCA not judged: its later state reveals the first action (h/π - 1 = 1/π - 1 at every distance)",

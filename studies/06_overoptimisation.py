@@ -842,14 +842,16 @@ def wrong_step_scores(probs: torch.Tensor, ends: torch.Tensor, problems: list, t
     """The PRM's P(step right) (probs, (B, T), read where each step ends) on the wrong steps of the
     wrong samples (the first line that differs from the worked solution and every line after it;
     a right bare answer differs from it too, but is right), pooled: a score that correctness
-    cannot raise. With pass@1 and the share of the wrong samples in worked form (the format trick)."""
+    cannot raise. With pass@1, the share of the wrong samples in worked form (the format trick) and
+    the PRM's mean P(step right) over every step of every sample (the score RL on it raises)."""
     correct = np.asarray(correct, bool)
-    wrong = [probs[i][ends[i][:len(gold)]][~torch.tensor(gold)] for i, gold in
-             enumerate(prm.gold_step_labels(p, t) for p, t in zip(problems, texts)) if not correct[i]]
+    golds = [prm.gold_step_labels(p, t) for p, t in zip(problems, texts)]
+    steps = [probs[i][ends[i][:len(gold)]] for i, gold in enumerate(golds)]
+    wrong = [s[~torch.tensor(gold)] for s, gold, right in zip(steps, golds, correct) if not right]
     wrong = torch.cat(wrong).numpy() if wrong else np.array([])
     form = np.array([worked_form(t) for t in texts], bool)
     return {"pass@1": float(correct.mean()), "wrong_steps": len(wrong), "wrong_step_score": mean_or_nan(wrong),
-            "worked_form_of_wrong": mean_or_nan(form[~correct])}
+            "worked_form_of_wrong": mean_or_nan(form[~correct]), "step_score": mean_or_nan(torch.cat(steps).numpy())}
 
 
 def step_marks(probs: torch.Tensor, ends: torch.Tensor, problems: list, texts: list[str], correct) -> dict:
@@ -1499,21 +1501,20 @@ def hacking_claim(seeds: list[dict]) -> dict:
 
 def prm_proxy_claim(seeds: list[dict], window: int) -> dict:
     """Over-optimisation of the PRM as of an ORM, read as the ORM's is (`gold_course`): under RL on it, per
-    seed, the proxy (its score of wrong steps, against the cold start on the same held-out samples) rises
-    while the gold (held-out pass@1) falls from the update the training batches' pass rate picks (trailing
-    `window` updates) to the end."""
+    seed, the proxy (the PRM's mean score of every step of the policy's held-out samples, against the cold
+    start's) rises while the gold (held-out pass@1) falls from the update the training batches' pass rate
+    picks (trailing `window` updates) to the end."""
     found = [s["hacking"] for s in seeds]
     before, hacked = [f["cold_start"] for f in found], [f["runs"]["prm"]["judged"] for f in found]
     courses = [gold_course(f["runs"]["prm"], window) for f in found]
-    rose, rose_text = over_seeds([a["wrong_step_score"] - b["wrong_step_score"] for a, b in zip(hacked, before)])
+    rose, rose_text = over_seeds([a["step_score"] - b["step_score"] for a, b in zip(hacked, before)])
     fell, fell_text = over_seeds([c["gold_fall"] for c in courses])
     return claim("over-long-generations", "a PRM used as a dense RL reward is itself a learned proxy, open to the "
-                 "over-optimisation an ORM suffers: under RL on the PRM its score of wrong work rises while held-out "
-                 "pass@1 falls from its peak (the update the training batches pick, as for the ORM)",
-                 f"after {seeds[0]['rl_steps']} updates of RL on the PRM against the cold start, on the same held-out "
-                 "samples: the PRM's P(step right) on the wrong steps of wrong completions "
-                 f"{mean_of([b['wrong_step_score'] for b in before]):.3f} -> "
-                 f"{mean_of([a['wrong_step_score'] for a in hacked]):.3f}, after minus before {rose_text}; held-out "
+                 "over-optimisation an ORM suffers: under RL on the PRM its score of the policy's work rises while "
+                 "held-out pass@1 falls from its peak (the update the training batches pick, as for the ORM)",
+                 f"after {seeds[0]['rl_steps']} updates of RL on the PRM against the cold start, the PRM's mean "
+                 f"P(step right) over every step of the held-out samples {mean_of([b['step_score'] for b in before]):.3f}"
+                 f" -> {mean_of([a['step_score'] for a in hacked]):.3f}, after minus before {rose_text}; held-out "
                  f"pass@1 at the picked update (update {per_seed([c['peak_step'] for c in courses])}) "
                  f"{per_seed([c['gold_peak'] for c in courses])} -> at the end {per_seed([c['gold_end'] for c in courses])}"
                  f", fall {fell_text} ({legend(seeds)}); shown, not decided: the cold start's pass@1 "
@@ -1577,47 +1578,49 @@ def ppo_claim(seeds: list[dict]) -> dict:
                  holds)
 
 
-def marks_claim(seeds: list[dict]) -> dict:
-    """Does the step judge the policy is rewarded by, the learned PRM, err both ways? Exact, as the
-    labeller's claim in `label_claims`: some wrong step marked right and some right step marked wrong."""
-    found = [s["marks"] for s in seeds]
+def marked(found: list[dict], errors: str, steps: str) -> tuple[bool | None, str]:
+    """One of the PRM's errors, exact, per seed (`step_marks`' counts): yes where every seed's PRM makes
+    it, no where none does, else None; premise not met where a seed has none of those steps to mark."""
+    counts = ", ".join(f"{f[errors]} of {f[steps]} ({f[errors] / max(f[steps], 1):.3f})" for f in found)
+    if not all(f[steps] for f in found):
+        return None, f"{counts}; premise not met: a seed has none of these steps to mark"
+    made = [f[errors] for f in found]
+    return (True if all(made) else False if not any(made) else None), counts
 
-    def counts(errors: str, steps: str) -> str:
-        return ", ".join(f"{f[errors]} of {f[steps]} ({f[errors] / max(f[steps], 1):.3f})" for f in found)
 
-    measured = (f"the learned PRM's marks (P(step right) > 1/2) on the steps of the cold start's held-out completions "
-                f"against the gold labels, per seed: wrong steps of wrong completions marked right "
-                f"{counts('wrong_marked_right', 'wrong_steps')}; right steps (no line so far off the worked solution) "
-                f"marked wrong {counts('right_marked_wrong', 'right_steps')}; left out, the lines of right completions "
-                f"off the worked solution (a right answer reached another way): "
-                f"{per_seed([f['left_out'] for f in found])}")
-    premise = ("" if sum(f["wrong_steps"] for f in found) and sum(f["right_steps"] for f in found) else
-               "; premise not met: no wrong step, or no right step, to mark")
-    return claim("whole-game §2", "step judges misjudge steps both ways: wrong steps marked correct, and correct steps "
-                 "marked wrong (the learned PRM's own marks on held-out steps)", measured + premise,
-                 None if premise else any(f["wrong_marked_right"] for f in found)
-                 and any(f["right_marked_wrong"] for f in found))
+MARKS_HEAD = ("the learned PRM's marks (P(step right) > 1/2) on the steps of the cold start's held-out completions "
+              "against the gold labels, per seed: ")
+
+
+def wrong_marks_claim(seeds: list[dict]) -> dict:
+    """Does the step judge the policy is rewarded by, the learned PRM, mark wrong steps right (`marked`)?"""
+    holds, counts = marked([s["marks"] for s in seeds], "wrong_marked_right", "wrong_steps")
+    return claim("whole-game §2", "step judges mark wrong steps correct: of the wrong steps of wrong held-out "
+                 "completions, the learned PRM marks some right", f"{MARKS_HEAD}wrong steps (the first line off the "
+                 f"worked solution and every line after it) marked right {counts}", holds)
+
+
+def right_marks_claim(seeds: list[dict]) -> dict:
+    """Does the learned PRM mark right steps wrong (`marked`)?"""
+    holds, counts = marked([s["marks"] for s in seeds], "right_marked_wrong", "right_steps")
+    return claim("whole-game §2", "step judges mark correct steps wrong: of the right steps (no line so far off the "
+                 "worked solution), the learned PRM marks some wrong", f"{MARKS_HEAD}right steps marked wrong {counts}",
+                 holds)
 
 
 def creative_marks_claim(seeds: list[dict]) -> dict:
     """Does the learned PRM mark creative correct steps wrong: the lines of right completions that leave
     the worked solution yet are true of the problem (`step_marks`' creative: a line of its worked solution
-    in another place, or its answer)? Exact, per seed: yes where every seed's PRM marks some of them
-    wrong, no where none does, else no verdict; a seed without such a line has nothing to mark."""
+    in another place, or its answer)? Exact, per seed (`marked`)."""
     found = [s["marks"] for s in seeds]
-    marked = [f["creative_marked_wrong"] for f in found]
-    premise = ("" if all(f["creative"] for f in found) else
-               "; premise not met: a seed has no creative correct line to mark")
-    holds = all(marked) or (False if not any(marked) else None)
-    counts = ", ".join(f"{f['creative_marked_wrong']} of {f['creative']} "
-                       f"({f['creative_marked_wrong'] / max(f['creative'], 1):.3f})" for f in found)
+    holds, counts = marked(found, "creative_marked_wrong", "creative")
     return claim("whole-game §2", "step judges mark creative correct steps wrong: of the lines of right held-out "
                  "completions that leave the worked solution yet are true of the problem (a line of its worked "
                  "solution in another place, or its answer), the learned PRM marks some wrong",
                  "the learned PRM's marks (P(step right) > 1/2) on the cold start's held-out completions: of the "
                  "lines of right completions off the worked solution ("
                  + ", ".join(str(f["left_out"]) for f in found) + " per seed), those still true of the problem "
-                 f"marked wrong, per seed: {counts}{premise}", None if premise else holds)
+                 f"marked wrong, per seed: {counts}", holds)
 
 
 def broadcast_claim(seeds: list[dict]) -> dict:
@@ -1904,15 +1907,17 @@ def preference_claims(seeds: list[dict]) -> list[dict]:
     gained, gained_text = over_seeds([a["pass@1"] - c["pass@1"] for a, c in zip(raw, cold)])
     tracks, tracks_text = over_seeds([s["length"]["length_corr"]["length-preferring RM"]["all"] for s in seeds])
     padded, padded_text = over_seeds([padding_growth(a, c) for a, c in zip(raw, cold)])
-    claims = [claim("whole-game §7.6", "length bias: answers grow without information gain and the reward correlates "
-                    "with token count (an RM whose preference data favour length)", "RM from a labeller who prefers the "
-                    f"longer of two equally right (or wrong) answers: r(score, tokens) {tracks_text}; RL on it, "
-                    f"padding (characters past the worked solution, growth that carries no information) after minus "
-                    f"before {padded_text}, pass@1 after minus before {gained_text} (no gain: not above 0) "
-                    f"({legend(seeds)}); shown, not decided: tokens after minus before {grew_text} (RL's own growth "
-                    f"into the worked form is in it), minus after RL on the RM trained on length-balanced pairs "
-                    f"{beyond_text}; cold start {writes(seed_mean(cold))} -> {writes(seed_mean(raw))}",
-                    common.all_parts(padded, none_shown(gained), tracks))]
+    labeller = "RM from a labeller who prefers the longer of two equally right (or wrong) answers"
+    claims = [claim("whole-game §7.6", "length bias: answers grow without information gain (an RM whose preference "
+                    "data favour length)", f"{labeller}; RL on it, padding (characters past the worked solution, "
+                    f"growth that carries no information) after minus before {padded_text}, pass@1 after minus before "
+                    f"{gained_text} (no gain: not above 0) ({legend(seeds)}); shown, not decided: tokens after minus "
+                    f"before {grew_text} (RL's own growth into the worked form is in it), minus after RL on the RM "
+                    f"trained on length-balanced pairs {beyond_text}; cold start {writes(seed_mean(cold))} -> "
+                    f"{writes(seed_mean(raw))}", common.all_parts(padded, none_shown(gained))),
+              claim("whole-game §7.6", "length bias: the reward correlates with token count (an RM whose preference "
+                    "data favour length)", f"{labeller}: r(score, tokens) on held-out cold-start samples {tracks_text} "
+                    f"({legend(seeds)})", tracks)]
     premise = premise_of(padded, "the unfixed RM's padding gain (characters past the worked solution, after RL "
                          "minus before)", padded_text)
     for name, fix in ((LENGTH_RUNS[1], "length-normalise the reward (the RM's fitted length trend removed)"),
@@ -1944,7 +1949,7 @@ def gold_claim(seeds: list[dict]) -> dict:
 
 
 CHECK_CLAIMS = {"hacking": (hacking_claim,), "pairs": (pairs_claim,), "ppo": (ppo_claim,),
-                "marks": (marks_claim, creative_marks_claim), "broadcast": (broadcast_claim,),
+                "marks": (wrong_marks_claim, right_marks_claim, creative_marks_claim), "broadcast": (broadcast_claim,),
                 "ensemble": (ensemble_claim,), "betas": (small_beta_claim, gibberish_claim), "gold": (gold_claim,)}
 
 
@@ -2138,12 +2143,12 @@ def tables_of(run: "prm.Args", args: Args, m: dict) -> dict:
 def hacking_results(args: Args, m: dict, rl_steps: int) -> tuple[dict, dict]:
     """--parts hacking: the metrics (means over the seeds) and the table."""
     judged = {"cold start": m["cold_start"], **{RL_METHODS[k]: r["judged"] for k, r in m["runs"].items()}}
-    keys = ("pass@1", "wrong_steps", "wrong_step_score", "worked_form_of_wrong")
+    keys = ("pass@1", "wrong_steps", "wrong_step_score", "worked_form_of_wrong", "step_score")
     return ({f"hacking[{name}]_{k}": j[k] for name, j in judged.items() for k in keys},
             table(f"The PRM's score of the wrong steps each policy writes on the held-out problems ({args.eval_samples} "
                   f"samples each; RL: {rl_steps} updates)", ["policy", "pass@1", "wrong steps",
                                                              "PRM's P(step right) on wrong steps",
-                                                             "wrong ones in worked form"],
+                                                             "wrong ones in worked form", "on every step"],
                   [[name, *(j[k] for k in keys)] for name, j in judged.items()]))
 
 

@@ -1069,13 +1069,17 @@ def test_the_distance_claim_needs_return_hcas_decisive_action_elevated_at_every_
 
     # still elevated at 30, but fading (0.5 -> 0.1 on every seed): no
     claim = tasks.distance_claim({3: at(0.5, 0.48, 0.46), 10: at(0.3, 0.28, 0.26), 30: at(0.1, 0.09, 0.11)}, 0.25)
-    fall = common.seed_verdict([0.4, 0.39, 0.35])[1]
-    assert claim["holds"] is False and f"the first's at 3 minus at 30 (> 0: fades with distance; zero below the " \
-        f"first's at 3): {fall} (no)" in claim["measured"]
+    fall, precision = common.seed_verdict([0.4, 0.39, 0.35])[1], (lambda m, lo, hi: (hi - lo) / 2)(
+        *common.mean_interval([0.5, 0.48, 0.46]))
+    assert claim["holds"] is False and f"the first's at 3 minus at 30 (> 0: fades with distance; no fade where its " \
+        f"interval's top stays within the first's own precision at 3): {fall}, against the elevation's own precision " \
+        f"at 3, ±{precision:.3g} (no)" in claim["measured"]
     # state HCA is not judged: its fading would not turn a yes into a no
-    assert tasks.distance_claim({3: at(0.5, 0.5, 0.5), 30: at(0.5, 0.49, 0.51, state=0.0)}, 0.25)["holds"] is True
-    # a rise is no fade; a fall the seeds cannot tell from 0 nor bound below the signal: inconclusive
+    assert tasks.distance_claim({3: at(0.5, 0.49, 0.51), 30: at(0.5, 0.49, 0.51, state=0.0)}, 0.25)["holds"] is True
+    # a rise is no fade; a fall that holds 0 but may exceed the elevation's own precision, or one the seeds cannot
+    # tell from 0: inconclusive
     assert tasks.distance_claim({3: at(0.3, 0.28, 0.26), 30: at(0.5, 0.48, 0.46)}, 0.25)["holds"] is True
+    assert tasks.distance_claim({3: at(0.5, 0.5, 0.5), 30: at(0.5, 0.49, 0.51)}, 0.25)["holds"] is None
     assert tasks.distance_claim({3: at(0.5, 0.48, 0.46), 30: at(0.9, 0.05, 0.5)}, 0.25)["holds"] is None
     # one distance: nothing to compare
     one = tasks.distance_claim({3: near}, 0.25)

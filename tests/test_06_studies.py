@@ -576,8 +576,10 @@ def test_wrong_step_scores_pool_the_prms_score_on_the_steps_the_gold_labels_call
     probs = torch.arange(r.completion_mask.numel(), dtype=torch.float).view(r.completion_mask.shape) / 100
     found = overopt.wrong_step_scores(probs, ends, problems, texts, correct)
     wrong = [float(probs[1, e]) for e in step_ends_by_hand(SLIP)[1:]] + [float(probs[2, 2])]
+    every = [float(probs[i, e]) for i, t in enumerate(texts) for e in step_ends_by_hand(t)]  # 4 + 4 + 1 + 1 steps
     assert found == {"pass@1": 0.5, "wrong_steps": 4, "wrong_step_score": pytest.approx(np.mean(wrong)),
-                     "worked_form_of_wrong": 0.5}  # SLIP in worked form, "#5" a bare answer
+                     "worked_form_of_wrong": 0.5,  # SLIP in worked form, "#5" a bare answer
+                     "step_score": pytest.approx(np.mean(every))} and len(every) == 10
 
 
 def test_step_marks_count_the_prms_more_likely_class_against_the_gold_labels():
@@ -953,7 +955,9 @@ def test_shared_updates_count_the_leading_updates_every_run_scores_alike():
 
 
 def judged_of(score: float, pass_at_1: float = 0.3) -> dict:
-    return {"pass@1": pass_at_1, "wrong_steps": 400, "wrong_step_score": score, "worked_form_of_wrong": 0.8}
+    """The PRM's score of wrong steps, and of every step (as the wrong steps' score, 0.1 higher)."""
+    return {"pass@1": pass_at_1, "wrong_steps": 400, "wrong_step_score": score, "worked_form_of_wrong": 0.8,
+            "step_score": score + 0.1}
 
 
 def hacking_seed(i, hacked=0.6, before=0.4, honest=0.45, hacked_pass=0.2, aurocs=(0.5, 0.55, 0.6), qrm=0.2,
@@ -985,7 +989,7 @@ def prm_course(end: float) -> dict:
             "evals": [{"step": 0, "pass@1": 0.3}, {"step": 18, "pass@1": 0.35}, {"step": 36, "pass@1": end}]}
 
 
-def marks_of(i, wrong=(3, 0, 0), right=(0, 2, 0), steps=(40, 60), creative=(1, 2, 1), true=(5, 5, 5)) -> dict:
+def marks_of(i, wrong=(3, 1, 2), right=(1, 2, 1), steps=(40, 60), creative=(1, 2, 1), true=(5, 5, 5)) -> dict:
     """Seed i's `step_marks`: wrong steps marked right, right steps marked wrong, of (wrong, right) steps;
     the creative lines (right completions' lines off the worked solution, true of the problem) marked
     wrong, of `true`, among 7 lines off the worked solution of which 3 marked wrong."""
@@ -995,16 +999,19 @@ def marks_of(i, wrong=(3, 0, 0), right=(0, 2, 0), steps=(40, 60), creative=(1, 2
 
 
 @pytest.mark.parametrize("change,expected", [
-    ({}, True),  # each kind of error in one seed is enough: counts decide, no interval
-    ({"wrong": (0, 0, 0)}, False),  # no wrong step ever marked right
-    ({"right": (0, 0, 0)}, False),  # no right step ever marked wrong
-    ({"steps": (0, 60), "wrong": (0, 0, 0)}, None),  # no wrong step to mark: premise not met
+    ({}, (True, True)),  # each kind of error on every seed: counts decide, no interval
+    ({"wrong": (0, 0, 0)}, (False, True)),  # no wrong step ever marked right
+    ({"right": (0, 0, 0)}, (True, False)),  # no right step ever marked wrong
+    ({"right": (0, 2, 0)}, (True, None)),  # on one seed only: the seeds disagree
+    ({"steps": (0, 60), "wrong": (0, 0, 0)}, (None, True)),  # no wrong step to mark: premise not met
 ])
-def test_the_prms_marks_verdict_is_exact(change, expected):
-    found = overopt.marks_claim([{"marks": marks_of(i, **change)} for i in range(3)])
-    assert found["holds"] is expected and "learned PRM's own marks" in found["claim"]
-    assert ("premise not met" in found["measured"]) is (expected is None)
-    assert "marked right 3 of 40 (0.075), 0 of 40 (0.000)" in found["measured"] or expected is not True
+def test_the_prms_marks_verdicts_are_exact_on_every_seed(change, expected):
+    seeds = [{"marks": marks_of(i, **change)} for i in range(3)]
+    found = overopt.wrong_marks_claim(seeds), overopt.right_marks_claim(seeds)
+    assert tuple(c["holds"] for c in found) == expected and all("learned PRM" in c["claim"] for c in found)
+    assert ("premise not met" in found[0]["measured"]) is ("steps" in change)
+    assert "marked right 3 of 40 (0.075), 1 of 40 (0.025), 2 of 40 (0.050)" in found[0]["measured"] or change
+    assert "marked wrong 1 of 60 (0.017), 2 of 60 (0.033), 1 of 60 (0.017)" in found[1]["measured"] or change
 
 
 @pytest.mark.parametrize("change,expected", [
@@ -1047,8 +1054,9 @@ def test_the_creative_steps_verdict_is_exact_on_every_seed(change, expected):
 def test_the_checks_verdicts_decide_over_the_seeds(change, expected):
     seeds = three(hacking_seed, **change)
     claims = overopt.check_claims(overopt.Args(parts="hacking,pairs,ppo,marks"), seeds)
-    assert claims[-2:] == [overopt.marks_claim(seeds), overopt.creative_marks_claim(seeds)]
-    claims = claims[:-2]
+    assert claims[-3:] == [overopt.wrong_marks_claim(seeds), overopt.right_marks_claim(seeds),
+                           overopt.creative_marks_claim(seeds)]
+    claims = claims[:-3]
     assert claims == [overopt.hacking_claim(seeds), overopt.prm_proxy_claim(seeds, 5), overopt.pairs_claim(seeds),
                       overopt.ppo_claim(seeds)]
     assert verdicts(claims) == expected
@@ -1309,32 +1317,33 @@ def length_seed(i, orm_r=0.4, qrm_r=0.8, within=(0.1, 0.3), qrm_pad=20.0, orm_pa
 
 
 @pytest.mark.parametrize("change,expected", [
-    ({}, [True, True, True, None, None, True, True, False]),  # the ORM's run does not pad; the balanced RM pads as much
-    ({"orm_pad": 2.0}, [True, True, True, True, True, True, True, False]),
-    ({"orm_r": -0.2}, [False, True, True, None, None, True, True, False]),  # the pads claim reads r within right and within wrong
-    ({"qrm_pad": 0.0}, [True, None, None, None, None, True, True, False]),
-    ({"within": (0.0, 0.3)}, [True, None, True, None, None, True, True, False]),  # not shown within the right answers
-    ({"within": (0.1, -0.3)}, [True, False, True, False, None, True, True, False]),  # shorter wrong answers score higher
-    ({"within": (-0.3, -0.3), "orm_pad": 2.0}, [True, False, True, False, True, True, True, False]),  # only correctness tracks length
-    ({"raw": (13.0, 3.5, 0.25)}, [True, True, True, None, None, True, True, False]),  # no more tokens, but padding: it grows
-    ({"raw": (26.0, 3.5, 0.4)}, [True, True, True, None, None, False, True, False]),  # they grow, but so does gold
-    ({"biased_r": 0.0}, [True, True, True, None, None, None, True, False]),
-    ({"raw": (26.0, 0.5, 0.25)}, [True, True, True, None, None, None, None, None]),  # longer, padding not shown: cannot tell
-    ({"raw": (26.0, 0.2, 0.25)}, [True, True, True, None, None, False, None, None]),  # padding shown to shrink: no growth of it
-    ({"normalised": (22.0, 3.6, 0.3)}, [True, True, True, None, None, True, False, False]),
+    ({}, [True, True, True, None, None, True, True, True, False]),  # the ORM's run does not pad; the balanced RM as much
+    ({"orm_pad": 2.0}, [True, True, True, True, True, True, True, True, False]),
+    ({"orm_r": -0.2}, [False, True, True, None, None, True, True, True, False]),  # the pads claim reads r within right and wrong
+    ({"qrm_pad": 0.0}, [True, None, None, None, None, True, True, True, False]),
+    ({"within": (0.0, 0.3)}, [True, None, True, None, None, True, True, True, False]),  # not shown within the right answers
+    ({"within": (0.1, -0.3)}, [True, False, True, False, None, True, True, True, False]),  # shorter wrong answers score higher
+    ({"within": (-0.3, -0.3), "orm_pad": 2.0}, [True, False, True, False, True, True, True, True, False]),  # correctness only
+    ({"raw": (13.0, 3.5, 0.25)}, [True, True, True, None, None, True, True, True, False]),  # no more tokens, but padding grows
+    ({"raw": (26.0, 3.5, 0.4)}, [True, True, True, None, None, False, True, True, False]),  # they grow, but so does gold
+    ({"biased_r": 0.0}, [True, True, True, None, None, True, None, True, False]),  # padding without the correlation
+    ({"raw": (26.0, 0.5, 0.25)}, [True, True, True, None, None, None, True, None, None]),  # longer, padding not shown
+    ({"raw": (26.0, 0.2, 0.25)}, [True, True, True, None, None, False, True, None, None]),  # padding shown to shrink
+    ({"normalised": (22.0, 3.6, 0.3)}, [True, True, True, None, None, True, True, False, False]),
 ])
 def test_length_verdicts_decide_over_the_seeds(change, expected):
     claims = overopt.length_claims(three(length_seed, **change))
     assert verdicts(claims) == expected
-    assert ["Q-RM" in claims[1]["claim"], "ORM" in claims[3]["claim"], "normalise" in claims[6]["claim"],
-            "balanced" in claims[7]["claim"]] == [True] * 4
+    assert ["Q-RM" in claims[1]["claim"], "ORM" in claims[3]["claim"], "answers grow" in claims[5]["claim"],
+            "correlates with token count" in claims[6]["claim"], "normalise" in claims[7]["claim"],
+            "balanced" in claims[8]["claim"]] == [True] * 6
     for pads, padding in ((claims[1], claims[2]), (claims[3], claims[4])):  # the symptom alone, the same arm
         assert padding["claim"].startswith("reward hacking shows as verbose padding")
         assert padding["claim"].endswith(pads["claim"][pads["claim"].index("("):])
         assert padding["measured"].split(": ", 1)[1].split(" (mean")[0] in pads["measured"]  # the same growth
     assert "tokens after minus before" in claims[5]["measured"] and "length-balanced pairs" in claims[5]["measured"]
     padding = change.get("raw", (0, 3.5))[1] - 0.5  # the unfixed RM's, after RL minus the cold start's
-    for fix in claims[6:]:
+    for fix in claims[7:]:
         assert ("premise not met" in fix["measured"]) is (padding < 0)  # shown absent
         assert ("inconclusive: the unfixed RM's padding gain" in fix["measured"]) is (padding == 0)  # not shown
 
