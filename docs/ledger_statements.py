@@ -839,7 +839,7 @@ SURVEY = [
          "RUDDER is exponentially faster than Monte Carlo on delayed rewards",
          (RUDDER, "RUDDER is exponentially faster than Monte Carlo on delayed rewards")),
     said("§5", "RUDDER is exponentially faster than TD, MC, and MC Tree Search",
-         "RUDDER is exponentially faster than Monte Carlo tree search",
+         "RUDDER is exponentially faster than Monte Carlo tree search on (artificial) tasks with delayed rewards",
          not_checkable="no tree search here"),
     said("§5", "RUDDER augmenting PPO set new state-of-the-art results",
          "RUDDER with PPO set the state of the art on Venture and Bowling in a fraction of the time",

@@ -1027,26 +1027,15 @@ def focus_claim(per_seed: list[dict]) -> dict:
 FEW_TOKENS = "the broadcast washes out the signal of the few tokens that mattered"
 
 
-# the survey's own scale for a few decisive tokens (§4.5.4): 5 among 500 (the 5 and the 495 irrelevant ones)
-FEW_DECISIVE = 5 / 500
-
-
 def few_tokens_claim(per_seed: list[dict]) -> dict:
-    """Survey §3: '... that wash out the signal from the few tokens that actually mattered': the
-    statement assumes that few tokens matter, and names filler and formatting among those that do
-    not. `mattered` counts every token of a right completion, so the premise is read on the failed
-    ones: where the share of their tokens in the first wrong line lies above the survey's own scale
-    for a few decisive tokens (FEW_DECISIVE) over the seeds, it is not met; else `focus_verdict` decides."""
+    """Survey §3: '... that wash out the signal from the few tokens that actually mattered', decided by
+    `focus_verdict` on the tokens that mattered (a failed completion's first wrong line, every token of a
+    right one). How few they are is shown, not decided: the statement names no share, and the decisive
+    token inside the first wrong line is fewer still than the line."""
     share = [s["token_credit"]["focused_signal"]["failed_token_share"] for s in per_seed]
-    more, text = common.seed_verdict(np.array(share) - FEW_DECISIVE)
     washes, measured = focus_verdict(per_seed)
-    premise = ("in failed completions, the share of tokens in the first wrong line (" + ", ".join(f"{x:.0%}" for x in share)
-               + f" by seed) minus the survey's own scale for a few decisive tokens (§4.5.4: 5 of 500, "
-               f"{FEW_DECISIVE:.0%}), mean [95% interval over {len(per_seed)} seeds]: {text}")
-    if more:
-        return common.claim("survey §3", FEW_TOKENS, f"premise not met: far more than a few of a failed completion's "
-                            f"tokens decided it ({premise}); " + measured, None)
-    return common.claim("survey §3", FEW_TOKENS, f"{premise}; {measured}", washes)
+    return common.claim("survey §3", FEW_TOKENS, "shown, not decided: in failed completions, the share of tokens in "
+                        "the first wrong line " + ", ".join(f"{x:.0%}" for x in share) + f" by seed; {measured}", washes)
 
 
 # "roughly doubles": nearer 2x than no growth (1x) or tripling (3x), the midpoints, as common.ROUGHLY_LINEAR for a slope

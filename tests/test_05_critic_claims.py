@@ -435,15 +435,13 @@ def test_the_focus_claim_reads_each_seeds_log_of_focused_over_broadcast(pooled, 
     assert found["holds"] is holds and "40%, 40%, 40% of the tokens, by seed" in found["measured"]
 
 
-@pytest.mark.parametrize("shares,holds", [((0.008, 0.009, 0.007), True), ((0.4, 0.41, 0.39), None),
-                                          ((0.001, 0.4, 0.02), True)])
-def test_few_tokens_premise_fails_where_more_than_a_few_tokens_mattered(shares, holds):
-    """Focused 0.03 against broadcast 0.02 on every seed (the broadcast carries less); a share of
-    tokens that mattered in the failed completions above the survey's own 5 of 500 over the seeds
-    is not 'a few'."""
+@pytest.mark.parametrize("shares", [(0.008, 0.009, 0.007), (0.4, 0.41, 0.39)])
+def test_few_tokens_is_decided_by_the_focus_comparison_whatever_the_share(shares):
+    """Focused 0.03 against broadcast 0.02 on every seed (the broadcast carries less): yes, the share of
+    the failed completions' tokens in the first wrong line shown beside it, not deciding."""
     per_seed = seeds()
     for seed, share in zip(per_seed, shares):
         seed["token_credit"]["focused_signal"] |= {"failed_token_share": share, "pooled": 0.03}
     found = verdicts(per_seed)["few"]
-    assert found["holds"] is holds and "(§4.5.4: 5 of 500, 1%)" in found["measured"]
-    assert found["measured"].startswith("premise not met: far more than a few") is (holds is None)
+    assert found["holds"] is True and found["measured"].startswith("shown, not decided: in failed completions")
+    assert f"{shares[0]:.0%}, {shares[1]:.0%}, {shares[2]:.0%} by seed" in found["measured"]
