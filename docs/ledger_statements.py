@@ -161,10 +161,10 @@ WHOLE_GAME = [
          (CH05, "R = [0, 1, 0, 1]: centred advantages [-0.5, 0.5, -0.5, 0.5]"),
          how="re-point"),
     said("§3", "It assigns credit to everything earlier in wall-clock order, including irrelevant retries.",
-         "reward-to-go over a tool graph credits everything earlier in time, irrelevant retries included",
-         not_checkable="no tool-call graph here: the statement contrasts wall-clock order with a tool graph's causal "
-                       "links, which none of our worlds has (in a plain chain the useless step gets the same +1, the "
-                       "App. A row)"),
+         "time-indexed reward-to-go credits everything earlier in wall-clock order, irrelevant retries included "
+         "(here: a plain chain, its useless step standing in for the retry)",
+         (DILEMMAS, "with γ = 1 and one terminal reward, every step's reward-to-go is that reward: the useless step "
+                    "gets the same +1 as the decisive one"), how="re-point"),
     said("§4", r"A sequence-level advantage $\hat{A}(x,y)$ often multiplies every token's logprob gradient",
          "for an LM one sequence-level advantage often multiplies every token's log-probability gradient (here: in "
          "all four group estimators)",
@@ -468,7 +468,8 @@ OVER_LONG = [
          (LENGTHS, "with one terminal reward, the gradient's variance grows roughly linearly with the length")),
     said("Why", "because the same scalar R_n multiplies every per-token log-probability gradient in the "
          "episode",
-         "the cause: one scalar multiplies every per-token score, so the variance is a sum of T terms",
+         "the cause of the variance's roughly linear growth with length: the same scalar R multiplies every per-token "
+         "log-probability gradient in the episode",
          (CRITIC, "the gradient's variance grows with length because the same scalar R multiplies every per-token "
                   "log-probability gradient, which makes it a sum of T per-token terms: with the same R on the same "
                   "completions, its variance on every token over its variance on one token grows roughly linearly "
@@ -691,7 +692,11 @@ SURVEY = [
          how="re-point"),
     said("§3", "wash out the signal from the few tokens that actually mattered",
          "the broadcast washes out the signal of the few tokens that mattered",
-         (CRITIC, "the broadcast washes out the signal of the few tokens that mattered")),
+         (CRITIC, "the broadcast washes out the signal of the few tokens that mattered"),
+         fix="the tokens credited as having mattered are most of them (every token of a right completion, a failed "
+             "one's whole first wrong line: about 70% of all), so 'few' is never tested; credit only the decisive "
+             "tokens (the wrong result in a failed completion's first wrong line) and decide on the focused against "
+             "the broadcast signal over seeds, with their share shown (a re-run of studies/05_critic.py)"),
     said("§4.1.1", "multi-step methods reduce the bias that comes from inaccurate value estimates at nearby states",
          "looking further ahead before bootstrapping reduces the bias of an inaccurate critic",
          (DILEMMAS, "multi-step returns reduce the bias of an inaccurate critic: the further GAE looks ahead (the "
