@@ -692,11 +692,7 @@ SURVEY = [
          how="re-point"),
     said("§3", "wash out the signal from the few tokens that actually mattered",
          "the broadcast washes out the signal of the few tokens that mattered",
-         (CRITIC, "the broadcast washes out the signal of the few tokens that mattered"),
-         fix="the tokens credited as having mattered are most of them (every token of a right completion, a failed "
-             "one's whole first wrong line: about 70% of all), so 'few' is never tested; credit only the decisive "
-             "tokens (the wrong result in a failed completion's first wrong line) and decide on the focused against "
-             "the broadcast signal over seeds, with their share shown (a re-run of studies/05_critic.py)"),
+         (CRITIC, "the broadcast washes out the signal of the few tokens that mattered")),
     said("§4.1.1", "multi-step methods reduce the bias that comes from inaccurate value estimates at nearby states",
          "looking further ahead before bootstrapping reduces the bias of an inaccurate critic",
          (DILEMMAS, "multi-step returns reduce the bias of an inaccurate critic: the further GAE looks ahead (the "

@@ -578,10 +578,24 @@ def relative_variance(gradients: torch.Tensor, group_size: int) -> float:
     return float(h.var(0).sum() / signal) if signal > 0 else math.nan
 
 
+def decisive(tokenizer, completions: lm_world.Completions, problems: list, rewards: torch.Tensor) -> torch.Tensor:
+    """`mattered` narrowed, in a failed completion, to the few tokens that decided it: the result of its
+    first wrong line (the tokens after that line's first "=", its newline included; the whole line where
+    it has no "="). A right completion keeps every token, as in `mattered`: the arms differ on the
+    failures alone, where the survey's few decisive tokens are."""
+    focus = mattered(tokenizer, completions, problems, rewards).bool()
+    ids = completions.completion_ids
+    equals = torch.tensor([[("=" in tokenizer.decode([t])) for t in row] for row in ids.tolist()], device=ids.device)
+    marks = equals & focus
+    after = (marks.int().cumsum(1) - marks.int()) > 0  # a "=" of the line lies before the token
+    few = torch.where(marks.any(1, keepdim=True), focus & after, focus)
+    return torch.where(rewards.bool()[:, None], focus, few).float()
+
+
 def failed_share(focus: torch.Tensor, mask: torch.Tensor, rewards: torch.Tensor) -> float:
-    """The share of the failed completions' tokens that decided their failure (their first wrong line), NaN
-    where none failed: a right completion's tokens all count in `mattered`, its formatting too, so the
-    failures alone say whether few tokens decide an outcome."""
+    """The share of the failed completions' tokens that `focus` marks (those that decided their failure),
+    NaN where none failed: a right completion's tokens all count in `mattered` and `decisive`, its
+    formatting too, so the failures alone say how few tokens decide an outcome."""
     failed = ~rewards.flatten().bool()
     return float(focus[failed].sum() / mask[failed].sum()) if failed.any() else math.nan
 
@@ -648,11 +662,15 @@ def gradient_variance_study(policy, critic: TokenCritic, tokenizer, rl: grpo.Arg
     repeated = [p for p in problems for _ in range(rl.group_size)]
     focus = mattered(tokenizer, completions, repeated, rewards.flatten())
     focused = per_completion_gradients(policy, completions, advantage[:, None] * focus)  # the same A_i, fewer tokens
+    few = decisive(tokenizer, completions, repeated, rewards.flatten())
+    fewest = per_completion_gradients(policy, completions, advantage[:, None] * few)
     return study, {"ppo_spread": {"mean": float(within.mean()), "share_unequal": float((within > 1e-6).float().mean()),
                                   "completions": len(within)},
                    "grpo_signal": signal_by_length(broadcast, completions.lengths, rl.group_size, args.variance_bins),
                    "focused_signal": signal_by_length(focused, completions.lengths, rl.group_size, args.variance_bins)
-                   | {"token_share": float(focus.sum() / mask.sum()), "failed_token_share": failed_share(focus, mask, rewards)}}
+                   | {"token_share": float(focus.sum() / mask.sum()), "failed_token_share": failed_share(focus, mask, rewards)},
+                   "few_signal": signal_by_length(fewest, completions.lengths, rl.group_size, args.variance_bins)
+                   | {"token_share": float(few.sum() / mask.sum()), "failed_token_share": failed_share(few, mask, rewards)}}
 
 
 # ============================================================================================
@@ -990,20 +1008,25 @@ def dilution_claim(per_seed: list[dict]) -> dict:
         "it falls)", falls)
 
 
-def focus_verdict(per_seed: list[dict]) -> tuple[bool | None, str]:
+MATTERED = "the gold first wrong line of a failed completion, every token of a right one"
+DECISIVE = "the result of a failed completion's first wrong line, the tokens after its '=', every token of a right one"
+
+
+def focus_verdict(per_seed: list[dict], key: str = "focused_signal", tokens: str = MATTERED) -> tuple[bool | None, str]:
     """On the same completions and the same GRPO A_i, the signal per unit of noise with A_i on every
-    token against A_i on the tokens that mattered: `focus_claim`'s verdict and what it measured."""
-    broadcast, focused = ([s["token_credit"][key] for s in per_seed] for key in ("grpo_signal", "focused_signal"))
+    token against A_i on the tokens that mattered (`key`: `mattered`'s, or `decisive`'s few; `tokens`
+    says which): the verdict and what it measured."""
+    broadcast, focused = ([s["token_credit"][k] for s in per_seed] for k in ("grpo_signal", key))
     logs = [math.log(f["pooled"] / b["pooled"]) if f["pooled"] > 0 and b["pooled"] > 0 else math.nan
             for b, f in zip(broadcast, focused)]
     washes, text = common.seed_verdict(logs)
     return washes, (
-        "GRPO's per-completion gradient at the cold start, A_i on every token or on the tokens that mattered (the "
-        "gold first wrong line of a failed completion, every token of a right one: "
-        + ", ".join(f"{f['token_share']:.0%}" for f in focused) + " of the tokens, by seed), each projected on its own "
-        "mean gradient over the other half of the prompts; over all completions, the projection's mean² over its "
-        "variance, broadcast against focused: " + ", ".join(f"{b['pooled']:.3g} against {f['pooled']:.3g}"
-                                                            for b, f in zip(broadcast, focused))
+        f"GRPO's per-completion gradient at the cold start, A_i on every token or on the tokens that mattered ({tokens}: "
+        + ", ".join(f"{f['token_share']:.0%}" for f in focused) + " of the tokens, "
+        + ", ".join(f"{f['failed_token_share']:.0%}" for f in focused) + " of a failed completion's, by seed), each "
+        "projected on its own mean gradient over the other half of the prompts; over all completions, the projection's "
+        "mean² over its variance, broadcast against focused: " + ", ".join(f"{b['pooled']:.3g} against {f['pooled']:.3g}"
+                                                                     for b, f in zip(broadcast, focused))
         + f" by seed; log(focused / broadcast), mean [95% interval over {len(per_seed)} seeds]: {text} (> 0: the "
         "broadcast carries less)")
 
@@ -1028,14 +1051,11 @@ FEW_TOKENS = "the broadcast washes out the signal of the few tokens that mattere
 
 
 def few_tokens_claim(per_seed: list[dict]) -> dict:
-    """Survey §3: '... that wash out the signal from the few tokens that actually mattered', decided by
-    `focus_verdict` on the tokens that mattered (a failed completion's first wrong line, every token of a
-    right one). How few they are is shown, not decided: the statement names no share, and the decisive
-    token inside the first wrong line is fewer still than the line."""
-    share = [s["token_credit"]["focused_signal"]["failed_token_share"] for s in per_seed]
-    washes, measured = focus_verdict(per_seed)
-    return common.claim("survey §3", FEW_TOKENS, "shown, not decided: in failed completions, the share of tokens in "
-                        "the first wrong line " + ", ".join(f"{x:.0%}" for x in share) + f" by seed; {measured}", washes)
+    """Survey §3: '... that wash out the signal from the few tokens that actually mattered': `focus_verdict`
+    with A_i on the few tokens that decided a failed completion (`decisive`: its wrong result) against A_i
+    on every token, the same completions."""
+    washes, measured = focus_verdict(per_seed, "few_signal", DECISIVE)
+    return common.claim("survey §3", FEW_TOKENS, measured, washes)
 
 
 # "roughly doubles": nearer 2x than no growth (1x) or tripling (3x), the midpoints, as common.ROUGHLY_LINEAR for a slope

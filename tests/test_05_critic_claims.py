@@ -192,7 +192,10 @@ def fake_seed(i: int, pass_at_1: dict | None = None, net: dict | None = None, sl
                                              "slope": -1.0 + jitter, "pooled": 0.02},
                              "focused_signal": {"length": [5.0, 10.0, 20.0], "snr": [0.08, 0.04, 0.02],
                                                 "slope": -1.0, "pooled": 0.04 * (1 + jitter), "token_share": 0.4,
-                                                "failed_token_share": 0.008}}}
+                                                "failed_token_share": 0.3},
+                             "few_signal": {"length": [5.0, 10.0, 20.0], "snr": [0.06, 0.03, 0.015],
+                                            "slope": -1.0, "pooled": 0.03 * (1 + jitter), "token_share": 0.3,
+                                            "failed_token_share": 0.1}}}
 
 
 def seeds(**changes) -> list[dict]:
@@ -415,6 +418,18 @@ def test_mattered_marks_a_failed_completions_first_wrong_line_and_all_of_a_right
     assert not (focus * ~completions.completion_mask).any()
 
 
+def test_decisive_narrows_a_failed_completion_to_the_result_of_its_first_wrong_line():
+    """As `mattered`, but in line 1 of the second text only its result "15\n"; lines without "=" whole."""
+    texts = ["3+4=7\n7*2=14\n#14", "3+4=7\n7*2=15\n#15", "#9", "3+4=7", "3+4=7\n7*"]
+    problem = lm_world.ChainProblem(3, (("+", 4), ("*", 2)))
+    completions = hand_completions([problem.prompt] * 5, texts, cut=[False] * 4 + [True])
+    rewards = torch.tensor([1.0, 0.0, 0.0, 0.0, 0.0])
+    few = ppo.decisive(lm_world.make_char_tokenizer(), completions, [problem] * 5, rewards)
+    chars = [[*t] + ["<eos>"] * (i < 4) for i, t in enumerate(texts)]
+    marked = ["".join(c for c, f in zip(row, few[i].tolist()) if f) for i, row in enumerate(chars)]
+    assert marked == ["3+4=7\n7*2=14\n#14<eos>", "15\n", "#9<eos>", "7<eos>", "7*"]
+
+
 @pytest.mark.parametrize("ratios,holds", [((5.0, 10.0), True), ((0.2, 0.5), False), ((0.5, 2.0), None)])
 def test_the_broadcast_claim_reads_the_mean_log_of_every_over_one(ratios, holds):
     found = verdicts(seeds(every_over_one=list(ratios)))["broadcast"]
@@ -432,16 +447,17 @@ def test_the_focus_claim_reads_each_seeds_log_of_focused_over_broadcast(pooled, 
     for seed, value in zip(per_seed, pooled):
         seed["token_credit"]["focused_signal"]["pooled"] = value
     found = verdicts(per_seed)["focus"]
-    assert found["holds"] is holds and "40%, 40%, 40% of the tokens, by seed" in found["measured"]
+    assert found["holds"] is holds and "40%, 40%, 40% of the tokens, 30%, 30%, 30% of a failed" in found["measured"]
 
 
-@pytest.mark.parametrize("shares", [(0.008, 0.009, 0.007), (0.4, 0.41, 0.39)])
-def test_few_tokens_is_decided_by_the_focus_comparison_whatever_the_share(shares):
-    """Focused 0.03 against broadcast 0.02 on every seed (the broadcast carries less): yes, the share of
-    the failed completions' tokens in the first wrong line shown beside it, not deciding."""
+@pytest.mark.parametrize("pooled,holds", [((0.03, 0.031, 0.029), True), ((0.01, 0.011, 0.009), False),
+                                          ((0.01, 0.03, 0.02), None)])
+def test_few_tokens_compares_credit_on_the_decisive_tokens_with_the_broadcast(pooled, holds):
+    """Broadcast 0.02 on every seed; A_i on the decisive tokens as given (the focus claim's set is not read)."""
     per_seed = seeds()
-    for seed, share in zip(per_seed, shares):
-        seed["token_credit"]["focused_signal"] |= {"failed_token_share": share, "pooled": 0.03}
+    for seed, value in zip(per_seed, pooled):
+        seed["token_credit"]["few_signal"]["pooled"] = value
+        seed["token_credit"]["focused_signal"]["pooled"] = 1.0
     found = verdicts(per_seed)["few"]
-    assert found["holds"] is True and found["measured"].startswith("shown, not decided: in failed completions")
-    assert f"{shares[0]:.0%}, {shares[1]:.0%}, {shares[2]:.0%} by seed" in found["measured"]
+    assert found["holds"] is holds and "the tokens after its '='" in found["measured"]
+    assert "30%, 30%, 30% of the tokens, 10%, 10%, 10% of a failed completion's, by seed" in found["measured"]
