@@ -404,30 +404,24 @@ def test_the_dilution_claim_reads_each_seeds_slope(slopes, holds):
     assert verdicts(per_seed)["dilution"]["holds"] is holds
 
 
-def test_mattered_marks_a_failed_completions_first_wrong_line_and_all_of_a_right_one():
-    """Gold "3+4=7\\n7*2=14\\n#14": right (every token, EOS too); wrong in line 1; a bare wrong answer
-    (line 0); stopped short after a right first line (its last line); cut off mid-line (that line)."""
+@pytest.mark.parametrize("mask,expected", [
+    # right (every token, EOS too); wrong in line 1; a bare wrong answer (line 0); stopped short after a right
+    # first line (its last line); cut off mid-line (that line)
+    ("mattered", ["3+4=7\n7*2=14\n#14<eos>", "7*2=15\n", "#9<eos>", "3+4=7<eos>", "7*"]),
+    # the same, narrowed in a failed completion to its result (after the line's "="); lines without "=" whole
+    ("decisive", ["3+4=7\n7*2=14\n#14<eos>", "15\n", "#9<eos>", "7<eos>", "7*"]),
+])
+def test_the_tokens_that_mattered_in_each_completion(mask, expected):
+    """Gold "3+4=7\n7*2=14\n#14", the first text right, the others failed."""
     texts = ["3+4=7\n7*2=14\n#14", "3+4=7\n7*2=15\n#15", "#9", "3+4=7", "3+4=7\n7*"]
     problem = lm_world.ChainProblem(3, (("+", 4), ("*", 2)))
     completions = hand_completions([problem.prompt] * 5, texts, cut=[False] * 4 + [True])
     rewards = torch.tensor([1.0, 0.0, 0.0, 0.0, 0.0])
-    focus = ppo.mattered(lm_world.make_char_tokenizer(), completions, [problem] * 5, rewards)
+    focus = getattr(ppo, mask)(lm_world.make_char_tokenizer(), completions, [problem] * 5, rewards)
     chars = [[*t] + ["<eos>"] * (i < 4) for i, t in enumerate(texts)]
     marked = ["".join(c for c, f in zip(row, focus[i].tolist()) if f) for i, row in enumerate(chars)]
-    assert marked == ["3+4=7\n7*2=14\n#14<eos>", "7*2=15\n", "#9<eos>", "3+4=7<eos>", "7*"]
+    assert marked == expected
     assert not (focus * ~completions.completion_mask).any()
-
-
-def test_decisive_narrows_a_failed_completion_to_the_result_of_its_first_wrong_line():
-    """As `mattered`, but in line 1 of the second text only its result "15\n"; lines without "=" whole."""
-    texts = ["3+4=7\n7*2=14\n#14", "3+4=7\n7*2=15\n#15", "#9", "3+4=7", "3+4=7\n7*"]
-    problem = lm_world.ChainProblem(3, (("+", 4), ("*", 2)))
-    completions = hand_completions([problem.prompt] * 5, texts, cut=[False] * 4 + [True])
-    rewards = torch.tensor([1.0, 0.0, 0.0, 0.0, 0.0])
-    few = ppo.decisive(lm_world.make_char_tokenizer(), completions, [problem] * 5, rewards)
-    chars = [[*t] + ["<eos>"] * (i < 4) for i, t in enumerate(texts)]
-    marked = ["".join(c for c, f in zip(row, few[i].tolist()) if f) for i, row in enumerate(chars)]
-    assert marked == ["3+4=7\n7*2=14\n#14<eos>", "15\n", "#9<eos>", "7<eos>", "7*"]
 
 
 @pytest.mark.parametrize("ratios,holds", [((5.0, 10.0), True), ((0.2, 0.5), False), ((0.5, 2.0), None)])
