@@ -691,8 +691,16 @@ SURVEY = [
                   "every line of a right one)"),
          how="re-point"),
     said("§3", "wash out the signal from the few tokens that actually mattered",
-         "the broadcast washes out the signal of the few tokens that mattered",
-         (CRITIC, "the broadcast washes out the signal of the few tokens that mattered")),
+         "the broadcast washes out the signal of the tokens that mattered (here: the decisive tokens of a failed "
+         "completion, the result of its first wrong line, and every token of a right one; whether they are few is "
+         "the next row's)",
+         (CRITIC, "the broadcast washes out the signal of the tokens that mattered (the decisive ones)")),
+    said("§3", "the few tokens that actually mattered",
+         "of a long chain's tokens (filler words, formatting, reasoning), only a few actually matter",
+         not_checkable="a description of the essay's 1,000-token chains with filler and formatting; our completions "
+                       "are 3-32 tokens of arithmetic lines without filler, and the tokens that decide a failure are "
+                       "about a third of a failed completion's (the previous row gives the shares), so no run here has "
+                       "a few decisive tokens among a thousand to count"),
     said("§4.1.1", "multi-step methods reduce the bias that comes from inaccurate value estimates at nearby states",
          "looking further ahead before bootstrapping reduces the bias of an inaccurate critic",
          (DILEMMAS, "multi-step returns reduce the bias of an inaccurate critic: the further GAE looks ahead (the "
@@ -995,8 +1003,10 @@ SS_GRPO = [
          (CREDIT, "the estimator is trained with a contrastive loss (one that compares a group's rollouts)")),
     said("Mechanics", "for two rollouts in the same group with different outcomes, the step weights should be higher "
                       "for steps that appear more frequently in successful rollouts",
-         "the estimator's objective (the article's own definition of 'contrastive'): within a group, steps that appear "
-         "more often in successful rollouts get higher weights",
+         "the estimator's objective (the article's own definition of 'contrastive'): for rollouts of one group with "
+         "different outcomes, steps that appear more frequently in the successful ones get higher weights (read on "
+         "the article's own train_step_estimator, 'more frequently' both as in more successful rollouts and as a "
+         "larger share of the step's appearances)",
          (CREDIT, "the estimator's objective, the article's definition: steps that appear more often in a group's "
                   "successful rollouts get higher weights")),
     said("Checklist", "Monitor the entropy of step weights; if it collapses to uniform, increase the "

@@ -1047,7 +1047,7 @@ def focus_claim(per_seed: list[dict]) -> dict:
         "right one)", measured, washes)
 
 
-FEW_TOKENS = "the broadcast washes out the signal of the few tokens that mattered"
+FEW_TOKENS = "the broadcast washes out the signal of the tokens that mattered (the decisive ones)"
 
 
 def few_tokens_claim(per_seed: list[dict]) -> dict:

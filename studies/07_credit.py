@@ -1001,13 +1001,17 @@ def article_objective(vocab: int = 50) -> dict:
             **article_definition()}
 
 
-# Two groups for the article's own definition, steps named by letter (ids 1-9), rewards 1 (right) or 0:
+# Three groups for the article's own definition, steps named by letter (ids 1-12), rewards 1 (right) or 0:
 # rollouts of three steps each, where a step's share of appearances in right rollouts is A 2/3, B 1, C 1/2,
-# D 1/2, E 0; and rollouts of one or four steps, where F (1/2) appears in right ones more than G (1/3)
-DEFINITION_STEPS = "ABCDEFGHI"
+# D 1/2, E 0; rollouts of one or four steps, where F (share 1/2) appears in right ones more than G (1/3); and
+# one where J leads K on both readings of "more frequently": in more right rollouts (2 against 1) and a
+# larger share of its appearances (2/3 against 1/2)
+DEFINITION_STEPS = "ABCDEFGHIJKL"
 DEFINITION_GROUPS = {"three steps each": [((2, 1, 3), 1.0), ((2, 1, 4), 1.0), ((1, 3, 5), 0.0), ((4, 5, 5), 0.0)],
                      "one or four steps": [((6, 8, 8, 8), 1.0), ((6,), 0.0), ((7,), 1.0), ((7, 9, 9, 9), 0.0),
-                                           ((7, 9, 9, 9), 0.0)]}
+                                           ((7, 9, 9, 9), 0.0)],
+                     "both readings": [((10, 12, 12, 12), 1.0), ((10, 12, 12, 12), 1.0), ((10,), 0.0), ((11,), 1.0),
+                                       ((11,), 0.0)]}
 
 
 class FreeStepWeights(nn.Module):
@@ -1026,12 +1030,11 @@ def article_definition(updates: int = 2000) -> dict:
     DEFINITION_GROUPS with an estimator free to fit any weight per step, the weights it reaches beside each
     step's share of appearances in right rollouts."""
     estimator = FreeStepWeights(len(DEFINITION_STEPS))
-    optimizer = torch.optim.Adam(estimator.parameters(), lr=0.05)
-    groups = [[([torch.tensor([step]) for step in rollout], reward) for rollout, reward in group]
-              for group in DEFINITION_GROUPS.values()]
-    for _ in range(updates):
-        for group in groups:  # one call per group, as the article's code takes one prompt's rollouts
-            article_train_step_estimator(estimator, group, optimizer)
+    for group in DEFINITION_GROUPS.values():  # each alone, as the article's code takes one prompt's rollouts
+        rollouts = [([torch.tensor([step]) for step in rollout], reward) for rollout, reward in group]
+        optimizer = torch.optim.Adam(estimator.parameters(), lr=0.05)
+        for _ in range(updates):
+            article_train_step_estimator(estimator, rollouts, optimizer)
     found = {}
     for step, name in enumerate(DEFINITION_STEPS, 1):
         rewards = [reward for group in DEFINITION_GROUPS.values() for rollout, reward in group for s in rollout
@@ -1340,7 +1343,7 @@ def objective_claims(per_seed: dict, objective: dict) -> list[dict]:
                   "a group's rollouts)", found + " (exact)", contrastive),
             claim("SS-GRPO article, Mechanics", "the estimator's objective, the article's definition: steps that "
                   "appear more often in a group's successful rollouts get higher weights",
-                  "the article's train_step_estimator run to convergence on two groups with an estimator free to "
+                  "the article's train_step_estimator run to convergence on three groups with an estimator free to "
                   "fit any weight per step: per step, its share of appearances in right rollouts -> the weight "
                   "reached; " + "; ".join(f"{label}: " + ", ".join(f"{n} {share[n]:.2f} -> {weight[n]:.3f}" for n in names)
                                           for label, names in groups.items())

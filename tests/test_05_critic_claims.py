@@ -210,7 +210,7 @@ def verdicts(per_seed: list[dict]) -> dict:
             "bias-variance dial": "lambda", "memory footprint": "memory", "systematic lies": "lies",
             "prefer GAE": "prefer", "PPO (critic, GAE)": "fallback critic", "value head on the policy": "fallback head",
             "with PPO and a terminal reward, too": "same advantage", "the credit is diluted": "dilution",
-            "the same advantage on the tokens that mattered": "focus", "the signal of the few tokens": "few"}
+            "the same advantage on the tokens that mattered": "focus", "the signal of the tokens that mattered (the decisive": "few"}
     found = {key: c for c in claims for text, key in keys.items() if text in c["claim"]}
     assert len(found) == len(claims) == len(keys)
     return found

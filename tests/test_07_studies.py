@@ -372,9 +372,10 @@ HOLDING = {"ARTICLE": {"grpo": (70.0, 1, 1.0), "prm_grpo": (80.0, 100, 1000.0), 
            "ARTICLE_ROLLOUT_TOKENS": 1, "ARTICLE_PER_STEP_COST": 1.0}  # one token: 1 call and 1x the tokens
 # an objective that reads its margin, and an estimator whose w does not change with a step read k times over
 CONTRASTIVE = {"article_margin_effect": 0.1, "article_pair_effect": 0.01, "article_tiled_change": 0.0,
-               **{f"article_definition_share[{n}]": x for n, x in zip("ABCDEFGHI", (2 / 3, 1, 0.5, 0.5, 0, 0.5, 1 / 3, 1, 0))},
+               **{f"article_definition_share[{n}]": x
+                  for n, x in zip("ABCDEFGHIJKL", (2 / 3, 1, 0.5, 0.5, 0, 0.5, 1 / 3, 1, 0, 2 / 3, 0.5, 1))},
                **{f"article_definition_weight[{n}]": x
-                  for n, x in zip("ABCDEFGHI", (0.6, 0.9, 0.4, 0.4, 0.1, 0.5, 0.3, 0.9, 0.1))}}
+                  for n, x in zip("ABCDEFGHIJKL", (0.6, 0.9, 0.4, 0.4, 0.1, 0.5, 0.3, 0.9, 0.1, 0.6, 0.5, 0.9))}}
 SEEDS = 3
 
 
@@ -663,23 +664,24 @@ def test_the_articles_objective_is_no_contrast_and_a_contrastive_one_is_told_apa
 def test_the_articles_loss_weighs_each_step_by_its_rollouts_lengths():
     """Its optimum, exactly: each step gets the mean reward of the rollouts that hold it, each weighted by one
     over its number of steps; with equal lengths that is its share of appearances in right rollouts (A-E),
-    with one and four steps it reverses F (share 1/2) and G (1/3)."""
+    with one and four steps it reverses F (share 1/2) and G (1/3), and J and K (J in more right rollouts too)."""
     found = lab.article_definition()
-    shares = [found[f"article_definition_share[{n}]"] for n in "ABCDEFGHI"]
-    weights = [found[f"article_definition_weight[{n}]"] for n in "ABCDEFGHI"]
-    assert shares == pytest.approx([2 / 3, 1.0, 0.5, 0.5, 0.0, 0.5, 1 / 3, 1.0, 0.0])
-    assert weights == pytest.approx(shares[:5] + [0.25 / 1.25, 1 / 1.5, 1.0, 0.0], abs=1e-4)
+    shares = [found[f"article_definition_share[{n}]"] for n in "ABCDEFGHIJKL"]
+    weights = [found[f"article_definition_weight[{n}]"] for n in "ABCDEFGHIJKL"]
+    assert shares == pytest.approx([2 / 3, 1.0, 0.5, 0.5, 0.0, 0.5, 1 / 3, 1.0, 0.0, 2 / 3, 0.5, 1.0])
+    assert weights == pytest.approx(shares[:5] + [0.25 / 1.25, 1 / 1.5, 1.0, 0.0, 0.5 / 1.5, 0.5, 1.0], abs=1e-4)
 
 
 @pytest.mark.parametrize("weight,holds", [
-    ((0.6, 0.9, 0.4, 0.4, 0.1, 0.5, 0.3, 0.9, 0.1), True),  # C and D tie, as their shares do
-    ((0.6, 0.9, 0.4, 0.4, 0.7, 0.5, 0.3, 0.9, 0.1), False),  # E, in no right rollout, weighed above A
-    ((0.6, 0.6, 0.4, 0.4, 0.1, 0.5, 0.3, 0.9, 0.1), False),  # A and B tie where their shares differ
-    ((0.6, 0.9, 0.4, 0.4, 0.1, 0.2, 0.7, 0.9, 0.1), False),  # the second group reversed (F below G)
-    ((0.6, 0.9, 0.4, 0.4, 0.35, 0.5, 0.3, 0.9, 0.1), True),  # E (share 0) above G (1/3): two groups, not compared
+    ((0.6, 0.9, 0.4, 0.4, 0.1, 0.5, 0.3, 0.9, 0.1, 0.6, 0.5, 0.9), True),  # C and D tie, as their shares do
+    ((0.6, 0.9, 0.4, 0.4, 0.7, 0.5, 0.3, 0.9, 0.1, 0.6, 0.5, 0.9), False),  # E, in no right rollout, weighed above A
+    ((0.6, 0.6, 0.4, 0.4, 0.1, 0.5, 0.3, 0.9, 0.1, 0.6, 0.5, 0.9), False),  # A and B tie where their shares differ
+    ((0.6, 0.9, 0.4, 0.4, 0.1, 0.2, 0.7, 0.9, 0.1, 0.6, 0.5, 0.9), False),  # the second group reversed (F below G)
+    ((0.6, 0.9, 0.4, 0.4, 0.1, 0.5, 0.3, 0.9, 0.1, 0.3, 0.5, 0.9), False),  # the third reversed (J below K)
+    ((0.6, 0.9, 0.4, 0.4, 0.35, 0.5, 0.3, 0.9, 0.1, 0.6, 0.5, 0.9), True),  # E (share 0) above G: two groups
 ])
 def test_the_definition_claim_asks_every_pair_of_steps_of_a_group_for_the_shares_order(weight, holds):
-    objective = {**CONTRASTIVE, **{f"article_definition_weight[{n}]": x for n, x in zip("ABCDEFGHI", weight)}}
+    objective = {**CONTRASTIVE, **{f"article_definition_weight[{n}]": x for n, x in zip("ABCDEFGHIJKL", weight)}}
     assert verdicts(claims_per_seed(), objective)["definition"] is holds
 
 
