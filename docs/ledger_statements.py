@@ -293,20 +293,19 @@ WHOLE_GAME = [
                        "the last line and every earlier line feeds the answer, and the one style we measure, writing "
                        "the worked steps, is what the verifier pays for, so flat credit can only raise it"),
     said("§7.4", "Mitigation: Process rewards",
-         "mitigation of entangled credit: process rewards put the blame on the wrong step and take it off "
-         "the right ones (read as each step credited by its own process reward; summed to go, the next row)",
-         (CREDIT, "mitigation of entangled credit: process rewards (the gold step verifier's, each step credited by "
-                  "its own normalised reward, not summed to go) put the blame on the wrong step and take it off the "
-                  "right ones: more blame on the first wrong step than on the right steps before it, less blame on "
-                  "those right steps than GRPO gives, and a right solution's flawed step pushed down"),
-         how="rephrase"),
+         "mitigation of entangled credit: process rewards put the blame on the wrong step (read as each step credited by its own process reward; summed to go, the next rows)",
+         (CREDIT, "mitigation of entangled credit: process rewards (the gold step verifier's, each step credited by its own normalised reward, not summed to go) put more blame on the first wrong step than on the right steps before it"), how="rephrase"),
     said("§7.4", "Mitigation: Process rewards",
-         "mitigation of entangled credit: process rewards put the blame on the wrong step and take it off "
-         "the right ones (read as the process reward summed to go, the essay's Ψ_t and DeepSeekMath's advantage)",
-         (CREDIT, "mitigation of entangled credit: process rewards (the gold step verifier's, PRM-GRPO, with "
-                  "DeepSeekMath's reward-to-go process advantage) put the blame on the wrong step and take it off the "
-                  "right ones: more blame on the first wrong step than on the right steps before it, less blame on "
-                  "those right steps than GRPO gives, and a right solution's flawed step pushed down"), how="new"),
+         "mitigation of entangled credit: process rewards take the blame off the right steps (read as each step credited by its own process reward; summed to go, the next rows)",
+         (CREDIT, "mitigation of entangled credit: process rewards (the gold step verifier's, each step credited by its own normalised reward, not summed to go) take the blame off the right steps: less on the right steps before the first wrong one "
+                  "than GRPO gives"), how="rephrase"),
+    said("§7.4", "Mitigation: Process rewards",
+         "mitigation of entangled credit: process rewards put the blame on the wrong step (read as the process reward summed to go, the essay's Ψ_t and DeepSeekMath's advantage)",
+         (CREDIT, "mitigation of entangled credit: process rewards (the gold step verifier's, PRM-GRPO, with DeepSeekMath's reward-to-go process advantage) put more blame on the first wrong step than on the right steps before it"), how="new"),
+    said("§7.4", "Mitigation: Process rewards",
+         "mitigation of entangled credit: process rewards take the blame off the right steps (read as the process reward summed to go, the essay's Ψ_t and DeepSeekMath's advantage)",
+         (CREDIT, "mitigation of entangled credit: process rewards (the gold step verifier's, PRM-GRPO, with DeepSeekMath's reward-to-go process advantage) take the blame off the right steps: less on the right steps before the first wrong one "
+                  "than GRPO gives"), how="new"),
     said("§7.5", "Either policy stuck near SFT (KL too strong)",
          "too strong a KL keeps the policy stuck near the SFT model",
          (FAILURES, "KL too strong: the policy stays stuck near the SFT reference (here, at the sweep's "
@@ -418,8 +417,13 @@ WHOLE_GAME = [
          not_checkable="the essay names no level of entropy at which the samples collapse, and at T → 0 sampling "
                        "becomes greedy decoding, one completion by definition; the tendency is the previous row's"),
     said("§8", "If all $K$ are near-copies, GRPO cannot invent a better mode.",
-         "a group of near-copies gives GRPO nothing better to move toward",
-         not_checkable="no run controls the diversity of the group"),
+         "a group of near-copies gives GRPO nothing better to move toward (read at its limit: copies that all score "
+         "the same give GRPO's policy-gradient term nothing)",
+         (ZERO, "if all G samples get the same reward, the normalised advantage is zero and the policy-gradient term "
+                "vanishes (a KL term, if any, still pulls)")),
+    said("§8", "If all $K$ are near-copies, GRPO cannot invent a better mode.",
+         "a group of near-copies gives GRPO nothing better to move toward (near-copies that score differently)",
+         not_checkable="no run controls how diverse a group is, so none has near-copies with different rewards"),
     said("§8", "Later, GRPO on groups improves pass@1.",
          "GRPO on groups raises pass@1",
          (SEEDS, "GRPO on groups improves pass@1")),
@@ -539,8 +543,11 @@ OVER_LONG = [
          (OVER_CHECKS, "reward hacking: RL on a learned score finds a cheap correlate of it: the score of wrong work "
                        "rises (e.g. well-formed work with a wrong final answer)"), how="new"),
     said("Process rewards", "step boundaries in free-form text are ambiguous",
-         "step boundaries in free-form text are ambiguous, and a maths PRM may not transfer to code",
-         not_checkable="one domain with explicit step delimiters"),
+         "step boundaries in free-form text are ambiguous",
+         not_checkable="our steps are lines the task delimits"),
+    said("Process rewards", "a PRM trained on maths solutions may not transfer to coding or open-ended reasoning",
+         "a PRM trained on maths solutions may not transfer to coding or open-ended reasoning",
+         not_checkable="one domain"),
     said("Over-optimisation", "proxy reward increases monotonically with KL distance from the reference policy",
          "optimising a proxy RM: the proxy rises monotonically with KL from the reference policy",
          (OVER, "optimising a learned proxy: the proxy rises monotonically with KL")),
@@ -770,8 +777,11 @@ SURVEY = [
          (TRANSPORT, "transport leaves the rewards of the steps its attention does not pick unchanged")),
     said("§4.1.5", "have been the most successful methods",
          "transport methods (TVT, TRT) have worked best, ahead of RUDDER",
-         not_checkable="a statement about the published record across tasks; one toy comparison cannot check it (TRT "
-                       "against RUDDER on key-to-door is measured in studies/03_transport.py, TVT not at all)"),
+         not_checkable="a statement about the published record across tasks; one toy comparison cannot check it (the "
+                       "next row is that comparison)"),
+    said("§4.1.5", "have been the most successful methods",
+         "transport methods have worked best, ahead of RUDDER (here: TRT against RUDDER on key-to-door; TVT not run)",
+         (TRANSPORT, "transport methods (TVT, TRT) are more successful than RUDDER")),
     said("§4.2.1", "Only the 3 decisive actions will have significantly elevated ratios.",
          "only the decisive actions get significantly elevated hindsight ratios; the irrelevant ones stay near 1",
          (HCA, "only the decisive action gets a significantly elevated hindsight ratio: h/π - 1 of the action "
@@ -996,10 +1006,10 @@ SS_GRPO = [
          "its right steps)",
          (CREDIT, "SS-GRPO's step weight credits the flawed step less: in a right solution it gets less "
                   "credit than the solution's right steps")),
-    said("Checklist", "Train the estimator with a contrastive loss on normalized rewards within each group.",
-         "train the estimator with a contrastive loss on within-group normalised rewards (read on the article's own "
-         "code, its train_step_estimator: a loss that compares a group's rollouts with one another; the article's "
-         "own definition in Mechanics is the next row)",
+    said("Engineering decisions", "The contrastive loss uses normalized rewards within the group",
+         "the article's estimator is trained with a contrastive loss on within-group normalised rewards (its code, "
+         "train_step_estimator; read as a loss that compares a group's rollouts with one another; the article's own "
+         "definition in Mechanics is the next row)",
          (CREDIT, "the estimator is trained with a contrastive loss (one that compares a group's rollouts)")),
     said("Mechanics", "for two rollouts in the same group with different outcomes, the step weights should be higher "
                       "for steps that appear more frequently in successful rollouts",

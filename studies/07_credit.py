@@ -1205,9 +1205,9 @@ def step_credit_claims(per_seed: dict) -> list[dict]:
     blame, and how fast step credit learns."""
     claims = []
     if {"grpo", "prm_grpo"} <= set(per_seed):
-        claims.append(process_claim(per_seed, ""))
+        claims += process_claims(per_seed, "")
         if OWN_STEP + CREDIT_KEYS[0] in per_seed["prm_grpo"][0]:  # a run logged before the per-step form has none
-            claims.append(process_claim(per_seed, OWN_STEP))
+            claims += process_claims(per_seed, OWN_STEP)
     if "ss_grpo" in per_seed:
         less, text = decided(of(per_seed, "ss_grpo", "flawed_right_steps_credit")
                              - of(per_seed, "ss_grpo", "flawed_step_credit"))
@@ -1230,25 +1230,28 @@ PROCESS_FORMS = {
                "reward-to-go form)")}
 
 
-def process_claim(per_seed: dict, prefix: str) -> dict:
+def process_claims(per_seed: dict, prefix: str) -> list[dict]:
     """Process rewards as the mitigation of entangled credit, in one form of the process advantage (its
-    metrics under `prefix`): more blame on the first wrong step than on the right steps before it, less blame
-    on those right steps than GRPO gives (same seed), and a right solution's flawed step pushed down."""
+    metrics under `prefix`), one claim per part: more blame on the first wrong step than on the right steps
+    before it, less blame on those right steps than GRPO gives (same seed), a right solution's flawed step
+    pushed down."""
     form, name, source = PROCESS_FORMS[prefix]
     right_blame = of(per_seed, "prm_grpo", prefix + "right_steps_blame")
     wrong = of(per_seed, "prm_grpo", prefix + "wrong_step_blame") - right_blame
     (on_wrong, wrong_text), (down, down_text) = decided(wrong), decided(-of(per_seed, "prm_grpo", prefix + "flawed_step_credit"))
     # taken off the right ones: their blame under GRPO minus under the step credit, same seed
     off, off_text = decided(of(per_seed, "grpo", "right_steps_blame") - right_blame)
-    return claim(
-        "whole-game §7.4", f"mitigation of entangled credit: process rewards (the gold step verifier's, {form}) put "
-        "the blame on the wrong step and take it off the right ones: more blame on the first wrong step than on the "
-        "right steps before it, less blame on those right steps than GRPO gives, and a right solution's flawed step "
-        "pushed down", f"{name}{source}, as shares of GRPO's A_i (second half of training): blame on the first wrong "
-        f"step of failed completions minus on the right steps before it {wrong_text}; the right steps' blame under "
-        f"GRPO ({np.mean(of(per_seed, 'grpo', 'right_steps_blame')):.2f}) minus under {name} "
-        f"({np.mean(right_blame):.2f}) {off_text}; minus the credit on the flawed step of right completions "
-        f"{down_text}", every(on_wrong, off, down))
+    head = f"mitigation of entangled credit: process rewards (the gold step verifier's, {form})"
+    shares = f"{name}{source}, as shares of GRPO's A_i (second half of training): "
+    return [claim("whole-game §7.4", f"{head} put more blame on the first wrong step than on the right steps before "
+                  "it", f"{shares}blame on the first wrong step of failed completions minus on the right steps before "
+                  f"it {wrong_text}", on_wrong),
+            claim("whole-game §7.4", f"{head} take the blame off the right steps: less on the right steps before the "
+                  "first wrong one than GRPO gives", f"{shares}the right steps' blame under GRPO "
+                  f"({np.mean(of(per_seed, 'grpo', 'right_steps_blame')):.2f}) minus under {name} "
+                  f"({np.mean(right_blame):.2f}) {off_text}", off),
+            claim("whole-game §7.4", f"{head} push a right solution's flawed step down", f"{shares}minus the credit on "
+                  f"the flawed step of right completions {down_text}", down)]
 
 
 def convergence_claim(per_seed: dict) -> dict:

@@ -203,7 +203,7 @@ def test_smoke_run_writes_results_and_figures_and_repeats_exactly(tmp_path, read
     own = [k for k in data["per_seed"]["prm_grpo"][0] if k.startswith(lab.OWN_STEP)]
     assert own == [lab.OWN_STEP + k for k in lab.CREDIT_KEYS]
     assert not any(k.startswith(lab.OWN_STEP) for m in lab.METHODS if m != "prm_grpo" for k in data["per_seed"][m][0])
-    assert sum(c["claim"].startswith("mitigation of entangled credit") for c in data["claims"]) == 2
+    assert sum(c["claim"].startswith("mitigation of entangled credit") for c in data["claims"]) == 6
     for name in ("weights", "probe"):  # the estimator's own, SS-GRPO's and SS-GRPO ±'s
         assert [row[0] for row in tables[name]["rows"]] == [lab.NAMES["ss_grpo"], lab.NAMES["ss_grpo_signed"]]
     assert all(math.isfinite(v) for v in data["metrics"].values() if v is not None)
@@ -432,8 +432,6 @@ NAMES = {"SS-GRPO achieves 97%": "table share", "...at 4% of the PRM's training 
          "...at 4% of the PRM's training cost (read as cost beyond": "cost",
          "a flawed step in a chain": "flawed", "GRPO penalises the right steps": "slip",
          "flat credit (GRPO's broadcast) makes reasoning brittle": "brittle",
-         "mitigation of entangled credit: process rewards (the gold step verifier's, PRM-GRPO": "process",
-         "mitigation of entangled credit: process rewards (the gold step verifier's, each step": "process per step",
          "SS-GRPO's step weight credits the flawed": "ss flawed",
          "the broadcast of one advantage slows": "convergence", "the learned step weights give credit": "step size",
          "SS-GRPO: the estimator learns": "causal", "SS-GRPO ±: the estimator learns": "causal signed",
@@ -447,6 +445,8 @@ ARITHMETIC = {"table share", "table cost", "table extra cost", "overhead figures
 LONG = {"flops", "flops prose", "long rollouts", "long rollouts prose"}
 
 
+PROCESS = {"process wrong", "process off", "process down"}  # the three parts of the process-reward mitigation
+PROCESS_PER_STEP = {"process per step wrong", "process per step off", "process per step down"}
 LENGTH = {"length article", "length trained"}  # one statement, of the article's estimator and of this run's
 
 
@@ -457,6 +457,9 @@ def name_of(statement: str) -> str:
         return "flops prose" if "read on the article's prose" in statement else "flops"
     if statement.startswith("for very long rollouts"):  # the estimator's cost past 5000 tokens, read two ways
         return "long rollouts prose" if "read on the article's prose" in statement else "long rollouts"
+    if statement.startswith("mitigation of entangled credit: process rewards"):  # two forms, three parts each
+        part = "wrong" if "more blame on the first wrong" in statement else "off" if "blame off" in statement else "down"
+        return ("process per step " if "each step credited" in statement else "process ") + part
     if statement.startswith("a mean-pooled"):  # the article's estimator, and this run's trained ones
         return "length article" if "(its estimator" in statement else "length trained"
     (name,) = [n for start, n in NAMES.items() if statement.startswith(start)]
@@ -560,21 +563,23 @@ def test_each_arithmetic_verdict_flips_with_its_own_numbers(changes, flipped, mo
      {"brittle": None}),  # 2 seeds; GRPO's share below PRM-GRPO's on one
     ({"grpo.flawed_right_share": (0.1, 0.0, 0.0)}, {"flawed": None, "brittle": None}),  # one seed has one: no interval
     ({"grpo.flat_credit": (1.0, 0.0, 1.0)}, {"slip": False}),  # one seed gave a token other than its A_i
-    ({"grpo.right_steps_blame": math.nan}, {"slip": None, "process": None, "process per step": None}),  # no right
+    ({"grpo.right_steps_blame": math.nan}, {"slip": None, "process off": None, "process per step off": None}),  # no right
     # step before a slip to look at
-    ({"prm_grpo.right_steps_blame": 2.5}, {"process": False}),  # more blame on the right steps than on the slip
-    ({"prm_grpo.right_steps_blame": 1.2}, {"process": False}),  # less than on the slip, more than GRPO's 1
-    ({"prm_grpo.right_steps_blame": (0.6, 1.0, 1.4)}, {"process": None}),  # GRPO's 1 inside the interval
+    ({"prm_grpo.right_steps_blame": 2.5}, {"process wrong": False, "process off": False}),  # more than on the slip
+    ({"prm_grpo.right_steps_blame": 1.2}, {"process off": False}),  # less than on the slip, more than GRPO's 1
+    ({"prm_grpo.right_steps_blame": (0.6, 1.0, 1.4)}, {"process off": None}),  # GRPO's 1 inside the interval
     ({"prm_grpo.flawed_right_share": 0.2}, {"brittle": False}),  # more wrong lines under step credit
     ({"prm_grpo.flawed_right_share": (0.0, 0.1, 0.2)}, {"brittle": None}),
-    ({"prm_grpo.flawed_step_credit": 0.5}, {"process": False}),  # the flawed step reinforced
-    ({"prm_grpo.flawed_step_credit": (0.5, -0.5, -1.5)}, {"process": None}),
+    ({"prm_grpo.flawed_step_credit": 0.5}, {"process down": False}),  # the flawed step reinforced
+    ({"prm_grpo.flawed_step_credit": (0.5, -0.5, -1.5)}, {"process down": None}),
     # the per-step form on the same batches, decided on its own numbers
-    ({"prm_grpo.own_step_right_steps_blame": 1.2}, {"process per step": False}),  # more than GRPO's 1
-    ({"prm_grpo.own_step_right_steps_blame": 1.6}, {"process per step": False}),  # more than on the slip too
-    ({"prm_grpo.own_step_right_steps_blame": (0.6, 1.0, 1.4)}, {"process per step": None}),
-    ({"prm_grpo.own_step_flawed_step_credit": 0.5}, {"process per step": False}),  # the flawed step reinforced
-    ({"prm_grpo.own_step_wrong_step_blame": (-3.0, 0.0, 3.0)}, {"process per step": None}),
+    ({"prm_grpo.own_step_right_steps_blame": 1.2}, {"process per step off": False}),  # more than GRPO's 1
+    ({"prm_grpo.own_step_right_steps_blame": 1.6}, {"process per step wrong": False,
+                                                    "process per step off": False}),  # more than on the slip too
+    ({"prm_grpo.own_step_right_steps_blame": (0.6, 1.0, 1.4)}, {"process per step off": None,
+                                                                "process per step wrong": None}),  # 1.5 - it: 0.9 to 0.1
+    ({"prm_grpo.own_step_flawed_step_credit": 0.5}, {"process per step down": False}),  # the flawed step reinforced
+    ({"prm_grpo.own_step_wrong_step_blame": (-3.0, 0.0, 3.0)}, {"process per step wrong": None}),
     ({"ss_grpo.flawed_step_credit": 0.55}, {"ss flawed": False}),  # more credit than the right steps
     ({"ss_grpo.flawed_right_steps_credit": math.nan}, {"ss flawed": None}),
     ({"prm_grpo.samples_to_halfway": 1500.0}, {"convergence": False}),
@@ -601,8 +606,9 @@ def test_each_arithmetic_verdict_flips_with_its_own_numbers(changes, flipped, mo
 def test_each_run_verdict_flips_with_its_own_numbers(changes, flipped, monkeypatch):
     holding_article(monkeypatch)
     got = verdicts(claims_per_seed(**changes))
-    assert set(got) == set(NAMES.values()) | ARITHMETIC | LENGTH | LONG
-    expected = ({name: name not in ARITHMETIC or got[name] for name in set(NAMES.values()) | ARITHMETIC | LENGTH}
+    assert set(got) == set(NAMES.values()) | ARITHMETIC | LENGTH | LONG | PROCESS | PROCESS_PER_STEP
+    expected = ({name: name not in ARITHMETIC or got[name]
+                 for name in set(NAMES.values()) | ARITHMETIC | LENGTH | PROCESS | PROCESS_PER_STEP}
                 | {"margin advice": None, "only cost": False, "long rollouts": None, "long rollouts prose": None,
                    "flops": False, "flops prose": None})  # HOLDING's attention as wide as the estimator's
     assert got == expected | flipped
@@ -691,16 +697,16 @@ def test_claims_need_only_the_methods_they_compare(monkeypatch):
     own = {"contrastive", "definition", "margin advice", "length article", "length trained", "causal", "overhead"}  # SS-GRPO's alone
     article = ARITHMETIC | LONG | {"only cost"}  # the article's numbers: no run needed
     assert set(verdicts({m: full[m] for m in ("grpo", "prm_grpo", "ss_grpo")})) == article | own | {
-        "beats", "share", "most", "summary", "fraction cost", "cost", "flawed", "slip", "brittle", "process", "process per step",
+        "beats", "share", "most", "summary", "fraction cost", "cost", "flawed", "slip", "brittle", *PROCESS, *PROCESS_PER_STEP,
         "ss flawed", "convergence", "evaluator"}
     assert set(verdicts({m: full[m] for m in ("ss_grpo", "ss_grpo_signed")})) == article | own | {
         "ss flawed", "causal signed", "signed"}
     assert set(verdicts({m: full[m] for m in ("grpo", "prm_grpo")})) == article | {
-        "flawed", "slip", "brittle", "process", "process per step", "convergence"}
+        "flawed", "slip", "brittle", *PROCESS, *PROCESS_PER_STEP, "convergence"}
     # a PRM-GRPO run logged before the per-step form: its own claim only, the reward-to-go one as before
     before = {m: full[m] for m in ("grpo", "prm_grpo")} | {"prm_grpo": [
         {k: v for k, v in numbers.items() if not k.startswith(lab.OWN_STEP)} for numbers in full["prm_grpo"]]}
-    assert set(verdicts(before)) == article | {"flawed", "slip", "brittle", "process", "convergence"}
+    assert set(verdicts(before)) == article | {"flawed", "slip", "brittle", *PROCESS, "convergence"}
     assert set(verdicts({m: full[m] for m in ("grpo", "ss_grpo", "grpo_scaled")})) == article | own | {
         "flawed", "slip", "ss flawed", "step size", "fraction cost"}
 
