@@ -461,7 +461,10 @@ OVER_LONG = [
          (DILEMMAS, "0.99^999 ≈ 0.00004")),
     said("Why", "every token in a bad response receives the same negative signal regardless of whether it caused the "
                 "failure",
-         "with γ = 1 every token of a bad response gets the same negative signal",
+         "with γ = 1 every token of a bad response gets the same negative signal (here: the same undiscounted return "
+         "on every step, and, below a baseline, the same negative advantage on every token)",
+         (DILEMMAS, "with γ = 1 and one terminal reward, every step's reward-to-go is that reward: the useless step "
+                    "gets the same +1 as the decisive one"),
          (CH05, PER_TOKEN), how="rephrase"),
     said("Why", "has variance that grows roughly linearly with episode length",
          "with a terminal reward the gradient's variance grows roughly linearly with the episode's length",
