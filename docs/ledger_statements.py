@@ -83,6 +83,18 @@ def said(section: str, quote: str, says: str, *answers: tuple[str, str], fix: st
             "not_checkable": not_checkable, "metrics": list(metrics), "how": how}
 
 
+# whole-game §7.4's process-reward mitigation: two readings of the process advantage, two parts each
+PROCESS_READINGS = (("each step credited by its own process reward; summed to go, the next rows",
+                     "each step credited by its own normalised reward, not summed to go", "rephrase"),
+                    ("the process reward summed to go, the essay's Ψ_t and DeepSeekMath's advantage",
+                     "PRM-GRPO, with DeepSeekMath's reward-to-go process advantage", "new"))
+PROCESS_PARTS = (("put the blame on the wrong step",
+                  "put more blame on the first wrong step than on the right steps before it"),
+                 ("take the blame off the right steps",
+                  "take the blame off the right steps: less on the right steps before the first wrong one than GRPO "
+                  "gives"))
+
+
 WHOLE_GAME = [
     said("§1", "Credit assignment then blames the wrong tokens because the real cause left the context.",
          "when the policy sees only a truncated window, the credit lands on the wrong tokens",
@@ -292,20 +304,10 @@ WHOLE_GAME = [
          not_checkable="our task has no harmless tokens or unpaid style for flat credit to wash out: the verifier reads "
                        "the last line and every earlier line feeds the answer, and the one style we measure, writing "
                        "the worked steps, is what the verifier pays for, so flat credit can only raise it"),
-    said("§7.4", "Mitigation: Process rewards",
-         "mitigation of entangled credit: process rewards put the blame on the wrong step (read as each step credited by its own process reward; summed to go, the next rows)",
-         (CREDIT, "mitigation of entangled credit: process rewards (the gold step verifier's, each step credited by its own normalised reward, not summed to go) put more blame on the first wrong step than on the right steps before it"), how="rephrase"),
-    said("§7.4", "Mitigation: Process rewards",
-         "mitigation of entangled credit: process rewards take the blame off the right steps (read as each step credited by its own process reward; summed to go, the next rows)",
-         (CREDIT, "mitigation of entangled credit: process rewards (the gold step verifier's, each step credited by its own normalised reward, not summed to go) take the blame off the right steps: less on the right steps before the first wrong one "
-                  "than GRPO gives"), how="rephrase"),
-    said("§7.4", "Mitigation: Process rewards",
-         "mitigation of entangled credit: process rewards put the blame on the wrong step (read as the process reward summed to go, the essay's Ψ_t and DeepSeekMath's advantage)",
-         (CREDIT, "mitigation of entangled credit: process rewards (the gold step verifier's, PRM-GRPO, with DeepSeekMath's reward-to-go process advantage) put more blame on the first wrong step than on the right steps before it"), how="new"),
-    said("§7.4", "Mitigation: Process rewards",
-         "mitigation of entangled credit: process rewards take the blame off the right steps (read as the process reward summed to go, the essay's Ψ_t and DeepSeekMath's advantage)",
-         (CREDIT, "mitigation of entangled credit: process rewards (the gold step verifier's, PRM-GRPO, with DeepSeekMath's reward-to-go process advantage) take the blame off the right steps: less on the right steps before the first wrong one "
-                  "than GRPO gives"), how="new"),
+    *(said("§7.4", "Mitigation: Process rewards", f"mitigation of entangled credit: process rewards {says} (read as "
+           f"{reading})", (CREDIT, f"mitigation of entangled credit: process rewards (the gold step verifier's, {form}) "
+                                   f"{claim}"), how=how)
+      for reading, form, how in PROCESS_READINGS for says, claim in PROCESS_PARTS),
     said("§7.5", "Either policy stuck near SFT (KL too strong)",
          "too strong a KL keeps the policy stuck near the SFT model",
          (FAILURES, "KL too strong: the policy stays stuck near the SFT reference (here, at the sweep's "
