@@ -660,17 +660,17 @@ def gradient_variance_study(policy, critic: TokenCritic, tokenizer, rl: grpo.Arg
     advantage = psi[grpo.NAMES["grpo"]]
     broadcast = advantage[:, None] * scores  # GRPO's: one A_i on every token
     repeated = [p for p in problems for _ in range(rl.group_size)]
-    focus = mattered(tokenizer, completions, repeated, rewards.flatten())
-    focused = per_completion_gradients(policy, completions, advantage[:, None] * focus)  # the same A_i, fewer tokens
-    few = decisive(tokenizer, completions, repeated, rewards.flatten())
-    fewest = per_completion_gradients(policy, completions, advantage[:, None] * few)
+
+    def on(focus: torch.Tensor) -> dict:  # the same A_i on the `focus` tokens alone: fewer tokens
+        gradients = per_completion_gradients(policy, completions, advantage[:, None] * focus)
+        return (signal_by_length(gradients, completions.lengths, rl.group_size, args.variance_bins)
+                | {"token_share": float(focus.sum() / mask.sum()), "failed_token_share": failed_share(focus, mask, rewards)})
+
     return study, {"ppo_spread": {"mean": float(within.mean()), "share_unequal": float((within > 1e-6).float().mean()),
                                   "completions": len(within)},
                    "grpo_signal": signal_by_length(broadcast, completions.lengths, rl.group_size, args.variance_bins),
-                   "focused_signal": signal_by_length(focused, completions.lengths, rl.group_size, args.variance_bins)
-                   | {"token_share": float(focus.sum() / mask.sum()), "failed_token_share": failed_share(focus, mask, rewards)},
-                   "few_signal": signal_by_length(fewest, completions.lengths, rl.group_size, args.variance_bins)
-                   | {"token_share": float(few.sum() / mask.sum()), "failed_token_share": failed_share(few, mask, rewards)}}
+                   "focused_signal": on(mattered(tokenizer, completions, repeated, rewards.flatten())),
+                   "few_signal": on(decisive(tokenizer, completions, repeated, rewards.flatten()))}
 
 
 # ============================================================================================
