@@ -371,6 +371,11 @@ def check_claims(args: Args) -> list[dict]:
     G = args.group_size
     lone = group_advantages(torch.eye(G)[:1], "grpo")[0, 0].item()  # one right answer in the group
     same = group_advantages(torch.ones(1, G), "grpo").abs().max().item()
+    bare = group_advantages(torch.ones(1, G), "grpo", eps=0.0)[0, 0].item()  # no ε: 0 / 0
+    delta = 1e-3  # near-homogeneous: one score δ below the others (a learned score's noise, say)
+    near = group_advantages(1 - delta * torch.eye(G)[:1], "grpo")[0]
+    # the advantage gap per unit of reward gap: near-homogeneous scores against a lone right answer's 0/1
+    near_gap, lone_gap = (near[1] - near[0]).item() / delta, lone - group_advantages(torch.eye(G)[:1], "grpo")[0, 1].item()
     wrong = [round(a, 3) for a in per_token["grpo"][2][mask[2]].tolist()]
     return [claim("whole-game App. A", "R = [0, 1, 0, 1]: centred advantages [-0.5, 0.5, -0.5, 0.5]", f"{A}",
                   A == [-0.5, 0.5, -0.5, 0.5]),
@@ -386,10 +391,16 @@ def check_claims(args: Args) -> list[dict]:
                   f"R = [0, 1, 0, 1], completions of 3, 5, 2 and 4 tokens: the loop's per-token advantages "
                   f"{'equal' if shared else 'differ from'} A_i on every token (0 on padding) under "
                   f"{', '.join(NAMES.values())}; GRPO's on the 2 tokens of the wrong completion 3: {wrong}", shared),
-            claim("whole-game §7.8", "when group rewards are homogeneous, the normalisation blows up or flattens",
-                  f"all-equal group: A = {same:g} (flattens, no NaN thanks to ε); with 0/1 rewards |A| is at most "
-                  f"(G-1)/√G, reached by a lone right answer: {lone:.2f} at G={G} (no blow-up)",
-                  same == 0.0 or not math.isfinite(same))]
+            claim("whole-game §7.8", "when group rewards are homogeneous (all pass or all fail), the normalisation "
+                  "flattens: with ε in the denominator every A_i is 0", f"all-equal group of G={G}: max |A| = {same:g}",
+                  same == 0.0),
+            claim("whole-game §7.8", "when group rewards are homogeneous, the normalisation blows up, read as the "
+                  "z-score without ε: 0 / 0", f"all-equal group of G={G}, ε = 0: A = {bare}", not math.isfinite(bare)),
+            claim("whole-game §7.8", "when group rewards are nearly homogeneous, the normalisation blows up, read as "
+                  "tiny differences made full-size: per unit of reward gap, the advantages lie further apart than for "
+                  "0/1 rewards", f"G={G}, one score {delta:g} below the others: its A {near[0].item():.2f} against "
+                  f"{near[1].item():.2f}, {near_gap:,.0f} per unit of reward gap; a lone right answer among 0/1 rewards: "
+                  f"{lone_gap:.2f} per unit", near_gap > lone_gap)]
 
 
 def collect_metrics(args: Args, runs: dict, before: dict) -> dict:

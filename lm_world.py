@@ -707,12 +707,14 @@ def evaluate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problem
              samples: int, max_new_tokens: int, generator: torch.Generator | None, device: torch.device | str,
              ks: tuple[int, ...] = (1,)) -> dict:
     """Held-out pass@k (temperature 1, the unbiased estimator over `samples` per problem, k ≤
-    samples), the mean completion length, and the right count per problem."""
+    samples), the mean completion length, the share of well-formed completions (right or wrong),
+    and the right count per problem."""
     repeated = [p for p in problems for _ in range(samples)]
     completions, texts = sample(model, tokenizer, [p.prompt for p in repeated], max_new_tokens, generator, device)
     correct = verifier_rewards(repeated, texts, completions.truncated).view(len(problems), samples).sum(1)
     result = {f"pass@{k}": float(np.mean([pass_at_k(samples, int(c), k) for c in correct])) for k in ks}
-    return {**result, "length": float(completions.lengths.float().mean()), "correct": correct.long().tolist()}
+    return {**result, "length": float(completions.lengths.float().mean()),
+            "well_formed": float(np.mean([well_formed(t) for t in texts])), "correct": correct.long().tolist()}
 
 
 # ------------------------------------------------------------------------ the LM scripts' flags

@@ -139,6 +139,20 @@ WHOLE_GAME = [
          (ZERO, "with a sparse 0/1 verifier most trajectories teach almost nothing: from the weak cold start (60 SFT "
                 "steps), more than half of the sampled completions earn reward 0, and with no baseline a completion "
                 "with reward 0 has G_t = 0 on every token (no gradient)")),
+    said("§2", "gradients are noisy, most trajectories teach almost nothing",
+         "with a sparse 0/1 verifier most trajectories teach almost nothing (here: under GRPO's group baseline, a "
+         "completion in a group whose rewards are all equal gets A = 0)",
+         (ZERO, "with a sparse 0/1 verifier most trajectories teach almost nothing: from the default cold start (1000 "
+                "SFT steps), more than half of the sampled completions sit in groups of G = 8 with no reward spread "
+                "(A = 0)"),
+         (ZERO, "with a sparse 0/1 verifier most trajectories teach almost nothing: from the weak cold start (60 SFT "
+                "steps), more than half of the sampled completions sit in groups of G = 8 with no reward spread "
+                "(A = 0)"), how="new"),
+    said("§2", "gradients are noisy, most trajectories teach almost nothing",
+         "with a sparse 0/1 verifier the policy gradient is noisy (here: an update's gradient varies more than its "
+         "mean is long, under each group baseline)",
+         (CRITIC, "with a sparse 0/1 verifier the gradients are noisy: under each group baseline the update's gradient "
+                  "has more variance than its mean's square (tr Cov / |E g|² above 1)"), how="new"),
     said("§2", "early training needs a cold-start policy that can occasionally succeed",
          "early training needs a cold start that can occasionally succeed (here: GRPO on the sparse verifier learns "
          "from a start that succeeds often enough, and gains nothing from one that almost never does)",
@@ -230,9 +244,11 @@ WHOLE_GAME = [
          how="re-point"),
     said("§6", "fluent, helpful initialization collapses into high-reward gibberish the RM likes",
          "without KL to the reference, optimising a learned reward drives the policy to outputs the reward model "
-         "scores high while their true quality collapses",
-         (OVER, "optimising a learned reward model over-optimises it: its score rises while the true quality "
-                "(the verifier's, on held-out problems) falls"), how="new"),
+         "scores high while their true quality collapses (here: the collapse read as held-out gold falling below the "
+         "cold start's)",
+         (OVER, "without KL to the reference, a learned reward drives a fluent policy to outputs it scores high while "
+                "their true quality collapses: after RL on the learned ORM at β = 0, the ORM's score has risen and "
+                "held-out gold has fallen below the cold start's"), how="new"),
     said("§6", "a wrong search query early poisons later book calls",
          "in tool-use RL one bad early tool call poisons the later ones, and tool-result tokens must be masked",
          not_checkable="no tool-using agent here"),
@@ -255,7 +271,9 @@ WHOLE_GAME = [
     said("§7.2", "Prefer verifiable checks",
          "against reward hacking, prefer a verifiable check to a learned score",
          (SEEDS_06, "prefer a verifiable check to a learned score: RL with the verifier in the "
-                              "reward ends above RL on the learned PRM alone (outcome GRPO (verifier))")),
+                              "reward ends above RL on the learned PRM alone (outcome GRPO (verifier))"),
+         (SEEDS_06, "prefer a verifiable check to a learned score: RL with the verifier in the reward ends above RL on "
+                    "the learned PRM alone (PRM steps, verifier on the answer step)")),
     said("§7.2", "KL-to-ref; remove cheap heuristic bonuses",
          "against reward hacking, keep KL to the reference",
          (OVER, "against reward hacking keep KL to the reference (the half checked here: no reward here has "
@@ -365,8 +383,19 @@ WHOLE_GAME = [
          not_checkable="no run refreshes the reward model on the policy's own samples (it would need new labels from "
                        "the verifier during RL, a loop this study does not have)"),
     said("§7.8", "normalization blows up or flattens",
-         "when every sample of a group scores the same, the normalised advantage either blows up or goes flat",
-         (CH05, "when group rewards are homogeneous, the normalisation blows up or flattens")),
+         "when every sample of a group scores the same, the normalised advantage goes flat (with ε in the denominator)",
+         (CH05, "when group rewards are homogeneous (all pass or all fail), the normalisation flattens: with ε in the "
+                "denominator every A_i is 0"), how="rephrase"),
+    said("§7.8", "normalization blows up or flattens",
+         "when every sample of a group scores the same, the normalised advantage blows up (read as the z-score without "
+         "ε, 0 / 0)",
+         (CH05, "when group rewards are homogeneous, the normalisation blows up, read as the z-score without ε: 0 / 0"),
+         how="new"),
+    said("§7.8", "normalization blows up or flattens",
+         "when a group's scores are nearly the same (learned or continuous scores), the normalisation blows their tiny "
+         "differences up to full-size advantages",
+         (CH05, "when group rewards are nearly homogeneous, the normalisation blows up, read as tiny differences made "
+                "full-size: per unit of reward gap, the advantages lie further apart than for 0/1 rewards"), how="new"),
     said("§7.8", "advantages near zero; all group members get similar scores",
          "groups whose members all score the same get zero advantages and give no policy gradient",
          (ZERO, "if all G samples get the same reward, the normalised advantage is zero and the policy-gradient term "
@@ -394,12 +423,12 @@ WHOLE_GAME = [
          "train/serve skew (another prompt builder at serving time) hurts; one builder for both fixes it (whether it "
          "does so silently is the next row)",
          (FAILURES, "train/serve skew poisons serving: a serving-time prompt built by another template than "
-                    "training's lowers held-out pass@1 (the fix, one builder for both, is the as-trained number; the "
-                    "essay's 'silent', no error and well-formed outputs, is not measured here)")),
+                    "training's lowers held-out pass@1 (the fix, one builder for both, is the as-trained number)")),
     said("§7.10", "train/serve skew is silent poison",
          "train/serve skew does its harm silently (no error, well-formed outputs)",
-         not_checkable="not measured: the serving study stores only pass@1 for the skewed prompt (its well-formed "
-                       "share would decide it; a new run of studies/05_failure_modes.py)", how="new"),
+         (FAILURES, "train/serve skew does its harm silently: nothing raises an error, and no fall in the well-formed "
+                    "share of the skewed prompt's completions is shown, the top of its interval below the fall in "
+                    "pass@1 (the harm)"), how="new"),
     said("§7.10", 'Agent "forgets" bookings, double-charges, contradicts earlier tool output',
          "an agent whose state omits durable memory forgets bookings and contradicts tool output",
          not_checkable="no tool-using agent here"),
@@ -465,8 +494,8 @@ OVER_LONG = [
                 "failure",
          "with γ = 1 every token of a bad response gets the same negative signal (here: the same undiscounted return "
          "on every step, and, below a baseline, the same negative advantage on every token)",
-         (DILEMMAS, "with γ = 1 and one terminal reward, every step's reward-to-go is that reward: the useless step "
-                    "gets the same +1 as the decisive one"),
+         (DILEMMAS, "with γ = 1 and one negative terminal reward, every step of the bad episode gets the same "
+                    "negative reward-to-go, whichever step caused the failure"),
          (CH05, PER_TOKEN), how="rephrase"),
     said("Why", "has variance that grows roughly linearly with episode length",
          "with a terminal reward the gradient's variance grows roughly linearly with the episode's length",
@@ -474,7 +503,8 @@ OVER_LONG = [
                     "roughly linearly with the episode's length"),
          (GRADIENT_99, "with one terminal reward (Ψ_t = R on every frame), the policy gradient's variance "
                        "grows roughly linearly with the episode's length"),
-         (LENGTHS, "with one terminal reward, the gradient's variance grows roughly linearly with the length")),
+         (LENGTHS, "with one terminal reward, the gradient's variance grows roughly linearly with the length"),
+         (CRITIC, "with a terminal reward the gradient's variance grows roughly linearly with episode length")),
     said("Why", "because the same scalar R_n multiplies every per-token log-probability gradient in the "
          "episode",
          "the cause of the variance's roughly linear growth with length: the same scalar R multiplies every per-token "
@@ -642,8 +672,13 @@ OVER_LONG = [
          "even with a group baseline the gradient's variance grows with the trace's length (our traces: 3-32 "
          "tokens, not 2,000-8,000)",
          (CRITIC, "long reasoning traces amplify variance even with baselines: under each group baseline the "
-                  "gradient's variance per unit of the advantage's mean square grows with the completion's length "
-                  "(log-log slope above 0)")),
+                  "gradient's variance grows with the completion's length (log-log slope above 0)")),
+    said("When it falls down", "Long reasoning traces amplify variance even with baselines.",
+         "even with a group baseline the gradient's variance grows with the trace's length (here read per unit of the "
+         "advantage's size, which also changes with length; our traces: 3-32 tokens)",
+         (CRITIC, "long reasoning traces amplify variance even with baselines, read per unit of the advantage's size: "
+                  "under each group baseline the gradient's variance over the advantage's mean square grows with the "
+                  "completion's length (log-log slope above 0)"), how="new"),
     said("When it falls down", "The model may converge to surface-level formatting of long chains rather than "
                                "substantively better reasoning.",
          "the model may converge to the surface form of long chains rather than better reasoning",
@@ -819,7 +854,9 @@ SURVEY = [
          (CH05, PER_TOKEN), how="rephrase"),
     said("§4.5.2", "PRMs also do not distinguish between correct but irrelevant steps and correct and decisive steps",
          "a PRM, measuring step correctness, scores a correct but irrelevant step like a correct decisive one",
-         not_checkable="our task has no correct-but-irrelevant step, one the answer does not depend on (the essay's example: restating the problem): every line feeds the answer, the policy never writes such a line, and one inserted by hand would lie outside what it learned; studies/06_progress compares the decisive step with needed but near-certain steps instead, a different question"),
+         (OVER_MARKS, "a PRM, measuring step correctness, scores a correct but irrelevant step like a correct decisive "
+                      "one (here: the lines of right completions that are true of the problem but off the worked "
+                      "solution, against the right steps)"), how="re-point"),
     said("§4.5.2", "a step might be labeled \"correct\" because a lucky rollout happened to reach the right answer",
          "automatic Monte Carlo step labels are noisy: a lucky rollout can mark a wrong step correct",
          (OVER, "automatic (Monte Carlo) step labels are noisy: a step may be labelled correct because a lucky rollout "
@@ -828,8 +865,10 @@ SURVEY = [
          "correct-and-decisive",
          "progress (the change in P(correct)) tells decisive steps from correct but irrelevant ones, which "
          "step correctness cannot",
-         not_checkable="our task has no correct-but-irrelevant step, one the answer does not depend on (the essay's example: restating the problem): every line feeds the answer, the policy never writes such a line, and one inserted by hand would lie outside what it learned; studies/06_progress compares the decisive step with needed but near-certain steps instead, a different question",
-         how="rephrase"),
+         not_checkable="the cold start's right completions hold a few correct but irrelevant lines (true of the "
+                       "problem, off the worked solution: the §4.5.2 row counts them), but no run measures progress on "
+                       "them; studies/06_progress compares the decisive step with needed but near-certain steps "
+                       "instead, a different question", how="rephrase"),
     said("§4.5.4", "requires strong inductive biases or large amounts of comparative data",
          "with hundreds of tokens per response, picking out the few decisive tokens needs strong inductive biases or "
          "much comparative data",
@@ -1148,6 +1187,11 @@ SS_GRPO = [
          "K = 2 learns less than at K = 4)",
          (ESTIMATOR, "with groups smaller than 4 the contrastive signal is weak: the estimator trained at K = 2 tells "
                     "right from failed solutions less well than at K = 4")),
+    said("Trade-offs", "If the group size is too small (K<4), the contrastive signal is weak.",
+         "with groups smaller than 4 the contrastive signal is weak (here read as: fewer groups hold both a success "
+         "and a failure to contrast)",
+         (ZERO, "with groups smaller than 4 the contrastive signal is weak: fewer groups hold both a success and a "
+                "failure (a contrast to learn from) at K = 2 than at K = 4"), how="new"),
     said("Checklist", "Start with a group size of at least 8 to ensure stable advantage normalization.",
          "groups of 8 or more make the normalised advantages stable",
          not_checkable="'stable' names no level to reach: every measure of the normalisation's noise (the share of "
@@ -1162,12 +1206,18 @@ SS_GRPO = [
          "learning the step weight from outcomes alone recovers most of a PRM's benefit (here: at our scale, the "
          "accuracy gain over GRPO of PRM-GRPO on the gold step labels)",
          (CREDIT, "SS-GRPO recovers most (over half) of the PRM's accuracy gain over GRPO"), how="rephrase"),
+    said("Summary", "we recover most of the benefits of process reward models",
+         "learning the step weight from outcomes alone recovers most of a PRM's benefit (here read as its step credit: "
+         "in a right solution, the flawed step credited below the right steps before it)",
+         (CREDIT, "SS-GRPO recovers most of the benefits of process reward models, read as their step credit: in a "
+                  "right solution, SS-GRPO credits the flawed step below the right steps before it by over half "
+                  "PRM-GRPO's gap"), how="new"),
     said("Summary", "at a fraction of the cost",
-         "learning the step weight costs a fraction of what a PRM costs",
-         not_checkable="the cost is the article's at 7B, where the estimator is tiny next to the policy; ours outweighs "
-                       "our policy, so a cost share measured here does not speak for it (as for the other cost "
-                       "figures, left out below); the article's own table, which this sentence sums up, is checked "
-                       "in the Performance rows", how="rephrase"),
+         "learning the step weight costs a fraction of what a PRM costs (read on the article's own table, which the "
+         "sentence sums up)",
+         (CREDIT, "SS-GRPO trains at a fraction of the PRM's cost, read on its table: fewer training hours and less "
+                  "inference per rollout than the PRM (24/120/28 h; 1x/1000x/1.05x for GRPO/PRM/SS-GRPO)"),
+         how="rephrase"),
 ]
 
 STATEMENTS = {"whole-game": WHOLE_GAME, "over-long-generations": OVER_LONG, "survey": SURVEY,

@@ -174,6 +174,7 @@ def as_stated(value: float, stated: str) -> bool:
 def arithmetic_claims() -> list[dict]:
     """The essays' discount arithmetic and their five-step toy, computed."""
     passed, failed = toy_reward_to_go([0, 0, 0, 0, 1]), toy_reward_to_go([0, 0, 0, 0, 0])
+    punished = toy_reward_to_go([0, 0, 0, 0, -1])
     return [
         common.claim("survey §2.1", "0.99^500 ≈ 0.0066", f"0.99^500 = {0.99**500:.4f}",
                      as_stated(0.99**500, "0.0066")),
@@ -188,6 +189,9 @@ def arithmetic_claims() -> list[dict]:
                      f"G_t of r = [0, 0, 0, 0, 1]: {passed}", all(g == 1 for g in passed)),
         common.claim("whole-game §3", "if the verifier fails (r_5 = 0), every G_t = 0",
                      f"G_t of r = [0, 0, 0, 0, 0]: {failed}", all(g == 0 for g in failed)),
+        common.claim("over-long-generations (Why)", "with γ = 1 and one negative terminal reward, every step of the "
+                     "bad episode gets the same negative reward-to-go, whichever step caused the failure",
+                     f"G_t of r = [0, 0, 0, 0, -1]: {punished}", all(g == -1 for g in punished)),
     ]
 
 

@@ -750,8 +750,9 @@ def length_claims(per_seed: list[dict]) -> list[dict]:
     lengths = [x for s in per_seed for x in s["gradient_variance"][BARE]["length"]]
     span = f"completion lengths {min(lengths):.0f}-{max(lengths):.0f}" if lengths else "no length bin with enough completions"
     score, bare = (variance_of(per_seed, name, "slope") for name in ("Ψ = 1 (the score alone)", BARE))
-    baselines = {grpo.NAMES[m]: common.seed_verdict(scaled_slopes(per_seed, grpo.NAMES[m]))
-                 for m in ("reinforce", "rloo", "grpo")}
+    names = [grpo.NAMES[m] for m in ("reinforce", "rloo", "grpo")]
+    baselines = {name: common.seed_verdict(variance_of(per_seed, name, "slope")) for name in names}
+    scaled = {name: common.seed_verdict(scaled_slopes(per_seed, name)) for name in names}
     return [
         common.claim("over-long-generations", "the score alone (Ψ = 1) is a sum of T per-token terms: its variance "
                      "grows linearly with the episode's length T",
@@ -762,12 +763,17 @@ def length_claims(per_seed: list[dict]) -> list[dict]:
                      f"Ψ = R: log-log slope of tr Cov by length bin, mean [95% interval over {n}]: {interval(bare, 2)} "
                      f"({LINEAR}) over {span} (R itself changes with length here)", common.slope_verdict(bare)[0]),
         common.claim("over-long-generations", "long reasoning traces amplify variance even with baselines: under each "
-                     "group baseline the gradient's variance per unit of the advantage's mean square grows with the "
-                     "completion's length (log-log slope above 0)",
+                     "group baseline the gradient's variance grows with the completion's length (log-log slope above 0)",
+                     f"log-log slope of tr Cov by length bin, mean [95% interval over {n}], over {span}: "
+                     + "; ".join(f"{name} {text}" for name, (_, text) in baselines.items()),
+                     common.all_parts(*[verdict for verdict, _ in baselines.values()])),
+        common.claim("over-long-generations", "long reasoning traces amplify variance even with baselines, read per "
+                     "unit of the advantage's size: under each group baseline the gradient's variance over the "
+                     "advantage's mean square grows with the completion's length (log-log slope above 0)",
                      f"log-log slope of tr Cov over the bin's mean A² (the advantage's size, which changes with length "
                      f"too, divided out) by length bin, mean [95% interval over {n}], over {span}: "
-                     + "; ".join(f"{name} {text}" for name, (_, text) in baselines.items()),
-                     common.all_parts(*[verdict for verdict, _ in baselines.values()]))]
+                     + "; ".join(f"{name} {text}" for name, (_, text) in scaled.items()),
+                     common.all_parts(*[verdict for verdict, _ in scaled.values()]))]
 
 
 def cause_claim(per_seed: list[dict]) -> dict:
@@ -823,7 +829,8 @@ def broadcast_claim(per_seed: list[dict]) -> dict:
 def relative_claims(args: Args, per_seed: list[dict]) -> list[dict]:
     """Which Ψ lowers the update's noise on the scale of its signal (tr Cov(h) / ||E h||²)? The
     log of one Ψ's over another's, paired on each seed's batch: GRPO against the bare outcome, and
-    the warmed-up critic's GAE at the largest λ against the smallest."""
+    the warmed-up critic's GAE at the largest λ against the smallest. And is the update noisy at all:
+    under each group baseline, the noise above the signal (the ratio's log above 0)?"""
     n = f"{len(per_seed)} seeds"
     bare, normalised = (variance_of(per_seed, name, "relative") for name in (BARE, "GRPO"))
     reduced, text = common.seed_verdict(np.log(bare / normalised))
@@ -833,6 +840,17 @@ def relative_claims(args: Args, per_seed: list[dict]) -> list[dict]:
         f"tr Cov(h) / ||E h||² over prompts at the cold start (h: a group's mean gradient), mean of {n}: Ψ = R "
         f"{np.mean(bare):.3g}, GRPO {np.mean(normalised):.3g}; log(Ψ = R's / GRPO's) per seed, mean [95% interval]: "
         f"{text}", reduced)]
+    names, P = [grpo.NAMES[m] for m in ("reinforce", "rloo", "grpo")], lm_world.chapter_lm_args(grpo.Args, args).prompts
+    # an update averages P prompts' group gradients: its tr Cov / ||E||² is one prompt's over P
+    noisy = {name: common.seed_verdict(np.log(variance_of(per_seed, name, "relative") / P)) for name in names}
+    claims.append(common.claim(
+        "whole-game §2", "with a sparse 0/1 verifier the gradients are noisy: under each group baseline the update's "
+        "gradient has more variance than its mean's square (tr Cov / |E g|² above 1)",
+        f"tr Cov(h) / ||E h||² over prompts at the cold start (h: a group's mean gradient), mean of {n}: "
+        + ", ".join(f"{name} {np.mean(variance_of(per_seed, name, 'relative')):.3g}" for name in names)
+        + f"; over an update's {P} prompts, log(that / {P}) per seed (above 0: the noise outweighs the signal), "
+        "mean [95% interval]: " + "; ".join(f"{name} {text}" for name, (_, text) in noisy.items()),
+        common.all_parts(*[holds for holds, _ in noisy.values()])))
     lams = variance_lambdas(args)
     if len(lams) > 1:
         largest, smallest = (variance_of(per_seed, critic_name(lam), "relative") for lam in (lams[0], lams[-1]))

@@ -386,13 +386,15 @@ def staleness_study(initial, tokenizer, rl: grpo.Args, args: Args, held_out: lis
 def skew_study(policy, tokenizer, rl: grpo.Args, held_out: list, device) -> dict:
     """Memory / state mismatch at serving time: the GRPO policy evaluated with the prompt built
     as in training, by another template, and with a fact missing (the last operation dropped
-    from the prompt; the verifier still wants the full chain's answer)."""
+    from the prompt; the verifier still wants the full chain's answer): pass@1 and the share of
+    well-formed completions, each way."""
     served = (held_out, [dataclasses.replace(p, prompt_format=SERVING_FORMAT) for p in held_out],
               # a prompt_format without {prompt} is the prompt itself: here the question minus its last step
               [dataclasses.replace(p, prompt_format=lm_world.ChainProblem(p.start, p.ops[:-1]).question)
                for p in held_out])
-    return {name: grpo.final_evaluation(policy, tokenizer, rl, problems, device)["pass@1"]
-            for name, problems in zip(SERVED, served)}
+    evaluations = {name: grpo.final_evaluation(policy, tokenizer, rl, problems, device)
+                   for name, problems in zip(SERVED, served)}
+    return {name: {key: found[key] for key in ("pass@1", "well_formed")} for name, found in evaluations.items()}
 
 
 def rejection_sampling_sft(policy, tokenizer, args: Args, samples: int, device) -> list[dict]:
@@ -852,14 +854,12 @@ def skew_claims(seeds: list[dict]) -> list[dict]:
     skew, skew_text = effect(gap(seeds, served["as trained"], served["another template"]))
     falls, falls_text = effect(gap(seeds, served["as trained"], served["last operation missing"]))
     below, below_text = effect(gap(seeds, "cold_start_pass@1", served["last operation missing"]))
-    # The runs store the harm only (no error count or well-formed share of the skewed serving),
-    # so the claim decides the poison and names the essay's "silent" as untested.
     return [common.claim("whole-game §7.10", "train/serve skew poisons serving: a serving-time prompt built by "
                          "another template than training's lowers held-out pass@1 (the fix, one builder for both, is "
-                         "the as-trained number; the essay's 'silent', no error and well-formed outputs, is not "
-                         "measured here)",
+                         "the as-trained number)",
                          f"{over(seeds)}: as trained {level(seeds, served['as trained'])}; served as "
                          f"{SERVING_FORMAT!r} {level(seeds, served['another template'])}; the fall {skew_text}", skew),
+            silent_skew_claim(seeds, skew),
             common.claim("whole-game §7.1", "state blindness: when the context drops a fact the answer needs, "
                          "performance collapses (here: with the last operation missing from the prompt, held-out pass@1 "
                          "falls below the trained policy's and below the cold start's)",
@@ -867,6 +867,24 @@ def skew_claims(seeds: list[dict]) -> list[dict]:
                          f"{level(seeds, served['last operation missing'])}; cold start "
                          f"{level(seeds, 'cold_start_pass@1')}; the fall from the trained policy {falls_text}, from "
                          f"the cold start {below_text}", common.all_parts(falls, below))]
+
+
+def silent_skew_claim(seeds: list[dict], harms: bool | None) -> dict:
+    """Is the skew's harm silent? Nothing here can raise an error (a prompt is text), so the outputs'
+    shape decides: yes where the skewed prompt's fall in the well-formed share is none beyond the harm
+    (its interval's top below the mean fall in pass@1), no where it lies above 0 (the outputs break,
+    visibly). Only where the skew harms (`harms`, the poison claim's verdict): premise not met otherwise."""
+    shape = {name: f"served[{name}]_well_formed" for name in SERVED}
+    harm = float(np.mean(gap(seeds, "served[as trained]_pass@1", "served[another template]_pass@1")))
+    silent, text = none_beyond(gap(seeds, shape["as trained"], shape["another template"]), harm,
+                               "the mean fall in pass@1")
+    measured = (f"{over(seeds)}: well-formed share as trained {level(seeds, shape['as trained'])}, served as "
+                f"{SERVING_FORMAT!r} {level(seeds, shape['another template'])}; its fall {text}")
+    if harms is not True:
+        measured += " (premise not met: the skew is not shown to lower pass@1, so there is no harm to hide)"
+    return common.claim("whole-game §7.10", "train/serve skew does its harm silently: nothing raises an error, and no "
+                        "fall in the well-formed share of the skewed prompt's completions is shown, the top of its "
+                        "interval below the fall in pass@1 (the harm)", measured, silent if harms is True else None)
 
 
 def sparse_key(name: str, measure: str = "pass@1") -> str:
@@ -1147,7 +1165,7 @@ def collect_metrics(rl: grpo.Args, before: dict, sweep: dict, stale: dict, skew:
         metrics[f"staleness[{name}]_worst_regression"] = worst_regression(run)
         metrics |= {f"staleness[{name}]_{key}": history_mean(run, key)
                     for key in ("clip_fraction", "policy_drift", "policy_age")}
-    metrics |= {f"served[{name}]_pass@1": value for name, value in skew.items()}
+    metrics |= {f"served[{name}]_{key}": value for name, found in skew.items() for key, value in found.items()}
     for study, runs in (("sparse", sparse), ("poor_reference", poor)):
         for name, run in runs.items():
             metrics |= {f"{study}[{name}]_pass@{k}": run["final"][f"pass@{k}"] for k in rl.ks}

@@ -287,7 +287,8 @@ def falls_with_G(seeds: list[dict], policy: str, args: Args) -> tuple[bool | Non
 
 def group_size_claims(args: Args, seeds: list[dict]) -> list[dict]:
     """Larger groups, fewer without spread (whole-game §7.3): every step up in G, from both cold
-    starts; and G = 8 against G = 4 (SS-GRPO's checklist), from the default one."""
+    starts; and, from the default one, G = 8 against G = 4 (SS-GRPO's checklist) and K = 2 against
+    K = 4 (SS-GRPO's trade-offs: a group without spread holds no success-failure contrast)."""
     where = (f"share of zero-spread groups, {args.problems} training problems and {args.samples} completions each "
              f"per seed, mean [95% interval over {len(seeds)} seeds]")
     (default, default_text), (weak, weak_text) = (falls_with_G(seeds, p, args) for p in POLICIES[:2])
@@ -297,12 +298,17 @@ def group_size_claims(args: Args, seeds: list[dict]) -> list[dict]:
         "signal: the share of zero-spread groups falls at each step up in G, from the default and the weak cold start",
         f"{where}: {default_text}. {weak_text}" if several else "premise not met: one group size",
         common.all_parts(default, weak) if several else None)]
-    if {4, 8} <= set(args.group_list):
-        holds, text = decide(np.subtract(shares(seeds, "cold start", args, 4), shares(seeds, "cold start", args, 8)))
-        claims.append(common.claim(
-            "this study", "fewer groups have no reward spread (no advantage to normalise) at G = 8 than at G = 4 (the "
-            "SS-GRPO checklist's 'at least 8' asks for stability, which names no level: not checked here)",
-            f"{where}, default cold start: at G = 4 minus at G = 8 {text}", holds))
+    pairs = {(4, 8): ("this study", "fewer groups have no reward spread (no advantage to normalise) at G = 8 than at "
+                               "G = 4 (the SS-GRPO checklist's 'at least 8' asks for stability, which names no level: "
+                               "not checked here)"),
+             (2, 4): ("SS-GRPO article (Trade-offs)", "with groups smaller than 4 the contrastive signal is weak: "
+                      "fewer groups hold both a success and a failure (a contrast to learn from) at K = 2 than at K = 4")}
+    for (small, large), (source, statement) in pairs.items():
+        if {small, large} <= set(args.group_list):
+            holds, text = decide(np.subtract(shares(seeds, "cold start", args, small),
+                                             shares(seeds, "cold start", args, large)))
+            claims.append(common.claim(source, statement, f"{where}, default cold start: at G = {small} minus at "
+                                       f"G = {large} {text}", holds))
     return claims
 
 

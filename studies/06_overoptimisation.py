@@ -1578,6 +1578,27 @@ def ppo_claim(seeds: list[dict]) -> dict:
                  holds)
 
 
+def irrelevant_marks_claim(seeds: list[dict]) -> dict:
+    """Survey §4.5.2: does a PRM, measuring step correctness, score a correct but irrelevant step (the
+    creative lines: true of the problem, off the worked solution, so the answer does not rest on them) like a
+    correct decisive one? Its premise is a PRM of correctness; ours learns the gold step labels, which mark
+    every creative line wrong (`step_marks`' creative are the true lines the labels call wrong): premise not
+    met wherever a seed has such a line, the marks shown; not shown where none has."""
+    found = [s["marks"] for s in seeds]
+    lines = ", ".join(f"{f['creative']}" for f in found)
+    premise = ("premise not met: the PRM here learns the gold step labels, which call a line right only on the "
+               f"worked solution: they mark every one of the creative lines wrong ({lines} per seed), so it measures "
+               "being on the solution path, not correctness" if any(f["creative"] for f in found) else
+               "no seed's right completions hold a creative line: nothing to score")
+    return claim("survey §4.5.2", "a PRM, measuring step correctness, scores a correct but irrelevant step like a "
+                 "correct decisive one (here: the lines of right completions that are true of the problem but off "
+                 "the worked solution, against the right steps)", f"{premise}; for the record, the learned PRM's marks "
+                 "(P(step right) > 1/2) per seed: creative lines marked wrong "
+                 + ", ".join(f"{f['creative_marked_wrong']} of {f['creative']}" for f in found)
+                 + "; right steps marked wrong "
+                 + ", ".join(f"{f['right_marked_wrong']} of {f['right_steps']}" for f in found), None)
+
+
 def marked(found: list[dict], errors: str, steps: str) -> tuple[bool | None, str]:
     """One of the PRM's errors, exact, per seed (`step_marks`' counts): yes where every seed's PRM makes
     it, no where none does, else None; premise not met where a seed has none of those steps to mark."""
@@ -1746,6 +1767,7 @@ def overoptimisation_claims(seeds: list[dict]) -> list[dict]:
     rise, rise_text = over_seeds([f["gold_rise"] for f in free])
     fall, fall_text = over_seeds([f["gold_fall"] for f in free])
     up, up_text = over_seeds([f["proxy_rise"] for f in free])
+    collapse, collapse_text = over_seeds([f["gold_start"] - f["gold_end"] for f in free])
     m = seed_mean(free)
     course = (f"held-out gold {m['gold_start']:.3f} at the start, {m['gold_peak']:.3f} at the update the verifier's "
               f"pass rate on the training batches picks (update {', '.join(str(f['peak_step']) for f in free)}), "
@@ -1766,7 +1788,12 @@ def overoptimisation_claims(seeds: list[dict]) -> list[dict]:
                   "GRPO on the learned ORM at β = 0, stopped at the update that the verifier's pass rate on the "
                   "training batches (problems apart from the held-out ones reported) picks: held-out gold there minus "
                   f"at the end {fall_text} ({legend(seeds)}); {course}", fall),
-            *gao_claims(seeds), *kl_claims(seeds, fall)]
+            *gao_claims(seeds), *kl_claims(seeds, fall),
+            claim("whole-game §6", "without KL to the reference, a learned reward drives a fluent policy to outputs it "
+                  "scores high while their true quality collapses: after RL on the learned ORM at β = 0, the ORM's score "
+                  "has risen and held-out gold has fallen below the cold start's", f"GRPO on the learned ORM at β = 0: "
+                  f"the ORM's score at the end minus at the start {up_text}; held-out gold at the start minus at the end "
+                  f"{collapse_text} ({legend(seeds)}); {course}", common.all_parts(up, collapse))]
 
 
 def within_bon(rl: dict, bon: dict) -> dict:
@@ -1949,7 +1976,8 @@ def gold_claim(seeds: list[dict]) -> dict:
 
 
 CHECK_CLAIMS = {"hacking": (hacking_claim,), "pairs": (pairs_claim,), "ppo": (ppo_claim,),
-                "marks": (wrong_marks_claim, right_marks_claim, creative_marks_claim), "broadcast": (broadcast_claim,),
+                "marks": (wrong_marks_claim, right_marks_claim, creative_marks_claim, irrelevant_marks_claim),
+                "broadcast": (broadcast_claim,),
                 "ensemble": (ensemble_claim,), "betas": (small_beta_claim, gibberish_claim), "gold": (gold_claim,)}
 
 

@@ -767,6 +767,7 @@ def article_claims(n: dict, summary: dict) -> list[dict]:
     """The article's numbers against each other (n = article_numbers), no training involved."""
     table = ARTICLE
     hours = "/".join(f"{table[m][1]:g}" for m in ("grpo", "prm_grpo", "ss_grpo"))
+    inference = "/".join(f"{table[m][2]:g}x" for m in ("grpo", "prm_grpo", "ss_grpo"))
     table_overhead = table["ss_grpo"][2] - table["grpo"][2]
     figures = {"5% of rollout generation (Performance)": ARTICLE_ROLLOUT_OVERHEAD,
                f"{table['ss_grpo'][2]:g}x inference per rollout (its table)": table_overhead}
@@ -791,6 +792,12 @@ def article_claims(n: dict, summary: dict) -> list[dict]:
               f"({table['ss_grpo'][1]:g} - {table['grpo'][1]:g})/({table['prm_grpo'][1]:g} - {table['grpo'][1]:g}) h "
               f"= {n['article_cost_share_incremental']:.1%}: the only reading that gives {ARTICLE_COST:.0%}",
               round(n["article_cost_share_incremental"], 2) == ARTICLE_COST),
+        claim("SS-GRPO article, Summary", "SS-GRPO trains at a fraction of the PRM's cost, read on its table: fewer "
+              f"training hours and less inference per rollout than the PRM ({hours} h; {inference} for "
+              "GRPO/PRM/SS-GRPO)", f"{table['ss_grpo'][1]:g}/{table['prm_grpo'][1]:g} h = "
+              f"{n['article_cost_share_total']:.1%}; {table['ss_grpo'][2]:g}/{table['prm_grpo'][2]:g} inference = "
+              f"{table['ss_grpo'][2] / table['prm_grpo'][2]:.2%} (exact)",
+              table["ss_grpo"][1] < table["prm_grpo"][1] and table["ss_grpo"][2] < table["prm_grpo"][2]),
         claim("SS-GRPO article, Engineering decisions", "the tiny estimator keeps the overhead below "
               f"{ARTICLE_INFERENCE_OVERHEAD:.0%} of LLM inference, read as the article's own stated overheads "
               "(each below it)", f"the estimator's overhead as the article states it elsewhere (inference or rollout "
@@ -1104,18 +1111,19 @@ def gains(per_seed: dict) -> tuple[np.ndarray, np.ndarray]:
     return passes["ss_grpo"] - passes["grpo"], passes["prm_grpo"] - passes["grpo"]
 
 
-def gain_share(lead: np.ndarray, gain: np.ndarray, share: float) -> tuple[bool | None, str]:
+def gain_share(lead: np.ndarray, gain: np.ndarray, share: float, what: str = "gain over GRPO") -> tuple[bool | None, str]:
     """Does SS-GRPO's gain over GRPO (`lead`) reach `share` of the PRM's (`gain`), per seed? Undetermined where
-    the PRM's gain is not above 0: premise not met where it lies below 0, inconclusive where the seeds cannot tell."""
+    the PRM's gain is not above 0: premise not met where it lies below 0, inconclusive where the seeds cannot tell.
+    (`what` names the gain: held-out pass@1 by default.)"""
     gained, gain_text = decided(gain)
     if gained is False:  # no gain to share
-        return None, (f"premise not met: the gold PRM-GRPO's gain over GRPO, {gain_text}, lies below 0, so there is "
-                      "no gain to share")
+        return None, (f"premise not met: the gold PRM-GRPO's {what}, {gain_text}, lies below 0, so there is "
+                      "nothing to share")
     if gained is None:  # a gain the seeds cannot tell from 0: a share of it is undetermined
-        return None, f"the gold PRM-GRPO's gain over GRPO, {gain_text}, cannot be told from 0, so no share of it can be read"
+        return None, f"the gold PRM-GRPO's {what}, {gain_text}, cannot be told from 0, so no share of it can be read"
     holds, text = decided(lead - share * gain)  # SS-GRPO's gain minus the share of the PRM's, per seed
-    return holds, (f"SS-GRPO's gain over GRPO {np.mean(lead):+.3f}, the PRM's {gain_text}; SS-GRPO's share of it "
-                   f"{np.mean(lead) / np.mean(gain):.0%}; its gain minus {share:.0%} of the PRM's, per seed: {text} "
+    return holds, (f"SS-GRPO's {what} {np.mean(lead):+.3f}, the PRM's {gain_text}; SS-GRPO's share of it "
+                   f"{np.mean(lead) / np.mean(gain):.0%}; its {what} minus {share:.0%} of the PRM's, per seed: {text} "
                    f"(yes: at least {share:.0%})")
 
 
@@ -1137,7 +1145,8 @@ def cheaper_than_mc_prm(per_seed: dict, mc_rollouts: int) -> tuple[bool | None, 
 def summary_claims(per_seed: dict, mc_rollouts: int) -> list[dict]:
     """The article's summary, both halves per seed in one claim: most of a PRM's benefit (over half of its
     accuracy gain over GRPO, as accuracy_claims reads it) at a fraction of its cost (less training compute than a
-    PRM labelled by Monte Carlo); and the cost half in its own claim, which needs no PRM-GRPO run."""
+    PRM labelled by Monte Carlo); the cost half in its own claim, which needs no PRM-GRPO run; and the benefit
+    read as step credit: over half of the PRM's gap between a right solution's right steps and its flawed one."""
     if not {"grpo", "ss_grpo"} <= set(per_seed):
         return []
     source = "SS-GRPO article, Summary"
@@ -1147,7 +1156,17 @@ def summary_claims(per_seed: dict, mc_rollouts: int) -> list[dict]:
     if "prm_grpo" not in per_seed:
         return [cost]
     most, most_text = gain_share(*gains(per_seed), MOST)
-    return [claim(
+    # the step credit's benefit is where it goes within a solution (GRPO's broadcast gives every step the same): the
+    # right steps' credit minus the flawed step's, not the flawed step's level, which any w < 1 lowers
+    gap = {m: of(per_seed, m, "flawed_right_steps_credit") - of(per_seed, m, "flawed_step_credit")
+           for m in ("prm_grpo", "ss_grpo")}
+    moved, moved_text = gain_share(gap["ss_grpo"], gap["prm_grpo"], MOST,
+                                   "credit on the right steps minus on the flawed step")
+    credit = claim(source, "SS-GRPO recovers most of the benefits of process reward models, read as their step "
+                   "credit: in a right solution, SS-GRPO credits the flawed step below the right steps before it by "
+                   "over half PRM-GRPO's gap", "right completions with a wrong line in mixed groups (second half of "
+                   f"training; shares of GRPO's A_i, whose broadcast leaves no gap): {moved_text}", moved)
+    return [credit, claim(
         source, "SS-GRPO recovers most of the benefits of process reward models at a fraction of the cost: most (over "
         "half) of the PRM's accuracy gain over GRPO, at less training compute than a PRM labelled by Monte Carlo",
         f"most of the gain: {most_text}; at a fraction of the cost: {cheaper_text}",

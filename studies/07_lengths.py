@@ -512,11 +512,12 @@ def waste_claim(args: Args, by_seed: dict, inside: bool) -> dict:
 
 
 def sparse_premise(args: Args, zero_spread: dict) -> tuple[bool | None, str]:
-    """Is the reward sparse at the longest chain, as the mitigation statement assumes? The sparse-reward
-    study's premise (studies/05_failure_modes.py): more than half of GRPO's groups without reward
-    spread, counted on the groups flat GRPO sampled over its updates (`zero_spread`: the share by
-    seed). Met where the interval of share - 1/2 over seeds lies above 0, not met where it lies below 0,
-    else not shown (None)."""
+    """Is the reward sparse at the longest chain, as the mitigation statement assumes? The essay's cause,
+    "no learning signal until pass@k luck", is a group without reward spread (A = 0 on all of it), so the
+    premise is read on the groups flat GRPO sampled over its updates (`zero_spread`: the share by seed),
+    as the sparse-reward study's (studies/05_failure_modes.py). Not met where the interval of share - 1/2
+    over seeds lies below 0: most groups then carry a signal, whatever stricter "almost all" is meant;
+    met where it lies above 0 (the least "no signal" can mean: most groups without one); else not shown."""
     seeds = sorted(zero_spread)
     share = [zero_spread[s] for s in seeds]
     sparse, text = common.seed_verdict(np.subtract(share, 0.5))

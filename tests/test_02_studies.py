@@ -243,12 +243,14 @@ def test_an_essays_figure_is_met_to_the_precision_it_is_written_with(value, stat
 
 def test_claims_the_discount_arithmetic_is_checked_and_each_claim_names_its_source():
     claims = dilemma_script.arithmetic_claims()
-    assert [c["holds"] for c in claims] == [True, False, True, True, True]  # 0.999^999 is 0.37, not 0.00043
+    assert [c["holds"] for c in claims] == [True, False, True, True, True, True]  # 0.999^999 is 0.37, not 0.00043
     assert [c["source"] for c in claims] == ["survey §2.1", "survey §3", "over-long-generations",
-                                             "whole-game §3 (and App. A)", "whole-game §3"]
+                                             "whole-game §3 (and App. A)", "whole-game §3",
+                                             "over-long-generations (Why)"]
     assert "0.99^500" in claims[0]["claim"] and "0.99^500 = 0.0066" in claims[0]["measured"]
     assert "7,748 steps at γ = 0.999" in claims[1]["measured"] and "771 at γ = 0.99" in claims[1]["measured"]
     assert "[1.0, 1.0, 1.0, 1.0, 1.0]" in claims[3]["measured"]
+    assert "[-1.0, -1.0, -1.0, -1.0, -1.0]" in claims[5]["measured"]  # a failure's -1 on every step
 
 
 def test_decay_steps_inverts_the_discount():
@@ -395,7 +397,7 @@ def test_dilemmas_smoke_run_writes_results_and_figures(tmp_path, read_results):
     data = read_results(tmp_path / "results.json")
     for name in ("dilemmas.png", "diagram4.png"):
         assert (tmp_path / name).stat().st_size > 1000
-    assert data["metrics"] == common.json_ready(result["metrics"]) and len(data["claims"]) == 11
+    assert data["metrics"] == common.json_ready(result["metrics"]) and len(data["claims"]) == 12
     metrics = data["metrics"]
     table = metrics.pop("tables")["dilemmas"]
     assert all(np.isfinite(v) for v in metrics.values())

@@ -132,16 +132,20 @@ def test_the_roughly_linear_claims_read_each_seeds_slope_against_the_band(slopes
     names = ["Ψ = 1 (the score alone)", "Ψ = R (no baseline)"] + [ppo.grpo.NAMES[m] for m in ("reinforce", "rloo", "grpo")]
     per_seed = [{"gradient_variance": {name: {"slope": k, "length": [4.0, 30.0], "variance": [1.0, 1.0],
                                               "psi_square": [1.0, 1.0]} for name in names}} for k in slopes]
-    score, bare, _ = ppo.length_claims(per_seed)
+    score, bare, *_ = ppo.length_claims(per_seed)
     assert score["holds"] is holds and bare["holds"] is holds and "roughly linear: within 0.5-1.5" in score["measured"]
 
 
-@pytest.mark.parametrize("square,holds", [([1.0, 1.0], True), ([1.0, 2.0], None), ([1.0, 4.0], False)])
-def test_the_baselines_claim_divides_each_bins_variance_by_the_advantages_mean_square(square, holds):
-    """tr Cov doubles from the short bin to the long one; an advantage whose mean square doubles too
-    explains all of it (slope 0: cannot tell), one that quadruples more than all (the rest falls)."""
-    found = verdicts(seeds(psi_square={name: square for name in BASELINES}))["baselines"]
-    assert found["holds"] is holds and "tr Cov over the bin's mean A²" in found["measured"]
+@pytest.mark.parametrize("slope,holds", [(1.0, True), (0.0, None), (-1.0, False)])
+def test_the_baselines_claims_read_each_baselines_raw_slope_and_its_slope_per_unit_of_a_squared(slope, holds):
+    """Each group baseline's own log-log slope of tr Cov on length decides the first (one seed jitter of
+    0.01: a slope of 0 cannot be told from 0); the slope with the advantage's mean square divided out of
+    each bin decides the second (here the mean square quadruples while tr Cov doubles: slope -1)."""
+    found = verdicts(seeds(slopes={name: slope for name in BASELINES},
+                           psi_square={name: [1.0, 4.0] for name in BASELINES}))
+    raw, scaled = found["baselines"], found["baselines scaled"]
+    assert raw["holds"] is holds and f"GRPO {common.seed_verdict(slope + np.array([-0.01, 0, 0.01]))[1]}" in raw["measured"]
+    assert scaled["holds"] is False and "GRPO -1 [-1, -1]" in scaled["measured"]
 
 
 def test_any_over_verdicts():
@@ -206,11 +210,13 @@ def verdicts(per_seed: list[dict]) -> dict:
     claims = ppo.all_claims(ppo.Args(), per_seed)
     keys = {"the score alone (Ψ = 1) is a sum": "score", "with a terminal reward": "terminal",
             "because the same scalar R multiplies": "cause", "broadcast to every token gives high-variance": "broadcast",
-            "even with baselines": "baselines", "normalising within the group": "normalising",
+            "even with baselines: under each group baseline the gradient's variance grows": "baselines",
+            "read per unit of the advantage's size": "baselines scaled", "normalising within the group": "normalising",
             "bias-variance dial": "lambda", "memory footprint": "memory", "systematic lies": "lies",
             "prefer GAE": "prefer", "PPO (critic, GAE)": "fallback critic", "value head on the policy": "fallback head",
             "with PPO and a terminal reward, too": "same advantage", "the credit is diluted": "dilution",
-            "the same advantage on the tokens that mattered": "focus", "the signal of the tokens that mattered (the decisive": "few"}
+            "the same advantage on the tokens that mattered": "focus", "the signal of the tokens that mattered (the decisive": "few",
+            "the gradients are noisy": "noisy"}
     found = {key: c for c in claims for text, key in keys.items() if text in c["claim"]}
     assert len(found) == len(claims) == len(keys)
     return found
@@ -221,7 +227,7 @@ def test_each_claim_on_its_default_values():
     assert {key: c["holds"] for key, c in found.items()} == {
         "score": True, "terminal": True, "cause": True, "broadcast": True, "baselines": True, "normalising": True, "lambda": True, "memory": True,
         "lies": True, "prefer": None, "fallback critic": True, "fallback head": None, "same advantage": False,
-        "dilution": True, "focus": True, "few": True}
+        "dilution": True, "focus": True, "few": True, "noisy": True, "baselines scaled": True}
     assert found["prefer"]["measured"].startswith("premise not met: the critic is not one to trust (its error at "
                                                   "step boundaries, net of the rollouts' noise, is not 0); the "
                                                   "episodes are neither long nor semi-dense; PPO (critic")
@@ -233,12 +239,13 @@ def test_each_claim_on_its_default_values():
 
 
 def test_the_length_claims_flip_with_their_slopes_and_relative_variances():
-    found = verdicts(seeds(slopes={SCORE: 2.0, NO_BASELINE: 1.7}, psi_square={"RLOO": [1.0, 4.0]},
+    found = verdicts(seeds(slopes={SCORE: 2.0, NO_BASELINE: 1.7, "RLOO": -1.0},
                            relative={"GRPO": 150.0, "critic GAE λ=0.95": 300.0}, every_over_one=[5.0, 5.0]))
     assert {key: found[key]["holds"] for key in ("score", "terminal", "cause", "baselines", "normalising", "lambda")} == {
         "score": False, "terminal": False, "cause": False, "baselines": False, "normalising": False, "lambda": False}
+    assert verdicts(seeds(relative={"RLOO": 0.5}))["noisy"]["holds"] is False  # one baseline's signal outweighs its noise
     # one baseline that cannot tell leaves the claim open; with no signal, no verdict; no ratio on a seed, no verdict
-    found = verdicts(seeds(psi_square={"RLOO": [1.0, 0.0]}, relative={"GRPO": math.nan}, every_over_one=[math.nan, 5.0]))
+    found = verdicts(seeds(slopes={"RLOO": 0.0}, relative={"GRPO": math.nan}, every_over_one=[math.nan, 5.0]))
     assert found["baselines"]["holds"] is None and found["normalising"]["holds"] is None
     assert found["cause"]["holds"] is None
 
@@ -358,7 +365,7 @@ def test_the_critic_study_runs_with_smoke(tmp_path, read_results):
     assert "value_loss" in data["per_seed"][0]["runs"]["ppo"]["history"][0]
     assert [row[0] for row in tables["critic_truth"]["rows"]] == list(data["per_seed"][0]["critic_truth"])
     assert tables["runs"]["rows"][1][2].startswith(f"{data['metrics']['grpo_pass@1']:.3f} [")
-    assert len(data["claims"]) == 16
+    assert len(data["claims"]) == 18
     # --reanalyse: the same claims again from what the run stored, nothing trained
     assert ppo.main(ppo.Args(reanalyse=str(out / "results.json")))["claims"] == data["claims"]
     variance = data["per_seed"][0]["gradient_variance"]

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 
+import common
 import lm_world
 from lm_pins import tiny_model
 
@@ -165,13 +166,15 @@ def test_the_skew_study_serves_each_problem_three_ways(monkeypatch):
 
     def fake_final(policy, tokenizer, args, problems, device):
         seen[len(seen)] = [p.prompt for p in problems]
-        return {"pass@1": 0.5 / len(seen)}
+        return {"pass@1": 0.5 / len(seen), "well_formed": 1 - 0.1 * len(seen), "length": 9.0}
 
     monkeypatch.setattr(grpo, "final_evaluation", fake_final)
     problems = [lm_world.ChainProblem(12, (("+", 7), ("*", 3))), lm_world.ChainProblem(5, (("-", 2),))]
     skew = fm.skew_study(None, None, grpo.Args(), problems, "cpu")
     assert seen == {0: ["12+7*3\n", "5-2\n"], 1: ["Q: 12+7*3\nA:\n", "Q: 5-2\nA:\n"], 2: ["12+7\n", "5\n"]}
-    assert skew == {"as trained": 0.5, "another template": 0.25, "last operation missing": 0.5 / 3}
+    assert skew == {"as trained": {"pass@1": 0.5, "well_formed": 0.9},
+                    "another template": {"pass@1": 0.25, "well_formed": 0.8},
+                    "last operation missing": {"pass@1": 0.5 / 3, "well_formed": 0.7}}
 
 
 def test_sample_quality_counts_distinct_well_formed_and_step_writing_samples(monkeypatch):
@@ -379,6 +382,7 @@ def world(**changes) -> list[dict]:
         "staleness[age 8, ignore]_policy_drift": 0.05, "staleness[age 8, importance]_clip_fraction": 0.01,
         "served[as trained]_pass@1": 0.5, "served[another template]_pass@1": 0.01,
         "served[last operation missing]_pass@1": 0.01,
+        "served[as trained]_well_formed": 0.98, "served[another template]_well_formed": 0.98,  # the harm is silent
         "sparse[GRPO]_zero_spread": 0.93, "sparse[weak cold start]_pass@1": 0.006, "sparse[GRPO]_pass@1": 0.006,
         "sparse[weak cold start]_unsolved": 0.9, "sparse[rejection sampling]_pass@1": 0.02,
         "sparse[rejection sampling, then GRPO]_pass@1": 0.05, "sparse[rejection sampling]_kept": 40,
@@ -411,7 +415,7 @@ def verdict(seeds: list[dict], words: str) -> bool | None:
 def test_in_a_world_where_every_statement_holds_every_claim_says_yes():
     seeds = world()
     found = verdicts(seeds)
-    assert len(found) == 19 and all(holds is True for holds in found.values()), found
+    assert len(found) == 20 and all(holds is True for holds in found.values()), found
     claims = fm.check_claims(grpo.Args(beta=0.04), fm.Args(betas="0,0.5", stale_lags="8"), seeds)
     assert all("95% interval over 4 seeds" in c["measured"] for c in claims)
     assert "rollouts 8 updates old" in " ".join(c["claim"] for c in claims)
@@ -427,7 +431,8 @@ def test_in_a_world_where_every_statement_holds_every_claim_says_yes():
     ("unstable", {"staleness[age 8, ignore]_worst_regression": 0.0}),
     ("limit the off-policy lag", {"staleness[age 8, ignore]_pass@1": 0.6}),
     ("importance ratios", {"staleness[age 8, importance]_pass@1": 0.3}),
-    ("train/serve skew", {"served[another template]_pass@1": 0.6}),
+    ("train/serve skew poisons", {"served[another template]_pass@1": 0.6}),
+    ("harm silently", {"served[another template]_well_formed": 0.6}),      # the outputs break, visibly
     ("peaked-and-usually-right", {"kl_study[beta=0.04]_distinct": 0.6}),   # more diverse than the cold start
     ("peaked-and-usually-right", {"grpo_beta0.04_pass@1": 0.2}),           # less often right
     ("peaked-and-usually-right", {"grpo_beta0.04_pass@1": 0.4}),           # more often right, but not usually
@@ -452,10 +457,18 @@ def test_each_claim_says_no_where_its_quantity_runs_the_other_way(words, changes
     ("wrong reference", "poor_reference[poor reference]_pass@1", 0.39),
     ("writes the worked steps", "poor_reference[poor reference]_writes_steps", 0.79),
     ("stays stuck", "grpo_beta0.5_pass@1", 0.27),  # no gain, but the interval reaches past the default's gain
+    ("harm silently", "served[another template]_well_formed", 0.8),  # a fall the seeds cannot size against the harm
 ])
 def test_an_effect_the_seeds_cannot_tell_from_zero_is_inconclusive(words, key, mean):
     spread = mean + np.array([0.3, -0.3, 0.2, -0.2])
     assert verdict(world(**{key: spread}), words) is None
+
+
+def test_a_skew_that_does_no_harm_leaves_its_silence_as_premise_not_met():
+    seeds = world(**{"served[another template]_pass@1": 0.5, "served[another template]_well_formed": 0.98})
+    claim = next(c for c in fm.check_claims(grpo.Args(beta=0.04), fm.Args(betas="0,0.5", stale_lags="8"), seeds)
+                 if "harm silently" in c["claim"])
+    assert claim["holds"] is None and common.verdict_word(claim) == "premise not met"
 
 
 def test_right_about_half_the_time_leaves_usually_right_undecided_though_pass1_rose():
@@ -595,7 +608,7 @@ def test_the_claims_follow_the_parts_a_run_measured():
     def sources(parts: str) -> list[str]:
         return [c["source"] for c in fm.check_claims(rl, fm.Args(betas="0,0.5", stale_lags="8", parts=parts), seeds)]
     modes = sources("modes")
-    assert len(modes) == 19 and sources("curriculum,modes,blame") == modes + ["whole-game §1", "whole-game §7.3"]
+    assert len(modes) == 20 and sources("curriculum,modes,blame") == modes + ["whole-game §1", "whole-game §7.3"]
     assert sources("curriculum") == ["whole-game §7.3"]
 
 

@@ -445,7 +445,8 @@ def test_final_evaluation_uses_the_same_draws_before_and_after_with_every_k(monk
 
 # ------------------------------------------------------------------------------ claims
 CLAIM_KEYS = {"appendix A": "R = [0, 1, 0, 1]: centred", "appendix A RLOO": "R = [0, 1, 0, 1]: RLOO", "GAE": "GAE is the default", "per token": "every token of a "
-              "completion", "homogeneous": "homogeneous"}
+              "completion", "flattens": "normalisation flattens", "0/0": "without ε: 0 / 0",
+              "tiny differences": "tiny differences made full-size"}
 
 
 def verdicts(claims):
@@ -461,11 +462,13 @@ def test_claim_verdicts_on_the_chapters_estimators():
     that need training decide over seeds in studies/05_seeds.py)."""
     claims = grpo.check_claims(grpo.Args(group_size=4))
     assert verdicts(claims) == {"appendix A": True, "appendix A RLOO": True, "GAE": False, "per token": True,
-                                "homogeneous": True}
+                                "flattens": True, "0/0": True, "tiny differences": True}
     assert [c["source"] for c in claims] == ["whole-game App. A", "whole-game App. A", "survey §4.1.1",
-                                             "whole-game §4; over-long-generations, GRPO", "whole-game §7.8"]
+                                             "whole-game §4; over-long-generations, GRPO"] + ["whole-game §7.8"] * 3
     assert [c["measured"] for c in claims[:2]] == ["[-0.5, 0.5, -0.5, 0.5]", "0.6667"]
-    assert "A = 0 " in claims[4]["measured"] and "1.50 at G=4" in claims[4]["measured"]  # (G-1)/√G
+    assert claims[4]["measured"] == "all-equal group of G=4: max |A| = 0" and "A = nan" in claims[5]["measured"]
+    # a lone right answer: 1 / std = 2 per unit (std 0.5); one score 0.001 below: 1 / (std + ε), std = 0.0005
+    assert "1,667 per unit of reward gap" in claims[6]["measured"] and "2.00 per unit" in claims[6]["measured"]
     # the wrong completion 3 of 2 tokens: GRPO's -0.5 / (sqrt(1/3) + ε) on both
     assert "2 tokens of the wrong completion 3: [-0.866, -0.866]" in claims[3]["measured"]
 
@@ -502,21 +505,23 @@ def test_the_appendix_a_verdict_fails_when_rloo_is_off(monkeypatch):
     """The hand case must hold to the digit: an RLOO advantage of 0.5 instead of 2/3 is no match."""
     shared = grpo.group_advantages
 
-    def rloo_off(rewards, method):
-        return shared(rewards, method) * (0.75 if method == "rloo" else 1.0)
+    def rloo_off(rewards, method, eps=1e-4):
+        return shared(rewards, method, eps) * (0.75 if method == "rloo" else 1.0)
 
     monkeypatch.setattr(grpo, "group_advantages", rloo_off)
     found = verdicts(grpo.check_claims(grpo.Args()))
     assert found["appendix A RLOO"] is False and found["appendix A"] is True
 
 
-@pytest.mark.parametrize("advantage,holds", [
-    (lambda r, m: (r - r.mean(1, keepdim=True)) / r.std(1, keepdim=True), True),  # no ε: 0/0 blows up
-    (lambda r, m: r - 0.5, False),  # an all-equal group keeps a non-zero advantage: neither
+@pytest.mark.parametrize("advantage,expected", [
+    (lambda r, m, eps=1e-4: (r - r.mean(1, keepdim=True)) / r.std(1, keepdim=True), (False, True, True)),  # ε ignored
+    (lambda r, m, eps=1e-4: r - r.mean(1, keepdim=True), (True, False, False)),  # centred only: no division at all
+    (lambda r, m, eps=1e-4: r - 0.5, (False, False, False)),  # an all-equal group keeps a non-zero advantage
 ])
-def test_the_homogeneous_group_verdict_follows_the_all_equal_groups_advantage(monkeypatch, advantage, holds):
+def test_the_homogeneous_group_verdicts_follow_the_normalisation(monkeypatch, advantage, expected):
     monkeypatch.setattr(grpo, "group_advantages", advantage)
-    assert verdicts(grpo.check_claims(grpo.Args()))["homogeneous"] is holds
+    found = verdicts(grpo.check_claims(grpo.Args()))
+    assert (found["flattens"], found["0/0"], found["tiny differences"]) == expected
 
 
 def test_token_advantages_give_each_completion_its_own_group_advantage_on_its_tokens_only():

@@ -251,24 +251,27 @@ def test_most_trajectories_teach_nothing_without_a_baseline_where_more_than_half
 
 
 def test_larger_groups_claims_hold_where_every_step_up_in_G_loses_zero_spread_groups():
-    larger, checklist = zs.group_size_claims(ARGS, made_seeds(counts()))
-    assert larger["holds"] is True and checklist["holds"] is True
+    larger, checklist, small = zs.group_size_claims(ARGS, made_seeds(counts()))
+    assert larger["holds"] is True and checklist["holds"] is True and small["holds"] is True
     assert "G = 2 → 4" in larger["measured"] and "G = 4 → 8" in larger["measured"]
-    falls = np.subtract(*[[zs.zero_spread_share(c, 8, G) for c in MIXED] for G in (4, 8)])
-    assert common.seed_verdict(falls)[1] in checklist["measured"]
+    for claim, pair in ((checklist, (4, 8)), (small, (2, 4))):
+        falls = np.subtract(*[[zs.zero_spread_share(c, 8, G) for c in MIXED] for G in pair])
+        assert common.seed_verdict(falls)[1] in claim["measured"] and f"at G = {pair[0]} minus at G = {pair[1]}" in claim["measured"]
+    assert small["source"] == "SS-GRPO article (Trade-offs)" and "K = 2 than at K = 4" in small["claim"]
 
 
 def test_a_start_that_never_succeeds_leaves_the_larger_groups_claim_open():
     """Every group is all wrong at every G: no fall, nothing for the seeds to tell."""
-    larger, checklist = zs.group_size_claims(ARGS, made_seeds(counts(weak=[[0] * 4] * 3)))
-    assert larger["holds"] is None and checklist["holds"] is True
+    larger, checklist, small = zs.group_size_claims(ARGS, made_seeds(counts(weak=[[0] * 4] * 3)))
+    assert larger["holds"] is None and checklist["holds"] is True and small["holds"] is True
 
 
 def test_the_group_size_claims_need_their_group_sizes():
     one = zs.Args(group_sizes="4", samples=8)
     larger, = zs.group_size_claims(one, made_seeds(counts()))
     assert larger["holds"] is None and "premise not met" in larger["measured"]
-    assert len(zs.group_size_claims(zs.Args(group_sizes="2,4", samples=8), made_seeds(counts()))) == 1
+    assert [c["source"] for c in zs.group_size_claims(zs.Args(group_sizes="2,4", samples=8), made_seeds(counts()))] == [
+        "whole-game §7.3, §7.8", "SS-GRPO article (Trade-offs)"]
 
 
 # medium problems (1 or 2 of 3 right in the bin draw) split 4/4 in the other draw; hard and easy ones do not
@@ -324,7 +327,7 @@ def test_check_claims_gives_every_claim_once():
     seeds = with_temperatures(made_seeds(counts(), bins={"cold start": BINS, "after GRPO": BINS}),
                               {0.25: (0.9, 0.2), 1.0: (0.9, 0.5), 2.0: (0.5, 0.9)})
     claims = zs.check_claims(RL, ARGS, seeds)
-    assert len(claims) == 17 and len({c["claim"] for c in claims}) == 17
+    assert len(claims) == 18 and len({c["claim"] for c in claims}) == 18
     assert [c["source"] for c in by_claim(claims, "medium-difficulty")] == ["over-long-generations"] * 4
     assert [c["source"] for c in by_claim(claims, "difficulty for free")] == ["whole-game §5"] * 2
 

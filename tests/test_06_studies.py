@@ -1031,6 +1031,17 @@ def test_the_creative_steps_verdict_is_exact_on_every_seed(change, expected):
     assert "per seed: 1 of 5 (0.200), 2 of 5 (0.400), 1 of 5 (0.200)" in found["measured"] or change
 
 
+@pytest.mark.parametrize("true,premise", [((5, 5, 5), "premise not met"), ((0, 1, 0), "premise not met"),
+                                          ((0, 0, 0), "no seed's right completions hold a creative line")])
+def test_a_correct_but_irrelevant_line_meets_a_prm_of_the_solution_path_not_of_correctness(true, premise):
+    """The gold labels mark every creative line wrong, so wherever one exists the PRM is shown not to
+    measure correctness alone; the marks are shown, never decided."""
+    found = overopt.irrelevant_marks_claim([{"marks": marks_of(i, true=true, creative=(0, 0, 0))} for i in range(3)])
+    assert found["holds"] is None and found["source"] == "survey §4.5.2" and found["measured"].startswith(premise)
+    assert common.verdict_word(found) == ("premise not met" if any(true) else "inconclusive")
+    assert f"creative lines marked wrong 0 of {true[0]}, 0 of {true[1]}, 0 of {true[2]}" in found["measured"]
+
+
 @pytest.mark.parametrize("change,expected", [
     ({}, [True, True, True, False]),
     ({"hacked": 0.44, "honest": 0.5}, [False, True, True, False]),  # above the cold start, below the verifier's run
@@ -1054,9 +1065,9 @@ def test_the_creative_steps_verdict_is_exact_on_every_seed(change, expected):
 def test_the_checks_verdicts_decide_over_the_seeds(change, expected):
     seeds = three(hacking_seed, **change)
     claims = overopt.check_claims(overopt.Args(parts="hacking,pairs,ppo,marks"), seeds)
-    assert claims[-3:] == [overopt.wrong_marks_claim(seeds), overopt.right_marks_claim(seeds),
-                           overopt.creative_marks_claim(seeds)]
-    claims = claims[:-3]
+    assert claims[-4:] == [overopt.wrong_marks_claim(seeds), overopt.right_marks_claim(seeds),
+                           overopt.creative_marks_claim(seeds), overopt.irrelevant_marks_claim(seeds)]
+    claims = claims[:-4]
     assert claims == [overopt.hacking_claim(seeds), overopt.prm_proxy_claim(seeds, 5), overopt.pairs_claim(seeds),
                       overopt.ppo_claim(seeds)]
     assert verdicts(claims) == expected
@@ -1266,23 +1277,24 @@ def orm_seed(i, free=None, kl=None, bon=(0.35, 0.25), alpha=0.3, beta=0.1, rl_d=
 
 
 @pytest.mark.parametrize("change,expected", [
-    ({}, [True, True, True, True, True, True, True, True, True]),
-    ({"free": {"proxy_points": (0.2, 0.6, 0.4, 0.8)}}, [False, True, True, True, True, True, True, True, True]),  # one falls
-    ({"free": {"proxy_points": (0.2, 0.6, 0.6, 0.8)}}, [None, True, True, True, True, True, True, True, True]),  # one flat
+    ({}, [True, True, True, True, True, True, True, True, True, True]),
+    ({"free": {"proxy_points": (0.2, 0.6, 0.4, 0.8)}}, [False, True, True, True, True, True, True, True, True, True]),  # one falls
+    ({"free": {"proxy_points": (0.2, 0.6, 0.6, 0.8)}}, [None, True, True, True, True, True, True, True, True, True]),  # one flat
     ({"free": {"proxy_points": (0.2, 0.6, 0.4, 0.8), "kl_points": (0.0, 2.0, 1.0, 3.0)}},
-     [True, True, True, True, True, True, True, True, True]),  # it fell between updates, but so did KL: rises with KL
-    ({"free": {"gold_rise": 0.0}}, [True, None, True, True, True, True, True, True, True]),  # no rise to a peak shown
-    ({"free": {"gold_fall": 0.0}}, [True, None, None, None, True, True, False, None, True]),  # no fall: nothing to save
-    ({"free": {"gold_fall": -0.1}}, [True, False, False, False, True, True, False, None, True]),  # ends above its pick
-    ({"free": {"proxy_rise": -0.1}}, [True, True, False, True, True, True, False, True, True]),  # no proxy rise
-    ({"bon": (-0.1, 0.25)}, [True, True, True, True, False, True, True, True, True]),  # best-of-N's α is negative
-    ({"alpha": -0.1}, [True, True, True, True, True, False, True, True, True]),  # the RL fit's α is negative
-    ({"beta": 0.0}, [True, True, True, True, True, None, True, True, True]),  # no fall within the range: β not shown
-    ({"rl_d": (0.0, 0.5, 2.0, 4.0)}, [True, True, True, True, True, None, True, True, True]),  # one evaluation in range
-    ({"kl": {"gold_fall": 0.2}}, [True, True, True, True, True, True, None, True, True]),  # β = 0.3 falls as far
-    ({"kl": {"gold_end": 0.1}}, [True, True, True, True, True, True, True, None, True]),  # and ends no higher
-    ({"lost": 0.0}, [True, True, True, True, True, True, True, True, None]),  # β = 0 kept its form: no gibberish shown
-    ({"lost": -0.3}, [True, True, True, True, True, True, True, True, False]),  # more well-formed than the cold start
+     [True, True, True, True, True, True, True, True, True, True]),  # it fell between updates, but so did KL: rises with KL
+    ({"free": {"gold_rise": 0.0}}, [True, None, True, True, True, True, True, True, True, True]),  # no rise to a peak shown
+    ({"free": {"gold_fall": 0.0}}, [True, None, None, None, True, True, False, None, True, True]),  # no fall: nothing to save
+    ({"free": {"gold_fall": -0.1}}, [True, False, False, False, True, True, False, None, True, True]),  # ends above its pick
+    ({"free": {"proxy_rise": -0.1}}, [True, True, False, True, True, True, False, True, True, False]),  # no proxy rise
+    ({"bon": (-0.1, 0.25)}, [True, True, True, True, False, True, True, True, True, True]),  # best-of-N's α is negative
+    ({"alpha": -0.1}, [True, True, True, True, True, False, True, True, True, True]),  # the RL fit's α is negative
+    ({"beta": 0.0}, [True, True, True, True, True, None, True, True, True, True]),  # no fall within the range: β not shown
+    ({"rl_d": (0.0, 0.5, 2.0, 4.0)}, [True, True, True, True, True, None, True, True, True, True]),  # one evaluation in range
+    ({"kl": {"gold_fall": 0.2}}, [True, True, True, True, True, True, None, True, True, True]),  # β = 0.3 falls as far
+    ({"kl": {"gold_end": 0.1}}, [True, True, True, True, True, True, True, None, True, True]),  # and ends no higher
+    ({"lost": 0.0}, [True, True, True, True, True, True, True, True, None, True]),  # β = 0 kept its form: no gibberish shown
+    ({"free": {"gold_end": 0.35}}, [True, True, True, True, True, True, True, False, True, False]),  # ends above the start
+    ({"lost": -0.3}, [True, True, True, True, True, True, True, True, False, True]),  # more well-formed than the cold start
 ])
 def test_overoptimisation_verdicts_decide_over_the_seeds(change, expected):
     claims = overopt.overoptimisation_claims(three(orm_seed, **change))
@@ -1292,7 +1304,8 @@ def test_overoptimisation_verdicts_decide_over_the_seeds(change, expected):
     assert ["monotonically" in claims[0]["claim"], "over-optimises" in claims[1]["claim"],
             "other than the RM being optimised" in claims[2]["claim"], "best-of-N" in claims[3]["claim"], "sqrt(KL)" in claims[4]["claim"]
             and claims[4]["claim"].endswith(": RL"), claims[5]["claim"].endswith("(here β = 0 against 0.3)"),
-            "KL to the reference" in claims[6]["claim"], "gibberish" in claims[7]["claim"]] == [True] * 8
+            "KL to the reference" in claims[6]["claim"], "gibberish" in claims[7]["claim"],
+            "below the cold start's" in claims[8]["claim"]] == [True] * 9
     assert ("premise not met" in claims[6]["measured"]) is (claims[2]["holds"] is not True)  # the fall's own verdict
     assert ("cannot fit" in claims[4]["measured"]) is (change.get("rl_d", (0, 0, 1))[2] > 1)  # beyond best-of-N's range
 
