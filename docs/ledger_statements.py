@@ -158,9 +158,8 @@ WHOLE_GAME = [
          "from a start that succeeds often enough, and gains nothing from one that almost never does)",
          (SEEDS, "from a cold start that can occasionally succeed, GRPO on the sparse verifier reward learns: held-out "
                  "pass@1 rises above the cold start's"),
-         (FAILURES, "sparse terminal reward from a cold start that rarely succeeds: groups carry no signal and the cold "
-                    "start fails (here: most of GRPO's groups have zero reward spread, and its held-out pass@1 gain is "
-                    "zero, below the default cold start's)")),
+         (FAILURES, "sparse terminal reward from a cold start that rarely succeeds: the cold start fails (here: GRPO's "
+                    "held-out pass@1 gain from the weak cold start is none, below the default cold start's)")),
     said("§3", "reducing variance without (in the classic argument) introducing bias into the policy gradient",
          "a baseline that does not depend on the action lowers the policy gradient's variance",
          (GRADIENT, "a baseline that does not depend on the action lowers the variance of the policy "
@@ -283,11 +282,21 @@ WHOLE_GAME = [
          not_checkable="no reward here has a heuristic bonus to remove (the verifier, the learned ORM, PRM and Q-RM "
                        "score the answer or its steps only)", how="new"),
     said("§7.3", "Gradients tiny; learning only after rare successes; cold start fails.",
-         "with a sparse terminal reward and a cold start that rarely succeeds, most groups carry no signal "
-         "and RL does not get off the ground",
-         (FAILURES, "sparse terminal reward from a cold start that rarely succeeds: groups carry no signal "
-                    "and the cold start fails (here: most of GRPO's groups have zero reward spread, and its held-out "
-                    "pass@1 gain is zero, below the default cold start's)")),
+         "with a sparse terminal reward the gradients are tiny (here read as: most of each batch gives no gradient at "
+         "all, its completions in groups without reward spread, from a cold start that rarely succeeds)",
+         (FAILURES, "with a sparse 0/1 verifier most trajectories teach almost nothing (here, from the weak cold start: "
+                    "more than half of GRPO's sampled completions sit in groups with zero reward spread, A = 0)"),
+         how="rephrase"),
+    said("§7.3", "Gradients tiny; learning only after rare successes; cold start fails.",
+         "with a sparse terminal reward learning waits for successes (here read as: a group without a success gives "
+         "no policy gradient, its advantages all 0)",
+         (ZERO, "if all G samples get the same reward, the normalised advantage is zero and the policy-gradient term "
+                "vanishes (a KL term, if any, still pulls)"), how="new"),
+    said("§7.3", "Gradients tiny; learning only after rare successes; cold start fails.",
+         "with a sparse terminal reward a cold start that rarely succeeds fails: RL from it gains nothing",
+         (FAILURES, "sparse terminal reward from a cold start that rarely succeeds: the cold start fails (here: GRPO's "
+                    "held-out pass@1 gain from the weak cold start is none, below the default cold start's)"),
+         how="new"),
     said("§7.3", "SFT cold start on successful traces",
          "mitigation of a sparse reward: an SFT cold start on successful worked solutions",
          (FAILURES, "the mitigation: an SFT cold start on successful traces (here: GRPO gains more held-out "
@@ -397,7 +406,8 @@ WHOLE_GAME = [
          (CH05, "when group rewards are nearly homogeneous, the normalisation blows up, read as tiny differences made "
                 "full-size: per unit of reward gap, the advantages lie further apart than for 0/1 rewards"), how="new"),
     said("§7.8", "advantages near zero; all group members get similar scores",
-         "groups whose members all score the same get zero advantages and give no policy gradient",
+         "groups whose members all score the same get zero advantages and give no policy gradient (here read as "
+         "identical scores; nearly equal learned scores are blown up by GRPO's std, not zeroed: the 'blows up' row)",
          (ZERO, "if all G samples get the same reward, the normalised advantage is zero and the policy-gradient term "
                 "vanishes (a KL term, if any, still pulls)"),
          how="rephrase"),
@@ -425,10 +435,14 @@ WHOLE_GAME = [
          (FAILURES, "train/serve skew poisons serving: a serving-time prompt built by another template than "
                     "training's lowers held-out pass@1 (the fix, one builder for both, is the as-trained number)")),
     said("§7.10", "train/serve skew is silent poison",
-         "train/serve skew does its harm silently (no error, well-formed outputs)",
-         (FAILURES, "train/serve skew does its harm silently: nothing raises an error, and no fall in the well-formed "
-                    "share of the skewed prompt's completions is shown, the top of its interval below the fall in "
-                    "pass@1 (the harm)"), how="new"),
+         "train/serve skew does its harm silently (here read as: its outputs look normal, well-formed)",
+         (FAILURES, "train/serve skew does its harm silently, read as outputs that look normal: no fall in the "
+                    "well-formed share of the skewed prompt's completions is shown, the top of its interval below the "
+                    "fall in pass@1 (the harm)"), how="new"),
+    said("§7.10", "train/serve skew is silent poison",
+         "train/serve skew does its harm silently, read as: no error is raised",
+         not_checkable="nothing in serving here can raise an error (a prompt is text in, text out), so this reading has "
+                       "no failure to observe; the outputs' shape is the row above", how="new"),
     said("§7.10", 'Agent "forgets" bookings, double-charges, contradicts earlier tool output',
          "an agent whose state omits durable memory forgets bookings and contradicts tool output",
          not_checkable="no tool-using agent here"),
@@ -588,7 +602,9 @@ OVER_LONG = [
          (OVER, "optimising a learned proxy: the proxy rises monotonically with KL")),
     said("Over-optimisation", "but gold reward peaks and then degrades",
          "optimising a proxy RM: the gold reward peaks and then falls",
-         (OVER, "optimising a learned proxy: the gold reward peaks and then degrades")),
+         (OVER, "optimising a learned proxy: the gold reward peaks and then degrades"),
+         (OVER, "optimising a learned proxy: the gold reward peaks and then degrades (best-of-N on the learned ORM, N "
+                "the optimisation's strength)")),
     said("Over-optimisation", "gold_reward ≈ α · sqrt(KL) - β · KL",
          "gold ≈ α·√KL − β·KL for small to medium KL",
          (OVER, "gold ≈ α·sqrt(KL) − β·KL for small to medium KL (α, β > 0: the gold rises, peaks and falls "
@@ -806,9 +822,12 @@ SURVEY = [
          (REDISTRIBUTION, "potential-based shaping guarantees only the optimal policy: a generic potential leaves "
                           "non-zero expected future reward, and zero needs the one potential Φ = V^π, which an optimal "
                           "redistribution supplies")),
+    said("§4.1.3", "temporal abstraction compresses long-horizon problems into fewer high-level decisions",
+         "options cut a long problem to a few decisions, so credit is assigned among fewer of them",
+         not_checkable="no hierarchical RL here", how="new"),
     said("§4.1.3", "the wrong sub-goal decomposition introduces new credit assignment problems at the option level",
-         "options cut a long problem to a few decisions; a wrong decomposition makes credit harder",
-         not_checkable="no hierarchical RL here"),
+         "a wrong sub-goal decomposition makes credit assignment harder, with new problems at the option level",
+         not_checkable="no hierarchical RL here", how="rephrase"),
     said("§4.1.4", "identify a small number of critical steps via attention, augment those steps' rewards",
          "transport finds the few critical steps by attention and augments their rewards",
          (TRANSPORT, "transport augments the critical step (the key room), not steps at random")),
@@ -1002,8 +1021,12 @@ SURVEY = [
          (OVER, "for best-of-N, min aggregation of step scores tends to outperform mean aggregation (it catches "
                 "the first error)")),
     said("§10", "PRMs require step boundaries to be well-defined",
-         "PRMs need well-defined steps, tend to be domain-specific and may not transfer across domains",
-         not_checkable="one domain with explicit step delimiters"),
+         "PRMs need well-defined step boundaries",
+         not_checkable="our steps are lines by construction, so every PRM here has well-defined boundaries; no run "
+                       "trains one on boundaries cut elsewhere", how="rephrase"),
+    said("§10", "PRMs also tend to be domain-specific: a PRM trained on math may not transfer to code or general reasoning",
+         "a PRM trained on one domain (math) may not transfer to another",
+         not_checkable="one domain here (arithmetic chains)", how="new"),
 ]
 
 SS_GRPO = [

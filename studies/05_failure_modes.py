@@ -58,8 +58,9 @@ and metrics are means over the seeds; the figures draw every seed.
 To fit three seeds in about the time one took, the default staleness study is one policy age (8);
 the paper-scale version adds the oldest rollouts: --stale-lags 8,32 (two more runs a seed). The
 default run (with β = 5 in the KL study) took 1,158 s on 2 CPU cores beside another heavy job
-(an earlier run under a load of 3 to 8 took 1,782 s); with a core to itself a seed takes about
-250 s (the one-seed study, two runs more, took 294 s), about 13 min for the three.
+(the committed run, on a slower machine beside two other heavy jobs, 2,951 s); with a core to
+itself a seed takes about 250 s (the one-seed study, two runs more, took 294 s), about 13 min for
+the three.
 
 Read beside: credit-assignment-is-the-whole-game.txt §1, §2, §7.1, §7.3, §7.5, §7.8, §7.9, §7.10, §8;
 credit-assignment-over-long-generations.txt (the KL weight; When it falls down).
@@ -876,15 +877,18 @@ def silent_skew_claim(seeds: list[dict], harms: bool | None) -> dict:
     visibly). Only where the skew harms (`harms`, the poison claim's verdict): premise not met otherwise."""
     shape = {name: f"served[{name}]_well_formed" for name in SERVED}
     harm = float(np.mean(gap(seeds, "served[as trained]_pass@1", "served[another template]_pass@1")))
-    silent, text = none_beyond(gap(seeds, shape["as trained"], shape["another template"]), harm,
-                               "the mean fall in pass@1")
+    fall = gap(seeds, shape["as trained"], shape["another template"])
+    _, low, high = common.mean_interval(fall)
+    silent = False if low > 0 else True if high < harm else None
+    text = (f"{common.seed_verdict(fall)[1]} (silent where its interval's top stays below the mean fall in pass@1, "
+            f"{harm:+.3f}; loud where it lies above 0)")
     measured = (f"{over(seeds)}: well-formed share as trained {level(seeds, shape['as trained'])}, served as "
                 f"{SERVING_FORMAT!r} {level(seeds, shape['another template'])}; its fall {text}")
     if harms is not True:
         measured += " (premise not met: the skew is not shown to lower pass@1, so there is no harm to hide)"
-    return common.claim("whole-game §7.10", "train/serve skew does its harm silently: nothing raises an error, and no "
-                        "fall in the well-formed share of the skewed prompt's completions is shown, the top of its "
-                        "interval below the fall in pass@1 (the harm)", measured, silent if harms is True else None)
+    return common.claim("whole-game §7.10", "train/serve skew does its harm silently, read as outputs that look "
+                        "normal: no fall in the well-formed share of the skewed prompt's completions is shown, the top "
+                        "of its interval below the fall in pass@1 (the harm)", measured, silent if harms is True else None)
 
 
 def sparse_key(name: str, measure: str = "pass@1") -> str:
@@ -900,8 +904,8 @@ def gains(rl: grpo.Args, seeds: list[dict]) -> tuple[np.ndarray, np.ndarray]:
 
 def sparse_claims(rl: grpo.Args, seeds: list[dict]) -> list[dict]:
     """Sparse terminal reward from a weak cold start (§2, §7.3): most of the batch has no signal
-    (more than half of the completions in groups with zero spread), and RL does not get off the
-    ground (no gain, below the default cold start's)."""
+    (more than half of the completions in groups with zero spread); and, a claim apart, RL does not
+    get off the ground (no gain, below the default cold start's)."""
     most, most_text = effect(per_seed(seeds, sparse_key("GRPO", "zero_spread")) - 0.5)
     weak_gain, default_gain = gains(rl, seeds)
     flat, flat_text = none_beyond(weak_gain, float(default_gain.mean()), "the default cold start's gain")
@@ -914,11 +918,10 @@ def sparse_claims(rl: grpo.Args, seeds: list[dict]) -> list[dict]:
                 "cold start: more than half of GRPO's sampled completions sit in groups with zero reward spread, A = 0)",
                 spread, most),
             common.claim(
-                "whole-game §7.3", "sparse terminal reward from a cold start that rarely succeeds: groups carry no "
-                "signal and the cold start fails (here: most of GRPO's groups have zero reward spread, and its held-out "
-                "pass@1 gain is zero, below the default cold start's)",
-                f"{spread}; pass@1 weak start {level(seeds, sparse_key('weak cold start'))} -> GRPO "
-                f"{level(seeds, sparse_key('GRPO'))}, gain {flat_text}", common.all_parts(most, flat))]
+                "whole-game §7.3", "sparse terminal reward from a cold start that rarely succeeds: the cold start fails "
+                "(here: GRPO's held-out pass@1 gain from the weak cold start is none, below the default cold start's)",
+                f"{over(seeds)}: pass@1 weak start {level(seeds, sparse_key('weak cold start'))} -> GRPO "
+                f"{level(seeds, sparse_key('GRPO'))}, gain {flat_text}", flat)]
 
 
 def support_claim(rl: grpo.Args, seeds: list[dict]) -> dict:

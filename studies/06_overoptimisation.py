@@ -1336,7 +1336,24 @@ def rerank_claims(seeds: list[dict]) -> list[dict]:
                         f"{text} ({legend(seeds)}; a tendency: yes if above 0 at some N and below at none); at N = {N}: "
                         f"min {curves['PRM-min'][N]:.3f}, mean {curves['PRM-mean'][N]:.3f}, product "
                         f"{curves['PRM-product'][N]:.3f}", common.tends(*verdicts)))
-    return claims + [format_claim(seeds), calibration_claim(seeds)]
+    return claims + [format_claim(seeds), calibration_claim(seeds), bon_course_claim(seeds)]
+
+
+def bon_course_claim(seeds: list[dict]) -> dict:
+    """Gao et al.'s course under best-of-N on the learned ORM, N the optimisation's strength: per seed, the
+    held-out accuracy (gold) at the N where the seeds' mean peaks, minus at N = 1 (the policy itself: the
+    rise) and minus at the largest N (the fall); yes where both intervals over seeds lie above 0."""
+    ns, curves = seeds[0]["held"]["ns"], [s["held"]["curves"]["ORM"] for s in seeds]
+    mean = {N: float(np.mean([c[N] for c in curves])) for N in ns}
+    peak = max(ns, key=mean.get)
+    rise, rise_text = over_seeds([c[peak] - c[ns[0]] for c in curves])
+    fall, fall_text = over_seeds([c[peak] - c[ns[-1]] for c in curves])
+    return claim("over-long-generations (Gao et al.)", "optimising a learned proxy: the gold reward peaks and then "
+                 "degrades (best-of-N on the learned ORM, N the optimisation's strength)", "held-out accuracy of "
+                 "best-of-N on the learned ORM, mean of the seeds, by N: " + ", ".join(f"{N}: {v:.3f}" for N, v in
+                                                                                      mean.items())
+                 + f"; at N = {peak} (the mean's peak) minus at N = {ns[0]} {rise_text}, minus at N = {ns[-1]} "
+                 f"{fall_text} ({legend(seeds)})", common.all_parts(rise, fall))
 
 
 def format_claim(seeds: list[dict]) -> dict:

@@ -876,25 +876,26 @@ def rerank_seed(i, levels=None, at_2=None, share=0.3, unformed=(30, 0.1), calibr
 
 
 @pytest.mark.parametrize("change,expected", [
-    ({}, [True, True, True, True, True, True]),
-    ({"levels": {"PRM-min": 0.5}}, [None, True, True, None, True, True]),  # PRM = ORM = mean: gaps within the seeds' noise
-    ({"levels": {"ORM": 0.7}}, [False, True, True, True, True, True]),  # the ORM ahead
-    ({"levels": {"majority vote": 0.65}}, [True, False, False, True, True, True]),  # majority vote ahead of both
-    ({"levels": {"PRM-mean": 0.7}}, [True, True, True, False, True, True]),  # mean ahead of min
-    ({"at_2": {"ORM": 0.6}}, [None, True, True, True, True, True]),  # ahead at N = 8 but not shown at N = 2
-    ({"at_2": {"PRM-mean": 0.6}}, [True, True, True, True, True, True]),  # min vs mean: a tendency, level at N = 2
-    ({"at_2": {"PRM-mean": 0.7}}, [True, True, True, None, True, True]),  # ... mean ahead at N = 2: mixed
-    ({"unformed": (30, 0.3)}, [True, True, True, True, None, True]),  # wrong answers reach it as often in any form
-    ({"share": 0.0}, [True, True, True, True, False, True]),  # only wrong answers not in worked form reach it
-    ({"unformed": (0, math.nan)}, [True, True, True, True, None, True]),  # every wrong answer in worked form
-    ({"calibration_gap": -0.05}, [True, True, True, True, True, False]),  # nearer the value than the label's mean
+    ({}, [True, True, True, True, True, True, None]),  # the ORM's gold rises to N = 2 and stays: no fall
+    ({"levels": {"PRM-min": 0.5}}, [None, True, True, None, True, True, None]),  # PRM = ORM = mean: gaps within the seeds' noise
+    ({"levels": {"ORM": 0.7}}, [False, True, True, True, True, True, None]),  # the ORM ahead
+    ({"levels": {"majority vote": 0.65}}, [True, False, False, True, True, True, None]),  # majority vote ahead of both
+    ({"levels": {"PRM-mean": 0.7}}, [True, True, True, False, True, True, None]),  # mean ahead of min
+    ({"at_2": {"ORM": 0.6}}, [None, True, True, True, True, True, True]),  # ahead at N = 8 but not shown at N = 2
+    ({"at_2": {"PRM-mean": 0.6}}, [True, True, True, True, True, True, None]),  # min vs mean: a tendency, level at N = 2
+    ({"at_2": {"PRM-mean": 0.7}}, [True, True, True, None, True, True, None]),  # ... mean ahead at N = 2: mixed
+    ({"unformed": (30, 0.3)}, [True, True, True, True, None, True, None]),  # wrong answers reach it as often in any form
+    ({"share": 0.0}, [True, True, True, True, False, True, None]),  # only wrong answers not in worked form reach it
+    ({"unformed": (0, math.nan)}, [True, True, True, True, None, True, None]),  # every wrong answer in worked form
+    ({"calibration_gap": -0.05}, [True, True, True, True, True, False, None]),  # nearer the value than the label's mean
 ])
 def test_rerank_format_and_calibration_verdicts_decide_over_the_seeds(change, expected):
     claims = overopt.rerank_claims(three(rerank_seed, **change))
     assert verdicts(claims) == expected
     assert ["PRM beats ORM" in claims[0]["claim"], "PRM beats majority" in claims[1]["claim"],
             "ORM beats majority" in claims[2]["claim"], "tends to outperform mean" in claims[3]["claim"],
-            "format" in claims[4]["claim"], "label distribution" in claims[5]["claim"]] == [True] * 6
+            "format" in claims[4]["claim"], "label distribution" in claims[5]["claim"],
+            "best-of-N on the learned ORM" in claims[6]["claim"]] == [True] * 7
     assert "2: " in claims[0]["measured"] and "8: " in claims[0]["measured"]  # every N's interval shown
     assert ("premise not met" in claims[4]["measured"]) is (change.get("unformed", (1,))[0] == 0)
 
