@@ -288,10 +288,12 @@ WHOLE_GAME = [
                     "more than half of GRPO's sampled completions sit in groups with zero reward spread, A = 0)"),
          how="rephrase"),
     said("§7.3", "Gradients tiny; learning only after rare successes; cold start fails.",
-         "with a sparse terminal reward learning waits for successes (here read as: a group without a success gives "
-         "no policy gradient, its advantages all 0)",
-         (ZERO, "if all G samples get the same reward, the normalised advantage is zero and the policy-gradient term "
-                "vanishes (a KL term, if any, still pulls)"), how="new"),
+         "with a sparse terminal reward learning comes only from the rare successes (here read as: from a cold start "
+         "that rarely succeeds, GRPO's gradient comes only from the few groups that hold a success, the rest, more "
+         "than half of its sampled completions, in groups without reward spread, A = 0)",
+         (FAILURES, "with a sparse 0/1 verifier most trajectories teach almost nothing (here, from the weak cold start: "
+                    "more than half of GRPO's sampled completions sit in groups with zero reward spread, A = 0)"),
+         how="new"),
     said("§7.3", "Gradients tiny; learning only after rare successes; cold start fails.",
          "with a sparse terminal reward a cold start that rarely succeeds fails: RL from it gains nothing",
          (FAILURES, "sparse terminal reward from a cold start that rarely succeeds: the cold start fails (here: GRPO's "
