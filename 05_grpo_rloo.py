@@ -369,13 +369,13 @@ def check_claims(args: Args) -> list[dict]:
     from_rewards = torch.equal(per_token["grpo"] * mask, group_advantages(rewards, "grpo").T * mask)
     shared = all(torch.equal(t, group_advantages(rewards, m).T * mask) for m, t in per_token.items())
     G = args.group_size
-    lone = group_advantages(torch.eye(G)[:1], "grpo")[0, 0].item()  # one right answer in the group
+    lone = group_advantages(torch.eye(G)[:1], "grpo")[0]  # one right answer in the group
     same = group_advantages(torch.ones(1, G), "grpo").abs().max().item()
     bare = group_advantages(torch.ones(1, G), "grpo", eps=0.0)[0, 0].item()  # no ε: 0 / 0
     delta = 1e-3  # near-homogeneous: one score δ below the others (a learned score's noise, say)
     near = group_advantages(1 - delta * torch.eye(G)[:1], "grpo")[0]
     # the advantage gap per unit of reward gap: near-homogeneous scores against a lone right answer's 0/1
-    near_gap, lone_gap = (near[1] - near[0]).item() / delta, lone - group_advantages(torch.eye(G)[:1], "grpo")[0, 1].item()
+    near_gap, lone_gap = (near[1] - near[0]).item() / delta, (lone[0] - lone[1]).item()
     wrong = [round(a, 3) for a in per_token["grpo"][2][mask[2]].tolist()]
     return [claim("whole-game App. A", "R = [0, 1, 0, 1]: centred advantages [-0.5, 0.5, -0.5, 0.5]", f"{A}",
                   A == [-0.5, 0.5, -0.5, 0.5]),

@@ -70,6 +70,7 @@ CRITICS = {"ppo": "separate", "ppo_head": "head"}  # the kind of critic each PPO
 NAMES = {"grpo": "GRPO", "ppo": "PPO (critic, GAE)", "ppo_head": "PPO (value head on the policy)"}
 SHORT = {"ppo": "PPO, critic", "ppo_head": "PPO, value head"}  # in the tables, beside their λ
 BARE, ONE_TOKEN = "Ψ = R (no baseline)", "R on one token only"  # the outcome on every token; on one, drawn uniformly
+GROUP_BASELINES = ("reinforce", "rloo", "grpo")  # the baselines whose gradient variance the study compares
 
 
 @dataclass
@@ -641,7 +642,7 @@ def gradient_variance_study(policy, critic: TokenCritic, tokenizer, rl: grpo.Arg
     # every group baseline is one number per completion: g_i = Ψ_i · s_i with s_i = Σ_t ∇ log π(y_it)
     scores = per_completion_gradients(policy, completions, mask.float())
     psi = {"Ψ = 1 (the score alone)": torch.ones_like(rewards.flatten()), BARE: rewards.flatten(),
-           **{grpo.NAMES[m]: grpo.group_advantages(rewards, m).flatten() for m in ("reinforce", "rloo", "grpo")}}
+           **{grpo.NAMES[m]: grpo.group_advantages(rewards, m).flatten() for m in GROUP_BASELINES}}
 
     def spread(g: torch.Tensor) -> dict:  # one (B, D) matrix at a time: they are large
         return {**variance_by_length(g, completions.lengths, args.variance_bins),
@@ -750,7 +751,7 @@ def length_claims(per_seed: list[dict]) -> list[dict]:
     lengths = [x for s in per_seed for x in s["gradient_variance"][BARE]["length"]]
     span = f"completion lengths {min(lengths):.0f}-{max(lengths):.0f}" if lengths else "no length bin with enough completions"
     score, bare = (variance_of(per_seed, name, "slope") for name in ("Ψ = 1 (the score alone)", BARE))
-    names = [grpo.NAMES[m] for m in ("reinforce", "rloo", "grpo")]
+    names = [grpo.NAMES[m] for m in GROUP_BASELINES]
     baselines = {name: common.seed_verdict(variance_of(per_seed, name, "slope")) for name in names}
     scaled = {name: common.seed_verdict(scaled_slopes(per_seed, name)) for name in names}
     return [
@@ -840,7 +841,7 @@ def relative_claims(args: Args, per_seed: list[dict]) -> list[dict]:
         f"tr Cov(h) / ||E h||² over prompts at the cold start (h: a group's mean gradient), mean of {n}: Ψ = R "
         f"{np.mean(bare):.3g}, GRPO {np.mean(normalised):.3g}; log(Ψ = R's / GRPO's) per seed, mean [95% interval]: "
         f"{text}", reduced)]
-    names, P = [grpo.NAMES[m] for m in ("reinforce", "rloo", "grpo")], lm_world.chapter_lm_args(grpo.Args, args).prompts
+    names, P = [grpo.NAMES[m] for m in GROUP_BASELINES], lm_world.chapter_lm_args(grpo.Args, args).prompts
     # an update averages P prompts' group gradients: its tr Cov / ||E||² is one prompt's over P
     noisy = {name: common.seed_verdict(np.log(variance_of(per_seed, name, "relative") / P)) for name in names}
     claims.append(common.claim(

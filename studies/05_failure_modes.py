@@ -878,8 +878,7 @@ def silent_skew_claim(seeds: list[dict], harms: bool | None) -> dict:
     shape = {name: f"served[{name}]_well_formed" for name in SERVED}
     harm = float(np.mean(gap(seeds, "served[as trained]_pass@1", "served[another template]_pass@1")))
     fall = gap(seeds, shape["as trained"], shape["another template"])
-    _, low, high = common.mean_interval(fall)
-    silent = False if low > 0 else True if high < harm else None
+    silent, _ = none_beyond(fall, harm, "the mean fall in pass@1")  # its text would read as the result: ours below
     text = (f"{common.seed_verdict(fall)[1]} (silent where its interval's top stays below the mean fall in pass@1, "
             f"{harm:+.3f}; loud where it lies above 0)")
     measured = (f"{over(seeds)}: well-formed share as trained {level(seeds, shape['as trained'])}, served as "
