@@ -49,6 +49,7 @@ CRITIC = "studies/05_critic"
 FAILURES = "studies/05_failure_modes"
 FAILURES_PARTS = "studies/05_failure_modes_blame_curriculum"
 FAILURES_SUPPORT = "studies/05_failure_modes_support_groups"
+FAILURES_PRESSURE = "studies/05_failure_modes_pressure"
 SEEDS = "studies/05_seeds"
 ZERO = "studies/05_zero_spread"
 OVER = "studies/06_overoptimisation"
@@ -200,11 +201,12 @@ WHOLE_GAME = [
                   "learned critic and GAE beats GRPO at the same samples")),
     said("§5", "Yes, but value learning is unstable on your data: fall back to Monte Carlo returns or group "
          "baselines",
-         "when value learning is unstable on your data, fall back to Monte Carlo returns or group baselines",
-         not_checkable="no claim here decides whether value learning is unstable (studies/05_critic logs the value "
-                       "loss per update but takes no premise from it); the nearest check, on a critic shown wrong "
-                       "rather than unstable ('where the learned value is wrong, group baselines do at least as well "
-                       "as PPO with that critic'), is on the 05 page", how="new"),
+         "when value learning is unstable on your data, fall back to Monte Carlo returns or group baselines (here "
+         "read as a critic whose loss grows over PPO's training, against GRPO's group baseline on Monte Carlo "
+         "returns; a critic shown wrong rather than unstable is the 05 page's check)",
+         *((CRITIC, "where value learning is unstable, fall back to group baselines: read as a critic whose loss grows "
+                    f"over training, GRPO's held-out pass@1 is not below that of {critic}") for critic in (
+             "PPO (critic, GAE)", "PPO (value head on the policy)")), how="new"),
     said("§5", "a bad $V$ injects systematic lies into $\\Psi$",
          "a bad V injects systematic (not just noisy) errors into Ψ",
          (CRITIC, "a learned V can be wrong on sparse verifiable rewards, and a bad V injects systematic "
@@ -413,10 +415,25 @@ WHOLE_GAME = [
          (ZERO, "if all G samples get the same reward, the normalised advantage is zero and the policy-gradient term "
                 "vanishes (a KL term, if any, still pulls)"),
          how="rephrase"),
-    said("§7.8", "Adaptive difficulty; ensure mixed outcomes in groups when possible; floor on std",
-         "mitigation of group collapse: adaptive difficulty, mixed groups, a floor on the std",
-         not_checkable="no run here tries them (larger K is the §7.3 row); arms that drop or resample zero-spread "
-                       "groups, or floor the group's std, would fit studies/05_failure_modes' groups part"),
+    said("§7.8", "Adaptive difficulty",
+         "mitigation of group collapse: adaptive difficulty",
+         (FAILURES_PARTS, "the mitigation of group collapse, adaptive difficulty: from a weak cold start of 200 SFT "
+                          "steps, GRPO whose problems' number of operations moves each update toward a pass rate of "
+                          "1/2 (one fewer after a batch below it, one more above) ends with higher held-out pass@1 "
+                          "on the normal mix than GRPO on the normal mix throughout, at the same completions"),
+         how="rephrase"),
+    said("§7.8", "ensure mixed outcomes in groups when possible",
+         "mitigation of group collapse: ensure mixed outcomes in groups when possible",
+         (FAILURES_PARTS, "the mitigation of group collapse, ensure mixed outcomes in groups when possible: from the "
+                          "same start, GRPO that draws 4x the prompts each update and trains on the 16 groups with "
+                          "reward spread first (then the rest) ends with higher held-out pass@1 than GRPO, at the same "
+                          "updates"), how="rephrase"),
+    said("§7.8", "floor on std",
+         "mitigation of group collapse: a floor on the group's std (against the normalisation's blow-up)",
+         (FAILURES_PARTS, "the mitigation of group collapse, a floor on the std: at the smallest std a group of 0/1 "
+                          "rewards with spread has, it leaves the verifier's groups as they are, and near-homogeneous "
+                          "scores no longer blow up: per unit of reward gap their advantages lie no further apart than "
+                          "a lone right answer's"), how="rephrase"),
     said("§7.9", "Unstable updates; policy and actors disagree; unexplained regressions in distributed setups.",
          "workers acting with stale weights make updates unstable, with regressions",
          (FAILURES, "workers acting with old weights make updates unstable, with regressions (here: rollouts "
@@ -475,12 +492,21 @@ WHOLE_GAME = [
          "GRPO on groups raises pass@1",
          (SEEDS, "GRPO on groups improves pass@1")),
     said("§8", "models can learn to be diverse-and-sometimes-right or peaked-and-usually-right",
-         "optimisation pressure on pass@1 can make a model peaked-and-usually-right (rather than "
-         "diverse-and-sometimes-right)",
+         "optimisation pressure on pass@1 can make a model peaked-and-usually-right (the pass@k side, "
+         "diverse-and-sometimes-right, is the next row)",
          (FAILURES, "optimisation pressure on pass@1 can make a model peaked-and-usually-right: after GRPO a "
                     "problem's samples are less diverse (fewer distinct completions among them) and more often right "
                     "than at the cold start, and right more often than not (held-out pass@1 above 1/2)"),
          how="rephrase"),
+    said("§8", "Optimization pressure on pass@1 versus pass@k changes behavior",
+         "pressure on pass@k instead of pass@1 changes what a model learns: diverse-and-sometimes-right under pass@k, "
+         "peaked-and-usually-right under pass@1 (here: GRPO with pass@4 advantages against GRPO, from the same cold "
+         "start)",
+         (FAILURES_PRESSURE, "optimisation pressure on pass@1 versus pass@k changes behaviour: under pass@4 pressure "
+                             "(GRPO with pass@4 advantages) a model is diverse-and-sometimes-right beside GRPO's "
+                             "peaked-and-usually-right: from the same cold start at the same completions, its samples "
+                             "are more diverse (more distinct completions among a problem's) and right less often (lower "
+                             "held-out pass@1)"), how="new"),
     said("§8", "No estimator fixes a support problem.",
          "when the cold start never succeeds, no estimator fixes the missing support",
          (FAILURES_SUPPORT, "no estimator fixes a support problem: of the held-out problems with no right answer in 16 "
@@ -762,10 +788,8 @@ SURVEY = [
          (CRITIC, "the broadcast washes out the signal of the tokens that mattered (the decisive ones)")),
     said("§3", "the few tokens that actually mattered",
          "of a long chain's tokens (filler words, formatting, reasoning), only a few actually matter",
-         not_checkable="a description of the essay's 1,000-token chains with filler and formatting; our completions "
-                       "are 3-32 tokens of arithmetic lines without filler, and the tokens that decide a failure are "
-                       "about a third of a failed completion's (the previous row gives the shares), so no run here has "
-                       "a few decisive tokens among a thousand to count"),
+         (CRITIC, "of a long chain's tokens (filler words, formatting, reasoning), only a few actually matter: the "
+                  "tokens that decided a failed completion are a few of its tokens"), how="rephrase"),
     said("§4.1.1", "multi-step methods reduce the bias that comes from inaccurate value estimates at nearby states",
          "looking further ahead before bootstrapping reduces the bias of an inaccurate critic",
          (DILEMMAS, "multi-step returns reduce the bias of an inaccurate critic: the further GAE looks ahead (the "
@@ -892,15 +916,17 @@ SURVEY = [
                        "instead, a different question", how="rephrase"),
     said("§4.5.4", "requires strong inductive biases or large amounts of comparative data",
          "with hundreds of tokens per response, picking out the few decisive tokens needs strong inductive biases or "
-         "much comparative data",
-         not_checkable="our solutions run tens of tokens in 1-4 steps, not hundreds of tokens with a few decisive "
-                       "ones; studies/06_overoptimisation_checks tests a few-step version (Q-RM's credit read per "
-                       "step, localising the first wrong step from more or fewer pairs: its claim 'token-level credit "
-                       "needs large amounts of comparative data'), shown on the 06 page", how="rephrase"),
+         "much comparative data (here on a few-step version: without a strong prior, Q-RM localises the first wrong "
+         "step from many pairs and not from few; our solutions run tens of tokens, not hundreds)",
+         (OVER_CHECKS, "token-level credit needs large amounts of comparative data (the half checked here; strong "
+                       "inductive biases are the other): with no strong prior, Q-RM localises the first wrong step from "
+                       "many (right, wrong) pairs and not from few"), how="rephrase"),
     said("§4.5.4, §9", "DPO-derived reward models (DPO-RM) tend to assign high rewards to structural tokens like line "
                        "breaks",
          "DPO-implicit rewards pile up on structural tokens such as line breaks",
-         not_checkable="no DPO-trained model here"),
+         not_checkable="no DPO-trained model here: reading DPO's implicit per-token reward needs a policy trained "
+                       "by DPO, a method no chapter implements (Q-RM, the token-level credit we train, is the §9 "
+                       "rows')"),
     said("§4.6, §9", "Q-RM (token-level credit) can replace GAE within PPO",
          "Q-RM's token-level credit can replace GAE inside PPO (or REINFORCE)",
          (OVER_CHECKS, "Q-RM's token-level credit can replace GAE inside PPO (or REINFORCE)")),
@@ -924,7 +950,9 @@ SURVEY = [
          (RUDDER, "RUDDER is exponentially faster than Monte Carlo on delayed rewards")),
     said("§5", "RUDDER is exponentially faster than TD, MC, and MC Tree Search",
          "RUDDER is exponentially faster than Monte Carlo tree search on (artificial) tasks with delayed rewards",
-         not_checkable="no tree search here"),
+         not_checkable="no tree search here: the comparison needs a Monte Carlo Tree Search learner on "
+                       "key-to-door, a method this project does not implement (the TD and Monte Carlo comparisons "
+                       "are the rows beside it)"),
     said("§5", "RUDDER augmenting PPO set new state-of-the-art results",
          "RUDDER with PPO set the state of the art on Venture and Bowling in a fraction of the time",
          not_checkable="needs Atari-scale training"),
@@ -947,8 +975,10 @@ SURVEY = [
                      "that learns from its reward")),
     said("§6", "the attention mechanism may distribute weight too broadly",
          "with many weakly correlated actions TRT's attention may spread too broadly and transport weaken",
-         not_checkable="no task here has actions weakly correlated with the reward (key-to-door's distractors "
-                       "are rewards, not actions)"),
+         not_checkable="no task here has actions weakly correlated with the reward: key-to-door's corridor "
+                       "actions change nothing and its distractors are rewards, not actions; the check needs a world "
+                       "whose actions each nudge the reward a little, with its own exact model, which this project "
+                       "does not have"),
     said("§7", "Standard RL with this sparse binary reward fails catastrophically",
          "standard RL with a sparse binary goal reward fails catastrophically",
          (HER, "standard RL with a sparse binary goal reward fails catastrophically: where random exploration almost "
@@ -976,10 +1006,15 @@ SURVEY = [
          "Q(x, a) = E_z[h(a | x, z) / π(a | x) · z]",
          (HCA, "Q(x, a) = E_z[h(a|x,z)/π(a|x) · z]")),
     said("§8", "Return-conditional HCA is more appealing",
-         "return-conditional HCA is more appealing than state-conditional HCA",
-         not_checkable="the essay's reason is conditioning on a scalar return instead of a high-dimensional state; "
-                       "our tasks are tabular with a handful of states, so they cannot show it (the variances are on "
-                       "the 04 page)"),
+         "return-conditional HCA is more appealing than state-conditional HCA (here read as the lower-variance "
+         "gradient; the essay's reason, a scalar instead of a high-dimensional state, is the next row)",
+         *((HCA, f"{task}: return-conditional HCA is preferable to state-conditional HCA")
+           for task in ("shortcut", "delayed effect")), how="rephrase"),
+    said("§8", "instead of conditioning on high-dimensional states, it conditions on a scalar outcome",
+         "return-conditional HCA is more appealing because it conditions on a scalar outcome instead of a "
+         "high-dimensional state",
+         not_checkable="our tasks are tabular with a handful of states, so conditioning on the state is no harder "
+                       "to learn here than on the return: the reason needs states of many dimensions", how="new"),
     said("§8", "HCA can directly determine the relevance of a past action to a particular outcome, regardless "
          "of temporal distance.",
          "HCA judges a past action's relevance whatever its distance in time",
@@ -1024,8 +1059,10 @@ SURVEY = [
                 "the first error)")),
     said("§10", "PRMs require step boundaries to be well-defined",
          "PRMs need well-defined step boundaries",
-         not_checkable="our steps are lines by construction, so every PRM here has well-defined boundaries; no run "
-                       "trains one on boundaries cut elsewhere", how="rephrase"),
+         not_checkable="our steps are lines by construction, so every PRM here has well-defined boundaries; the "
+                       "check needs a PRM whose steps are cut elsewhere (Monte Carlo labels at those cuts, and a way "
+                       "to score its localisation against line-level gold labels), a pipeline of its own that no run "
+                       "has", how="rephrase"),
     said("§10", "PRMs also tend to be domain-specific: a PRM trained on math may not transfer to code or general reasoning",
          "a PRM trained on one domain (math) may not transfer to another",
          not_checkable="one domain here (arithmetic chains)", how="new"),
@@ -1071,10 +1108,13 @@ SS_GRPO = [
                   "evaluator calls (one per token)"), how="rephrase"),
     said("Mechanics", "we can infer step-level advantages by comparing the final outcome of a rollout against "
          "a counterfactual baseline constructed from other rollouts in the same group",
-         "SS-GRPO infers step-level advantages (here: in a right solution its flawed step gets less credit than "
-         "its right steps)",
+         "SS-GRPO infers step-level advantages (here: where the steps of one solution differ, in a right solution "
+         "its flawed step gets less credit than its right steps, and in a failed one its first wrong step more blame "
+         "than the right steps before it)",
          (CREDIT, "SS-GRPO's step weight credits the flawed step less: in a right solution it gets less "
-                  "credit than the solution's right steps")),
+                  "credit than the solution's right steps"),
+         (CREDIT, "SS-GRPO's step weight blames the first wrong step more: in a failed solution it gets more blame "
+                  "than the right steps before it"), how="rephrase"),
     said("Engineering decisions", "The contrastive loss uses normalized rewards within the group",
          "the article's estimator is trained with a contrastive loss on within-group normalised rewards (its code, "
          "train_step_estimator; read as a loss that compares a group's rollouts with one another; the article's own "
@@ -1168,11 +1208,18 @@ SS_GRPO = [
          "GRPO's, as its '97% of the accuracy gain' is a share of the gain over GRPO)",
          (CREDIT, "...at 4% of the PRM's training cost, read as the hours each spends beyond GRPO's"), how="rephrase"),
     said("Performance", "The estimator adds only 5% overhead to rollout generation",
-         "the estimator adds only 5% overhead to rollout generation",
-         not_checkable="the 5% is rollout time on the article's hardware at 7B, which nothing here can time; in FLOPs "
-                       "against a 7B policy's generation the article's estimator is far below it (the 'negligible' "
-                       "row), and our own policy is smaller than our estimator, so our time share says nothing of "
-                       "theirs (the article's table, 1.05x, agrees with its text)"),
+         "the estimator adds only 5% overhead to rollout generation (here read on the article's own table, as its "
+         "accuracy and cost rows are; its rollout time is the next row)",
+         (CREDIT, "the estimator adds only 5% overhead to rollout generation (its table: 1.05x inference per "
+                  "rollout)"), how="rephrase"),
+    said("Performance", "The estimator adds only 5% overhead to rollout generation",
+         "the estimator adds only 5% overhead to rollout generation (read as rollout time, what the article "
+         "measured)",
+         not_checkable="the 5% is rollout time on the article's hardware at 7B, which nothing here can time: FLOPs "
+                       "do not stand in for it (a small model's separate calls run far below a 7B policy's batched "
+                       "use of the hardware, so a FLOPs share of under 1%, the 'negligible' rows, fits a time share "
+                       "of 5% as well as of 0.5%), and our own policy is smaller than our estimator, so our time "
+                       "share says nothing of theirs", how="rephrase"),
     said("Performance", "SS-GRPO (ours)77.5%",
          "SS-GRPO beats GRPO (here: at our scale, same samples and updates)",
          (CREDIT, "SS-GRPO beats GRPO (here: at our scale; its table's 5.2 points at 7B on GSM8K are not a size that "

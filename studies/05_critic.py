@@ -997,6 +997,33 @@ def fallback_claim(args: Args, per_seed: list[dict], method: str) -> dict:
         f"the rollouts' noise: {wrong_text}", None if ahead is None or wrong is not True else not ahead)
 
 
+def value_loss_growth(per_seed: list[dict], method: str) -> np.ndarray:
+    """Per seed, how the critic's loss moves over PPO's training: its mean over the last quarter of
+    the updates minus over the first quarter, relative to the first (> 0: it grows)."""
+    def growth(history: list[dict]) -> float:
+        loss, quarter = np.array([h["value_loss"] for h in history]), max(1, len(history) // 4)
+        return float(loss[-quarter:].mean() / loss[:quarter].mean() - 1)
+    return np.array([growth(s["runs"][method]["history"]) for s in per_seed])
+
+
+def unstable_claim(per_seed: list[dict], method: str) -> dict:
+    """'Value learning is unstable on your data: fall back to MC or group baselines', its own
+    premise read on the value loss: unstable where it grows over training (`value_loss_growth`'s
+    interval above 0), stable where it falls (below 0). Only where unstable does the advice apply;
+    then GRPO at least as good as PPO decides, as in `fallback_claim`; else its premise is not met."""
+    unstable, growth = common.seed_verdict(value_loss_growth(per_seed, method))
+    gap = pass_at_1(per_seed, "grpo") - pass_at_1(per_seed, method)
+    ahead, _ = common.seed_verdict(-gap)
+    premise = {True: "", False: "premise not met: the critic's loss falls over training (its learning is stable); ",
+               None: "inconclusive: whether the critic's loss grows or falls cannot be told from these seeds; "}[unstable]
+    return common.claim(
+        "whole-game §5", "where value learning is unstable, fall back to group baselines: read as a critic whose loss "
+        f"grows over training, GRPO's held-out pass@1 is not below that of {NAMES[method]}",
+        f"{premise}the critic's loss over PPO's last quarter of updates against its first, relative change, mean [95% "
+        f"interval over {len(per_seed)} seeds]: {growth}; GRPO's held-out pass@1 minus that of {NAMES[method]}: "
+        f"{common.seed_verdict(gap)[1]}", None if ahead is None or unstable is not True else not ahead)
+
+
 def same_advantage_claim(args: Args, per_seed: list[dict]) -> dict:
     """'Whether using PPO with a terminal reward or GRPO, every token receives the same advantage':
     for PPO, exact on each seed's batch at the cold start (the warmed-up critic's token GAE)."""
@@ -1077,6 +1104,29 @@ def few_tokens_claim(per_seed: list[dict]) -> dict:
     return common.claim("survey §3", FEW_TOKENS, measured, washes)
 
 
+ESSAY_CHAIN_TOKENS = 1000  # survey §3's chain of thought, whose filler and formatting the statement describes
+
+
+def few_matter_claim(args: Args, per_seed: list[dict]) -> dict:
+    """Survey §3's 'the few tokens that actually mattered', a description of a 1,000-token chain with
+    filler words and formatting: its premise needs chains that long (exact against --max-new-tokens);
+    the share of a failed completion's tokens that decided it (`decisive`) is shown beside it. 'Few'
+    names no share, so on chains that long the claim stays inconclusive."""
+    shares = [s["token_credit"]["few_signal"]["failed_token_share"] for s in per_seed]
+    mean, low, high = common.mean_interval(shares)
+    long_enough = args.max_new_tokens >= ESSAY_CHAIN_TOKENS
+    premise = "" if long_enough else (
+        f"premise not met: our completions are at most {args.max_new_tokens} tokens of arithmetic lines, without "
+        f"filler words or formatting, against the essay's {ESSAY_CHAIN_TOKENS}-token chains; ")
+    return common.claim(
+        "survey §3", "of a long chain's tokens (filler words, formatting, reasoning), only a few actually matter: "
+        "the tokens that decided a failed completion are a few of its tokens",
+        f"{premise}the share of a failed completion's tokens that decided it (the result of its first wrong line), "
+        + ", ".join(f"{share:.0%}" for share in shares) + f" by seed, mean [95% interval over {len(per_seed)} seeds] "
+        f"{mean:.3f} [{low:.3f}, {high:.3f}]" + ("; 'few' names no share to test it against" if long_enough else ""),
+        None)
+
+
 # "roughly doubles": nearer 2x than no growth (1x) or tripling (3x), the midpoints, as common.ROUGHLY_LINEAR for a slope
 ROUGHLY_DOUBLE = (1.5, 2.5)
 
@@ -1100,9 +1150,10 @@ def critic_claims(args: Args, per_seed: list[dict]) -> list[dict]:
     claims = [lies_claim(args, per_seed)]
     if "grpo" in runs and "ppo" in runs:
         claims = [memory_claim(runs), *claims, prefer_gae_claim(args, per_seed)]
-    return (claims + [fallback_claim(args, per_seed, m) for m in CRITICS if m in runs and "grpo" in runs]
+    fitted = [m for m in CRITICS if m in runs and "grpo" in runs]  # the PPO runs GRPO is beside
+    return (claims + [fallback_claim(args, per_seed, m) for m in fitted] + [unstable_claim(per_seed, m) for m in fitted]
             + [same_advantage_claim(args, per_seed), dilution_claim(per_seed), focus_claim(per_seed),
-               few_tokens_claim(per_seed)])
+               few_tokens_claim(per_seed), few_matter_claim(args, per_seed)])
 
 
 # ============================================================================================

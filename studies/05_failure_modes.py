@@ -15,7 +15,7 @@ reward from a weak cold start, and train/serve skew and state blindness at servi
                    never solves, against what fresh draws of the same start solve by luck
   serving          the GRPO policy served with another prompt template, and with a fact missing
 
-Four more parts run where --parts names them (the default, modes, is the list above):
+Five more parts run where --parts names them (the default, modes, is the list above):
 
   blame            the GRPO policy's groups on held-out prompts, whole and with the last operation
                    cut: of the completions right by what the prompt shows, the share that GRPO's
@@ -24,7 +24,12 @@ Four more parts run where --parts names them (the default, modes, is the list ab
                    easy problems are easier for it while the normal mix stays sparse), GRPO whose
                    first --curriculum-share of the updates draw only --min-steps-operation problems,
                    then the normal mix, against GRPO on the normal mix throughout, at the same
-                   number of completions
+                   number of completions; beside them §7.8's mitigations of group collapse:
+                   adaptive difficulty (each update's number of operations one fewer after a batch
+                   that passed less than half the time, one more after one that passed more) and
+                   mixed groups first (1 + --mixed-rounds times the prompts drawn, the --prompts
+                   groups with reward spread trained on first); a floor on the group's std is
+                   checked exactly (no run)
   support          from the sparse-reward study's weak cold start, each estimator that differs in
                    its baseline only (REINFORCE's batch mean, RLOO, GRPO) at the same budget: of the
                    problems the weak start never solves, the share each solves beyond what fresh
@@ -32,6 +37,9 @@ Four more parts run where --parts names them (the default, modes, is the list ab
   groups           from the same weak start, GRPO at twice the group size with half the prompts per
                    update against the chapter's G, the same completions: held-out pass@1 and the
                    share of groups without reward spread
+  pressure         from the default cold start, GRPO (pressure on pass@1) against GRPO with the
+                   pass@k advantage (--pass-k; Chen et al. 2025), the same completions: held-out
+                   pass@1 and pass@16, and the share of distinct completions among a problem's
 
 The loop is the chapter's `train` with what these modes need: rollouts from older weights, the
 ratio against them, the drift between the two policies, reference resets, and the chapter's other
@@ -51,9 +59,11 @@ and metrics are means over the seeds; the figures draw every seed.
     python studies/05_failure_modes.py --reanalyse runs/studies/05_failure_modes/results.json
                                         # the claims again from the stored seeds, nothing trained
     python studies/05_failure_modes.py --parts blame,curriculum --out runs/studies/05_failure_modes_blame_curriculum
-                                        # the two other parts alone, 3 seeds: 293 s on 2 CPU cores (shared)
+                                        # the blame and curriculum parts, 3 seeds: 1,197 s on 2 CPU cores (shared)
     python studies/05_failure_modes.py --parts support,groups --out runs/studies/05_failure_modes_support_groups
-                                        # the last two parts alone, 3 seeds: 649 s on 2 CPU cores (shared)
+                                        # the support and groups parts, 3 seeds: 649 s on 2 CPU cores (shared)
+    python studies/05_failure_modes.py --parts pressure --out runs/studies/05_failure_modes_pressure
+                                        # the pressure part, 3 seeds: 515 s on 2 CPU cores (shared)
 
 To fit three seeds in about the time one took, the default staleness study is one policy age (8);
 the paper-scale version adds the oldest rollouts: --stale-lags 8,32 (two more runs a seed). The
@@ -92,7 +102,7 @@ grpo = importlib.import_module("05_grpo_rloo")
 
 SERVING_FORMAT = "Q: {prompt}A:\n"  # a prompt template the policy never saw in training
 SERVED = ("as trained", "another template", "last operation missing")  # the skew study's prompts
-PARTS = ("modes", "blame", "curriculum", "support", "groups")  # what a run measures (--parts)
+PARTS = ("modes", "blame", "curriculum", "support", "groups", "pressure")  # what a run measures (--parts)
 # The support part's estimators: the chapter's that differ in their baseline only (batch mean,
 # leave-one-out, group mean and std; Dr. GRPO changes the loss's normaliser too)
 SUPPORT_ESTIMATORS = ("reinforce", "rloo", "grpo")
@@ -109,6 +119,8 @@ SHOWN = ("whole prompt", "last operation missing")  # the blame study's prompts
 #   200  0.039 vs 0.026, +0.012 [+0.001, +0.023]; 0.82   second draw 0.038 vs 0.024, +0.014 [+0.006, +0.022]; 0.83
 #   300  0.052 vs 0.030, +0.022 [+0.009, +0.035]; 0.81   second draw 0.049 vs 0.033, +0.016 [+0.007, +0.025]; 0.77
 CURRICULUM_SFT_STEPS = 200
+# §7.8's mitigations of group collapse, run beside the curriculum from its weak start
+ADAPTIVE, MIXED = "GRPO, adaptive difficulty", "GRPO, mixed groups first"
 
 
 @dataclass
@@ -141,15 +153,19 @@ class Args(lm_world.LMArgs):
                                      "--group-size completions each, whole and with the last operation cut")
     curriculum_share: float = common.arg(0.5, "share of the curriculum arm's updates, the first ones, that draw "
                                          "only the easiest problems (--min-steps operations)")
+    mixed_rounds: int = common.arg(3, "the mixed-groups arm's extra draws of --prompts problems per update (it "
+                                   "trains on the groups with reward spread first)")
+    pass_k: int = common.arg(4, "k of the pressure part's pass@k arm, below the chapter's group size (at k = G a "
+                             "group's pass@k is 0 or 1: no gradient)")
 
     SMOKE = dict(lm_world.LMArgs.SMOKE_LM, betas="0", sparse_sft_steps=2, curriculum_sft_steps=2, rft_rounds=1,
-                 rft_n=2, rft_sft_steps=1, seeds=2, blame_problems=4)
+                 rft_n=2, rft_sft_steps=1, seeds=2, blame_problems=4, pass_k=1)
 
     def __post_init__(self):
         super().__post_init__()
         common.require(self.seeds >= 2, "--seeds must be at least 2: the claims decide on an interval over seeds")
         common.require_positive(self, "sparse_sft_steps", "curriculum_sft_steps", "rft_rounds", "rft_n",
-                                "rft_sft_steps", "rft_lr")
+                                "rft_sft_steps", "rft_lr", "mixed_rounds")
         common.require(0 <= self.poor_shortcut_prob <= 1, "--poor-shortcut-prob must be in [0, 1]")
         common.require(all(lag > 0 for lag in self.lag_list), "--stale-lags must be positive")
         common.require(all(b >= 0 for b in self.beta_list), "--betas must be non-negative")
@@ -158,6 +174,8 @@ class Args(lm_world.LMArgs):
                        f"--blame-problems must be in 1..{lm_world.HELD_OUT_SIZE} (the held-out set's size)")
         common.require(0 < self.curriculum_share < 1, "--curriculum-share must be in (0, 1): a curriculum starts "
                        "easy and ends on the normal mix")
+        common.require(1 <= self.pass_k < grpo.Args.group_size, f"--pass-k must be in 1..{grpo.Args.group_size - 1} "
+                       "(below the chapter's group size)")
 
     @property
     def beta_list(self) -> list[float]:
@@ -181,19 +199,31 @@ class Setting:
     π_old in the ratio being the policy that sampled ('importance') or the current one ('ignore',
     as if on-policy); the KL reference reset to the current policy every `ref_reset` updates (0:
     never); the first `easy_updates` updates drawing only the easiest problems, of --min-steps
-    operations (a curriculum; 0: none); the chapter's advantage estimator `method` (one of its
-    ESTIMATORS). The default is the chapter's loop for GRPO."""
+    operations (a curriculum; 0: none); `adaptive` difficulty (`next_difficulty`); `mixed_rounds` more
+    draws of --prompts problems per update, the groups with reward spread trained on first
+    (`mixed_first`); the chapter's advantage estimator `method` (one of its ESTIMATORS), or, where
+    `pass_k` is set, the pass@k advantage (`pass_k_advantages`). The default is the chapter's loop
+    for GRPO."""
     lag: int = 0
     ratio: str = "importance"
     ref_reset: int = 0
     easy_updates: int = 0
     method: str = "grpo"
+    adaptive: bool = False
+    mixed_rounds: int = 0
+    pass_k: int = 0
 
     @property
     def label(self) -> str:
         name = grpo.NAMES[self.method]
         if self.easy_updates:
             return f"{name}, {self.easy_updates} easy first"
+        if self.adaptive:
+            return f"{name}, adaptive difficulty"
+        if self.mixed_rounds:
+            return f"{name}, mixed groups first"
+        if self.pass_k:
+            return f"{name}, pass@{self.pass_k} advantages"
         return f"{name} age {self.lag} ({self.ratio})" if self.lag else name
 
 
@@ -263,6 +293,46 @@ def stale_step(policy, optimizer: torch.optim.Optimizer, completions: lm_world.C
     return stats
 
 
+def next_difficulty(operations: int, rewards: torch.Tensor, rl: grpo.Args) -> int:
+    """Adaptive difficulty: the next update's number of operations, one fewer after a batch that
+    passed less than half the time, one more after one that passed more (a 0/1 group's spread is
+    largest at a pass rate of 1/2), within --min-steps..--max-steps."""
+    move = int(np.sign(rewards.mean().item() - 0.5))
+    return min(max(operations + move, rl.min_steps), rl.max_steps)
+
+
+def mixed_first(rewards: torch.Tensor, keep: int) -> torch.Tensor:
+    """The `keep` groups an update trains on, of all it drew: those with reward spread first (in the
+    order drawn), then the rest ("ensure mixed outcomes in groups when possible")."""
+    return torch.argsort(grpo.zero_spread(rewards).int(), stable=True)[:keep]
+
+
+def pass_k_advantages(rewards: torch.Tensor, k: int, eps: float = 1e-4) -> torch.Tensor:
+    """(N·G,) the advantage of each completion under pressure on pass@k instead of pass@1, for 0/1
+    rewards (N, G): a k-subset of the group scores the best of its rewards, and a completion gets
+    the mean z-score of the k-subsets that hold it (Chen et al. 2025, "Pass@k Training"). With c
+    right of G: the group's pass@k is ρ = 1 - C(G-c, k)/C(G, k); every subset holding a right
+    completion scores 1, so A+ = (1 - ρ)/σ; a wrong one's subsets score 0 only where its k - 1
+    companions are all wrong, so A- = (1 - ρ - C(G-c-1, k-1)/C(G-1, k-1))/σ; σ = sqrt(ρ(1 - ρ)),
+    and ε keeps a group whose pass@k is 0 or 1 at A = 0, as GRPO's. At k = 1 it is GRPO's
+    z-score with the std over G."""
+    G = rewards.shape[1]
+    right = rewards.sum(1).round().long().tolist()  # one sync per update
+    rho = torch.tensor([1 - math.comb(G - c, k) / math.comb(G, k) for c in right], device=rewards.device)
+    alone = torch.tensor([math.comb(G - c - 1, k - 1) / math.comb(G - 1, k - 1) if c < G else 0.0 for c in right],
+                         device=rewards.device)  # the chance a wrong completion's companions are all wrong
+    sigma = (rho * (1 - rho)).sqrt() + eps
+    positive, negative = (1 - rho) / sigma, (1 - rho - alone) / sigma
+    return torch.where(rewards > 0, positive[:, None], negative[:, None]).flatten()
+
+
+def group_rows(completions: lm_world.Completions, groups: torch.Tensor, group_size: int) -> lm_world.Completions:
+    """The completions of `groups` (rows are grouped by problem, G to a group)."""
+    rows = (groups[:, None] * group_size + torch.arange(group_size, device=groups.device)).flatten()
+    return dataclasses.replace(completions, **{name: getattr(completions, name)[rows] for name in (
+        "sequences", "attention_mask", "completion_mask", "logprobs", "truncated")})
+
+
 def train(policy, reference, tokenizer, rl: grpo.Args, held_out: list, device, setting: Setting = Setting()) -> dict:
     """The chapter's `train` for `setting.method` (GRPO by default), with `setting`'s stale rollouts
     (`RolloutWorker`) and reference resets. Each update's record adds the age of the weights that
@@ -275,11 +345,12 @@ def train(policy, reference, tokenizer, rl: grpo.Args, held_out: list, device, s
     worker = RolloutWorker(policy, setting.lag)
     exclude = frozenset(p.prompt for p in rl.task.held_out())
     history, evals = [], []
+    operations = rl.max_steps  # adaptive difficulty starts at the hardest problems and finds its level
 
     def held_out_eval(step: int) -> None:
         result = lm_world.evaluate(policy, tokenizer, held_out, rl.eval_samples, rl.max_new_tokens, eval_generator,
                                  device)
-        evals.append({"step": step, "samples": step * rl.prompts * rl.group_size,
+        evals.append({"step": step, "samples": step * rl.prompts * (1 + setting.mixed_rounds) * rl.group_size,
                       "pass@1": result["pass@1"], "length": result["length"]})
 
     for step in tqdm(range(rl.rl_steps), desc=setting.label, leave=False):
@@ -288,10 +359,19 @@ def train(policy, reference, tokenizer, rl: grpo.Args, held_out: list, device, s
         if setting.ref_reset and step and step % setting.ref_reset == 0:
             reference = lm_world.frozen_copy(policy)  # re-anchor: the KL now measures the drift since this update
         easy = step < setting.easy_updates  # the curriculum's first updates: the fewest operations only
-        problems = rl.task.sample(rl.prompts, rng, steps=rl.min_steps if easy else None, exclude=exclude)
+        steps = rl.min_steps if easy else operations if setting.adaptive else None
+        drawn = rl.prompts * (1 + setting.mixed_rounds)
+        problems = rl.task.sample(drawn, rng, steps=steps, exclude=exclude)
         completions, rewards = grpo.sample_groups(worker.model(), tokenizer, problems, rl, generator, device)
+        if setting.mixed_rounds:
+            kept = mixed_first(rewards, rl.prompts)
+            completions, rewards = group_rows(completions, kept, rl.group_size), rewards[kept]
+        if setting.adaptive:
+            operations = next_difficulty(operations, rewards, rl)
         age = worker.age()
-        advantages = grpo.token_advantages(rewards, setting.method, completions.completion_mask)
+        mask = completions.completion_mask
+        advantages = (pass_k_advantages(rewards, setting.pass_k)[:, None] * mask if setting.pass_k
+                      else grpo.token_advantages(rewards, setting.method, mask))
         ref_logp = grpo.reference_logprobs(reference, completions)
         # stale rollouts: the ratio's π_old is the policy that sampled, or (ignored) the current one
         behaviour = completions.logprobs if setting.lag and setting.ratio == "importance" else None
@@ -299,7 +379,8 @@ def train(policy, reference, tokenizer, rl: grpo.Args, held_out: list, device, s
         stats = stale_step(policy, optimizer, completions, advantages, ref_logp, step_args, behaviour)
         schedule.step()
         worker.updated()
-        history.append(grpo.batch_record(completions, rewards) | {"policy_age": age, "policy_drift": drift} | stats)
+        history.append(grpo.batch_record(completions, rewards) | {
+            "policy_age": age, "policy_drift": drift, "sampled": drawn * rl.group_size, "operations": steps or 0} | stats)
     held_out_eval(rl.rl_steps)
     return {"history": history, "evals": evals}
 
@@ -541,13 +622,17 @@ def curriculum_study(tokenizer, rl: grpo.Args, args: Args, held_out: list, devic
     (--curriculum-sft-steps of SFT: easy problems easier for it, the mix still sparse), GRPO on the
     normal mix, against GRPO whose first --curriculum-share of the updates draw only problems of
     --min-steps operations, then the normal mix: the same updates, prompts and group size, so the
-    same number of completions, and the same reference (the weak start)."""
+    same number of completions, and the same reference (the weak start). Beside them, §7.8's
+    mitigations of group collapse: adaptive difficulty (the same completions) and mixed groups
+    first (the same updates, (1 + --mixed-rounds) times the completions drawn)."""
     weak, _, _ = lm_world.cold_start_policy(dataclasses.replace(args.cold_start, sft_steps=args.curriculum_sft_steps),
                                           device, args.cache, progress=False)
     easy = easy_updates(rl, args)
     return {"weak cold start": {"final": grpo.final_evaluation(weak, tokenizer, rl, held_out, device)},
             "GRPO": run_grpo(weak, tokenizer, rl, held_out, device),
-            "easy first, then GRPO": run_grpo(weak, tokenizer, rl, held_out, device, Setting(easy_updates=easy))}
+            "easy first, then GRPO": run_grpo(weak, tokenizer, rl, held_out, device, Setting(easy_updates=easy)),
+            ADAPTIVE: run_grpo(weak, tokenizer, rl, held_out, device, Setting(adaptive=True)),
+            MIXED: run_grpo(weak, tokenizer, rl, held_out, device, Setting(mixed_rounds=args.mixed_rounds))}
 
 
 def support_study(weak, tokenizer, rl: grpo.Args, held_out: list, device, known: dict) -> dict:
@@ -565,6 +650,23 @@ def support_study(weak, tokenizer, rl: grpo.Args, held_out: list, device, known:
         name = grpo.NAMES[method]
         study[name] = known.get(name) or run_grpo(weak, tokenizer, rl, held_out, device, Setting(method=method))
     study["GRPO from the default cold start"] = {"final": known["GRPO from the default cold start"]["final"]}
+    return study
+
+
+def pressure_arm(args: Args) -> str:
+    """The pressure part's pass@k arm by its k."""
+    return f"GRPO, pass@{args.pass_k} advantages"
+
+
+def pressure_study(initial, tokenizer, rl: grpo.Args, args: Args, held_out: list, device, on_policy: dict) -> dict:
+    """Pressure on pass@1 against pass@k (whole-game §8): from the default cold start, GRPO
+    (`on_policy`, already run) and GRPO with the pass@k advantage (`pass_k_advantages`), the same
+    updates, prompts and completions; each final policy's held-out pass@k and the shape of its
+    samples (`sample_quality`: distinct completions among a problem's)."""
+    study = {"GRPO (pass@1)": on_policy,
+             pressure_arm(args): run_grpo(initial, tokenizer, rl, held_out, device, Setting(pass_k=args.pass_k))}
+    for run in study.values():
+        run["quality"] = sample_quality(run["policy"], tokenizer, rl, held_out[:64], device)
     return study
 
 
@@ -1079,6 +1181,81 @@ def curriculum_claim(rl: grpo.Args, args: Args, seeds: list[dict]) -> dict:
            "than the normal mix"), lead if easier else None)
 
 
+def group_mix_claims(rl: grpo.Args, args: Args, seeds: list[dict]) -> list[dict]:
+    """whole-game §7.8's mitigations of group collapse (a group's members all score alike: A = 0,
+    training stalls), each arm against GRPO on the normal mix from the curriculum's weak start:
+    held-out pass@1. Their premise, the groups part's: a sparse reward (more than half of GRPO's
+    groups without spread); adaptive difficulty's too, the curriculum claim's: fewer operations are
+    easier for the start. The floor on the std needs no run (`std_floor_claim`)."""
+    sparse, sparse_text = effect(per_seed(seeds, curriculum_key("GRPO", "zero_spread")) - 0.5)
+    easier, _ = effect(gap(seeds, curriculum_key("easy first, then GRPO", "easy_reward"),
+                           curriculum_key("GRPO", "easy_reward")))
+
+    def against_grpo(arm: str, statement: str, premise: bool | None, missing: str) -> dict:
+        lead, text = effect(gap(seeds, curriculum_key(arm), curriculum_key("GRPO")))
+        drawn = ", ".join(f"{name} {np.mean(per_seed(seeds, curriculum_key(name, 'sampled'))):.0f}"
+                          for name in ("GRPO", arm))
+        return common.claim(
+            "whole-game §7.8", f"the mitigation of group collapse, {statement}",
+            f"{over(seeds)}: pass@1 GRPO {level(seeds, curriculum_key('GRPO'))}, {arm} {level(seeds, curriculum_key(arm))};"
+            f" its lead {text}; share of the trained groups without reward spread, GRPO "
+            f"{level(seeds, curriculum_key('GRPO', 'zero_spread'))}, {arm} {level(seeds, curriculum_key(arm, 'zero_spread'))}"
+            f"; completions drawn per update, {drawn}; GRPO's groups without spread above one half by {sparse_text}"
+            + ("" if premise else f"; premise not met: {missing}"), lead if premise else None)
+
+    not_sparse = "the reward is not shown sparse under GRPO (more than half of the groups without spread)"
+    return [
+        against_grpo(ADAPTIVE, f"adaptive difficulty: from a weak cold start of {args.curriculum_sft_steps} SFT steps, "
+                     "GRPO whose problems' number of operations moves each update toward a pass rate of 1/2 (one "
+                     "fewer after a batch below it, one more above) ends with higher held-out pass@1 on the normal "
+                     "mix than GRPO on the normal mix throughout, at the same completions",
+                     sparse and easier, not_sparse if not sparse else "fewer operations are not shown easier for the "
+                     "weak start (the curriculum claim's premise)"),
+        against_grpo(MIXED, f"ensure mixed outcomes in groups when possible: from the same start, GRPO that draws "
+                     f"{1 + args.mixed_rounds}x the prompts each update and trains on the {rl.prompts} groups with "
+                     "reward spread first (then the rest) ends with higher held-out pass@1 than GRPO, at the same "
+                     "updates", sparse, not_sparse),
+        std_floor_claim(rl)]
+
+
+def floored_advantages(rewards: torch.Tensor, floor: float) -> torch.Tensor:
+    """GRPO's group z-score with a floor on the std in place of ε: (r - mean) / max(std, floor)."""
+    mean, std = rewards.mean(1, keepdim=True), rewards.std(1, keepdim=True)
+    return (rewards - mean) / std.clamp(min=floor)
+
+
+def std_floor_claim(rl: grpo.Args) -> dict:
+    """whole-game §7.8's floor on the std, exactly: set at the smallest std a group of G 0/1 rewards
+    with spread has (one right answer), it leaves every such group's z-score as it is, and bounds
+    what near-homogeneous scores (one δ below the rest) get per unit of their gap by the lone right
+    answer's; the chapter's ε alone gives them the same advantages whatever δ (tiny gaps made
+    full-size, the chapter's claim). float64; "no further apart" allows float64's rounding."""
+    G = rl.group_size
+    lone = torch.eye(G, dtype=torch.float64)[:1]
+    floor = lone.std(1).item()
+    binary = torch.tril(torch.ones(G - 1, G, dtype=torch.float64))  # k = 1..G-1 right answers
+    kept = torch.equal(floored_advantages(binary, floor), grpo.group_advantages(binary, "grpo", eps=0.0))
+    lone_gap = (floored_advantages(lone, floor)[0, 0] - floored_advantages(lone, floor)[0, 1]).item()
+
+    def per_unit(delta: float, advantages) -> float:
+        A = advantages(1 - delta * lone)
+        return (A[0, 1] - A[0, 0]).item() / delta
+
+    deltas = (1e-3, 1e-2, 1e-1)
+    floored = [per_unit(d, lambda r: floored_advantages(r, floor)) for d in deltas]
+    bare = [per_unit(d, lambda r: grpo.group_advantages(r, "grpo")) for d in deltas]
+    bounded = max(floored) <= lone_gap * (1 + 1e-12)
+    return common.claim(
+        "whole-game §7.8", "the mitigation of group collapse, a floor on the std: at the smallest std a group of 0/1 "
+        "rewards with spread has, it leaves the verifier's groups as they are, and near-homogeneous scores no longer "
+        "blow up: per unit of reward gap their advantages lie no further apart than a lone right answer's",
+        f"G={G}, floor {floor:.4f}: the z-score of every 0/1 group with spread {'unchanged' if kept else 'changed'}; "
+        "one score δ below the rest, advantage gap per unit of reward gap for δ = "
+        + ", ".join(f"{d:g}" for d in deltas) + ": with the floor " + ", ".join(f"{v:.3f}" for v in floored)
+        + ", with ε alone " + ", ".join(f"{v:,.0f}" for v in bare) + f"; a lone right answer: {lone_gap:.3f} (exact)",
+        kept and bounded)
+
+
 def support_key(name: str, measure: str = "still_unsolved") -> str:
     """The metric key of a run of the support part."""
     return f"support[{name}]_{measure}"
@@ -1107,6 +1284,32 @@ def estimators_claim(rl: grpo.Args, seeds: list[dict]) -> dict:
         "beyond luck by " + ", by ".join(f"{name} {text}" for name, (_, text) in found.items())
         + ("" if premise else "; premise not met: the weak start solves every held-out problem"),
         common.all_parts(*(holds for holds, _ in found.values())) if premise else None)
+
+
+def pressure_key(name: str, measure: str = "pass@1") -> str:
+    """The metric key of a run of the pressure part."""
+    return f"pressure[{name}]_{measure}"
+
+
+def pressure_claim(rl: grpo.Args, args: Args, seeds: list[dict]) -> dict:
+    """§8: 'optimization pressure on pass@1 versus pass@k changes behavior: models can learn to be
+    diverse-and-sometimes-right or peaked-and-usually-right', the pass@k side against GRPO's: more
+    distinct samples and a lower pass@1, each paired by seed."""
+    arm, grpo_arm = pressure_arm(args), "GRPO (pass@1)"
+    diverse, diverse_text = effect(gap(seeds, pressure_key(arm, "distinct"), pressure_key(grpo_arm, "distinct")))
+    sometimes, sometimes_text = effect(gap(seeds, pressure_key(grpo_arm), pressure_key(arm)))
+    k = rl.final_samples
+    return common.claim(
+        "whole-game §8", f"optimisation pressure on pass@1 versus pass@k changes behaviour: under pass@{args.pass_k} "
+        f"pressure (GRPO with pass@{args.pass_k} advantages) a model is diverse-and-sometimes-right beside GRPO's "
+        "peaked-and-usually-right: from the same cold start at the same completions, its samples are more diverse "
+        "(more distinct completions among a problem's) and right less often (lower held-out pass@1)",
+        f"{over(seeds)}: share of distinct completions among a problem's {rl.final_samples}, GRPO "
+        f"{level(seeds, pressure_key(grpo_arm, 'distinct'))}, pass@{args.pass_k} arm "
+        f"{level(seeds, pressure_key(arm, 'distinct'))}, the pass@{args.pass_k} arm's excess {diverse_text}; held-out "
+        f"pass@1 GRPO {level(seeds, pressure_key(grpo_arm))}, pass@{args.pass_k} arm {level(seeds, pressure_key(arm))}, "
+        f"GRPO's lead {sometimes_text}; held-out pass@{k}, GRPO {level(seeds, pressure_key(grpo_arm, f'pass@{k}'))}, "
+        f"pass@{args.pass_k} arm {level(seeds, pressure_key(arm, f'pass@{k}'))}", common.all_parts(diverse, sometimes))
 
 
 def groups_key(name: str, measure: str = "pass@1") -> str:
@@ -1146,8 +1349,9 @@ def mode_claims(rl: grpo.Args, args: Args, seeds: list[dict]) -> list[dict]:
 def check_claims(rl: grpo.Args, args: Args, seeds: list[dict]) -> list[dict]:
     """The claims of the parts the run measured (--parts), in the order of PARTS."""
     found = {"modes": lambda: mode_claims(rl, args, seeds), "blame": lambda: [blame_claim(rl, args, seeds)],
-             "curriculum": lambda: [curriculum_claim(rl, args, seeds)],
-             "support": lambda: [estimators_claim(rl, seeds)], "groups": lambda: [groups_claim(rl, seeds)]}
+             "curriculum": lambda: [curriculum_claim(rl, args, seeds), *group_mix_claims(rl, args, seeds)],
+             "support": lambda: [estimators_claim(rl, seeds)], "groups": lambda: [groups_claim(rl, seeds)],
+             "pressure": lambda: [pressure_claim(rl, args, seeds)]}
     return [claim for part in PARTS if part in args.part_list for claim in found[part]()]
 
 
@@ -1192,7 +1396,8 @@ TITLES = {"staleness": "GRPO with stale rollouts (failure mode: async staleness)
           "blame": "Where GRPO's blame lands, the prompt whole or with its last operation cut (state blindness):",
           "curriculum": "A curriculum from the weak cold start (sparse reward), at the same completions:",
           "support": "Each estimator from the weak cold start: the problems it leaves unsolved (a support problem):",
-          "groups": "GRPO from the weak cold start at twice the group size, half the prompts (sparse reward):"}
+          "groups": "GRPO from the weak cold start at twice the group size, half the prompts (sparse reward):",
+          "pressure": "Pressure on pass@1 (GRPO) against pass@k, from the default cold start, the same completions:"}
 
 
 def tables(rl: grpo.Args, means: dict, names: dict) -> dict:
@@ -1219,6 +1424,11 @@ def tables(rl: grpo.Args, means: dict, names: dict) -> dict:
                                                                           for c in ("unsolved", "still_unsolved",
                                                                                     "zero_spread"))]
                                      for name in names["support"]]}
+    if "pressure" in names:
+        columns = ("pass@1", f"pass@{rl.final_samples}", "distinct", "well_formed")
+        found["pressure"] = {"header": ["policy", *columns[:2], "distinct", "well-formed"],
+                             "rows": [[name, *(means[pressure_key(name, c)] for c in columns)]
+                                      for name in names["pressure"]]}
     if "groups" in names:
         found["groups"] = {"header": ["GRPO", "pass@1", f"pass@{rl.final_samples}", "zero-spread", "KL"],
                            "rows": [[name, *(means[groups_key(name, c)] for c in (
@@ -1303,8 +1513,15 @@ def run_seed(args: Args, initial, tokenizer, device) -> tuple[dict, dict]:
             if "history" in run:
                 easy = run["history"][:easy_updates(rl, args)]  # the curriculum's easy updates, and the same of GRPO's
                 metrics |= {curriculum_key(name, "zero_spread"): history_mean(run, "zero_spread"),
+                            curriculum_key(name, "sampled"): history_mean(run, "sampled"),
                             curriculum_key(name, "final_kl"): run["final_kl"],
                             curriculum_key(name, "easy_reward"): float(np.mean([h["reward"] for h in easy]))}
+    if "pressure" in args.part_list:
+        on_policy = on_policy or run_grpo(initial, tokenizer, rl, held_out, device)
+        study = pressure_study(initial, tokenizer, rl, args, held_out, device, on_policy)
+        runs["pressure"] = without_models(study)
+        metrics |= {pressure_key(name, key): value for name, run in study.items()
+                    for key, value in [*run["final"].items(), *run["quality"].items()] if key != "correct"}
     if "support" in args.part_list or "groups" in args.part_list:
         # what the failure modes already ran from the weak start, and GRPO from the default cold start
         known = {**runs.get("sparse_reward", {}), "GRPO from the default cold start": on_policy}

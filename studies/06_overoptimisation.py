@@ -26,8 +26,10 @@ the chapter leaves out:
   length bias           each learned score's correlation with token count, and whether RL on it
                         pads; with --length-bias, a Bradley-Terry RM -log σ(r(chosen) - r(rejected))
                         on the pairs of a labeller who prefers the longer of two equally right (or
-                        wrong) answers, RL on it, and the two fixes: r - b·length (b fitted with
-                        correctness held fixed) and the same RM trained on length-balanced pairs
+                        wrong) answers, RL on it, and four fixes: r - b·length (b fitted with
+                        correctness held fixed), the same RM trained on length-balanced pairs,
+                        generation capped at the longest worked solution, and r - b·(characters
+                        past the worked solution), a verifier's penalty on empty verbosity
 
 Eight checks run alone where --parts names them (the default, study, is all of the above), each on
 the study's labelled solutions and reward models (the same draws, so the same models):
@@ -138,7 +140,8 @@ MARK_COUNTS = ("right_steps", "right_marked_wrong", "wrong_steps", "wrong_marked
                "left_out_marked_wrong", "creative", "creative_marked_wrong")  # `step_marks`
 LIGHTMAN_N = 1860  # Lightman et al. (2024), best-of-1860 on MATH (their Figure 3)
 LIGHTMAN = {"PRM": 0.782, "ORM": 0.724, "majority vote": 0.696}
-LENGTH_RUNS = ("length-preferring RM", "same RM, length-normalised", "RM on length-balanced pairs")
+LENGTH_RUNS = ("length-preferring RM", "same RM, length-normalised", "RM on length-balanced pairs",
+               "same RM, generation capped", "same RM, padding penalised")
 # the KL arm's β: in a pilot (one seed, 60 updates at 3x the chapter's learning rate) the chapter's β = 0.04 let the
 # policy drift 12 nats from the reference (β = 0: 40); 0.3 held it within 3, a KL constraint that constrains
 KL_BETA = 0.3
@@ -774,14 +777,27 @@ def length_normalised(scores: torch.Tensor, lengths: torch.Tensor, slope: float)
     return scores - slope * lengths
 
 
-def rm_advantage_fn(rm, group_size: int, slope: float, log: list):
+def padding_of(tokenizer, group_size: int):
+    """Each completion's characters past its problem's worked solution (B,): the empty verbosity a
+    verifier can penalise (`problems`: one a group)."""
+    def padding(completions: Completions, problems: list) -> torch.Tensor:
+        texts = lm_world.completion_texts(tokenizer, completions)
+        solutions = [p.solution for p in problems for _ in range(group_size)]
+        return torch.tensor([max(0, len(t) - len(s)) for s, t in zip(solutions, texts)],
+                            dtype=torch.float32, device=completions.sequences.device)
+    return padding
+
+
+def rm_advantage_fn(rm, group_size: int, slope: float, log: list, charged=None):
     """GRPO advantages (z-scored in the group) on a preference RM's score at EOS, length-normalised
-    with `slope` (0: the raw score). Logs each batch's mean raw score and length."""
+    with `slope` (0: the raw score) on the whole length, or on what `charged(completions, problems)`
+    counts (`padding_of`: a penalty on empty verbosity). Logs each batch's mean raw score and length."""
     def advantage_fn(completions: Completions, rewards, problems) -> torch.Tensor:
         score = prm.reward_model_logits(rm, completions)[last_token_mask(completions.completion_mask)]
         lengths = completions.lengths.to(score.dtype)
         log.append({"proxy": float(score.mean()), "length": float(lengths.mean())})
-        reward = length_normalised(score, lengths, slope).view(-1, group_size)
+        counted = lengths if charged is None else charged(completions, problems).to(score.dtype)
+        reward = length_normalised(score, counted, slope).view(-1, group_size)
         return prm.grpo_advantages(reward).flatten()[:, None] * completions.completion_mask.float()
     return advantage_fn
 
@@ -807,7 +823,9 @@ def length_bias_study(initial, tokenizer, data: dict, held: dict, run: "prm.Args
     """Two preference RMs on the labelled solutions: one on the pairs of a labeller who prefers the
     longer of two equally right (or wrong) solutions, one on those pairs length-balanced. Each
     one's score against length on the held-out samples; then 05's loop, GRPO on the RM's score,
-    on the first (raw, and length-normalised) and on the second."""
+    on the first (raw, length-normalised, with generation capped at the longest worked solution, and
+    with its length pay taken back on the characters past the worked solution: §7.6's mitigations)
+    and on the second."""
     r = data["completions"]
     lengths, rewards = r.lengths.cpu().numpy(), data["rewards"].numpy()
     pairs = length_preferring_pairs(data["problems"], rewards, lengths)
@@ -822,11 +840,17 @@ def length_bias_study(initial, tokenizer, data: dict, held: dict, run: "prm.Args
     corr = {name: length_correlations(prm.reward_model_logits(rm, h)[last_token_mask(h.completion_mask)].cpu().numpy(),
                                       h.lengths.cpu().numpy(), held["correct"])
             for name, rm in (("length-preferring RM", biased_rm), ("length-balanced RM", balanced_rm))}
+    length_run = dataclasses.replace(run, rl_steps=args.length_steps)
+    capped = dataclasses.replace(length_run, max_new_tokens=min(run.max_new_tokens, run.cold_start.task.longest_solution))
+    penalty = max(slope, 0.0)  # the RM's pay per character, taken back on padding: a penalty, never a bonus
+    arms = zip(LENGTH_RUNS, (biased_rm, biased_rm, balanced_rm, biased_rm, biased_rm), (0.0, slope, 0.0, 0.0, penalty),
+               (None, None, None, None, padding_of(tokenizer, run.group_size)),
+               (length_run, length_run, length_run, capped, length_run))
     runs = {}
-    for name, rm, run_slope in zip(LENGTH_RUNS, (biased_rm, biased_rm, balanced_rm), (0.0, slope, 0.0)):
+    for name, rm, run_slope, charged, arm_run in arms:
         log = []
-        runs[name] = rl_run(initial, tokenizer, dataclasses.replace(run, rl_steps=args.length_steps),
-                            rm_advantage_fn(rm, run.group_size, run_slope, log), device, f"RL on the {name}")
+        runs[name] = rl_run(initial, tokenizer, arm_run, rm_advantage_fn(rm, run.group_size, run_slope, log, charged),
+                            device, f"RL on the {name}")
         runs[name]["log"] = log
     return {"pairs": len(pairs), "balanced_pairs": len(balanced), "slope": slope, "length_corr": corr, "runs": runs,
             "losses": {"length-preferring RM": biased_losses, "length-balanced RM": balanced_losses}}
@@ -1965,7 +1989,10 @@ def preference_claims(seeds: list[dict]) -> list[dict]:
     premise = premise_of(padded, "the unfixed RM's padding gain (characters past the worked solution, after RL "
                          "minus before)", padded_text)
     for name, fix in ((LENGTH_RUNS[1], "length-normalise the reward (the RM's fitted length trend removed)"),
-                      (LENGTH_RUNS[2], "train the RM on length-balanced preferences")):
+                      (LENGTH_RUNS[2], "train the RM on length-balanced preferences"),
+                      (LENGTH_RUNS[3], "cap generation (at the longest worked solution's length)"),
+                      (LENGTH_RUNS[4], "penalise empty verbosity in the verifier (the RM's fitted pay per token "
+                                       "taken back on the characters past the worked solution)")):
         fixed = runs[name]
         cut, cut_text = over_seeds([a["excess_chars"] - f["excess_chars"] for a, f in zip(raw, fixed)])
         _, cost_text = over_seeds([f["pass@1"] - a["pass@1"] for a, f in zip(raw, fixed)])
@@ -2160,7 +2187,8 @@ def length_tables(args: Args, m: dict) -> dict:
         return tables
     labels = {LENGTH_RUNS[0]: f"{LENGTH_RUNS[0]} ({length['pairs']:.0f} pairs)",
               LENGTH_RUNS[1]: f"same RM, length-normalised (r − {length['slope']:.3f}·tokens)",
-              LENGTH_RUNS[2]: f"{LENGTH_RUNS[2]} ({length['balanced_pairs']:.0f} pairs)"}
+              LENGTH_RUNS[2]: f"{LENGTH_RUNS[2]} ({length['balanced_pairs']:.0f} pairs)",
+              LENGTH_RUNS[3]: LENGTH_RUNS[3], LENGTH_RUNS[4]: LENGTH_RUNS[4]}
     rows = []
     for name, run in length["runs"].items():
         best = max(run["evals"], key=lambda e: e["pass@1"])

@@ -1235,6 +1235,12 @@ def step_credit_claims(per_seed: dict) -> list[dict]:
             "a right solution it gets less credit than the solution's right steps", f"SS-GRPO, right completions with a "
             f"wrong line (second half of training; shares of GRPO's A_i): credit on the right steps before the flawed "
             f"one minus on the flawed step {text}", less))
+        more, text = decided(of(per_seed, "ss_grpo", "wrong_step_blame") - of(per_seed, "ss_grpo", "right_steps_blame"))
+        claims.append(claim(
+            "SS-GRPO article, Mechanics", "SS-GRPO's step weight blames the first wrong step more: in a failed "
+            "solution it gets more blame than the right steps before it", f"SS-GRPO, failed completions in mixed "
+            f"groups (second half of training; shares of GRPO's A_i): blame on the first wrong step minus on the "
+            f"right steps before it {text}", more))
     if {"grpo", "prm_grpo"} <= set(per_seed):
         claims.append(convergence_claim(per_seed))
     return claims

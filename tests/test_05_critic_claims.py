@@ -155,11 +155,12 @@ def test_any_over_verdicts():
 
 def fake_seed(i: int, pass_at_1: dict | None = None, net: dict | None = None, slopes: dict | None = None,
               relative: dict | None = None, every_over_one: list | None = None, lines: int = 2,
-              psi_square: dict | None = None) -> dict:
+              psi_square: dict | None = None, value_loss: tuple = (0.05, 0.045, 0.04, 0.035)) -> dict:
     """One seed's results as run_seed returns them, with a small seed-to-seed jitter: by default
     the critics are wrong and feed wrong credit, GRPO is ahead of both PPOs, every slope near 1,
     GRPO's relative variance below Ψ = R's, λ = 0.95's below λ = 1's; the truth study's two
-    completions of `lines` lines each, every rollout estimate 0.5 (noise 0.25 / 15 at 16 rollouts)."""
+    completions of `lines` lines each, every rollout estimate 0.5 (noise 0.25 / 15 at 16 rollouts);
+    each PPO critic's loss over four updates `value_loss` (falling: its learning stable)."""
     jitter = 0.01 * (i - 1)
     pass_at_1 = {"grpo": 0.5, "ppo": 0.45, "ppo_head": 0.46} | (pass_at_1 or {})
     net = {stage: 0.1 for stage in STAGES} | (net or {})
@@ -169,8 +170,10 @@ def fake_seed(i: int, pass_at_1: dict | None = None, net: dict | None = None, sl
 
     def run(method: str, p: float) -> dict:
         p += jitter if method == "grpo" else -jitter  # GRPO minus PPO: the default gap ± 0.02
+        record = {"zero_spread": 0.25, "kl": 0.04, "length": 22.0, "length_right": 20.0, "length_wrong": 25.0}
+        losses = [{"value_loss": loss * (1 + jitter)} for loss in value_loss] if method != "grpo" else [{}] * 4
         return {"final": {"pass@1": p, "pass@4": 0.8, "pass@16": 0.9, "length": 20.0}, "final_kl": 0.04,
-                "history": [{"zero_spread": 0.25, "kl": 0.04, "length": 22.0, "length_right": 20.0, "length_wrong": 25.0}],
+                "history": [record | loss for loss in losses],
                 "evals": [{"samples": 0, "pass@1": 0.4}, {"samples": 128, "pass@1": p}],
                 "state_bytes": 2**21 if method == "ppo" else 2**20, "wall_clock_s": 10.0, "peak_memory_bytes": None}
 
@@ -213,7 +216,12 @@ def verdicts(per_seed: list[dict]) -> dict:
             "even with baselines: under each group baseline the gradient's variance grows": "baselines",
             "read per unit of the advantage's size": "baselines scaled", "normalising within the group": "normalising",
             "bias-variance dial": "lambda", "memory footprint": "memory", "systematic lies": "lies",
-            "prefer GAE": "prefer", "PPO (critic, GAE)": "fallback critic", "value head on the policy": "fallback head",
+            "prefer GAE": "prefer", "wrong, group baselines do at least as well as PPO with that critic: GRPO's held-out "
+            "pass@1 is not below that of PPO (critic": "fallback critic", "wrong, group baselines do at least as well as "
+            "PPO with that critic: GRPO's held-out pass@1 is not below that of PPO (value head": "fallback head",
+            "loss grows over training, GRPO's held-out pass@1 is not below that of PPO (critic": "unstable critic",
+            "loss grows over training, GRPO's held-out pass@1 is not below that of PPO (value head": "unstable head",
+            "only a few actually matter": "few matter",
             "with PPO and a terminal reward, too": "same advantage", "the credit is diluted": "dilution",
             "the same advantage on the tokens that mattered": "focus", "the signal of the tokens that mattered (the decisive": "few",
             "the gradients are noisy": "noisy"}
@@ -227,7 +235,12 @@ def test_each_claim_on_its_default_values():
     assert {key: c["holds"] for key, c in found.items()} == {
         "score": True, "terminal": True, "cause": True, "broadcast": True, "baselines": True, "normalising": True, "lambda": True, "memory": True,
         "lies": True, "prefer": None, "fallback critic": True, "fallback head": None, "same advantage": False,
-        "dilution": True, "focus": True, "few": True, "noisy": True, "baselines scaled": True}
+        "dilution": True, "focus": True, "few": True, "noisy": True, "baselines scaled": True, "unstable critic": None,
+        "unstable head": None, "few matter": None}
+    for key in ("unstable critic", "unstable head"):  # the critics' losses fall: stable, not the advice's case
+        assert found[key]["measured"].startswith("premise not met: the critic's loss falls over training")
+    assert found["few matter"]["measured"].startswith("premise not met: our completions are at most 48 tokens")
+    assert "10%, 10%, 10% by seed" in found["few matter"]["measured"]
     assert found["prefer"]["measured"].startswith("premise not met: the critic is not one to trust (its error at "
                                                   "step boundaries, net of the rollouts' noise, is not 0); the "
                                                   "episodes are neither long nor semi-dense; PPO (critic")
@@ -291,6 +304,24 @@ def test_the_fallback_is_no_where_ppo_with_a_wrong_critic_leads():
     found = verdicts(seeds(pass_at_1={"ppo": 0.6, "ppo_head": 0.52}))
     assert found["fallback critic"]["holds"] is False
     assert found["fallback head"]["holds"] is None  # slightly ahead of GRPO: the seeds cannot tell
+
+
+def test_a_critic_whose_loss_grows_is_unstable_and_then_the_fallback_decides():
+    """The loss's last quarter against its first (one update each here): growing on every seed is
+    the premise; then GRPO ahead of that PPO is yes, behind it no."""
+    found = verdicts(seeds(value_loss=(0.03, 0.035, 0.04, 0.05)))
+    assert found["unstable critic"]["holds"] is True and found["unstable critic"]["measured"].startswith("the critic's loss")
+    assert "+0.667 [+0.667, +0.667]" in found["unstable critic"]["measured"]  # 0.05 / 0.03 - 1 on every seed
+    behind = verdicts(seeds(value_loss=(0.03, 0.035, 0.04, 0.05), pass_at_1={"ppo": 0.6}))
+    assert behind["unstable critic"]["holds"] is False
+    unsure = verdicts(seeds(value_loss=(0.04, 0.05, 0.03, 0.04)))  # no change: whether it grows cannot be told
+    assert unsure["unstable head"]["holds"] is None and unsure["unstable head"]["measured"].startswith("inconclusive")
+
+
+def test_chains_as_long_as_the_essays_meet_the_few_tokens_premise_but_few_names_no_share():
+    claim = ppo.few_matter_claim(ppo.Args(max_new_tokens=1000), seeds())
+    assert claim["holds"] is None and "premise not met" not in claim["measured"]
+    assert claim["measured"].endswith("'few' names no share to test it against")
 
 
 def test_a_critic_that_cannot_be_told_right_or_wrong_leaves_both_branches_open():
@@ -365,7 +396,7 @@ def test_the_critic_study_runs_with_smoke(tmp_path, read_results):
     assert "value_loss" in data["per_seed"][0]["runs"]["ppo"]["history"][0]
     assert [row[0] for row in tables["critic_truth"]["rows"]] == list(data["per_seed"][0]["critic_truth"])
     assert tables["runs"]["rows"][1][2].startswith(f"{data['metrics']['grpo_pass@1']:.3f} [")
-    assert len(data["claims"]) == 18
+    assert len(data["claims"]) == 21
     # --reanalyse: the same claims again from what the run stored, nothing trained
     assert ppo.main(ppo.Args(reanalyse=str(out / "results.json")))["claims"] == data["claims"]
     variance = data["per_seed"][0]["gradient_variance"]

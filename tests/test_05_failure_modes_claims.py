@@ -6,6 +6,7 @@ its 95% interval over seeds), CLI checks and a --smoke run."""
 
 import copy
 import importlib
+import itertools
 import math
 import subprocess
 import sys
@@ -316,10 +317,94 @@ def test_the_curriculum_arm_spends_the_same_completions_from_its_own_weak_start(
     monkeypatch.setattr(fm, "run_grpo", lambda initial, tokenizer, rl, held_out, device, *setting:
                         calls.append((initial, rl, *setting)) or {})
     rl = loop_args(tmp_path, rl_steps=10)
-    study = fm.curriculum_study(None, rl, fm.Args(sparse_sft_steps=5, curriculum_sft_steps=7, curriculum_share=0.3), [], "cpu")
-    assert list(study) == ["weak cold start", "GRPO", "easy first, then GRPO"]
+    args = fm.Args(sparse_sft_steps=5, curriculum_sft_steps=7, curriculum_share=0.3, mixed_rounds=2)
+    study = fm.curriculum_study(None, rl, args, [], "cpu")
+    assert list(study) == ["weak cold start", "GRPO", "easy first, then GRPO", fm.ADAPTIVE, fm.MIXED]
     assert study["weak cold start"] == {"final": {"start": 7}}
-    assert calls == [(7, rl), (7, rl, fm.Setting(easy_updates=3))]  # the same updates, prompts and group size
+    assert calls == [(7, rl), (7, rl, fm.Setting(easy_updates=3)), (7, rl, fm.Setting(adaptive=True)),
+                     (7, rl, fm.Setting(mixed_rounds=2))]  # the same updates, prompts and group size
+
+
+def test_adaptive_difficulty_moves_the_operations_toward_a_pass_rate_of_one_half():
+    rl = grpo.Args(min_steps=1, max_steps=4)
+    assert fm.next_difficulty(4, torch.zeros(2, 4), rl) == 3 and fm.next_difficulty(1, torch.zeros(2, 4), rl) == 1
+    assert fm.next_difficulty(2, torch.ones(2, 4), rl) == 3 and fm.next_difficulty(4, torch.ones(2, 4), rl) == 4
+    assert fm.next_difficulty(2, torch.tensor([[1.0, 0.0], [0.0, 1.0]]), rl) == 2  # at 1/2 it stays
+
+
+def test_the_adaptive_arm_starts_at_the_hardest_problems_and_eases_while_it_fails(monkeypatch, tmp_path):
+    drawn = []
+
+    def failing_groups(model, tokenizer, problems, rl, *rest):
+        drawn.append({len(p.ops) for p in problems})
+        completions, _ = real(model, tokenizer, problems, rl, *rest)
+        return completions, torch.zeros(len(problems), rl.group_size)
+
+    real = grpo.sample_groups
+    monkeypatch.setattr(grpo, "sample_groups", failing_groups)
+    policy, tok = tiny_model(6)
+    rl = loop_args(tmp_path, rl_steps=4, max_steps=3, inner_iters=1)
+    history = fm.train(policy, lm_world.frozen_copy(policy), tok, rl, rl.task.held_out(4), "cpu",
+                       fm.Setting(adaptive=True))["history"]
+    assert drawn == [{3}, {2}, {1}, {1}] and [h["operations"] for h in history] == [3, 2, 1, 1]
+
+
+def test_mixed_groups_first_trains_on_the_groups_with_spread_among_all_it_drew():
+    rewards = torch.tensor([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0], [0.0, 0.0]])
+    assert fm.mixed_first(rewards, 3).tolist() == [1, 3, 0]  # the two with spread, then the first without
+    rows = SimpleNamespace(**{name: torch.arange(10) * 10 for name in (
+        "sequences", "attention_mask", "completion_mask", "logprobs", "truncated")})
+    kept = fm.group_rows(lm_world.Completions(**vars(rows), prompt_length=1), torch.tensor([1, 3]), 2)
+    assert kept.sequences.tolist() == [20, 30, 60, 70] and kept.truncated.tolist() == [20, 30, 60, 70]
+
+
+def test_the_mixed_arm_draws_more_prompts_and_keeps_the_chapters_batch(monkeypatch, tmp_path):
+    shapes = []
+    real = grpo.sample_groups
+
+    def spy(model, tokenizer, problems, rl, *rest):
+        completions, rewards = real(model, tokenizer, problems, rl, *rest)
+        shapes.append(len(problems))
+        return completions, torch.arange(rewards.numel()).remainder(3).eq(0).float().view_as(rewards)
+
+    monkeypatch.setattr(grpo, "sample_groups", spy)
+    policy, tok = tiny_model(6)
+    rl = loop_args(tmp_path, rl_steps=2, inner_iters=1)
+    history = fm.train(policy, lm_world.frozen_copy(policy), tok, rl, rl.task.held_out(4), "cpu",
+                       fm.Setting(mixed_rounds=2))["history"]
+    assert shapes == [3 * rl.prompts] * 2  # (1 + 2) x the prompts drawn; the update keeps rl.prompts groups
+    assert all(h["sampled"] == 3 * rl.prompts * rl.group_size and h["zero_spread"] == 0.0 for h in history)
+
+
+def naive_pass_k(rewards: torch.Tensor, k: int, eps: float = 1e-4) -> torch.Tensor:
+    """Each completion's mean z-score over the k-subsets of its group that hold it, a subset scoring its best."""
+    out = []
+    for group in rewards.tolist():
+        subsets = list(itertools.combinations(range(len(group)), k))
+        score = {s: max(group[i] for i in s) for s in subsets}
+        rho = sum(score.values()) / len(subsets)
+        sigma = math.sqrt(rho * (1 - rho)) + eps
+        out += [(np.mean([score[s] for s in subsets if i in s]) - rho) / sigma for i in range(len(group))]
+    return torch.tensor(out)
+
+
+@pytest.mark.parametrize("k", [1, 2, 4, 7])
+def test_pass_k_advantages_are_the_mean_z_score_of_the_k_subsets_that_hold_each_completion(k):
+    rewards = (torch.rand(12, 8, generator=torch.Generator().manual_seed(k)) < 0.3).float()
+    rewards[0], rewards[1] = 0.0, 1.0  # all wrong, all right: A = 0
+    A = fm.pass_k_advantages(rewards, k)
+    torch.testing.assert_close(A, naive_pass_k(rewards, k).float(), atol=1e-5, rtol=1e-5)
+    assert A[:16].abs().max() == 0
+    if k == 1:  # GRPO's z-score, the std over G (not G - 1)
+        spread = rewards.std(1, keepdim=True, correction=0)
+        torch.testing.assert_close(A, ((rewards - rewards.mean(1, keepdim=True)) / (spread + 1e-4)).flatten())
+
+
+def test_under_pass_k_a_wrong_completion_in_a_group_with_enough_right_ones_is_not_pushed_down():
+    rewards = torch.tensor([[1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0]])  # with k = 4 every subset holds a right one
+    assert fm.pass_k_advantages(rewards, 4).abs().max() == 0
+    lone = fm.pass_k_advantages(torch.tensor([[1.0] + [0.0] * 7]), 4)
+    assert lone[0] > 0 > lone[1]  # one right: still pushed up, the wrong ones down
 
 
 def fake_weak_start(monkeypatch, calls):
@@ -528,7 +613,10 @@ def part_seeds(**changes) -> list[dict]:
                  ("weak cold start", "pass@1", 0.007), ("GRPO", "pass@1", 0.007), ("easy first, then GRPO", "pass@1",
                                                                                      0.05),
                  ("GRPO", "zero_spread", 0.94), ("easy first, then GRPO", "zero_spread", 0.7),
-                 ("GRPO", "easy_reward", 0.008), ("easy first, then GRPO", "easy_reward", 0.1))}} | changes
+                 ("GRPO", "easy_reward", 0.008), ("easy first, then GRPO", "easy_reward", 0.1),
+                 (fm.ADAPTIVE, "pass@1", 0.05), (fm.MIXED, "pass@1", 0.05), (fm.ADAPTIVE, "zero_spread", 0.6),
+                 (fm.MIXED, "zero_spread", 0.5), ("GRPO", "sampled", 128.0), (fm.ADAPTIVE, "sampled", 128.0),
+                 (fm.MIXED, "sampled", 512.0))}} | changes
     return world(**means)
 
 
@@ -538,15 +626,30 @@ def part_verdicts(seeds: list[dict]) -> list[tuple[str, bool | None]]:
 
 
 @pytest.mark.parametrize("changes,found", [
-    ({}, [True, True]),
+    ({}, [True, True, True, True]),
     ({"blame[last operation missing]_blamed_right": 0.0, "blame[whole prompt]_blamed_right": 0.06},
-     [False, True]),  # the whole prompt's right completions blamed more often than the cut one's
-    ({"blame[last operation missing]_blamed_right": 0.0}, [None, True]),  # no blame either way: not ruled out
-    ({"curriculum[GRPO]_pass@1": 0.1}, [True, False]),  # GRPO alone ends above easy first
-    ({"curriculum[easy first, then GRPO]_pass@1": 0.007 + np.array([0.3, -0.3, 0.2, -0.2])}, [True, None]),
+     [False, True, True, True]),  # the whole prompt's right completions blamed more often than the cut one's
+    ({"blame[last operation missing]_blamed_right": 0.0}, [None, True, True, True]),  # no blame either way
+    ({"curriculum[GRPO]_pass@1": 0.1}, [True, False, False, False]),  # GRPO alone ends above every mitigation
+    ({"curriculum[easy first, then GRPO]_pass@1": 0.007 + np.array([0.3, -0.3, 0.2, -0.2])}, [True, None, True, True]),
+    ({f"curriculum[{fm.MIXED}]_pass@1": 0.007 + np.array([0.3, -0.3, 0.2, -0.2])}, [True, True, True, None]),
+    # fewer operations no easier for the start: adaptive difficulty's premise is missing, not mixed groups'
+    ({"curriculum[easy first, then GRPO]_easy_reward": 0.008}, [True, None, None, True]),
+    ({"curriculum[GRPO]_zero_spread": 0.3}, [True, True, None, None]),  # the reward not sparse: no collapse to mend
 ])
-def test_the_blame_and_curriculum_claims_decide_on_their_gap_over_seeds(changes, found):
-    assert part_verdicts(part_seeds(**changes)) == list(zip(["whole-game §1", "whole-game §7.3"], found))
+def test_the_blame_curriculum_and_group_mix_claims_decide_on_their_gap_over_seeds(changes, found):
+    sources = ["whole-game §1", "whole-game §7.3", "whole-game §7.8", "whole-game §7.8", "whole-game §7.8"]
+    assert part_verdicts(part_seeds(**changes)) == list(zip(sources, [*found, True]))  # the std floor: exact
+
+
+def test_the_std_floor_keeps_0_1_groups_and_bounds_near_homogeneous_gaps():
+    claim = fm.std_floor_claim(grpo.Args(group_size=8))
+    assert claim["holds"] is True and "floor 0.3536" in claim["measured"] and "unchanged" in claim["measured"]
+    assert "with ε alone 2,205" in claim["measured"]  # the chapter's blow-up at δ = 0.001, beside it
+    rewards = torch.tensor([[1.0, 0.0, 0.0, 0.0], [1.0, 0.999, 1.0, 1.0]], dtype=torch.float64)
+    floored = fm.floored_advantages(rewards, 0.5)
+    torch.testing.assert_close(floored[0], grpo.group_advantages(rewards[:1], "grpo", eps=0.0)[0])  # std 0.5: kept
+    assert floored[1].abs().max() < 0.002  # a 0.001 gap stays about that size
 
 
 def test_easy_items_the_start_passes_no_more_often_leave_the_curriculum_claim_without_its_premise():
@@ -608,8 +711,9 @@ def test_the_claims_follow_the_parts_a_run_measured():
     def sources(parts: str) -> list[str]:
         return [c["source"] for c in fm.check_claims(rl, fm.Args(betas="0,0.5", stale_lags="8", parts=parts), seeds)]
     modes = sources("modes")
-    assert len(modes) == 20 and sources("curriculum,modes,blame") == modes + ["whole-game §1", "whole-game §7.3"]
-    assert sources("curriculum") == ["whole-game §7.3"]
+    mixes = ["whole-game §7.8"] * 3  # adaptive difficulty, mixed groups, the std floor: beside the curriculum
+    assert len(modes) == 20 and sources("curriculum,modes,blame") == modes + ["whole-game §1", "whole-game §7.3", *mixes]
+    assert sources("curriculum") == ["whole-game §7.3", *mixes]
 
 
 def test_a_run_of_the_blame_part_alone_trains_the_grpo_policy_once_and_scores_its_samples(monkeypatch):
@@ -672,7 +776,7 @@ def test_the_support_and_groups_parts_run_with_smoke(tmp_path, read_results):
 def test_the_failure_modes_study_runs_with_smoke(tmp_path, read_results):
     out = tmp_path / "05_failure_modes"
     run = subprocess.run([sys.executable, "studies/05_failure_modes.py", "--smoke", "--cache", str(tmp_path / "cache"),
-                          "--out", str(out), "--stale-lags", "1", "--betas", "0", "--parts", "modes,blame,curriculum"],
+                          "--out", str(out), "--stale-lags", "1", "--betas", "0", "--parts", "modes,blame,curriculum,pressure"],
                          cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr
     data = read_results(out / "results.json")
@@ -703,7 +807,8 @@ def test_the_failure_modes_study_runs_with_smoke(tmp_path, read_results):
     assert list(runs["poor_reference"]) == ["poor reference itself", "cold start as reference", "poor reference",
                                             "poor reference, reset"]
     assert runs["poor_reference"]["poor reference, reset"]["history"][1]["kl"] == 0.0  # reset before update 1
-    assert list(runs["curriculum"]) == ["weak cold start", "GRPO", "easy first, then GRPO"]
+    assert list(runs["curriculum"]) == ["weak cold start", "GRPO", "easy first, then GRPO", fm.ADAPTIVE, fm.MIXED]
+    assert list(runs["pressure"]) == ["GRPO (pass@1)", "GRPO, pass@1 advantages"]  # --smoke's G = 2 leaves k = 1
     assert [row[0] for row in tables["blame"]["rows"]] == list(runs["blame"]) == list(fm.SHOWN)
     for name in ("staleness.png", "support_and_anchor.png", "reward_kl.png", "curriculum.png"):
         assert (out / name).stat().st_size > 1000
@@ -711,6 +816,38 @@ def test_the_failure_modes_study_runs_with_smoke(tmp_path, read_results):
     assert sources.count("whole-game §7.9") == 3 and sources.count("over-long-generations") == 2
     assert {"whole-game §1", "whole-game §2", "whole-game §7.1", "whole-game §7.3", "whole-game §7.10",
             "whole-game §8"} <= set(sources)
-    assert sources[-2:] == ["whole-game §1", "whole-game §7.3"]  # the new parts' claims follow the modes'
-    assert data["args"]["parts"] == "modes,blame,curriculum"
-    assert all("95% interval over 2 seeds" in c["measured"] for c in data["claims"])
+    # the other parts' claims follow the modes', in the order of PARTS
+    assert sources[-6:] == ["whole-game §1", "whole-game §7.3", *["whole-game §7.8"] * 3, "whole-game §8"]
+    assert data["args"]["parts"] == "modes,blame,curriculum,pressure"
+    assert all("95% interval over 2 seeds" in c["measured"] for c in data["claims"] if "(exact)" not in c["measured"])
+
+
+# ------------------------------------------------------------------ pressure on pass@1 against pass@k
+def test_the_pressure_part_runs_pass_k_beside_the_grpo_run_from_the_same_start(monkeypatch):
+    calls = []
+    monkeypatch.setattr(fm, "run_grpo", lambda initial, tokenizer, rl, held_out, device, setting:
+                        calls.append((initial, setting)) or {"policy": "pass@k policy"})
+    monkeypatch.setattr(fm, "sample_quality", lambda policy, tokenizer, rl, problems, device: {"distinct": policy})
+    study = fm.pressure_study("start", None, grpo.Args(), fm.Args(pass_k=3), list(range(80)), "cpu",
+                              {"policy": "GRPO policy"})
+    assert list(study) == ["GRPO (pass@1)", "GRPO, pass@3 advantages"] and calls == [("start", fm.Setting(pass_k=3))]
+    assert [run["quality"] for run in study.values()] == [{"distinct": "GRPO policy"}, {"distinct": "pass@k policy"}]
+
+
+def pressure_seeds(**changes) -> list[dict]:
+    """Four seeds where the pass@4 arm samples more distinct completions and is right less often."""
+    arm = fm.pressure_arm(fm.Args())
+    means = {"pressure[GRPO (pass@1)]_distinct": 0.3, f"pressure[{arm}]_distinct": 0.5,
+             "pressure[GRPO (pass@1)]_pass@1": 0.5, f"pressure[{arm}]_pass@1": 0.44,
+             "pressure[GRPO (pass@1)]_pass@16": 0.9, f"pressure[{arm}]_pass@16": 0.9}
+    return world(**means | changes)
+
+
+@pytest.mark.parametrize("changes,holds", [
+    ({}, True),
+    ({"pressure[GRPO (pass@1)]_distinct": 0.6}, False),  # GRPO's samples the more diverse
+    ({"pressure[GRPO (pass@1)]_pass@1": 0.44}, None),  # right as often: 'sometimes-right' not shown
+])
+def test_the_pressure_claim_needs_more_diverse_samples_and_a_lower_pass_at_1(changes, holds):
+    claim = fm.pressure_claim(grpo.Args(), fm.Args(), pressure_seeds(**changes))
+    assert claim["holds"] is holds and claim["source"] == "whole-game §8" and "pass@4 pressure" in claim["claim"]

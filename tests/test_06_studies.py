@@ -486,6 +486,20 @@ def test_rm_advantages_are_grpo_on_the_length_normalised_score_at_eos(monkeypatc
     assert overopt.rm_advantage_fn("ORM", 2, 0.1, [])(r, GROUPED_REWARDS, None).abs().max() < 1e-3
 
 
+def test_the_verbosity_penalty_charges_the_slope_on_the_characters_past_each_groups_worked_solution(monkeypatch):
+    padded = "3+1=4\n3+1=4\n#4"  # right, 6 characters past "3+1=4\n#4"
+    texts = [SMALL_RIGHT, padded, "#52", SLIP]  # two groups of G = 2: SMALL's, then PROBLEM's
+    r = hand_completions([SMALL.prompt] * 2 + [PROBLEM.prompt] * 2, texts)
+    past = overopt.padding_of(TOK, 2)(r, [SMALL, PROBLEM])
+    assert past.tolist() == [0.0, 6.0, 0.0, max(0, len(SLIP) - len(PROBLEM.solution))]
+    eos = [0.5, 1.0, 2.0, 4.0]
+    fake_reward_models(monkeypatch, {"ORM": eos})
+    A = overopt.rm_advantage_fn("ORM", 2, 0.5, [], overopt.padding_of(TOK, 2))(r, GROUPED_REWARDS, [SMALL, PROBLEM])
+    expected = prm.grpo_advantages((torch.tensor(eos) - 0.5 * past).view(2, 2)).flatten()[:, None] * r.completion_mask
+    torch.testing.assert_close(A, expected)
+    assert A[0, 0] > 0 > A[1, 0]  # the padded right answer, paid more by the RM (1.0 > 0.5), now loses to the plain one
+
+
 @pytest.mark.parametrize("text,form", [
     ("12+7=19\n#19", True), ("12+7=19\n19*3=56\n#51", True), ("#52", False), ("12+7=19\n\n#19", False),
     ("12+7=19\n#19\n", False), ("12+7=1a\n#19", False), ("27915", False), ("12-7=5\n#x", False),
@@ -536,7 +550,7 @@ def test_length_bias_study_trains_on_the_biased_and_balanced_pairs_and_runs_rl_o
         return ("ORM" if desc == "length-preferring RM" else "QRM"), [0.5]
 
     def train_spy(policy, reference, tokenizer, args, advantage_fn, held_out, device, desc="RL"):
-        ran.append((args.rl_steps, advantage_fn(r, GROUPED_REWARDS, None), held_out))
+        ran.append((args.rl_steps, advantage_fn(r, GROUPED_REWARDS, [SMALL]), held_out, args.max_new_tokens))
         return {"history": [], "evals": [{"step": 0, "pass@1": 0.25, "length": 9.0}]}
 
     monkeypatch.setattr(overopt, "train_preference_rm", train_rm)
@@ -554,11 +568,17 @@ def test_length_bias_study_trains_on_the_biased_and_balanced_pairs_and_runs_rl_o
     assert study["slope"] == pytest.approx(slope) and slope != 0
     assert study["length_corr"]["length-balanced RM"] == pytest.approx(
         overopt.length_correlations(eos["QRM"](data["completions"]), lengths, data["rewards"].numpy()), nan_ok=True)
-    assert list(study["runs"]) == list(overopt.LENGTH_RUNS) and all(steps == 7 for steps, _, _ in ran)
-    for (_, advantages, held_out), rm, run_slope in zip(ran, ("ORM", "ORM", "QRM"), (0.0, slope, 0.0)):
-        torch.testing.assert_close(advantages, overopt.rm_advantage_fn(rm, 4, run_slope, [])(r, GROUPED_REWARDS, None))
+    assert list(study["runs"]) == list(overopt.LENGTH_RUNS) and all(steps == 7 for steps, *_ in ran)
+    padding = overopt.padding_of(TOK, 4)  # the penalised arm: the slope charged on the characters past the solution
+    for (_, advantages, held_out, _), rm, run_slope, charged in zip(ran, ("ORM", "ORM", "QRM", "ORM", "ORM"),
+                                                                  (0.0, slope, 0.0, 0.0, slope),
+                                                                  (None, None, None, None, padding)):
+        expected = overopt.rm_advantage_fn(rm, 4, run_slope, [], charged)(r, GROUPED_REWARDS, [SMALL])
+        torch.testing.assert_close(advantages, expected)
         assert held_out == [PROBLEM, SMALL]
-    assert not torch.equal(ran[0][1], ran[1][1])
+    assert not torch.equal(ran[0][1], ran[1][1]) and not torch.equal(ran[0][1], ran[4][1])
+    cap = min(run.max_new_tokens, run.cold_start.task.longest_solution)  # the capped arm alone samples fewer tokens
+    assert [budget for *_, budget in ran] == [run.max_new_tokens] * 3 + [cap, run.max_new_tokens] and cap < run.max_new_tokens
     for name in overopt.LENGTH_RUNS:  # each run its own log, one entry an update; its writing read after it
         assert len(study["runs"][name]["log"]) == 1 and study["runs"][name]["final"] == stats_of()
 
@@ -1312,7 +1332,8 @@ def test_overoptimisation_verdicts_decide_over_the_seeds(change, expected):
 
 
 def length_seed(i, orm_r=0.4, qrm_r=0.8, within=(0.1, 0.3), qrm_pad=20.0, orm_pad=0.0, study=True, biased_r=0.5,
-                raw=(26.0, 3.5, 0.25), normalised=(22.0, 0.6, 0.3), balanced=(22.0, 3.6, 0.2)) -> dict:
+                raw=(26.0, 3.5, 0.25), normalised=(22.0, 0.6, 0.3), balanced=(22.0, 3.6, 0.2), capped=(22.0, 0.6, 0.3),
+                penalised=(22.0, 0.6, 0.3)) -> dict:
     """The cold start: 13 tokens, 0.5 characters past the worked solution, pass@1 0.3; each RL run's
     (tokens, characters past, pass@1) ± 0.01 over the seeds; r(score, tokens) over all samples as given,
     within the right and within the wrong ones `within`, each ± 0.01."""
@@ -1325,32 +1346,34 @@ def length_seed(i, orm_r=0.4, qrm_r=0.8, within=(0.1, 0.3), qrm_pad=20.0, orm_pa
     held = {"samples": 64, "stats": stats_of(length=13.0, excess_chars=0.5, pass_at_1=0.3),
             "length_corr": {"ORM": corr(orm_r), "PRM-min": corr(0.2), "Q-RM (mean Z)": corr(qrm_r)}}
     length = {"length_corr": {"length-preferring RM": corr(biased_r)},
-              "runs": {name: {"final": final(*run)} for name, run in zip(overopt.LENGTH_RUNS, (raw, normalised, balanced))}}
+              "runs": {name: {"final": final(*run)} for name, run in zip(overopt.LENGTH_RUNS, (
+                  raw, normalised, balanced, capped, penalised))}}
     return {"held": held, "runs": {"qrm": {"final": final(46.0, 0.5 + qrm_pad, 0.0)}},
             "arms": {"no_kl": {"final": final(12.0, 0.5 + orm_pad, 0.0)}}, "length": length if study else None}
 
 
 @pytest.mark.parametrize("change,expected", [
-    ({}, [True, True, True, None, None, True, True, True, False]),  # the ORM's run does not pad; the balanced RM as much
-    ({"orm_pad": 2.0}, [True, True, True, True, True, True, True, True, False]),
-    ({"orm_r": -0.2}, [False, True, True, None, None, True, True, True, False]),  # the pads claim reads r within right and wrong
-    ({"qrm_pad": 0.0}, [True, None, None, None, None, True, True, True, False]),
-    ({"within": (0.0, 0.3)}, [True, None, True, None, None, True, True, True, False]),  # not shown within the right answers
-    ({"within": (0.1, -0.3)}, [True, False, True, False, None, True, True, True, False]),  # shorter wrong answers score higher
-    ({"within": (-0.3, -0.3), "orm_pad": 2.0}, [True, False, True, False, True, True, True, True, False]),  # correctness only
-    ({"raw": (13.0, 3.5, 0.25)}, [True, True, True, None, None, True, True, True, False]),  # no more tokens, but padding grows
-    ({"raw": (26.0, 3.5, 0.4)}, [True, True, True, None, None, False, True, True, False]),  # they grow, but so does gold
-    ({"biased_r": 0.0}, [True, True, True, None, None, True, None, True, False]),  # padding without the correlation
-    ({"raw": (26.0, 0.5, 0.25)}, [True, True, True, None, None, None, True, None, None]),  # longer, padding not shown
-    ({"raw": (26.0, 0.2, 0.25)}, [True, True, True, None, None, False, True, None, None]),  # padding shown to shrink
-    ({"normalised": (22.0, 3.6, 0.3)}, [True, True, True, None, None, True, True, False, False]),
+    ({}, [True, True, True, None, None, True, True, True, False, True, True]),  # the ORM's run does not pad; the balanced RM as much
+    ({"orm_pad": 2.0}, [True, True, True, True, True, True, True, True, False, True, True]),
+    ({"orm_r": -0.2}, [False, True, True, None, None, True, True, True, False, True, True]),  # the pads claim reads r within right and wrong
+    ({"qrm_pad": 0.0}, [True, None, None, None, None, True, True, True, False, True, True]),
+    ({"within": (0.0, 0.3)}, [True, None, True, None, None, True, True, True, False, True, True]),  # not shown within the right answers
+    ({"within": (0.1, -0.3)}, [True, False, True, False, None, True, True, True, False, True, True]),  # shorter wrong answers score higher
+    ({"within": (-0.3, -0.3), "orm_pad": 2.0}, [True, False, True, False, True, True, True, True, False, True, True]),  # correctness only
+    ({"raw": (13.0, 3.5, 0.25)}, [True, True, True, None, None, True, True, True, False, True, True]),  # no more tokens, but padding grows
+    ({"raw": (26.0, 3.5, 0.4)}, [True, True, True, None, None, False, True, True, False, True, True]),  # they grow, but so does gold
+    ({"biased_r": 0.0}, [True, True, True, None, None, True, None, True, False, True, True]),  # padding without the correlation
+    ({"raw": (26.0, 0.5, 0.25)}, [True, True, True, None, None, None, True, None, None, None, None]),  # longer, padding not shown
+    ({"raw": (26.0, 0.2, 0.25)}, [True, True, True, None, None, False, True, None, None, None, None]),  # padding shown to shrink
+    ({"normalised": (22.0, 3.6, 0.3)}, [True, True, True, None, None, True, True, False, False, True, True]),
 ])
 def test_length_verdicts_decide_over_the_seeds(change, expected):
     claims = overopt.length_claims(three(length_seed, **change))
     assert verdicts(claims) == expected
     assert ["Q-RM" in claims[1]["claim"], "ORM" in claims[3]["claim"], "answers grow" in claims[5]["claim"],
             "correlates with token count" in claims[6]["claim"], "normalise" in claims[7]["claim"],
-            "balanced" in claims[8]["claim"]] == [True] * 6
+            "balanced" in claims[8]["claim"], "cap generation" in claims[9]["claim"],
+            "empty verbosity" in claims[10]["claim"]] == [True] * 8
     for pads, padding in ((claims[1], claims[2]), (claims[3], claims[4])):  # the symptom alone, the same arm
         assert padding["claim"].startswith("reward hacking shows as verbose padding")
         assert padding["claim"].endswith(pads["claim"][pads["claim"].index("("):])

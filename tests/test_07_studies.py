@@ -411,8 +411,8 @@ def claims_per_seed(**changes) -> dict:
                          "step_label_effect": 1.0, "own_step_flawed_step_credit": -1.5,
                          "own_step_wrong_step_blame": 1.5, "own_step_right_steps_blame": -0.5},
             # a 0.55 gain of SS-GRPO over GRPO, 100% of the PRM's; 0.04 of 1.0 extra FLOPs: exactly 4%
-            "ss_grpo": {"pass@1": 0.8, "train_wall_clock_s": 10.0, "wrong_step_blame": 0.2, **ss_numbers},
-            "ss_grpo_signed": {"pass@1": 0.8, "train_wall_clock_s": 12.0, "wrong_step_blame": 0.6, **ss_numbers},
+            "ss_grpo": {"pass@1": 0.8, "train_wall_clock_s": 10.0, "wrong_step_blame": 0.5, **ss_numbers},
+            "ss_grpo_signed": {"pass@1": 0.8, "train_wall_clock_s": 12.0, "wrong_step_blame": 0.9, **ss_numbers},
             "grpo_scaled": {"pass@1": 0.75, "train_wall_clock_s": 50.0, **flat, "advantage_scale": 0.4, "flat_credit": 0.0}}
     per_seed = {m: [dict(numbers) for _ in range(SEEDS)] for m, numbers in seed.items()}
     for name, value in changes.items():
@@ -434,7 +434,7 @@ NAMES = {"SS-GRPO achieves 97%": "table share", "...at 4% of the PRM's training 
          "...at 4% of the PRM's training cost (read as cost beyond": "cost",
          "a flawed step in a chain": "flawed", "GRPO penalises the right steps": "slip",
          "flat credit (GRPO's broadcast) makes reasoning brittle": "brittle",
-         "SS-GRPO's step weight credits the flawed": "ss flawed",
+         "SS-GRPO's step weight credits the flawed": "ss flawed", "SS-GRPO's step weight blames the first wrong": "ss wrong",
          "the broadcast of one advantage slows": "convergence", "the learned step weights give credit": "step size",
          "SS-GRPO: the estimator learns": "causal", "SS-GRPO ±: the estimator learns": "causal signed",
          "a sign-aware weight": "signed", "the estimator is trained with a contrastive": "contrastive",
@@ -589,6 +589,8 @@ def test_each_arithmetic_verdict_flips_with_its_own_numbers(changes, flipped, mo
     ({"prm_grpo.own_step_wrong_step_blame": (-3.0, 0.0, 3.0)}, {"process per step wrong": None}),
     ({"ss_grpo.flawed_step_credit": 0.55}, {"ss flawed": False, "summary credit": False}),  # more credit than the right steps
     ({"ss_grpo.flawed_right_steps_credit": math.nan}, {"ss flawed": None, "summary credit": None}),
+    ({"ss_grpo.wrong_step_blame": 0.2}, {"ss wrong": False}),  # less blame on the mistake than on the steps before it
+    ({"ss_grpo.wrong_step_blame": (0.3, 0.4, 0.5)}, {"ss wrong": None}),  # the right steps' 0.4 inside
     ({"prm_grpo.samples_to_halfway": 1500.0}, {"convergence": False}),
     ({"prm_grpo.samples_to_halfway": (500.0, 400.0, math.nan)}, {"convergence": None}),  # one seed never gets there
     ({"prm_grpo.samples_to_halfway": math.nan}, {"convergence": False}),  # at the budget on every seed: slower
@@ -707,9 +709,9 @@ def test_claims_need_only_the_methods_they_compare(monkeypatch):
     assert set(verdicts({m: full[m] for m in ("grpo", "prm_grpo", "ss_grpo")})) == article | own | {
         "beats", "share", "most", "summary", "summary credit", "fraction cost", "cost", "flawed", "slip", "brittle",
         *PROCESS, *PROCESS_PER_STEP,
-        "ss flawed", "convergence", "evaluator"}
+        "ss flawed", "ss wrong", "convergence", "evaluator"}
     assert set(verdicts({m: full[m] for m in ("ss_grpo", "ss_grpo_signed")})) == article | own | {
-        "ss flawed", "causal signed", "signed"}
+        "ss flawed", "ss wrong", "causal signed", "signed"}
     assert set(verdicts({m: full[m] for m in ("grpo", "prm_grpo")})) == article | {
         "flawed", "slip", "brittle", *PROCESS, *PROCESS_PER_STEP, "convergence"}
     # a PRM-GRPO run logged before the per-step form: its own claim only, the reward-to-go one as before
@@ -717,7 +719,7 @@ def test_claims_need_only_the_methods_they_compare(monkeypatch):
         {k: v for k, v in numbers.items() if not k.startswith(lab.OWN_STEP)} for numbers in full["prm_grpo"]]}
     assert set(verdicts(before)) == article | {"flawed", "slip", "brittle", *PROCESS, "convergence"}
     assert set(verdicts({m: full[m] for m in ("grpo", "ss_grpo", "grpo_scaled")})) == article | own | {
-        "flawed", "slip", "ss flawed", "step size", "fraction cost"}
+        "flawed", "slip", "ss flawed", "ss wrong", "step size", "fraction cost"}
 
 
 def test_samples_to_a_target_interpolate_between_evaluations():
