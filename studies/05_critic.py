@@ -979,21 +979,27 @@ def prefer_gae_claim(args: Args, per_seed: list[dict]) -> dict:
         better if trusted is True and episodes else None)
 
 
+def ppo_ahead(per_seed: list[dict], method: str) -> tuple[bool | None, str]:
+    """Is PPO (`method`) ahead of GRPO in held-out pass@1, over the seeds (paired by seed), and GRPO's
+    lead as text: the fallback advice holds where PPO is shown behind, fails where it is shown ahead."""
+    gap = pass_at_1(per_seed, "grpo") - pass_at_1(per_seed, method)
+    return common.seed_verdict(-gap)[0], common.seed_verdict(gap)[1]
+
+
 def fallback_claim(args: Args, per_seed: list[dict], method: str) -> dict:
     """'Value learning unstable: fall back to group baselines'. Premise: the critic is wrong
     (`critic_wrong`). GRPO at least as good as PPO: yes where the interval of PPO's lead lies
     below 0, no where it lies above 0, else None (the essay names no margin that a lead too small
     to matter would stay under)."""
     wrong, wrong_text = critic_wrong(args, per_seed, CRITICS[method])
-    gap = pass_at_1(per_seed, "grpo") - pass_at_1(per_seed, method)
-    ahead, _ = common.seed_verdict(-gap)
+    ahead, lead = ppo_ahead(per_seed, method)
     premise = {True: "", False: "premise not met: this critic's error is within the rollouts' noise at every stage; ",
                None: "inconclusive: whether this critic is wrong cannot be told from these seeds; "}[wrong]
     return common.claim(
         "whole-game §5", "where the learned value is wrong, group baselines do at least as well as PPO with that "
         f"critic: GRPO's held-out pass@1 is not below that of {NAMES[method]}",
         f"{premise}GRPO's held-out pass@1 minus that of {NAMES[method]} at the same samples, mean [95% interval over "
-        f"{len(per_seed)} seeds]: {common.seed_verdict(gap)[1]}; the critic's squared error at step boundaries net of "
+        f"{len(per_seed)} seeds]: {lead}; the critic's squared error at step boundaries net of "
         f"the rollouts' noise: {wrong_text}", None if ahead is None or wrong is not True else not ahead)
 
 
@@ -1012,8 +1018,7 @@ def unstable_claim(per_seed: list[dict], method: str) -> dict:
     interval above 0), stable where it falls (below 0). Only where unstable does the advice apply;
     then GRPO at least as good as PPO decides, as in `fallback_claim`; else its premise is not met."""
     unstable, growth = common.seed_verdict(value_loss_growth(per_seed, method))
-    gap = pass_at_1(per_seed, "grpo") - pass_at_1(per_seed, method)
-    ahead, _ = common.seed_verdict(-gap)
+    ahead, lead = ppo_ahead(per_seed, method)
     premise = {True: "", False: "premise not met: the critic's loss falls over training (its learning is stable); ",
                None: "inconclusive: whether the critic's loss grows or falls cannot be told from these seeds; "}[unstable]
     return common.claim(
@@ -1021,7 +1026,7 @@ def unstable_claim(per_seed: list[dict], method: str) -> dict:
         f"grows over training, GRPO's held-out pass@1 is not below that of {NAMES[method]}",
         f"{premise}the critic's loss over PPO's last quarter of updates against its first, relative change, mean [95% "
         f"interval over {len(per_seed)} seeds]: {growth}; GRPO's held-out pass@1 minus that of {NAMES[method]}: "
-        f"{common.seed_verdict(gap)[1]}", None if ahead is None or unstable is not True else not ahead)
+        f"{lead}", None if ahead is None or unstable is not True else not ahead)
 
 
 def same_advantage_claim(args: Args, per_seed: list[dict]) -> dict:

@@ -329,8 +329,8 @@ def pass_k_advantages(rewards: torch.Tensor, k: int, eps: float = 1e-4) -> torch
 def group_rows(completions: lm_world.Completions, groups: torch.Tensor, group_size: int) -> lm_world.Completions:
     """The completions of `groups` (rows are grouped by problem, G to a group)."""
     rows = (groups[:, None] * group_size + torch.arange(group_size, device=groups.device)).flatten()
-    return dataclasses.replace(completions, **{name: getattr(completions, name)[rows] for name in (
-        "sequences", "attention_mask", "completion_mask", "logprobs", "truncated")})
+    return dataclasses.replace(completions, **{f.name: getattr(completions, f.name)[rows]
+                                               for f in dataclasses.fields(completions) if f.name != "prompt_length"})
 
 
 def train(policy, reference, tokenizer, rl: grpo.Args, held_out: list, device, setting: Setting = Setting()) -> dict:

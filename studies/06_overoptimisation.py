@@ -535,12 +535,17 @@ def worked_form(text: str) -> bool:
     return "\n" in text and well_formed(text)
 
 
+def padding_chars(problem, text: str) -> int:
+    """Characters past the problem's worked solution: the padding, growth that carries no information."""
+    return max(0, len(text) - len(problem.solution))
+
+
 def output_stats(problems: list, texts: list[str], correct, lengths) -> dict:
     """What a policy writes: gold pass@1, tokens, padding (lines beyond the worked solution's
     count, characters beyond its length) and form (well-formed, a bare answer too: `well_formed`; worked form;
     worked form with a wrong answer)."""
     extra = np.array([max(0, len(t.split("\n")) - len(p.lines)) for p, t in zip(problems, texts)])
-    excess = np.array([max(0, len(t) - len(p.solution)) for p, t in zip(problems, texts)])
+    excess = np.array([padding_chars(p, t) for p, t in zip(problems, texts)])
     form, correct = np.array([worked_form(t) for t in texts], bool), np.asarray(correct, bool)
     return {"pass@1": float(correct.mean()), "length": float(np.mean(lengths)), "extra_lines": float(extra.mean()),
             "padded_share": float((extra > 0).mean()), "excess_chars": float(excess.mean()),
@@ -782,8 +787,8 @@ def padding_of(tokenizer, group_size: int):
     verifier can penalise (`problems`: one a group)."""
     def padding(completions: Completions, problems: list) -> torch.Tensor:
         texts = lm_world.completion_texts(tokenizer, completions)
-        solutions = [p.solution for p in problems for _ in range(group_size)]
-        return torch.tensor([max(0, len(t) - len(s)) for s, t in zip(solutions, texts)],
+        repeated = [p for p in problems for _ in range(group_size)]
+        return torch.tensor([padding_chars(p, t) for p, t in zip(repeated, texts)],
                             dtype=torch.float32, device=completions.sequences.device)
     return padding
 
@@ -843,11 +848,11 @@ def length_bias_study(initial, tokenizer, data: dict, held: dict, run: "prm.Args
     length_run = dataclasses.replace(run, rl_steps=args.length_steps)
     capped = dataclasses.replace(length_run, max_new_tokens=min(run.max_new_tokens, run.cold_start.task.longest_solution))
     penalty = max(slope, 0.0)  # the RM's pay per character, taken back on padding: a penalty, never a bonus
-    arms = zip(LENGTH_RUNS, (biased_rm, biased_rm, balanced_rm, biased_rm, biased_rm), (0.0, slope, 0.0, 0.0, penalty),
-               (None, None, None, None, padding_of(tokenizer, run.group_size)),
-               (length_run, length_run, length_run, capped, length_run))
+    arms = {LENGTH_RUNS[0]: (biased_rm, 0.0, None, length_run), LENGTH_RUNS[1]: (biased_rm, slope, None, length_run),
+            LENGTH_RUNS[2]: (balanced_rm, 0.0, None, length_run), LENGTH_RUNS[3]: (biased_rm, 0.0, None, capped),
+            LENGTH_RUNS[4]: (biased_rm, penalty, padding_of(tokenizer, run.group_size), length_run)}
     runs = {}
-    for name, rm, run_slope, charged, arm_run in arms:
+    for name, (rm, run_slope, charged, arm_run) in arms.items():
         log = []
         runs[name] = rl_run(initial, tokenizer, arm_run, rm_advantage_fn(rm, run.group_size, run_slope, log, charged),
                             device, f"RL on the {name}")
